@@ -1,0 +1,30 @@
+// Logging set-up: spdlog to stderr, as text or as JSON lines.
+#ifndef RANKD_COMMON_LOGGING_H_
+#define RANKD_COMMON_LOGGING_H_
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "spdlog/spdlog.h"
+
+// Debian's abseil has its own string_view type (not std::string_view): teach fmt to print it, so
+// that spdlog::info("{}", status.message()) works.
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
+  template <typename Context>
+  auto format(absl::string_view s, Context& ctx) const {
+    return fmt::formatter<fmt::string_view>::format(fmt::string_view(s.data(), s.size()), ctx);
+  }
+};
+
+namespace rankd {
+
+enum class LogFormat { kText, kJson };
+
+// Configures the default spdlog logger. `level` is one of trace, debug, info, warn, error, off.
+absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::string_view component);
+
+}  // namespace rankd
+
+#endif  // RANKD_COMMON_LOGGING_H_

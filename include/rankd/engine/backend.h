@@ -1,0 +1,105 @@
+// Backend: the model-level compute interface. A backend owns the whole forward pass (which lets
+// the CUDA backend fuse kernels and capture graphs); the engine above it handles text, templates,
+// validation and batching. Every backend computes the same scores (ARCHITECTURE.md, "Score
+// semantics"); the CPU backend is the float32 reference.
+#ifndef RANKD_ENGINE_BACKEND_H_
+#define RANKD_ENGINE_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "rankd/model/config.h"
+
+namespace rankd::engine {
+
+// What turns the last position's hidden state into a score.
+struct HeadSpec {
+  enum class Type {
+    kClassifier,  // score = score.weight[index] . h        (*ForSequenceClassification)
+    kYesNo,       // score = (lm_head[yes] - lm_head[no]) . h   (*ForCausalLM)
+  };
+  Type type = Type::kClassifier;
+  int index = 0;       // classifier row
+  int32_t yes_id = 0;  // yes_no token ids
+  int32_t no_id = 0;
+
+  std::string ToString() const;  // "classifier:0" or "yes_no:4,5"
+};
+
+// Candidate items packed without padding (cu_seqlens layout).
+//   tokens  [T]        int32: a vocab id (>= 0), or -(r + 1) for row r of `embeddings`
+//   offsets [N + 1]    int32: item i owns tokens[offsets[i], offsets[i+1]); offsets[0] = 0
+//   embeddings [R, H]  float32 row-major: rows that stand in for token embeddings
+// An item's first token sits at position prefix_len, whatever else is in the batch.
+struct ItemBatch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> offsets = {0};
+  std::vector<float> embeddings;
+
+  int num_items() const { return static_cast<int>(offsets.size()) - 1; }
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int item_length(int i) const { return offsets[i + 1] - offsets[i]; }
+  int max_item_length() const;
+
+  void AddIds(absl::Span<const int32_t> ids);
+  // `rows` holds k * hidden floats: k embedding rows.
+  void AddEmbeddings(absl::Span<const float> rows, int hidden);
+  void Clear();
+};
+
+// The cached state of an encoded prefix (its per-layer K/V). Opaque to callers; immutable once
+// made, so many batches (and threads) can read it.
+class PrefixState {
+ public:
+  virtual ~PrefixState() = default;
+  virtual int num_tokens() const = 0;
+  virtual size_t bytes() const = 0;  // memory held, for cache accounting
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual absl::string_view name() const = 0;
+  virtual const model::ModelConfig& config() const = 0;
+  virtual const HeadSpec& head() const = 0;
+
+  // Runs the prefix (may be empty) through the model and keeps its K/V.
+  virtual absl::StatusOr<std::shared_ptr<const PrefixState>> EncodePrefix(
+      absl::Span<const int32_t> ids) = 0;
+
+  // Scores every item of `items` as the continuation of `prefix`: scores[i] is the head applied
+  // to the last token of item i. Items must be non-empty; ids must be < vocab_size.
+  virtual absl::Status ScoreItems(const PrefixState& prefix, const ItemBatch& items,
+                                  absl::Span<float> scores) = 0;
+};
+
+struct BackendOptions {
+  std::string kind = "cpu";  // "cpu" or "cuda"
+  int threads = 0;           // CPU threads (0: all cores)
+  int device = 0;            // CUDA device index
+  // CUDA strategy: "ibpc" (prefix KV computed once, items in batches) or "multi-item"
+  // (prefix and items in one packed pass).
+  std::string strategy = "ibpc";
+  bool cuda_graphs = true;
+  int max_batch_tokens = 16384;  // upper bound on item tokens per ScoreItems call
+};
+
+// Creates a backend for the model in `model_dir`. Unavailable when the kind is not built in or
+// no device exists; InvalidArgument for an unknown kind.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
+                                                       const std::string& model_dir,
+                                                       const HeadSpec& head);
+
+// Checks that `head` fits the model (classifier needs *ForSequenceClassification with index <
+// num_labels; yes_no needs *ForCausalLM with ids < vocab_size).
+absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head);
+
+}  // namespace rankd::engine
+
+#endif  // RANKD_ENGINE_BACKEND_H_

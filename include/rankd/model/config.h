@@ -1,0 +1,80 @@
+// ModelConfig: the architecture facts of a Hugging Face checkpoint, read from its config.json.
+// Both config styles that real checkpoints use are accepted: transformers 4.x (`rope_theta` and
+// `rope_scaling` at top level) and 5.x (`rope_parameters`).
+#ifndef RANKD_MODEL_CONFIG_H_
+#define RANKD_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace rankd::model {
+
+// Decoder family; decides the tensor set (biases, q/k norms) and nothing else.
+enum class Family {
+  kLlama,  // LlamaFor*: no biases.
+  kQwen2,  // Qwen2For*: q/k/v projections carry biases.
+  kQwen3,  // Qwen3For*: per-head RMSNorm on q and k (q_norm, k_norm) before RoPE.
+};
+
+// Which output head the checkpoint has.
+enum class HeadKind {
+  kCausalLm,                // *ForCausalLM: lm_head [vocab, hidden] (or tied to embed_tokens).
+  kSequenceClassification,  // *ForSequenceClassification: score [num_labels, hidden].
+};
+
+enum class RopeType {
+  kDefault,  // inv_freq[i] = theta^(-2i/head_dim)
+  kLinear,   // inv_freq / factor
+  kLlama3,   // Llama 3.1 frequency-dependent scaling (factor, low/high_freq_factor, orig. max pos)
+};
+
+struct RopeConfig {
+  RopeType type = RopeType::kDefault;
+  double theta = 10000.0;
+  double factor = 1.0;                     // linear and llama3
+  double low_freq_factor = 1.0;            // llama3
+  double high_freq_factor = 4.0;           // llama3
+  int original_max_position_embeddings = 8192;  // llama3
+};
+
+struct ModelConfig {
+  std::string architecture;   // e.g. "LlamaForSequenceClassification", as config.json names it
+  Family family = Family::kLlama;
+  HeadKind head_kind = HeadKind::kCausalLm;
+
+  int hidden_size = 0;        // model width H
+  int num_layers = 0;         // decoder layers L
+  int num_heads = 0;          // query heads
+  int num_kv_heads = 0;       // key/value heads (GQA when < num_heads, MQA when 1)
+  int head_dim = 0;           // per-head width D; num_heads * D may differ from H (Qwen3)
+  int intermediate_size = 0;  // MLP width I
+  int vocab_size = 0;         // rows of embed_tokens
+  int num_labels = 1;         // rows of the classifier `score` (SequenceClassification only)
+  int max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  RopeConfig rope;
+  bool tie_word_embeddings = false;  // lm_head shares embed_tokens
+  bool attention_bias = false;       // q/k/v projections have biases (Qwen2; Llama attention_bias)
+  bool qk_norm = false;              // per-head RMSNorm of q and k (Qwen3)
+  std::optional<int32_t> bos_token_id;
+  std::optional<int32_t> pad_token_id;
+
+  int q_width() const { return num_heads * head_dim; }
+  int kv_width() const { return num_kv_heads * head_dim; }
+
+  // Parses `<dir>/config.json`. Errors name the file and the field.
+  static absl::StatusOr<ModelConfig> FromHfDir(absl::string_view dir);
+  // Parses the text of a config.json; `source` names it in error messages.
+  static absl::StatusOr<ModelConfig> FromJson(absl::string_view json_text, absl::string_view source);
+
+  // One line for logs: family, head, widths.
+  std::string Summary() const;
+};
+
+}  // namespace rankd::model
+
+#endif  // RANKD_MODEL_CONFIG_H_

@@ -1,0 +1,282 @@
+#include "rankd/backend/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "rankd/backend/cpu/ops.h"
+#include "rankd/common/parallel.h"
+#include "rankd/common/status.h"
+#include "rankd/model/safetensors.h"
+#include "rankd/model/weights.h"
+#include "rankd/common/logging.h"
+#include "spdlog/spdlog.h"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace rankd::cpu {
+namespace {
+
+using engine::HeadSpec;
+using engine::ItemBatch;
+using engine::PrefixState;
+using model::ModelConfig;
+
+// Shapes: H hidden, D head_dim, Q = Nq*D, KV = Nkv*D, I intermediate. All float32, row-major.
+struct Layer {
+  std::vector<float> input_norm;  // [H]
+  std::vector<float> wqkv;        // [Q + 2*KV, H]  q_proj, k_proj, v_proj rows stacked
+  std::vector<float> bqkv;        // [Q + 2*KV]     empty without attention_bias
+  std::vector<float> q_norm;      // [D]            empty without qk_norm
+  std::vector<float> k_norm;      // [D]
+  std::vector<float> wo;          // [H, Q]
+  std::vector<float> post_norm;   // [H]
+  std::vector<float> w_gate_up;   // [2*I, H]  gate_proj rows, then up_proj rows
+  std::vector<float> w_down;      // [H, I]
+};
+
+// K/V of the prefix after RoPE, per layer: [P, KV] each.
+class CpuPrefix final : public PrefixState {
+ public:
+  CpuPrefix(int num_layers, int P) : k(num_layers), v(num_layers), P_(P) {}
+  int num_tokens() const override { return P_; }
+  size_t bytes() const override {
+    size_t n = 0;
+    for (size_t l = 0; l < k.size(); ++l) n += (k[l].size() + v[l].size()) * sizeof(float);
+    return n;
+  }
+  std::vector<std::vector<float>> k, v;
+
+ private:
+  int P_;
+};
+
+absl::StatusOr<std::vector<float>> ToF32(const model::TensorView* t) {
+  std::vector<float> out(t->numel());
+  RANKD_RETURN_IF_ERROR(model::ConvertToF32(*t, absl::MakeSpan(out)));
+  return out;
+}
+
+// Appends the float32 contents of `t` to `out`.
+absl::Status AppendF32(const model::TensorView* t, std::vector<float>* out) {
+  RANKD_ASSIGN_OR_RETURN(auto v, ToF32(t));
+  out->insert(out->end(), v.begin(), v.end());
+  return absl::OkStatus();
+}
+
+class CpuBackend final : public engine::Backend {
+ public:
+  CpuBackend(ModelConfig config, HeadSpec head, int threads)
+      : config_(std::move(config)), head_(head), threads_(threads) {}
+
+  absl::Status Load(const model::SafetensorsModel& st) {
+    RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config_, st));
+    RANKD_ASSIGN_OR_RETURN(embed_, ToF32(t.embed));
+    RANKD_ASSIGN_OR_RETURN(final_norm_, ToF32(t.final_norm));
+    layers_.resize(config_.num_layers);
+    for (int l = 0; l < config_.num_layers; ++l) {
+      const model::LayerTensors& s = t.layers[l];
+      Layer& d = layers_[l];
+      RANKD_ASSIGN_OR_RETURN(d.input_norm, ToF32(s.input_norm));
+      for (auto* w : {s.q_proj, s.k_proj, s.v_proj}) RANKD_RETURN_IF_ERROR(AppendF32(w, &d.wqkv));
+      if (config_.attention_bias) {
+        for (auto* b : {s.q_bias, s.k_bias, s.v_bias}) RANKD_RETURN_IF_ERROR(AppendF32(b, &d.bqkv));
+      }
+      if (config_.qk_norm) {
+        RANKD_ASSIGN_OR_RETURN(d.q_norm, ToF32(s.q_norm));
+        RANKD_ASSIGN_OR_RETURN(d.k_norm, ToF32(s.k_norm));
+      }
+      RANKD_ASSIGN_OR_RETURN(d.wo, ToF32(s.o_proj));
+      RANKD_ASSIGN_OR_RETURN(d.post_norm, ToF32(s.post_norm));
+      RANKD_RETURN_IF_ERROR(AppendF32(s.gate_proj, &d.w_gate_up));
+      RANKD_RETURN_IF_ERROR(AppendF32(s.up_proj, &d.w_gate_up));
+      RANKD_ASSIGN_OR_RETURN(d.w_down, ToF32(s.down_proj));
+    }
+    // Only the head rows the score needs: [1, H] for classifier, [2, H] (yes, no) for yes_no.
+    RANKD_ASSIGN_OR_RETURN(auto head_all, ToF32(t.head));
+    const int H = config_.hidden_size;
+    auto row = [&](int r) {
+      head_rows_.insert(head_rows_.end(), head_all.begin() + static_cast<int64_t>(r) * H,
+                        head_all.begin() + static_cast<int64_t>(r + 1) * H);
+    };
+    if (head_.type == HeadSpec::Type::kClassifier) {
+      row(head_.index);
+    } else {
+      row(head_.yes_id);
+      row(head_.no_id);
+    }
+    inv_freq_ = RopeInverseFrequencies(config_.rope, config_.head_dim);
+    return absl::OkStatus();
+  }
+
+  absl::string_view name() const override { return "cpu"; }
+  const ModelConfig& config() const override { return config_; }
+  const HeadSpec& head() const override { return head_; }
+
+  absl::StatusOr<std::shared_ptr<const PrefixState>> EncodePrefix(
+      absl::Span<const int32_t> ids) override {
+    RANKD_RETURN_IF_ERROR(CheckIds(ids, "prefix"));
+    const int P = static_cast<int>(ids.size());
+    auto prefix = std::make_shared<CpuPrefix>(config_.num_layers, P);
+    std::vector<float> x(static_cast<size_t>(P) * config_.hidden_size);
+    EmbeddingGather(ids.data(), P, embed_.data(), nullptr, config_.hidden_size, x.data());
+    std::vector<int32_t> positions(P);
+    for (int i = 0; i < P; ++i) positions[i] = i;
+    const std::vector<int32_t> offsets = {0, P};
+    Forward(x.data(), positions, offsets, /*ctx=*/nullptr, prefix.get());
+    return std::shared_ptr<const PrefixState>(std::move(prefix));
+  }
+
+  absl::Status ScoreItems(const PrefixState& prefix_base, const ItemBatch& items,
+                          absl::Span<float> scores) override {
+    const auto* prefix = dynamic_cast<const CpuPrefix*>(&prefix_base);
+    if (prefix == nullptr) return absl::InvalidArgumentError("prefix was not made by the cpu backend");
+    const int N = items.num_items(), T = items.num_tokens(), H = config_.hidden_size;
+    if (static_cast<int>(scores.size()) != N) {
+      return absl::InvalidArgumentError(absl::StrCat("scores has ", scores.size(), " slots for ",
+                                                     N, " items"));
+    }
+    for (int i = 0; i < N; ++i) {
+      if (items.item_length(i) <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("item ", i, " has no tokens"));
+      }
+    }
+    const int64_t rows = static_cast<int64_t>(items.embeddings.size()) / H;
+    for (int32_t tok : items.tokens) {
+      if (tok >= config_.vocab_size || (tok < 0 && -static_cast<int64_t>(tok) > rows)) {
+        return absl::InvalidArgumentError(absl::StrCat("token ", tok, " is out of range (vocab ",
+                                                       config_.vocab_size, ", ", rows,
+                                                       " embedding rows)"));
+      }
+    }
+    const int P = prefix->num_tokens();
+    std::vector<float> x(static_cast<size_t>(T) * H);
+    EmbeddingGather(items.tokens.data(), T, embed_.data(), items.embeddings.data(), H, x.data());
+    std::vector<int32_t> positions(T);
+    for (int i = 0; i < N; ++i) {
+      for (int t = items.offsets[i]; t < items.offsets[i + 1]; ++t) {
+        positions[t] = P + (t - items.offsets[i]);
+      }
+    }
+    Forward(x.data(), positions, items.offsets, prefix, nullptr);
+
+    // Last token of each item -> final norm -> head.
+    std::vector<float> last(H);
+    for (int i = 0; i < N; ++i) {
+      const float* h = x.data() + static_cast<int64_t>(items.offsets[i + 1] - 1) * H;
+      RmsNorm(h, final_norm_.data(), config_.rms_norm_eps, 1, H, last.data());
+      float s = Dot(head_rows_.data(), last.data(), H);
+      if (head_.type == HeadSpec::Type::kYesNo) s -= Dot(head_rows_.data() + H, last.data(), H);
+      scores[i] = s;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status CheckIds(absl::Span<const int32_t> ids, absl::string_view what) const {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " token ", i, " = ", ids[i],
+                                                       " is outside the vocabulary [0, ",
+                                                       config_.vocab_size, ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Runs all layers over x [T, H] in place. Segment s = tokens [offsets[s], offsets[s+1]) attends
+  // to `ctx` (the prefix K/V, or none) and causally to its own tokens. With `keep`, the K/V of all
+  // T tokens are stored into it (prefix encoding).
+  void Forward(float* x, const std::vector<int32_t>& positions, const std::vector<int32_t>& offsets,
+               const CpuPrefix* ctx, CpuPrefix* keep) {
+    const int T = static_cast<int>(positions.size());
+    const int H = config_.hidden_size, D = config_.head_dim, Nq = config_.num_heads,
+              Nkv = config_.num_kv_heads, Q = config_.q_width(), KV = config_.kv_width(),
+              I = config_.intermediate_size;
+    const int QKV = Q + 2 * KV;
+    const int P = ctx ? ctx->num_tokens() : 0;
+    const int num_segments = static_cast<int>(offsets.size()) - 1;
+    openblas_set_num_threads(threads_);
+
+    std::vector<float> normed(static_cast<size_t>(T) * H);     // [T, H]
+    std::vector<float> qkv(static_cast<size_t>(T) * QKV);      // [T, Q + 2KV]
+    std::vector<float> q(static_cast<size_t>(T) * Q);          // [T, Nq, D]
+    std::vector<float> k(static_cast<size_t>(T) * KV);         // [T, Nkv, D]
+    std::vector<float> v(static_cast<size_t>(T) * KV);         // [T, Nkv, D]
+    std::vector<float> attn(static_cast<size_t>(T) * Q);       // [T, Nq, D]
+    std::vector<float> proj(static_cast<size_t>(T) * H);       // [T, H]
+    std::vector<float> gate_up(static_cast<size_t>(T) * 2 * I);  // [T, 2I]
+    std::vector<float> act(static_cast<size_t>(T) * I);        // [T, I]
+
+    for (int l = 0; l < config_.num_layers; ++l) {
+      const Layer& w = layers_[l];
+      RmsNorm(x, w.input_norm.data(), config_.rms_norm_eps, T, H, normed.data());
+      Linear(normed.data(), w.wqkv.data(), w.bqkv.empty() ? nullptr : w.bqkv.data(), T, H, QKV,
+             qkv.data());
+      for (int t = 0; t < T; ++t) {
+        const float* row = qkv.data() + static_cast<int64_t>(t) * QKV;
+        std::copy(row, row + Q, q.data() + static_cast<int64_t>(t) * Q);
+        std::copy(row + Q, row + Q + KV, k.data() + static_cast<int64_t>(t) * KV);
+        std::copy(row + Q + KV, row + QKV, v.data() + static_cast<int64_t>(t) * KV);
+      }
+      if (config_.qk_norm) {
+        RmsNorm(q.data(), w.q_norm.data(), config_.rms_norm_eps, T * Nq, D, q.data());
+        RmsNorm(k.data(), w.k_norm.data(), config_.rms_norm_eps, T * Nkv, D, k.data());
+      }
+      ApplyRope(q.data(), positions.data(), T, Nq, D, inv_freq_.data());
+      ApplyRope(k.data(), positions.data(), T, Nkv, D, inv_freq_.data());
+      if (keep != nullptr) {
+        keep->k[l] = k;
+        keep->v[l] = v;
+      }
+      const float* ck = ctx ? ctx->k[l].data() : nullptr;
+      const float* cv = ctx ? ctx->v[l].data() : nullptr;
+      ParallelFor(num_segments, threads_, [&](size_t s) {
+        const int begin = offsets[s], len = offsets[s + 1] - offsets[s];
+        PrefixAttention(q.data() + static_cast<int64_t>(begin) * Q, ck, cv, P,
+                        k.data() + static_cast<int64_t>(begin) * KV,
+                        v.data() + static_cast<int64_t>(begin) * KV, len, Nq, Nkv, D,
+                        attn.data() + static_cast<int64_t>(begin) * Q);
+      });
+      Linear(attn.data(), w.wo.data(), nullptr, T, Q, H, proj.data());
+      AddInPlace(x, proj.data(), static_cast<int64_t>(T) * H);
+
+      RmsNorm(x, w.post_norm.data(), config_.rms_norm_eps, T, H, normed.data());
+      Linear(normed.data(), w.w_gate_up.data(), nullptr, T, H, 2 * I, gate_up.data());
+      for (int t = 0; t < T; ++t) {
+        const float* g = gate_up.data() + static_cast<int64_t>(t) * 2 * I;
+        SwiGlu(g, g + I, I, act.data() + static_cast<int64_t>(t) * I);
+      }
+      Linear(act.data(), w.w_down.data(), nullptr, T, I, H, proj.data());
+      AddInPlace(x, proj.data(), static_cast<int64_t>(T) * H);
+    }
+  }
+
+  ModelConfig config_;
+  HeadSpec head_;
+  int threads_;
+  std::vector<float> embed_;       // [V, H]
+  std::vector<Layer> layers_;      // [L]
+  std::vector<float> final_norm_;  // [H]
+  std::vector<float> head_rows_;   // [1 or 2, H]
+  std::vector<float> inv_freq_;    // [D/2]
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCpuBackend(
+    const engine::BackendOptions& options, const std::string& model_dir,
+    const engine::HeadSpec& head) {
+  RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(model_dir));
+  RANKD_RETURN_IF_ERROR(engine::ValidateHead(config, head));
+  RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));
+  int threads = options.threads > 0 ? options.threads
+                                    : static_cast<int>(std::thread::hardware_concurrency());
+  auto backend = std::make_unique<CpuBackend>(config, head, std::max(1, threads));
+  RANKD_RETURN_IF_ERROR(Annotate(backend->Load(*st), model_dir));
+  spdlog::info("cpu backend: {} ({} threads), head {}", config.Summary(), threads, head.ToString());
+  return backend;
+}
+
+}  // namespace rankd::cpu

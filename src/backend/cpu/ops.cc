@@ -1,0 +1,134 @@
+#include "rankd/backend/cpu/ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace rankd::cpu {
+
+void RmsNorm(const float* x, const float* w, float eps, int rows, int dim, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<int64_t>(r) * dim;
+    float* orow = out + static_cast<int64_t>(r) * dim;
+    double ss = 0;
+    for (int i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
+    for (int i = 0; i < dim; ++i) orow[i] = xr[i] * inv * w[i];
+  }
+}
+
+void Linear(const float* x, const float* w, const float* bias, int T, int in, int out, float* y) {
+  if (T == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, out, in, 1.0f, x, in, w, in, 0.0f, y,
+              out);
+  if (bias != nullptr) {
+    for (int t = 0; t < T; ++t) AddInPlace(y + static_cast<int64_t>(t) * out, bias, out);
+  }
+}
+
+void AddInPlace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+std::vector<float> RopeInverseFrequencies(const model::RopeConfig& rope, int head_dim) {
+  const int half = head_dim / 2;
+  std::vector<float> inv(half);
+  for (int i = 0; i < half; ++i) {
+    // HF: 1 / theta ** (arange(0, D, 2) / D), in float32.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    inv[i] = 1.0f / std::pow(static_cast<float>(rope.theta), exponent);
+  }
+  if (rope.type == model::RopeType::kLinear) {
+    for (float& f : inv) f /= static_cast<float>(rope.factor);
+  } else if (rope.type == model::RopeType::kLlama3) {
+    // transformers' _compute_llama3_parameters.
+    const double factor = rope.factor, low = rope.low_freq_factor, high = rope.high_freq_factor;
+    const double old_len = rope.original_max_position_embeddings;
+    const double low_wavelen = old_len / low, high_wavelen = old_len / high;
+    for (float& f : inv) {
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen > low_wavelen) {
+        f = static_cast<float>(f / factor);
+      } else if (wavelen >= high_wavelen) {  // medium band: smooth interpolation
+        const double smooth = (old_len / wavelen - low) / (high - low);
+        f = static_cast<float>((1.0 - smooth) * f / factor + smooth * f);
+      }
+    }
+  }
+  return inv;
+}
+
+void ApplyRope(float* x, const int32_t* positions, int T, int n_heads, int head_dim,
+               const float* inv_freq) {
+  const int half = head_dim / 2;
+  for (int t = 0; t < T; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+      const float c = std::cos(angle), s = std::sin(angle);
+      for (int h = 0; h < n_heads; ++h) {
+        float* v = x + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+      }
+    }
+  }
+}
+
+void PrefixAttention(const float* q, const float* ctx_k, const float* ctx_v, int P,
+                     const float* own_k, const float* own_v, int T, int Nq, int Nkv, int D,
+                     float* out) {
+  const int group = Nq / Nkv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> logits(P + T);
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < Nq; ++h) {
+      const int kvh = h / group;
+      const float* qv = q + (static_cast<int64_t>(t) * Nq + h) * D;
+      const int n = P + t + 1;
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) {
+        const float* kv = j < P ? ctx_k + (static_cast<int64_t>(j) * Nkv + kvh) * D
+                                : own_k + (static_cast<int64_t>(j - P) * Nkv + kvh) * D;
+        logits[j] = Dot(qv, kv, D) * scale;
+        mx = std::max(mx, logits[j]);
+      }
+      double sum = 0;
+      for (int j = 0; j < n; ++j) {
+        logits[j] = std::exp(logits[j] - mx);
+        sum += logits[j];
+      }
+      float* o = out + (static_cast<int64_t>(t) * Nq + h) * D;
+      std::fill(o, o + D, 0.0f);
+      for (int j = 0; j < n; ++j) {
+        const float p = static_cast<float>(logits[j] / sum);
+        const float* vv = j < P ? ctx_v + (static_cast<int64_t>(j) * Nkv + kvh) * D
+                                : own_v + (static_cast<int64_t>(j - P) * Nkv + kvh) * D;
+        for (int d = 0; d < D; ++d) o[d] += p * vv[d];
+      }
+    }
+  }
+}
+
+void EmbeddingGather(const int32_t* tokens, int T, const float* table, const float* rows, int H,
+                     float* out) {
+  for (int t = 0; t < T; ++t) {
+    const float* src = tokens[t] >= 0 ? table + static_cast<int64_t>(tokens[t]) * H
+                                      : rows + static_cast<int64_t>(-tokens[t] - 1) * H;
+    std::memcpy(out + static_cast<int64_t>(t) * H, src, sizeof(float) * H);
+  }
+}
+
+float Dot(const float* a, const float* b, int n) {
+  float s = 0;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace rankd::cpu

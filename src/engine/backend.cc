@@ -1,0 +1,88 @@
+#include "rankd/engine/backend.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "rankd/backend/cpu/cpu_backend.h"
+#ifdef RANKD_HAVE_CUDA
+#include "rankd/backend/cuda/cuda_backend.h"
+#endif
+
+namespace rankd::engine {
+
+std::string HeadSpec::ToString() const {
+  if (type == Type::kClassifier) return absl::StrCat("classifier:", index);
+  return absl::StrCat("yes_no:", yes_id, ",", no_id);
+}
+
+int ItemBatch::max_item_length() const {
+  int m = 0;
+  for (int i = 0; i < num_items(); ++i) m = std::max(m, item_length(i));
+  return m;
+}
+
+void ItemBatch::AddIds(absl::Span<const int32_t> ids) {
+  tokens.insert(tokens.end(), ids.begin(), ids.end());
+  offsets.push_back(static_cast<int32_t>(tokens.size()));
+}
+
+void ItemBatch::AddEmbeddings(absl::Span<const float> rows, int hidden) {
+  const int first_row = static_cast<int>(embeddings.size()) / hidden;
+  const int k = static_cast<int>(rows.size()) / hidden;
+  for (int r = 0; r < k; ++r) tokens.push_back(-(first_row + r) - 1);
+  embeddings.insert(embeddings.end(), rows.begin(), rows.end());
+  offsets.push_back(static_cast<int32_t>(tokens.size()));
+}
+
+void ItemBatch::Clear() {
+  tokens.clear();
+  offsets.assign(1, 0);
+  embeddings.clear();
+}
+
+absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head) {
+  if (head.type == HeadSpec::Type::kClassifier) {
+    if (config.head_kind != model::HeadKind::kSequenceClassification) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "head classifier needs a *ForSequenceClassification model; ", config.architecture,
+          " has an LM head (use --head yes_no:YES,NO)"));
+    }
+    if (head.index < 0 || head.index >= config.num_labels) {
+      return absl::InvalidArgumentError(absl::StrCat("head classifier index ", head.index,
+                                                     " is outside [0, num_labels=",
+                                                     config.num_labels, ")"));
+    }
+  } else {
+    if (config.head_kind != model::HeadKind::kCausalLm) {
+      return absl::InvalidArgumentError(absl::StrCat("head yes_no needs a *ForCausalLM model; ",
+                                                     config.architecture,
+                                                     " has a classifier (use --head classifier)"));
+    }
+    for (int32_t id : {head.yes_id, head.no_id}) {
+      if (id < 0 || id >= config.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("head yes_no token id ", id,
+                                                       " is outside [0, vocab_size=",
+                                                       config.vocab_size, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
+                                                       const std::string& model_dir,
+                                                       const HeadSpec& head) {
+  if (options.kind == "cpu") return cpu::CreateCpuBackend(options, model_dir, head);
+  if (options.kind == "cuda") {
+#ifdef RANKD_HAVE_CUDA
+    return cuda::CreateCudaBackend(options, model_dir, head);
+#else
+    return absl::UnavailableError(
+        "backend 'cuda' is not built into this binary (configure with -DRANKD_CUDA=ON)");
+#endif
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend '", options.kind, "' is unknown (cpu, cuda)"));
+}
+
+}  // namespace rankd::engine

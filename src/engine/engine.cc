@@ -1,0 +1,268 @@
+#include "rankd/engine/engine.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "rankd/common/status.h"
+#include "rankd/common/logging.h"
+#include "spdlog/spdlog.h"
+#include "yaml-cpp/yaml.h"
+
+namespace rankd::engine {
+
+Item Item::Text(std::string text) {
+  Item it;
+  it.kind = Kind::kText;
+  it.text = std::move(text);
+  return it;
+}
+
+Item Item::Ids(std::vector<int32_t> ids) {
+  Item it;
+  it.kind = Kind::kIds;
+  it.ids = std::move(ids);
+  return it;
+}
+
+Item Item::Embedding(std::vector<float> values) {
+  Item it;
+  it.kind = Kind::kEmbedding;
+  it.embedding = std::move(values);
+  return it;
+}
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+ModelSettings ModelSettings::MergedWith(const ModelSettings& over) const {
+  ModelSettings m = *this;
+  if (over.query_template) m.query_template = over.query_template;
+  if (over.item_template) m.item_template = over.item_template;
+  if (over.head) m.head = over.head;
+  return m;
+}
+
+absl::StatusOr<ModelSettings> ModelSettings::FromModelDir(const std::string& model_dir) {
+  const std::string path = model_dir + "/rankd.yaml";
+  struct stat st;
+  ModelSettings s;
+  if (::stat(path.c_str(), &st) != 0) return s;
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a mapping"));
+    for (auto kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      const std::string value = kv.second.as<std::string>();
+      if (key == "query_template") {
+        s.query_template = value;
+      } else if (key == "item_template") {
+        s.item_template = value;
+      } else if (key == "head") {
+        s.head = value;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": unknown key '", key, "' (query_template, item_template, head)"));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  return s;
+}
+
+absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::ModelConfig& config,
+                                       const tokenizer::Tokenizer* tok) {
+  HeadSpec head;
+  absl::string_view rest = spec;
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("head '", spec, "': ", why,
+                     " (expected classifier[:INDEX] or yes_no:YES,NO)"));
+  };
+  if (absl::ConsumePrefix(&rest, "classifier")) {
+    head.type = HeadSpec::Type::kClassifier;
+    if (absl::ConsumePrefix(&rest, ":")) {
+      if (!absl::SimpleAtoi(rest, &head.index)) return bad("INDEX is not an integer");
+    } else if (!rest.empty()) {
+      return bad("unknown head type");
+    }
+  } else if (absl::ConsumePrefix(&rest, "yes_no:")) {
+    head.type = HeadSpec::Type::kYesNo;
+    std::vector<std::string> parts = absl::StrSplit(rest, absl::MaxSplits(',', 1));
+    if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) return bad("needs YES,NO");
+    int32_t* ids[2] = {&head.yes_id, &head.no_id};
+    for (int i = 0; i < 2; ++i) {
+      if (absl::SimpleAtoi(parts[i], ids[i])) continue;
+      if (tok == nullptr) return bad(absl::StrCat("'", parts[i], "' is not a token id"));
+      auto id = tok->PieceToId(parts[i]);
+      if (!id.ok()) return bad(id.status().message());
+      *ids[i] = *id;
+    }
+  } else {
+    return bad("unknown head type");
+  }
+  RANKD_RETURN_IF_ERROR(ValidateHead(config, head));
+  return head;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  std::unique_ptr<Engine> engine(new Engine());
+  RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(options.model_dir));
+  RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
+  const ModelSettings s = file_settings.MergedWith(options.settings);
+  RANKD_ASSIGN_OR_RETURN(engine->tokenizer_, tokenizer::LoadTokenizer(options.model_dir));
+  engine->query_template_ = s.query_template.value_or("{query}");
+  engine->item_template_ = s.item_template.value_or("{item}");
+  if (engine->query_template_.find("{query}") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("query template '", engine->query_template_, "' has no {query}"));
+  }
+  if (engine->item_template_.find("{item}") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("item template '", engine->item_template_, "' has no {item}"));
+  }
+  const std::string head_spec = s.head.value_or(
+      config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
+                                                                     : "yes_no:yes,no");
+  RANKD_ASSIGN_OR_RETURN(HeadSpec head, ParseHeadSpec(head_spec, config, engine->tokenizer_.get()));
+  RANKD_ASSIGN_OR_RETURN(engine->backend_,
+                         CreateBackend(options.backend, options.model_dir, head));
+  engine->tokenizer_threads_ = std::max(1, options.tokenizer_threads);
+  engine->max_batch_tokens_ = std::max(1, options.max_batch_tokens);
+  return engine;
+}
+
+absl::StatusOr<std::vector<int32_t>> Engine::EncodeQuery(absl::string_view query) const {
+  return tokenizer_->Encode(tokenizer::ApplyTemplate(query_template_, "query", query),
+                            /*add_special_tokens=*/true);
+}
+
+absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) const {
+  const model::ModelConfig& c = config();
+  std::vector<std::string> texts;
+  std::vector<size_t> text_index;  // texts[j] belongs to items[text_index[j]]
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].kind == Item::Kind::kText) {
+      texts.push_back(tokenizer::ApplyTemplate(item_template_, "item", items[i].text));
+      text_index.push_back(i);
+    }
+  }
+  RANKD_ASSIGN_OR_RETURN(auto encoded,
+                         tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false,
+                                                 tokenizer_threads_));
+  ItemBatch batch;
+  size_t next_text = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    switch (it.kind) {
+      case Item::Kind::kText: {
+        const auto& ids = encoded[next_text++];
+        if (ids.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat("items[", i, "].text: encodes to no tokens"));
+        }
+        batch.AddIds(ids);
+        break;
+      }
+      case Item::Kind::kIds:
+        if (it.ids.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat("items[", i, "].ids: empty"));
+        }
+        for (size_t j = 0; j < it.ids.size(); ++j) {
+          if (it.ids[j] < 0 || it.ids[j] >= c.vocab_size) {
+            return absl::InvalidArgumentError(absl::StrCat("items[", i, "].ids[", j, "] = ",
+                                                           it.ids[j], " is outside [0, vocab_size=",
+                                                           c.vocab_size, ")"));
+          }
+        }
+        batch.AddIds(it.ids);
+        break;
+      case Item::Kind::kEmbedding:
+        if (it.embedding.empty() || it.embedding.size() % c.hidden_size != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "items[", i, "].embedding: ", it.embedding.size(),
+              " values is not a positive multiple of hidden_size=", c.hidden_size));
+        }
+        for (size_t j = 0; j < it.embedding.size(); ++j) {
+          if (!std::isfinite(it.embedding[j])) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "items[", i, "].embedding: row ", j / c.hidden_size, " column ",
+                j % c.hidden_size, " is not finite"));
+          }
+        }
+        batch.AddEmbeddings(it.embedding, c.hidden_size);
+        break;
+    }
+  }
+  return batch;
+}
+
+namespace {
+
+// Items [begin, end) of `all` as their own batch (embedding rows renumbered).
+ItemBatch Slice(const ItemBatch& all, int begin, int end, int hidden) {
+  ItemBatch out;
+  for (int i = begin; i < end; ++i) {
+    const int32_t* b = all.tokens.data() + all.offsets[i];
+    const int32_t* e = all.tokens.data() + all.offsets[i + 1];
+    if (*b >= 0) {
+      out.AddIds(absl::MakeConstSpan(b, e));
+    } else {
+      const int64_t first_row = -static_cast<int64_t>(*b) - 1;
+      out.AddEmbeddings(absl::MakeConstSpan(all.embeddings.data() + first_row * hidden,
+                                            static_cast<size_t>(e - b) * hidden),
+                        hidden);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ScoreResult> Engine::Score(const ScoreRequest& request) {
+  ScoreResult result;
+  std::vector<int32_t> prefix_ids;
+  if (request.query_ids) {
+    prefix_ids = *request.query_ids;
+  } else {
+    RANKD_ASSIGN_OR_RETURN(prefix_ids, EncodeQuery(request.query));
+  }
+  for (size_t j = 0; j < prefix_ids.size(); ++j) {
+    if (prefix_ids[j] < 0 || prefix_ids[j] >= config().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("query_ids[", j, "] = ", prefix_ids[j],
+                                                     " is outside [0, vocab_size=",
+                                                     config().vocab_size, ")"));
+    }
+  }
+  RANKD_ASSIGN_OR_RETURN(ItemBatch all, EncodeItems(request.items));
+  RANKD_ASSIGN_OR_RETURN(auto prefix, backend_->EncodePrefix(prefix_ids));
+  result.prefix_tokens = static_cast<int>(prefix_ids.size());
+  result.item_tokens = all.num_tokens();
+  result.scores.resize(all.num_items());
+
+  // Consecutive items up to max_batch_tokens per backend call (an item longer than the budget goes
+  // alone); scores do not depend on how items are grouped.
+  const int hidden = config().hidden_size;
+  const int n = all.num_items();
+  for (int begin = 0, end = 0; begin < n; begin = end) {
+    int tokens = all.item_length(begin);
+    for (end = begin + 1; end < n && tokens + all.item_length(end) <= max_batch_tokens_; ++end) {
+      tokens += all.item_length(end);
+    }
+    auto scores = absl::MakeSpan(result.scores).subspan(begin, end - begin);
+    if (begin == 0 && end == n) {
+      RANKD_RETURN_IF_ERROR(backend_->ScoreItems(*prefix, all, scores));
+    } else {
+      RANKD_RETURN_IF_ERROR(backend_->ScoreItems(*prefix, Slice(all, begin, end, hidden), scores));
+    }
+  }
+  if (request.apply_sigmoid) {
+    for (float& s : result.scores) s = Sigmoid(s);
+  }
+  return result;
+}
+
+}  // namespace rankd::engine

@@ -1,0 +1,48 @@
+// A small per-command flag parser: `--name=value`, `--name value`, `--bool` / `--no-bool`, and
+// --help. Each subcommand (score, serve, worker, bench ...) has its own set, so a flag means one
+// thing per command and an unknown or misspelt flag is an error that names it.
+#ifndef RANKD_MAIN_FLAG_SET_H_
+#define RANKD_MAIN_FLAG_SET_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace rankd::cli {
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string usage) : usage_(std::move(usage)) {}
+
+  void String(const std::string& name, std::string* value, std::string help);
+  void Int(const std::string& name, int* value, std::string help);
+  void Double(const std::string& name, double* value, std::string help);
+  void Bool(const std::string& name, bool* value, std::string help);
+
+  // Parses argv[first..argc). Non-flag arguments go to `positional` (an error if null).
+  // Returns Cancelled after printing the help for --help / -h.
+  absl::Status Parse(int argc, char** argv, int first, std::vector<std::string>* positional);
+  bool WasSet(const std::string& name) const;
+  std::string Help() const;
+
+ private:
+  enum class Type { kString, kInt, kDouble, kBool };
+  struct Flag {
+    Type type;
+    void* value;
+    std::string help;
+    std::string default_text;
+    bool set = false;
+  };
+  void Add(const std::string& name, Type type, void* value, std::string help, std::string dflt);
+  absl::Status Assign(const std::string& name, Flag& flag, const std::string& text);
+
+  std::string usage_;
+  std::map<std::string, Flag> flags_;
+};
+
+}  // namespace rankd::cli
+
+#endif  // RANKD_MAIN_FLAG_SET_H_

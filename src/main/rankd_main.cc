@@ -1,0 +1,35 @@
+// rankd: the command-line entry point. `rankd <command> [flags]`; each command has its own flags.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "score_command.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "rankd: scores ranking candidates with an LLM.\n"
+    "\n"
+    "usage: rankd <command> [flags]   (rankd <command> --help for its flags)\n"
+    "\n"
+    "commands:\n"
+    "  score     offline batch scoring of JSON lines\n"
+    "  version   print the version\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "score") return rankd::cli::RunScoreCommand(argc, argv, 2);
+  if (command == "version" || command == "--version") {
+    std::printf("rankd %s\n", RANKD_VERSION);
+    return 0;
+  }
+  std::fprintf(stderr, "rankd: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}

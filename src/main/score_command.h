@@ -1,0 +1,38 @@
+// `rankd score`: offline batch scoring of JSON lines.
+#ifndef RANKD_MAIN_SCORE_COMMAND_H_
+#define RANKD_MAIN_SCORE_COMMAND_H_
+
+#include <istream>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "rankd/engine/engine.h"
+
+namespace rankd::cli {
+
+// Parses one input line into a request: {"query": str | "query_ids": [int], "items": [str |
+// {"text": str} | {"ids": [int]} | {"embedding": [[float]]}], "apply_sigmoid": bool}. Errors name
+// the field (e.g. "items[3].ids[0]: must be an integer").
+absl::StatusOr<engine::ScoreRequest> ParseScoreLine(absl::string_view line);
+
+struct ScoreRunStats {
+  int64_t lines = 0;
+  int64_t failed_lines = 0;
+  int64_t items = 0;
+  double seconds = 0;
+};
+
+// Scores every line of `in`, writing one JSON line per input line to `out` ({"scores": [..]} or
+// {"error": ".."}); errors also go to the log with the line number. `total_bytes` (0 if unknown)
+// drives the progress bar.
+ScoreRunStats ScoreStream(engine::Engine& engine, std::istream& in, std::ostream& out,
+                          size_t total_bytes, bool progress);
+
+// `rankd score` with its flags in argv[first..argc).
+int RunScoreCommand(int argc, char** argv, int first);
+
+}  // namespace rankd::cli
+
+#endif  // RANKD_MAIN_SCORE_COMMAND_H_

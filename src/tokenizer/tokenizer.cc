@@ -1,0 +1,72 @@
+#include "rankd/tokenizer/tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "rankd/common/parallel.h"
+#include "rankd/common/status.h"
+
+namespace rankd::tokenizer {
+namespace {
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> Tokenizer::EncodeBatch(
+    absl::Span<const std::string> texts, bool add_special_tokens, int num_threads) const {
+  std::vector<std::vector<int32_t>> out(texts.size());
+  std::vector<absl::Status> errors(texts.size());
+  ParallelFor(texts.size(), num_threads, [&](size_t i) {
+    auto ids = Encode(texts[i], add_special_tokens);
+    if (ids.ok()) {
+      out[i] = *std::move(ids);
+    } else {
+      errors[i] = ids.status();
+    }
+  });
+  for (size_t i = 0; i < errors.size(); ++i) {
+    if (!errors[i].ok()) return Annotate(errors[i], absl::StrCat("text ", i));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(absl::string_view model_dir) {
+  const std::string json_path = absl::StrCat(model_dir, "/tokenizer.json");
+  const std::string sp_path = absl::StrCat(model_dir, "/tokenizer.model");
+  if (FileExists(json_path)) {
+    return absl::UnimplementedError(
+        absl::StrCat(json_path, ": tokenizer.json models are not supported yet"));
+  }
+  if (FileExists(sp_path)) return LoadSentencePiece(sp_path, /*add_bos=*/true);
+  return absl::NotFoundError(
+      absl::StrCat(model_dir, ": no tokenizer (tokenizer.json or tokenizer.model)"));
+}
+
+std::string ApplyTemplate(absl::string_view tmpl, absl::string_view name, absl::string_view value) {
+  const std::string key = absl::StrCat("{", name, "}");
+  std::string out;
+  out.reserve(tmpl.size() + value.size());
+  for (size_t i = 0; i < tmpl.size();) {
+    if (tmpl.compare(i, 2, "{{") == 0) {
+      out += '{';
+      i += 2;
+    } else if (tmpl.compare(i, 2, "}}") == 0) {
+      out += '}';
+      i += 2;
+    } else if (tmpl.compare(i, key.size(), key) == 0) {
+      out.append(value.data(), value.size());
+      i += key.size();
+    } else {
+      out += tmpl[i++];
+    }
+  }
+  return out;
+}
+
+}  // namespace rankd::tokenizer
