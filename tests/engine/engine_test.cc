@@ -1,0 +1,145 @@
+// Engine behaviour around the backend: head specs, model settings, item validation, sigmoid.
+#include "rankd/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/common/golden.h"
+
+namespace rankd::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using rankd::testing::ModelDir;
+
+std::unique_ptr<Engine> Make(const std::string& model, ModelSettings settings = {}) {
+  EngineOptions o;
+  o.model_dir = ModelDir(model);
+  o.settings = std::move(settings);
+  o.backend.threads = 1;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *std::move(e) : nullptr;
+}
+
+TEST(HeadSpecTest, DefaultsByArchitecture) {
+  EXPECT_EQ(Make("llama-cls")->head().ToString(), "classifier:0");
+  // yes/no pieces resolved through the tokenizer.
+  EXPECT_EQ(Make("llama-gqa-yesno")->head().ToString(), "yes_no:4,5");
+}
+
+TEST(HeadSpecTest, ParsesAndValidates) {
+  auto cls = model::ModelConfig::FromHfDir(ModelDir("llama-cls"));
+  auto lm = model::ModelConfig::FromHfDir(ModelDir("llama-gqa-yesno"));
+  ASSERT_TRUE(cls.ok() && lm.ok());
+  EXPECT_EQ(ParseHeadSpec("classifier", *cls, nullptr)->ToString(), "classifier:0");
+  EXPECT_EQ(ParseHeadSpec("yes_no:10,11", *lm, nullptr)->ToString(), "yes_no:10,11");
+  const auto expect_error = [](absl::StatusOr<HeadSpec> r, const std::string& needle) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
+  };
+  expect_error(ParseHeadSpec("classifier:1", *cls, nullptr), "num_labels=1");
+  expect_error(ParseHeadSpec("classifier:x", *cls, nullptr), "INDEX");
+  expect_error(ParseHeadSpec("yes_no:4,5", *cls, nullptr), "ForCausalLM");
+  expect_error(ParseHeadSpec("classifier:0", *lm, nullptr), "ForSequenceClassification");
+  expect_error(ParseHeadSpec("yes_no:4", *lm, nullptr), "YES,NO");
+  expect_error(ParseHeadSpec("yes_no:4,99999", *lm, nullptr), "vocab_size");
+  expect_error(ParseHeadSpec("yes_no:yes,no", *lm, nullptr), "not a token id");
+  expect_error(ParseHeadSpec("softmax", *lm, nullptr), "unknown head type");
+}
+
+TEST(ModelSettingsTest, RankdYamlBesideTheWeightsAndOverrides) {
+  const fs::path dir = fs::temp_directory_path() / "rankd_settings_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(ModelDir("llama-cls"))) {
+    fs::create_symlink(e.path(), dir / e.path().filename());
+  }
+  std::ofstream(dir / "rankd.yaml") << "query_template: \"Query: {query}\"\n"
+                                       "item_template: \"Doc: {item}\"\n";
+  EngineOptions o;
+  o.model_dir = dir.string();
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->query_template(), "Query: {query}");
+  EXPECT_EQ((*e)->item_template(), "Doc: {item}");
+  // The templates are applied: same ids as the template text encoded by hand.
+  auto direct = (*e)->tokenizer().Encode("Query: a job", true);
+  EXPECT_EQ(*(*e)->EncodeQuery("a job"), *direct);
+
+  o.settings.item_template = "{item}";  // a flag overrides the file
+  auto e2 = Engine::Create(o);
+  ASSERT_TRUE(e2.ok());
+  EXPECT_EQ((*e2)->item_template(), "{item}");
+
+  std::ofstream(dir / "rankd.yaml") << "query_templat: x\n";
+  auto bad = Engine::Create(EngineOptions{.model_dir = dir.string()});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown key 'query_templat'"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(EngineTest, TemplatesMustHavePlaceholders) {
+  EngineOptions o;
+  o.model_dir = ModelDir("llama-cls");
+  o.settings.query_template = "no placeholder";
+  auto e = Engine::Create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("{query}"), std::string::npos);
+}
+
+TEST(EngineTest, ItemErrorsNameTheField) {
+  auto e = Make("llama-cls");
+  ASSERT_NE(e, nullptr);
+  const auto expect_error = [&](Item item, const std::string& needle) {
+    ScoreRequest req;
+    req.query = "q";
+    req.items = {Item::Text("fine"), std::move(item)};
+    auto r = e->Score(req);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
+  };
+  expect_error(Item::Ids({1, 1024}), "items[1].ids[1] = 1024 is outside [0, vocab_size=1024)");
+  expect_error(Item::Ids({}), "items[1].ids: empty");
+  expect_error(Item::Embedding(std::vector<float>(65, 0.5f)), "hidden_size=64");
+  std::vector<float> nan_row(128, 0.1f);
+  nan_row[64 + 3] = NAN;
+  expect_error(Item::Embedding(nan_row), "items[1].embedding: row 1 column 3 is not finite");
+  expect_error(Item::Text(""), "items[1].text: encodes to no tokens");
+
+  ScoreRequest bad_query;
+  bad_query.query_ids = std::vector<int32_t>{1, -2};
+  bad_query.items = {Item::Text("x")};
+  EXPECT_EQ(e->Score(bad_query).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EngineTest, SigmoidAndUsage) {
+  auto e = Make("llama-cls");
+  ScoreRequest req;
+  req.query = "software engineer";
+  req.items = {Item::Text("python developer"), Item::Ids({10, 11, 12})};
+  auto raw = e->Score(req);
+  req.apply_sigmoid = true;
+  auto sig = e->Score(req);
+  ASSERT_TRUE(raw.ok() && sig.ok());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_FLOAT_EQ(sig->scores[i], 1.0f / (1.0f + std::exp(-raw->scores[i])));
+  }
+  EXPECT_EQ(raw->item_tokens, static_cast<int64_t>(
+                                  e->tokenizer().Encode("python developer", false)->size() + 3));
+}
+
+TEST(TemplateTest, ApplyTemplate) {
+  EXPECT_EQ(tokenizer::ApplyTemplate("Q: {query}!", "query", "x"), "Q: x!");
+  EXPECT_EQ(tokenizer::ApplyTemplate("{query}{query}", "query", "ab"), "abab");
+  EXPECT_EQ(tokenizer::ApplyTemplate("{{query}} {query}", "query", "z"), "{query} z");
+  EXPECT_EQ(tokenizer::ApplyTemplate("{item}", "query", "z"), "{item}");
+}
+
+}  // namespace
+}  // namespace rankd::engine

@@ -1,0 +1,181 @@
+#include "rankd/model/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "rankd/model/config.h"
+#include "rankd/model/weights.h"
+#include "tests/common/golden.h"
+
+namespace rankd::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> Image(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> out(8 + header.size() + data_bytes, 0);
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  return out;
+}
+
+void ExpectParseError(const std::vector<uint8_t>& bytes, const std::string& needle) {
+  auto r = SafetensorsFile::ParseImage(bytes, "x.safetensors");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("x.safetensors"), std::string::npos) << r.status();
+}
+
+TEST(SafetensorsTest, ParsesValidImage) {
+  auto bytes = Image(R"({"__metadata__": {"format": "pt"},
+    "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+    "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]}})", 32);
+  auto r = SafetensorsFile::ParseImage(bytes, "x.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ(r->at("a").ShapeString(), "[2, 3]");
+  EXPECT_EQ(r->at("b").dtype, DType::kBF16);
+  EXPECT_EQ(r->at("b").nbytes, 8u);
+}
+
+TEST(SafetensorsTest, RejectsCorruptImagesWithTheTensorName) {
+  ExpectParseError({1, 2, 3}, "truncated");
+  auto huge_header = Image("{}", 0);
+  const uint64_t huge = 1ull << 40;
+  std::memcpy(huge_header.data(), &huge, 8);
+  ExpectParseError(huge_header, "exceeds the file size");
+  ExpectParseError(Image("[1,2]", 0), "not a JSON object");
+  ExpectParseError(Image(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", 8),
+                   "tensor 'w': data_offsets [0, 16) lie outside");
+  ExpectParseError(Image(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}})", 16),
+                   "tensor 'w': 16 bytes for F32 [3]");
+  ExpectParseError(Image(R"({"w": {"dtype": "I8", "shape": [3], "data_offsets": [0, 3]}})", 3),
+                   "tensor 'w': dtype I8 is not supported");
+  ExpectParseError(Image(R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 4),
+                   "tensor 'w': shape has a bad dimension");
+  ExpectParseError(Image(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})", 4),
+                   "tensor 'w'");
+  ExpectParseError(Image(R"({"w": {"dtype": "F32"}})", 4), "tensor 'w': needs dtype");
+}
+
+// Random corruptions of a real file never crash the parser; they parse or fail cleanly.
+TEST(SafetensorsTest, SurvivesRandomCorruption) {
+  std::ifstream in(rankd::testing::ModelDir("llama-cls") + "/model.safetensors", std::ios::binary);
+  std::vector<uint8_t> good((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_GT(good.size(), 1000u);
+  uint64_t header_len;
+  std::memcpy(&header_len, good.data(), 8);
+  std::mt19937 rng(7);
+  int failures = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<uint8_t> bad = good;
+    const int edits = 1 + trial % 4;
+    for (int e = 0; e < edits; ++e) {
+      const size_t pos = rng() % (8 + header_len);  // corrupt the length or the header
+      bad[pos] = static_cast<uint8_t>(rng());
+    }
+    if (trial % 5 == 0) bad.resize(rng() % bad.size());  // and truncate
+    auto r = SafetensorsFile::ParseImage(bad, "fuzz");
+    if (!r.ok()) {
+      ++failures;
+      continue;
+    }
+    for (const auto& [name, t] : *r) {  // anything accepted lies inside the image
+      ASSERT_GE(t.data, bad.data());
+      ASSERT_LE(t.data + t.nbytes, bad.data() + bad.size());
+    }
+  }
+  EXPECT_GT(failures, 0);
+}
+
+TEST(SafetensorsTest, ScalarConversions) {
+  EXPECT_EQ(Bf16ToF32(0x3f80), 1.0f);
+  EXPECT_EQ(Bf16ToF32(0xc000), -2.0f);
+  EXPECT_EQ(F16ToF32(0x3c00), 1.0f);
+  EXPECT_EQ(F16ToF32(0xc000), -2.0f);
+  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(F16ToF32(0x7bff), 65504.0f);
+  EXPECT_TRUE(std::isinf(F16ToF32(0x7c00)));
+  EXPECT_TRUE(std::isnan(F16ToF32(0x7e00)));
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(F32ToBf16(1.00390625f), 0x3f80);  // halfway: rounds to even
+  EXPECT_EQ(F32ToBf16(1.01171875f), 0x3f82);  // halfway: rounds to even (up)
+  std::mt19937 rng(3);
+  for (int i = 0; i < 10000; ++i) {  // bf16 round trip of a bf16 value is exact
+    const uint16_t v = static_cast<uint16_t>(rng()) & 0x7f7f;
+    EXPECT_EQ(F32ToBf16(Bf16ToF32(v)), v);
+  }
+}
+
+TEST(SafetensorsTest, ShardedBf16ModelLoads) {
+  auto st = SafetensorsModel::OpenDir(rankd::testing::ModelDir("qwen2-mqa-cls"));
+  ASSERT_TRUE(st.ok()) << st.status();
+  auto t = (*st)->Find("model.layers.1.self_attn.q_proj.bias");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->dtype, DType::kBF16);
+  EXPECT_EQ((*st)->Find("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+class BadModelDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rankd_bad_model_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void CopyFrom(const std::string& model) {
+    for (const auto& e : fs::directory_iterator(rankd::testing::ModelDir(model))) {
+      fs::copy_file(e.path(), dir_ / e.path().filename());
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(BadModelDirTest, TruncatedFileNamesFileAndTensor) {
+  CopyFrom("llama-cls");
+  fs::resize_file(dir_ / "model.safetensors", fs::file_size(dir_ / "model.safetensors") - 100);
+  auto st = SafetensorsModel::OpenDir(dir_.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("model.safetensors: tensor '"), std::string::npos)
+      << st.status();
+}
+
+TEST_F(BadModelDirTest, MissingShardAndMissingWeights) {
+  CopyFrom("qwen2-mqa-cls");
+  fs::remove(dir_ / "model-00002-of-00002.safetensors");
+  auto st = SafetensorsModel::OpenDir(dir_.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("model-00002-of-00002.safetensors"), std::string::npos);
+  fs::remove(dir_ / "model.safetensors.index.json");
+  fs::remove(dir_ / "model-00001-of-00002.safetensors");
+  EXPECT_EQ(SafetensorsModel::OpenDir(dir_.string()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(BadModelDirTest, ShapeMismatchNamesTheTensor) {
+  CopyFrom("llama-cls");
+  // Claim a wider MLP than the weights have.
+  std::ifstream in(dir_ / "config.json");
+  std::string cfg((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  cfg.replace(cfg.find("\"intermediate_size\": 176"), 24, "\"intermediate_size\": 177");
+  std::ofstream(dir_ / "config.json") << cfg;
+  auto config = ModelConfig::FromHfDir(dir_.string());
+  ASSERT_TRUE(config.ok());
+  auto st = SafetensorsModel::OpenDir(dir_.string());
+  ASSERT_TRUE(st.ok());
+  auto bound = BindTensors(*config, **st);
+  ASSERT_FALSE(bound.ok());
+  EXPECT_NE(bound.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [176, 64]"),
+            std::string::npos)
+      << bound.status();
+}
+
+}  // namespace
+}  // namespace rankd::model
