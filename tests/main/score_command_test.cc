@@ -1,0 +1,131 @@
+// `rankd score`: the line parser, and the real binary end to end.
+#include "score_command.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nlohmann/json.hpp"
+#include "tests/common/golden.h"
+
+namespace rankd::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+void ExpectLineError(const std::string& line, const std::string& needle) {
+  auto r = ParseScoreLine(line);
+  ASSERT_FALSE(r.ok()) << line;
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
+}
+
+TEST(ParseScoreLineTest, AllItemKinds) {
+  auto r = ParseScoreLine(
+      R"({"query": "q", "items": ["a", {"text": "b"}, {"ids": [1, 2]}, {"embedding": [[0.5, 1], [2, 3]]}],
+          "apply_sigmoid": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->query, "q");
+  ASSERT_EQ(r->items.size(), 4u);
+  EXPECT_EQ(r->items[1].text, "b");
+  EXPECT_EQ(r->items[2].ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(r->items[3].embedding, (std::vector<float>{0.5, 1, 2, 3}));
+  EXPECT_TRUE(r->apply_sigmoid);
+  auto ids = ParseScoreLine(R"({"query_ids": [1, 5], "items": ["x"]})");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids->query_ids, (std::vector<int32_t>{1, 5}));
+}
+
+TEST(ParseScoreLineTest, ErrorsNameTheField) {
+  ExpectLineError("{", "not valid JSON");
+  ExpectLineError("[]", "not a JSON object");
+  ExpectLineError(R"({"items": ["a"]})", "query: is missing");
+  ExpectLineError(R"({"query": 3, "items": ["a"]})", "query: must be a string");
+  ExpectLineError(R"({"query": "q", "query_ids": [1], "items": ["a"]})", "not both");
+  ExpectLineError(R"({"query": "q"})", "items: is missing");
+  ExpectLineError(R"({"query": "q", "items": []})", "items: must be a non-empty list");
+  ExpectLineError(R"({"query": "q", "items": ["a", 5]})", "items[1]: must be a string or");
+  ExpectLineError(R"({"query": "q", "items": [{"ids": [1, -2]}]})", "items[0].ids[1]");
+  ExpectLineError(R"({"query": "q", "items": [{"ids": [1], "text": "x"}]})", "items[0]");
+  ExpectLineError(R"({"query": "q", "items": [{"embedding": [[1, 2], [3]]}]})",
+                  "items[0].embedding[1]: has 1 values, row 0 has 2");
+  ExpectLineError(R"({"query": "q", "items": [{"embedding": [[1, "x"]]}]})",
+                  "items[0].embedding[0][1]: must be a number");
+  ExpectLineError(R"({"query_ids": "1 2", "items": ["a"]})", "query_ids: must be a list");
+  ExpectLineError(R"({"query": "q", "items": ["a"], "apply_sigmoid": 1})", "apply_sigmoid");
+}
+
+struct RunResult {
+  int exit_code;
+  std::string out;
+};
+
+RunResult RunRankd(const std::string& args) {
+  const std::string out_path = fs::temp_directory_path() / ("rankd_cli_out_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(RANKD_BINARY_DIR) + "/bin/rankd " + args + " > " + out_path +
+                          " 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(out_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(out_path);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+}
+
+TEST(RankdScoreBinaryTest, ReproducesGoldenAndKeepsGoingPastBadLines) {
+  const auto g = rankd::testing::LoadGolden("llama-cls");
+  const std::string in_path = fs::temp_directory_path() / ("rankd_cli_in_" + std::to_string(::getpid()));
+  {
+    std::ofstream in(in_path);
+    Json items = Json::array();
+    for (const auto& it : g.cases[0].items) items.push_back(it.text);
+    in << Json{{"query", g.cases[0].query}, {"items", items}}.dump() << "\n";
+    in << R"({"query": "q", "items": [{"ids": [99999]}]})" << "\n";  // bad: out of vocab
+    in << "not json\n";
+    Json emb = Json::array();
+    for (const auto& it : g.embedding_cases[0].items) {
+      Json rows = Json::array();
+      for (size_t r = 0; r < it.embedding.size() / 64; ++r) {
+        rows.push_back(std::vector<float>(it.embedding.begin() + r * 64, it.embedding.begin() + (r + 1) * 64));
+      }
+      emb.push_back({{"embedding", rows}});
+    }
+    in << Json{{"query_ids", g.embedding_cases[0].prefix_ids}, {"items", emb}}.dump() << "\n";
+  }
+  auto r = RunRankd("score --model " + g.model_dir + " --input " + in_path + " --threads 1");
+  fs::remove(in_path);
+  EXPECT_EQ(r.exit_code, 1);  // some lines failed
+  std::istringstream lines(r.out);
+  std::vector<Json> out;
+  for (std::string l; std::getline(lines, l);) out.push_back(Json::parse(l));
+  ASSERT_EQ(out.size(), 4u) << r.out;
+  ASSERT_TRUE(out[0].contains("scores"));
+  for (size_t i = 0; i < g.cases[0].items.size(); ++i) {
+    EXPECT_PRED2(rankd::testing::WithinF32Tolerance, out[0]["scores"][i].get<double>(),
+                 g.cases[0].items[i].score);
+  }
+  EXPECT_NE(out[1]["error"].get<std::string>().find("items[0].ids[0] = 99999"), std::string::npos);
+  EXPECT_EQ(out[2]["error"], "not valid JSON");
+  for (size_t i = 0; i < g.embedding_cases[0].items.size(); ++i) {
+    EXPECT_PRED2(rankd::testing::WithinF32Tolerance, out[3]["scores"][i].get<double>(),
+                 g.embedding_cases[0].items[i].score);
+  }
+}
+
+TEST(RankdScoreBinaryTest, FlagErrors) {
+  EXPECT_EQ(RunRankd("score --modle x").exit_code, 2);
+  EXPECT_EQ(RunRankd("score").exit_code, 2);  // --model is required
+  EXPECT_EQ(RunRankd("score --help").exit_code, 0);
+  EXPECT_EQ(RunRankd("frobnicate").exit_code, 2);
+  const std::string model = rankd::testing::ModelDir("llama-cls");
+  EXPECT_EQ(RunRankd("score --model " + model + " --head yes_no:4,5 --input /dev/null").exit_code, 1);
+  EXPECT_EQ(RunRankd("score --model " + model + " --backend tpu --input /dev/null").exit_code, 1);
+  EXPECT_EQ(RunRankd("score --model " + model + " --input /dev/null").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace rankd::cli
