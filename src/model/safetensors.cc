@@ -211,6 +211,38 @@ absl::StatusOr<const TensorView*> SafetensorsModel::Find(absl::string_view name)
 
 bool SafetensorsModel::Has(absl::string_view name) const { return index_.find(name) != index_.end(); }
 
+absl::Status WriteSafetensors(const std::string& path, absl::Span<const TensorToWrite> tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  Json header = Json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
+    if (numel * DTypeSize(t.dtype) != t.nbytes) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' has ",
+                                                     t.nbytes, " bytes for its shape"));
+    }
+    header[t.name] = {{"dtype", std::string(DTypeName(t.dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.nbytes}}};
+    offset += t.nbytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open for writing"));
+  const uint64_t n = text.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const auto& t : tensors) {
+    out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes));
+  }
+  out.close();
+  if (!out) return absl::DataLossError(absl::StrCat(path, ": write failed (disk full?)"));
+  return absl::OkStatus();
+}
+
 float Bf16ToF32(uint16_t v) {
   uint32_t bits = static_cast<uint32_t>(v) << 16;
   float f;

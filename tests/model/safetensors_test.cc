@@ -113,6 +113,26 @@ TEST(SafetensorsTest, ScalarConversions) {
   }
 }
 
+TEST(SafetensorsTest, WriteThenReadRoundTrips) {
+  const std::string path = fs::temp_directory_path() / ("rankd_rt_" + std::to_string(::getpid()));
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  const std::vector<uint16_t> b = {F32ToBf16(0.5f), F32ToBf16(-3.0f), F32ToBf16(7.25f)};
+  const TensorToWrite tensors[] = {{"a", DType::kF32, {2, 3}, a.data(), 24},
+                                   {"b", DType::kBF16, {3}, b.data(), 6}};
+  ASSERT_TRUE(WriteSafetensors(path, tensors, {{"format", "pt"}}).ok());
+  auto f = SafetensorsFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  std::vector<float> got(3);
+  ASSERT_TRUE(ConvertToF32((*f)->tensors().at("b"), absl::MakeSpan(got)).ok());
+  EXPECT_EQ(got, (std::vector<float>{0.5f, -3.0f, 7.25f}));
+  std::vector<float> got_a(6);
+  ASSERT_TRUE(ConvertToF32((*f)->tensors().at("a"), absl::MakeSpan(got_a)).ok());
+  EXPECT_EQ(got_a, a);
+  const TensorToWrite bad[] = {{"c", DType::kF32, {4}, a.data(), 12}};
+  EXPECT_FALSE(WriteSafetensors(path, bad).ok());
+  fs::remove(path);
+}
+
 TEST(SafetensorsTest, ShardedBf16ModelLoads) {
   auto st = SafetensorsModel::OpenDir(rankd::testing::ModelDir("qwen2-mqa-cls"));
   ASSERT_TRUE(st.ok()) << st.status();

@@ -77,6 +77,20 @@ class SafetensorsModel {
 // Converts a tensor to float32 into `out` (out.size() must equal numel()).
 absl::Status ConvertToF32(const TensorView& t, absl::Span<float> out);
 
+// A tensor to write: name, dtype, shape and the raw little-endian bytes (numel * DTypeSize).
+struct TensorToWrite {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+};
+
+// Writes a .safetensors file (header with `metadata` as __metadata__, then the data in the order
+// given, 8-byte aligned header as the format recommends).
+absl::Status WriteSafetensors(const std::string& path, absl::Span<const TensorToWrite> tensors,
+                              const std::map<std::string, std::string>& metadata = {});
+
 // Scalar conversions, exact for bf16/f16 -> f32; f32 -> bf16 rounds to nearest even.
 float Bf16ToF32(uint16_t v);
 float F16ToF32(uint16_t v);

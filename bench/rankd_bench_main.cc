@@ -1,0 +1,32 @@
+// rankd-bench: benchmarks for rankd. `rankd-bench <command> [flags]`.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "engine_bench.h"
+#include "make_model.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "rankd-bench: benchmarks for rankd.\n"
+    "\n"
+    "usage: rankd-bench <command> [flags]   (rankd-bench <command> --help for its flags)\n"
+    "\n"
+    "commands:\n"
+    "  make-model   write a random-weight model in HF layout (--preset 379m|tiny --out DIR)\n"
+    "  engine       items/s and latency of one backend on a synthetic workload\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "make-model") return rankd::bench::RunMakeModel(argc, argv, 2);
+  if (command == "engine") return rankd::bench::RunEngineBench(argc, argv, 2);
+  std::fprintf(stderr, "rankd-bench: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}
