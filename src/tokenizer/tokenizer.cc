@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "hf_tokenizer.h"
 #include "rankd/common/parallel.h"
 #include "rankd/common/status.h"
 
@@ -40,8 +41,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(absl::string_view model
   const std::string json_path = absl::StrCat(model_dir, "/tokenizer.json");
   const std::string sp_path = absl::StrCat(model_dir, "/tokenizer.model");
   if (FileExists(json_path)) {
-    return absl::UnimplementedError(
-        absl::StrCat(json_path, ": tokenizer.json models are not supported yet"));
+    return LoadHfTokenizer(json_path, absl::StrCat(model_dir, "/tokenizer_config.json"));
   }
   if (FileExists(sp_path)) return LoadSentencePiece(sp_path, /*add_bos=*/true);
   return absl::NotFoundError(

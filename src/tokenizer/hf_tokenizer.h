@@ -1,0 +1,34 @@
+// The Hugging Face `tokenizer.json` tokenizer with the BPE model (byte-level BPE as Qwen2/Qwen3 and
+// Llama 3 ship it). Encode gives the ids that HF `tokenizers` (as transformers 5 configures it from
+// tokenizer_config.json) gives:
+//
+//   1. added tokens (`added_tokens`) are cut out of the raw text, leftmost-longest, honoring
+//      single_word / lstrip / rstrip; those with `normalized: true` are matched after step 2;
+//   2. the normalizer (NFC, NFD, NFKC, NFKD, Sequence) runs on the text between them;
+//   3. the pre-tokenizer (Split with a regex or string, ByteLevel, Sequence) cuts words;
+//   4. the BPE model merges each word (merges as ["a", "b"] or "a b", ignore_merges,
+//      continuing_subword_prefix / end_of_word_suffix, unk_token, byte_fallback);
+//   5. with add_special_tokens, the post-processor (TemplateProcessing, ByteLevel, Sequence) adds
+//      its tokens; tokenizer_config.json's add_bos_token / add_eos_token, when present, replace it
+//      by a template of bos_token / eos_token, as transformers 5 does.
+//
+// The decoder is not read (rankd never decodes). Anything else in the file that changes ids is
+// rejected at load with the field that names it.
+#ifndef RANKD_TOKENIZER_HF_TOKENIZER_H_
+#define RANKD_TOKENIZER_HF_TOKENIZER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "rankd/tokenizer/tokenizer.h"
+
+namespace rankd::tokenizer {
+
+// `config_path` (tokenizer_config.json) may name a file that does not exist.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& json_path,
+                                                            const std::string& config_path);
+
+}  // namespace rankd::tokenizer
+
+#endif  // RANKD_TOKENIZER_HF_TOKENIZER_H_

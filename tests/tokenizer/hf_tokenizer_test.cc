@@ -1,0 +1,483 @@
+// The tokenizer.json (byte-level BPE) tokenizer against Hugging Face's own ids: the golden cases of
+// every tokenizer.json model in tests/data/models, and hard strings (tests/data/tokenizer_cases.json,
+// made by HF tokenizers). Variants of those files (merges as strings, tokenizer_config.json flags)
+// and small hand-made files pin down the pipeline's other options.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "rankd/tokenizer/tokenizer.h"
+#include "tests/common/golden.h"
+
+namespace rankd::tokenizer {
+namespace {
+
+using Json = nlohmann::json;
+using Ids = std::vector<int32_t>;
+
+Json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << path;
+  return j;
+}
+
+std::unique_ptr<Tokenizer> Load(const std::string& dir) {
+  auto tok = LoadTokenizer(dir);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return tok.ok() ? *std::move(tok) : nullptr;
+}
+
+Ids Encode(const Tokenizer& tok, const std::string& text, bool special) {
+  auto ids = tok.Encode(text, special);
+  EXPECT_TRUE(ids.ok()) << ids.status() << " text: " << text;
+  return ids.ok() ? *ids : Ids{};
+}
+
+// A fresh model directory holding `tokenizer` (and `config` as tokenizer_config.json).
+std::string WriteModelDir(const Json& tokenizer, const std::optional<Json>& config = std::nullopt) {
+  std::string tmpl = ::testing::TempDir() + "/hf_tok_XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+  std::ofstream(tmpl + "/tokenizer.json") << tokenizer.dump();
+  if (config) std::ofstream(tmpl + "/tokenizer_config.json") << config->dump();
+  return tmpl;
+}
+
+// Names of the golden models whose tokenizer is a tokenizer.json.
+std::vector<std::string> TokenizerJsonModels() {
+  std::vector<std::string> out;
+  for (const auto& name : testing::GoldenModelNames()) {
+    if (std::filesystem::exists(testing::ModelDir(name) + "/tokenizer.json")) out.push_back(name);
+  }
+  return out;
+}
+
+// ---- HF's ids -----------------------------------------------------------------------------------
+
+class GoldenModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenModelTest, LoadsAsTokenizerJson) {
+  auto tok = Load(testing::ModelDir(GetParam()));
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->kind(), "tokenizer.json");
+}
+
+// prefix ids = tok(query_template(query)) with special tokens; item ids = tok(item_template(item))
+// without, exactly as golden.json has them.
+TEST_P(GoldenModelTest, GoldenCaseIds) {
+  const testing::Golden g = testing::LoadGolden(GetParam());
+  auto tok = Load(g.model_dir);
+  ASSERT_NE(tok, nullptr);
+  const std::string qt = g.query_template.value_or("{query}");
+  const std::string it = g.item_template.value_or("{item}");
+  int items = 0;
+  for (const auto& c : g.cases) {
+    EXPECT_EQ(Encode(*tok, ApplyTemplate(qt, "query", c.query), true), c.prefix_ids)
+        << "query: " << c.query;
+    for (const auto& item : c.items) {
+      EXPECT_EQ(Encode(*tok, ApplyTemplate(it, "item", item.text), false), item.ids)
+          << "item: " << item.text;
+      ++items;
+    }
+  }
+  EXPECT_GT(items, 0);
+}
+
+// The hard strings of tests/data/tokenizer_cases.json (emoji, ZWJ sequences, CJK, combining marks,
+// runs of spaces and newlines, digits, contractions, added tokens in the text).
+TEST_P(GoldenModelTest, HardStrings) {
+  const std::string path = std::string(RANKD_TEST_DATA_DIR) + "/tokenizer_cases.json";
+  const Json all = ReadJson(path);
+  if (!all.contains(GetParam())) GTEST_SKIP() << path << " has no cases for " << GetParam();
+  auto tok = Load(testing::ModelDir(GetParam()));
+  ASSERT_NE(tok, nullptr);
+  const Json& cases = all[GetParam()];
+  ASSERT_GT(cases.size(), 0u);
+  for (const Json& c : cases) {
+    const std::string text = c.at("text").get<std::string>();
+    EXPECT_EQ(Encode(*tok, text, true), c.at("with_special").get<Ids>()) << "text: " << text;
+    EXPECT_EQ(Encode(*tok, text, false), c.at("without_special").get<Ids>()) << "text: " << text;
+  }
+}
+
+// EncodeBatch on several threads gives what Encode gives one by one.
+TEST_P(GoldenModelTest, ParallelEncodeMatchesSequential) {
+  const testing::Golden g = testing::LoadGolden(GetParam());
+  auto tok = Load(g.model_dir);
+  ASSERT_NE(tok, nullptr);
+  std::vector<std::string> texts;
+  for (int rep = 0; rep < 8; ++rep) {
+    for (const auto& c : g.cases) {
+      for (const auto& item : c.items) texts.push_back(item.text + std::to_string(rep));
+    }
+  }
+  auto batch = tok->EncodeBatch(texts, false, 4);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ((*batch)[i], Encode(*tok, texts[i], false));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenModelTest, ::testing::ValuesIn(TokenizerJsonModels()));
+
+TEST(HfTokenizerTest, GoldenModelsIncludeQwenAndLlama3) {
+  const auto names = TokenizerJsonModels();
+  EXPECT_NE(std::find(names.begin(), names.end(), "qwen3-reranker-tiny"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "llama3-tokjson-cls"), names.end());
+}
+
+// ---- BOS and pieces -----------------------------------------------------------------------------
+
+TEST(HfTokenizerTest, BosComesFromThePostProcessor) {
+  auto qwen = Load(testing::ModelDir("qwen3-reranker-tiny"));  // ByteLevel post-processor
+  ASSERT_NE(qwen, nullptr);
+  EXPECT_EQ(qwen->bos_id(), std::nullopt);
+  EXPECT_EQ(Encode(*qwen, "hi", true), Encode(*qwen, "hi", false));
+
+  auto llama = Load(testing::ModelDir("llama3-tokjson-cls"));  // TemplateProcessing
+  ASSERT_NE(llama, nullptr);
+  auto bos = llama->PieceToId("<|begin_of_text|>");
+  ASSERT_TRUE(bos.ok()) << bos.status();
+  EXPECT_EQ(llama->bos_id(), *bos);
+  Ids with_bos = {*bos};
+  for (int32_t id : Encode(*llama, "hi", false)) with_bos.push_back(id);
+  EXPECT_EQ(Encode(*llama, "hi", true), with_bos);
+}
+
+TEST(HfTokenizerTest, PieceToId) {
+  const std::string dir = testing::ModelDir("qwen3-reranker-tiny");
+  auto tok = Load(dir);
+  ASSERT_NE(tok, nullptr);
+  const Json vocab = ReadJson(dir + "/tokenizer.json")["model"]["vocab"];
+  EXPECT_EQ(*tok->PieceToId("yes"), vocab["yes"].get<int32_t>());
+  EXPECT_EQ(*tok->PieceToId("no"), vocab["no"].get<int32_t>());
+  EXPECT_EQ(*tok->PieceToId("<|im_end|>"), 2);
+  // Byte-level pieces are found as stored ("Ġa") and as the text they stand for (" a").
+  EXPECT_EQ(*tok->PieceToId("Ġa"), vocab["Ġa"].get<int32_t>());
+  EXPECT_EQ(*tok->PieceToId(" a"), vocab["Ġa"].get<int32_t>());
+  EXPECT_EQ(tok->PieceToId("no-such-piece-at-all").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(tok->vocab_size(), static_cast<int>(vocab.size()));
+}
+
+TEST(HfTokenizerTest, RejectsInvalidUtf8) {
+  auto tok = Load(testing::ModelDir("qwen3-reranker-tiny"));
+  ASSERT_NE(tok, nullptr);
+  for (const std::string bad : {"ab\xff", "\xc3", "\xed\xa0\x80" /* surrogate */,
+                                "\xc0\xaf" /* overlong */}) {
+    auto ids = tok->Encode(bad, false);
+    EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument) << ids.status();
+  }
+}
+
+// ---- variants of the golden files ---------------------------------------------------------------
+
+// All hard strings of `model`, encoded by `tok`, against HF's ids, with `expect` mapping HF's
+// with_special ids for this variant.
+void ExpectHardStrings(const Tokenizer& tok, const std::string& model,
+                       const std::function<Ids(const Ids& without)>& with_special) {
+  const Json all = ReadJson(std::string(RANKD_TEST_DATA_DIR) + "/tokenizer_cases.json");
+  ASSERT_TRUE(all.contains(model));
+  for (const Json& c : all[model]) {
+    const std::string text = c.at("text").get<std::string>();
+    const Ids without = c.at("without_special").get<Ids>();
+    EXPECT_EQ(Encode(tok, text, false), without) << "text: " << text;
+    EXPECT_EQ(Encode(tok, text, true), with_special(without)) << "text: " << text;
+  }
+}
+
+Json ModelFile(const std::string& model, const char* file) {
+  return ReadJson(testing::ModelDir(model) + "/" + file);
+}
+
+TEST(HfTokenizerTest, MergesAsStringsGiveTheSameIds) {
+  Json t = ModelFile("qwen3-reranker-tiny", "tokenizer.json");
+  for (Json& m : t["model"]["merges"]) {
+    m = m[0].get<std::string>() + " " + m[1].get<std::string>();
+  }
+  auto tok = Load(WriteModelDir(t, ModelFile("qwen3-reranker-tiny", "tokenizer_config.json")));
+  ASSERT_NE(tok, nullptr);
+  ExpectHardStrings(*tok, "qwen3-reranker-tiny", [](const Ids& ids) { return ids; });
+}
+
+// transformers 5 rebuilds the post-processor from tokenizer_config.json's add_bos_token /
+// add_eos_token when either is present.
+TEST(HfTokenizerTest, TokenizerConfigAddBosAndEos) {
+  const Json t = ModelFile("qwen3-reranker-tiny", "tokenizer.json");
+  Json config = ModelFile("qwen3-reranker-tiny", "tokenizer_config.json");
+  config["bos_token"] = "<|endoftext|>";  // id 0; eos_token is <|im_end|>, id 2
+  config["add_bos_token"] = true;
+  auto with_bos = Load(WriteModelDir(t, config));
+  ASSERT_NE(with_bos, nullptr);
+  EXPECT_EQ(with_bos->bos_id(), 0);
+  ExpectHardStrings(*with_bos, "qwen3-reranker-tiny", [](const Ids& ids) {
+    Ids out = {0};
+    out.insert(out.end(), ids.begin(), ids.end());
+    return out;
+  });
+
+  config["add_bos_token"] = false;
+  config["add_eos_token"] = true;
+  config["eos_token"] = Json{{"content", "<|im_end|>"}, {"special", true}};
+  auto with_eos = Load(WriteModelDir(t, config));
+  ASSERT_NE(with_eos, nullptr);
+  EXPECT_EQ(with_eos->bos_id(), std::nullopt);
+  ExpectHardStrings(*with_eos, "qwen3-reranker-tiny", [](const Ids& ids) {
+    Ids out = ids;
+    out.push_back(2);
+    return out;
+  });
+
+  // An explicit add_bos_token: false replaces Llama 3's TemplateProcessing: no BOS.
+  Json llama_config = ModelFile("llama3-tokjson-cls", "tokenizer_config.json");
+  llama_config["add_bos_token"] = false;
+  auto no_bos = Load(WriteModelDir(ModelFile("llama3-tokjson-cls", "tokenizer.json"), llama_config));
+  ASSERT_NE(no_bos, nullptr);
+  EXPECT_EQ(no_bos->bos_id(), std::nullopt);
+  ExpectHardStrings(*no_bos, "llama3-tokjson-cls", [](const Ids& ids) { return ids; });
+}
+
+// Llama 3's own files wrap the template in a Sequence after a ByteLevel post-processor.
+TEST(HfTokenizerTest, SequencePostProcessor) {
+  Json t = ModelFile("llama3-tokjson-cls", "tokenizer.json");
+  t["post_processor"] = Json{{"type", "Sequence"},
+                             {"processors",
+                              Json::array({Json{{"type", "ByteLevel"},
+                                                {"add_prefix_space", true},
+                                                {"trim_offsets", false},
+                                                {"use_regex", true}},
+                                           t["post_processor"]})}};
+  auto tok = Load(WriteModelDir(t, ModelFile("llama3-tokjson-cls", "tokenizer_config.json")));
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->bos_id(), 0);
+  ExpectHardStrings(*tok, "llama3-tokjson-cls", [](const Ids& ids) {
+    Ids out = {0};
+    out.insert(out.end(), ids.begin(), ids.end());
+    return out;
+  });
+}
+
+// ---- hand-made files: the options the golden files do not use -----------------------------------
+
+// A byte-level BPE whose vocab is the 256-character alphabet (id = byte value, so an unmerged word
+// encodes to its bytes) plus `extra` tokens from id 256 on, merged by `merges` in that order.
+Json ByteAlphabetTokenizer(const std::vector<std::pair<std::string, std::string>>& merges,
+                           const Json& pre_tokenizer) {
+  // GPT-2's byte -> character map.
+  std::vector<int> direct;
+  for (int b = '!'; b <= '~'; ++b) direct.push_back(b);
+  for (int b = 0xA1; b <= 0xAC; ++b) direct.push_back(b);
+  for (int b = 0xAE; b <= 0xFF; ++b) direct.push_back(b);
+  Json vocab = Json::object();
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool is_direct = std::find(direct.begin(), direct.end(), b) != direct.end();
+    const char32_t cp = is_direct ? b : next++;
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    vocab[s] = b;
+  }
+  Json merge_list = Json::array();
+  int id = 256;
+  for (const auto& [a, b] : merges) {
+    merge_list.push_back(Json::array({a, b}));
+    if (!vocab.contains(a + b)) vocab[a + b] = id++;
+  }
+  return Json{{"version", "1.0"},
+              {"added_tokens", Json::array()},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", pre_tokenizer},
+              {"post_processor", Json{{"type", "ByteLevel"}}},
+              {"decoder", nullptr},
+              {"model",
+               {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", false},
+                {"vocab", vocab},
+                {"merges", merge_list}}}};
+}
+
+Json ByteLevelStep(bool add_prefix_space, bool use_regex) {
+  return Json{{"type", "ByteLevel"},
+              {"add_prefix_space", add_prefix_space},
+              {"trim_offsets", true},
+              {"use_regex", use_regex}};
+}
+
+Json SplitThenByteLevel(const Json& pattern, const std::string& behavior, bool invert) {
+  return Json{{"type", "Sequence"},
+              {"pretokenizers",
+               Json::array({Json{{"type", "Split"},
+                                 {"pattern", pattern},
+                                 {"behavior", behavior},
+                                 {"invert", invert}},
+                            ByteLevelStep(false, false)})}};
+}
+
+// Merges: "aĠ" = 256, "Ġb" = 257, "ĠĠ" = 258, "Ġa" = 259 (in rank order).
+const std::vector<std::pair<std::string, std::string>> kSpaceMerges = {
+    {"a", "Ġ"}, {"Ġ", "b"}, {"Ġ", "Ġ"}, {"Ġ", "a"}};
+
+TEST(HfTokenizerTest, SplitBehaviors) {
+  const Json space = Json{{"String", " "}};
+  struct Case {
+    std::string behavior;
+    bool invert;
+    std::string text;
+    Ids ids;
+  };
+  const std::vector<Case> cases = {
+      {"Isolated", false, "a b", {'a', ' ', 'b'}},
+      {"Removed", false, "a b", {'a', 'b'}},
+      {"MergedWithPrevious", false, "a b", {256, 'b'}},
+      {"MergedWithNext", false, "a b", {'a', 257}},
+      {"Contiguous", false, "a  b", {'a', 258, 'b'}},
+      {"Isolated", false, "a  b", {'a', ' ', ' ', 'b'}},
+      {"Removed", true, "a b", {' '}},  // invert: the text between spaces is the delimiter
+  };
+  for (const Case& c : cases) {
+    auto tok = Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges,
+                                                        SplitThenByteLevel(space, c.behavior,
+                                                                           c.invert))));
+    ASSERT_NE(tok, nullptr);
+    EXPECT_EQ(Encode(*tok, c.text, false), c.ids) << c.behavior << " invert=" << c.invert;
+  }
+}
+
+TEST(HfTokenizerTest, ByteLevelRegexAndPrefixSpace) {
+  auto plain = Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges, ByteLevelStep(false, true))));
+  ASSERT_NE(plain, nullptr);
+  // GPT-2's regex: "a", " b" (so "Ġb" merges, "aĠ" cannot).
+  EXPECT_EQ(Encode(*plain, "a b", false), (Ids{'a', 257}));
+  auto prefixed = Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges, ByteLevelStep(true, true))));
+  ASSERT_NE(prefixed, nullptr);
+  EXPECT_EQ(Encode(*prefixed, "a b", false), (Ids{259, 257}));
+  EXPECT_EQ(Encode(*prefixed, " b", false), (Ids{257}));  // already starts with a space
+  // Without the regex the text is one word: "aĠ" (rank 0) wins over "Ġb".
+  auto no_regex = Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges, ByteLevelStep(false, false))));
+  ASSERT_NE(no_regex, nullptr);
+  EXPECT_EQ(Encode(*no_regex, "a b", false), (Ids{256, 'b'}));
+}
+
+// BPE merges the lowest rank first, leftmost on ties; ignore_merges takes a word found whole in
+// the vocab as is.
+TEST(HfTokenizerTest, MergeOrderAndIgnoreMerges) {
+  // "bc" = 256 (rank 0), "ab" = 257 (rank 1), "abc" = "ab" + "c" = 258 (rank 2).
+  Json t = ByteAlphabetTokenizer({{"b", "c"}, {"a", "b"}, {"ab", "c"}}, nullptr);
+  auto tok = Load(WriteModelDir(t));
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(Encode(*tok, "abc", false), (Ids{'a', 256}));  // bc first; no (a, bc) merge
+  EXPECT_EQ(Encode(*tok, "aaa", false), (Ids{'a', 'a', 'a'}));
+  t["model"]["ignore_merges"] = true;
+  auto ignoring = Load(WriteModelDir(t));
+  ASSERT_NE(ignoring, nullptr);
+  EXPECT_EQ(Encode(*ignoring, "abc", false), (Ids{258}));
+  EXPECT_EQ(Encode(*ignoring, "abcb", false), (Ids{'a', 256, 'b'}));  // not in vocab: merged
+
+  // Equal pairs: the leftmost merges first ("bbb" -> "bb" "b").
+  auto bb = Load(WriteModelDir(ByteAlphabetTokenizer({{"b", "b"}}, nullptr)));
+  ASSERT_NE(bb, nullptr);
+  EXPECT_EQ(Encode(*bb, "bbb", false), (Ids{256, 'b'}));
+  EXPECT_EQ(Encode(*bb, "bbbb", false), (Ids{256, 256}));
+}
+
+TEST(HfTokenizerTest, AddedTokenOptions) {
+  Json t = ByteAlphabetTokenizer({}, ByteLevelStep(false, false));
+  auto added = [](int id, const std::string& content, bool single_word, bool lstrip, bool rstrip,
+                  bool normalized) {
+    return Json{{"id", id},           {"content", content}, {"single_word", single_word},
+                {"lstrip", lstrip},   {"rstrip", rstrip},   {"normalized", normalized},
+                {"special", !normalized}};
+  };
+  t["normalizer"] = Json{{"type", "NFC"}};
+  t["added_tokens"] = Json::array({
+      added(300, "<s>", false, true, true, false),
+      added(301, "<w>", true, false, false, false),
+      added(302, "\xC3\xA9", false, false, false, true),  // "é", matched after NFC
+      added(303, "<s>x", false, false, false, false),     // longer match at the same start
+  });
+  auto tok = Load(WriteModelDir(t));
+  ASSERT_NE(tok, nullptr);
+  // lstrip / rstrip take the surrounding whitespace (U+3000 included) into the token.
+  EXPECT_EQ(Encode(*tok, "a <s>\t b", false), (Ids{'a', 300, 'b'}));
+  EXPECT_EQ(Encode(*tok, "a\xE3\x80\x80<s>b", false), (Ids{'a', 300, 'b'}));
+  // Leftmost-longest.
+  EXPECT_EQ(Encode(*tok, "<s>xy", false), (Ids{303, 'y'}));
+  // single_word: only between non-word characters.
+  EXPECT_EQ(Encode(*tok, "a <w>.", false), (Ids{'a', ' ', 301, '.'}));
+  EXPECT_EQ(Encode(*tok, "a<w>", false), (Ids{'a', '<', 'w', '>'}));
+  // A normalized token matches the normalized text: "e" + U+0301 composes to "é".
+  EXPECT_EQ(Encode(*tok, "e\xCC\x81!", false), (Ids{302, '!'}));
+  EXPECT_EQ(*tok->PieceToId("<w>"), 301);
+  EXPECT_EQ(tok->vocab_size(), 304);
+}
+
+TEST(HfTokenizerTest, UnknownCharactersAndByteFallback) {
+  // A vocab without the alphabet: "a" = 0, "<unk>" = 1, "<0xC3>" = 2, "<0xA9>" = 3.
+  Json t = ByteAlphabetTokenizer({}, nullptr);
+  t["model"]["vocab"] = Json{{"a", 0}, {"<unk>", 1}, {"<0xC3>", 2}, {"<0xA9>", 3}};
+  t["model"]["unk_token"] = "<unk>";
+  auto unk = Load(WriteModelDir(t));
+  ASSERT_NE(unk, nullptr);
+  EXPECT_EQ(Encode(*unk, "axya", false), (Ids{0, 1, 1, 0}));
+  t["model"]["fuse_unk"] = true;
+  auto fused = Load(WriteModelDir(t));
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(Encode(*fused, "axya", false), (Ids{0, 1, 0}));
+  t["model"]["byte_fallback"] = true;
+  auto bytes = Load(WriteModelDir(t));
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(Encode(*bytes, "a\xC3\xA9x", false), (Ids{0, 2, 3, 1}));
+}
+
+TEST(HfTokenizerTest, ErrorsNameTheFileAndField) {
+  const Json base = ModelFile("qwen3-reranker-tiny", "tokenizer.json");
+  struct Case {
+    std::function<void(Json&)> edit;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](Json& t) { t["normalizer"] = Json{{"type", "Lowercase"}}; }, "normalizer.type"},
+      {[](Json& t) { t["pre_tokenizer"]["pretokenizers"][0]["type"] = "Whitespace"; },
+       "pre_tokenizer.pretokenizers[0].type"},
+      {[](Json& t) { t["pre_tokenizer"]["pretokenizers"][0]["pattern"] = Json{{"Regex", "("}}; },
+       "pre_tokenizer.pretokenizers[0].pattern"},
+      {[](Json& t) { t["model"]["type"] = "WordPiece"; }, "model.type"},
+      {[](Json& t) { t["model"]["merges"][3] = Json::array({"i", "zzz-not-there"}); },
+       "model.merges[3]"},
+      {[](Json& t) { t["post_processor"] = Json{{"type", "BertProcessing"}}; },
+       "post_processor.type"},
+      {[](Json& t) { t["added_tokens"][1].erase("id"); }, "added_tokens[1].id"},
+  };
+  for (const Case& c : cases) {
+    Json t = base;
+    c.edit(t);
+    const std::string dir = WriteModelDir(t);
+    auto tok = LoadTokenizer(dir);
+    ASSERT_FALSE(tok.ok()) << c.field;
+    EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << tok.status();
+    EXPECT_NE(tok.status().message().find(dir + "/tokenizer.json: " + c.field), std::string::npos)
+        << tok.status();
+  }
+}
+
+}  // namespace
+}  // namespace rankd::tokenizer
