@@ -43,6 +43,8 @@ ModelSettings ModelSettings::MergedWith(const ModelSettings& over) const {
   if (over.query_template) m.query_template = over.query_template;
   if (over.item_template) m.item_template = over.item_template;
   if (over.head) m.head = over.head;
+  if (over.preset) m.preset = over.preset;
+  if (over.instruction) m.instruction = over.instruction;
   return m;
 }
 
@@ -63,9 +65,14 @@ absl::StatusOr<ModelSettings> ModelSettings::FromModelDir(const std::string& mod
         s.item_template = value;
       } else if (key == "head") {
         s.head = value;
+      } else if (key == "preset") {
+        s.preset = value;
+      } else if (key == "instruction") {
+        s.instruction = value;
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": unknown key '", key, "' (query_template, item_template, head)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": unknown key '", key,
+                         "' (query_template, item_template, head, preset, instruction)"));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -113,7 +120,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   std::unique_ptr<Engine> engine(new Engine());
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(options.model_dir));
   RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
-  const ModelSettings s = file_settings.MergedWith(options.settings);
+  RANKD_ASSIGN_OR_RETURN(const ModelSettings s,
+                         ApplyPreset(file_settings.MergedWith(options.settings)));
   RANKD_ASSIGN_OR_RETURN(engine->tokenizer_, tokenizer::LoadTokenizer(options.model_dir));
   engine->query_template_ = s.query_template.value_or("{query}");
   engine->item_template_ = s.item_template.value_or("{item}");

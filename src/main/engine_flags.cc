@@ -1,6 +1,7 @@
 #include "engine_flags.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace rankd::cli {
 
@@ -15,6 +16,12 @@ void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
                "architecture");
   flags.String("query-template", &v->query_template, "query template with {query}");
   flags.String("item-template", &v->item_template, "item template with {item}");
+  flags.String("preset", &v->preset,
+               absl::StrCat("prompt preset: ", absl::StrJoin(engine::PresetNames(), ", "),
+                            " (explicit --query-template/--item-template/--head override it)"));
+  flags.String("instruction", &v->instruction,
+               absl::StrCat("the preset's task instruction (qwen3-reranker default: \"",
+                            engine::kQwen3RerankerInstruction, "\")"));
   flags.String("strategy", &v->strategy, "cuda: ibpc (prefix once, then items) or multi-item");
   flags.Bool("graphs", &v->graphs, "cuda: use CUDA graphs (--no-graphs turns them off)");
   flags.Int("device", &v->device, "cuda: device index");
@@ -39,6 +46,8 @@ absl::StatusOr<engine::EngineOptions> ToEngineOptions(const EngineFlags& v, cons
   if (flags.WasSet("head")) o.settings.head = v.head;
   if (flags.WasSet("query-template")) o.settings.query_template = v.query_template;
   if (flags.WasSet("item-template")) o.settings.item_template = v.item_template;
+  if (flags.WasSet("preset")) o.settings.preset = v.preset;
+  if (flags.WasSet("instruction")) o.settings.instruction = v.instruction;
   return o;
 }
 

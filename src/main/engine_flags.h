@@ -19,6 +19,8 @@ struct EngineFlags {
   std::string head;
   std::string query_template;
   std::string item_template;
+  std::string preset;
+  std::string instruction;
   std::string strategy = "ibpc";
   bool graphs = true;
   int device = 0;

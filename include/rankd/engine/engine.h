@@ -45,18 +45,32 @@ struct ScoreResult {
 };
 
 // Model-level prompt and head settings. Unset fields fall back to rankd.yaml beside the weights,
-// then to the defaults: bare text templates; head classifier:0 for *ForSequenceClassification,
-// yes_no:yes,no for *ForCausalLM.
+// then to the preset's (if a preset is named), then to the defaults: bare text templates; head
+// classifier:0 for *ForSequenceClassification, yes_no:yes,no for *ForCausalLM.
 struct ModelSettings {
   std::optional<std::string> query_template;  // contains {query}
   std::optional<std::string> item_template;   // contains {item}
   std::optional<std::string> head;            // "classifier[:INDEX]" | "yes_no:YES,NO"
+  std::optional<std::string> preset;          // a PresetNames() entry, e.g. "qwen3-reranker"
+  std::optional<std::string> instruction;     // the preset's task instruction, if it has one
 
   // Fields set in `over` replace those of *this.
   ModelSettings MergedWith(const ModelSettings& over) const;
-  // Reads `<model_dir>/rankd.yaml` if present (keys: query_template, item_template, head).
+  // Reads `<model_dir>/rankd.yaml` if present (keys: query_template, item_template, head, preset,
+  // instruction).
   static absl::StatusOr<ModelSettings> FromModelDir(const std::string& model_dir);
 };
+
+// Ready prompt settings for known model families (src/engine/presets.cc).
+//   qwen3-reranker: the Qwen3-Reranker chat prompt (system prompt, "<Instruct>: INSTRUCTION",
+//                   "<Query>: {query}" | "<Document>: {item}", assistant/think suffix), head
+//                   yes_no:yes,no; default instruction kQwen3RerankerInstruction.
+std::vector<std::string> PresetNames();
+inline constexpr char kQwen3RerankerInstruction[] =
+    "Given a web search query, retrieve relevant passages that answer the query";
+// The templates and head of `s.preset` with `s.instruction`, overridden by the templates and head
+// that `s` sets itself. Without a preset, `s` unchanged (an instruction without one is an error).
+absl::StatusOr<ModelSettings> ApplyPreset(const ModelSettings& s);
 
 struct EngineOptions {
   std::string model_dir;
