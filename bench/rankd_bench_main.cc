@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine_bench.h"
+#include "load_bench.h"
 #include "make_model.h"
 
 namespace {
@@ -15,7 +16,8 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  make-model   write a random-weight model in HF layout (--preset 379m|tiny --out DIR)\n"
-    "  engine       items/s and latency of one backend on a synthetic workload\n";
+    "  engine       items/s and latency of one backend on a synthetic workload\n"
+    "  load         gRPC load (open or closed loop) against a running rankd serve\n";
 
 }  // namespace
 
@@ -27,6 +29,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "make-model") return rankd::bench::RunMakeModel(argc, argv, 2);
   if (command == "engine") return rankd::bench::RunEngineBench(argc, argv, 2);
+  if (command == "load") return rankd::bench::RunLoadBench(argc, argv, 2);
   std::fprintf(stderr, "rankd-bench: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }
