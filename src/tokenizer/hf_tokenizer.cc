@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "hf_regex.h"
 #include "hf_unicode.h"
@@ -415,6 +417,11 @@ class BpeModel {
     return it == merges_.end() ? nullptr : &it->second;
   }
 
+  // The id of the single-character token of each code point below kCharIdsSize (-1: none), so
+  // that splitting a word into characters needs no hashing (the byte-level alphabet lies below
+  // U+0144). Empty when characters carry a subword prefix or suffix.
+  static constexpr char32_t kCharIdsSize = 0x800;
+  std::vector<int32_t> char_ids_;
   absl::flat_hash_map<std::string, int32_t> vocab_;
   absl::flat_hash_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank, merged id
   int32_t max_id_ = -1;
@@ -510,6 +517,15 @@ absl::StatusOr<BpeModel> BpeModel::Parse(const JsonFile& f, const Json& j) {
     // A repeated pair takes its last rank, as HF's map does.
     m.merges_.insert_or_assign(PairKey(*a_id, *b_id), Merge{static_cast<int32_t>(i), *merged_id});
   }
+  if (m.continuing_subword_prefix_.empty() && m.end_of_word_suffix_.empty()) {
+    m.char_ids_.assign(kCharIdsSize, -1);
+    std::string ch;
+    for (char32_t c = 0; c < kCharIdsSize; ++c) {
+      ch.clear();
+      unicode::AppendUtf8(c, &ch);
+      if (auto id = m.Find(ch)) m.char_ids_[c] = *id;
+    }
+  }
   return m;
 }
 
@@ -539,8 +555,14 @@ void BpeModel::Tokenize(absl::string_view word, std::vector<int32_t>* out) const
   std::string decorated;
   for (size_t pos = 0; pos < word.size();) {
     const size_t start = pos;
-    unicode::NextCodePoint(word, &pos);
+    const char32_t c = unicode::NextCodePoint(word, &pos);
     const auto byte_len = static_cast<int32_t>(pos - start);
+    if (c < char_ids_.size() && char_ids_[c] >= 0) {
+      if (unk_bytes > 0) add(*unk_id_, unk_bytes);
+      unk_bytes = 0;
+      add(char_ids_[c], byte_len);
+      continue;
+    }
     absl::string_view ch = word.substr(start, pos - start);
     if (!continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty()) {
       decorated.clear();
@@ -626,6 +648,46 @@ void BpeModel::Tokenize(absl::string_view word, std::vector<int32_t>* out) const
     if (s.len != 0) out->push_back(s.id);
   }
 }
+
+// Words already merged -> their ids. Items repeat words, and merging is most of the BPE's cost;
+// HF caches the same way. Sharded, each shard under its own lock, so that the threads of
+// EncodeBatch rarely wait; a full shard is emptied and refills with the words now in use.
+class WordCache {
+ public:
+  static constexpr size_t kMaxWordBytes = 64;  // longer words are rare and not worth the memory
+
+  // Appends the ids of `word` and returns true if it is cached.
+  bool Lookup(absl::string_view word, std::vector<int32_t>* out) const {
+    if (word.size() > kMaxWordBytes) return false;
+    Shard& shard = shards_[ShardOf(word)];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.words.find(word);
+    if (it == shard.words.end()) return false;
+    out->insert(out->end(), it->second.begin(), it->second.end());
+    return true;
+  }
+
+  void Insert(absl::string_view word, const int32_t* ids, size_t n) const {
+    if (word.size() > kMaxWordBytes) return;
+    Shard& shard = shards_[ShardOf(word)];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (shard.words.size() >= kWordsPerShard) shard.words.clear();
+    shard.words.try_emplace(word, ids, ids + n);
+  }
+
+ private:
+  static constexpr size_t kShards = 64;
+  static constexpr size_t kWordsPerShard = 1024;  // 64k words, a few MiB at most
+  // The hash's top bits: the maps inside probe with its low bits.
+  static size_t ShardOf(absl::string_view word) {
+    return static_cast<uint64_t>(absl::HashOf(word)) >> 58;
+  }
+  struct Shard {
+    std::mutex mu;
+    absl::flat_hash_map<std::string, std::vector<int32_t>> words;
+  };
+  mutable std::array<Shard, kShards> shards_;
+};
 
 // ---- added tokens -----------------------------------------------------------------------------
 
@@ -841,6 +903,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::optional<BpeModel> model_;
+  WordCache cache_;
   Decorations decorations_;
   bool byte_level_ = false;
   int vocab_size_ = 0;
@@ -868,7 +931,12 @@ absl::Status HfTokenizer::EncodeText(absl::string_view text, std::vector<int32_t
     words.clear();
     words.emplace_back(normalized, seg.begin, seg.end - seg.begin);
     if (pre_tokenizer_ != nullptr) RANKD_RETURN_IF_ERROR(pre_tokenizer_->Apply(&words));
-    for (const std::string& w : words) model_->Tokenize(w, ids);
+    for (const std::string& w : words) {
+      if (cache_.Lookup(w, ids)) continue;
+      const size_t first = ids->size();
+      model_->Tokenize(w, ids);
+      cache_.Insert(w, ids->data() + first, ids->size() - first);
+    }
   }
   return absl::OkStatus();
 }
