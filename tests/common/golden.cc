@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -11,9 +12,14 @@
 
 namespace rankd::testing {
 
-std::string ModelDir(const std::string& name) {
-  return std::string(RANKD_TEST_DATA_DIR) + "/models/" + name;
+// tests/data: $RANKD_TEST_DATA_DIR when set (binaries moved to another machine), else the source
+// tree's path compiled in.
+static std::string TestDataDir() {
+  const char* env = std::getenv("RANKD_TEST_DATA_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(RANKD_TEST_DATA_DIR);
 }
+
+std::string ModelDir(const std::string& name) { return TestDataDir() + "/models/" + name; }
 
 static std::vector<GoldenCase> ParseCases(const nlohmann::json& arr) {
   std::vector<GoldenCase> out;
@@ -61,7 +67,7 @@ Golden LoadGolden(const std::string& model_name) {
 
 std::vector<std::string> GoldenModelNames() {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(RANKD_TEST_DATA_DIR) + "/models")) {
+  for (const auto& e : std::filesystem::directory_iterator(TestDataDir() + "/models")) {
     if (std::filesystem::exists(e.path() / "golden.json")) names.push_back(e.path().filename());
   }
   std::sort(names.begin(), names.end());

@@ -1,0 +1,60 @@
+// Linear layers through cuBLASLt: bf16 operands, fp32 accumulation, over all tokens of a batch.
+//   y[T, out] = x[T, in] . w[out, in]^T       (row-major; w as HF stores it)
+// Output either bf16 (rounded once) or fp32 accumulated in place (y += x . w^T), which is how the
+// residual adds of o_proj and down_proj are fused into the GEMM epilogue.
+#ifndef RANKD_BACKEND_CUDA_GEMM_H_
+#define RANKD_BACKEND_CUDA_GEMM_H_
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "absl/status/statusor.h"
+
+namespace rankd::cuda {
+
+class Gemm {
+ public:
+  // `workspace` (device, `workspace_bytes`) is cuBLASLt's scratch; it must outlive the Gemm and
+  // be used by one stream at a time.
+  static absl::StatusOr<std::unique_ptr<Gemm>> Create(void* workspace, size_t workspace_bytes);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // y [T, out] bf16 = x [T, in] bf16 . w [out, in]^T bf16.
+  absl::Status Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int T, int in, int out,
+                      __nv_bfloat16* y, cudaStream_t stream);
+  // y [T, out] fp32 += x [T, in] bf16 . w [out, in]^T bf16.
+  absl::Status LinearAccumulate(const __nv_bfloat16* x, const __nv_bfloat16* w, int T, int in,
+                                int out, float* y, cudaStream_t stream);
+
+ private:
+  // Descriptors and the heuristic's algorithm for one problem shape, made on first use.
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::tuple<int, int, int, bool>;  // T, in, out, fp32 output
+
+  explicit Gemm(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes)
+      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
+  absl::StatusOr<const Plan*> GetPlan(int T, int in, int out, bool f32_out);
+  absl::Status MakePlan(int T, int in, int out, bool f32_out, Plan* p);
+  absl::Status Run(const void* x, const void* w, int T, int in, int out, void* y, bool f32_out,
+                   cudaStream_t stream);
+
+  cublasLtHandle_t handle_;
+  void* workspace_;
+  size_t workspace_bytes_;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace rankd::cuda
+
+#endif  // RANKD_BACKEND_CUDA_GEMM_H_

@@ -1,0 +1,22 @@
+// Embedding gather with embedding-row injection.
+#ifndef RANKD_KERNELS_EMBEDDING_CUH_
+#define RANKD_KERNELS_EMBEDDING_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rankd::kernels {
+
+// out[t] = tokens[t] >= 0 ? table[tokens[t]] : rows[-tokens[t] - 1], widened to fp32.
+//   tokens [T] int32; table [V, H] bf16 row-major; rows [R, H] fp32 row-major (may be null when
+//   no token is negative); out [T, H] fp32 row-major (the residual stream).
+// Ids are not checked here: the caller validates them against V and R.
+cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens,
+                                  const __nv_bfloat16* table, const float* rows, int hidden,
+                                  float* out, cudaStream_t stream);
+
+}  // namespace rankd::kernels
+
+#endif  // RANKD_KERNELS_EMBEDDING_CUH_

@@ -1,0 +1,19 @@
+// RMSNorm of the fp32 residual stream into the bf16 input of the next GEMM.
+#ifndef RANKD_KERNELS_RMS_NORM_CUH_
+#define RANKD_KERNELS_RMS_NORM_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace rankd::kernels {
+
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w, computed in fp32, rounded once to bf16.
+//   x [rows, dim] fp32 row-major; w [dim] bf16; out [rows, dim] bf16 row-major.
+// The residual add that precedes each norm happens in the GEMM epilogue (Gemm::LinearAccumulate
+// adds o_proj / down_proj output into the fp32 stream), so this kernel reads one stream only.
+cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float eps, int rows, int dim,
+                          __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace rankd::kernels
+
+#endif  // RANKD_KERNELS_RMS_NORM_CUH_

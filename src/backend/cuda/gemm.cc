@@ -1,0 +1,112 @@
+#include "rankd/backend/cuda/gemm.h"
+
+#include "absl/strings/str_cat.h"
+#include "rankd/backend/cuda/cuda_status.h"
+#include "rankd/common/status.h"
+
+namespace rankd::cuda {
+
+absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(void* workspace, size_t workspace_bytes) {
+  cublasLtHandle_t handle = nullptr;
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
+  return std::unique_ptr<Gemm>(new Gemm(handle, workspace, workspace_bytes));
+}
+
+namespace {
+
+// Layouts and descriptors of a plan; null handles are skipped by the destroy calls.
+template <typename PlanT>
+void DestroyPlan(PlanT& p) {
+  if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+  if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+  if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+  if (p.op) cublasLtMatmulDescDestroy(p.op);
+  p = PlanT{};
+}
+
+// Plans are per token count, which varies from batch to batch; past this many the cache starts
+// over, so that a long-running worker's plan map stays small.
+constexpr size_t kMaxPlans = 4096;
+
+}  // namespace
+
+Gemm::~Gemm() {
+  for (auto& [key, p] : plans_) DestroyPlan(p);
+  cublasLtDestroy(handle_);
+}
+
+// cuBLASLt is column-major. Row-major y [T, out] is column-major y^T [out, T]; row-major
+// w [out, in] is column-major [in, out], transposed to [out, in]; row-major x [T, in] is
+// column-major [in, T]. So y^T = op(w) . x with A = w (transposed), B = x, C = D = y.
+absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32_out) {
+  const Key key{T, in, out, f32_out};
+  if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
+  if (plans_.size() >= kMaxPlans) {
+    for (auto& [k, old] : plans_) DestroyPlan(old);
+    plans_.clear();
+  }
+  Plan p;
+  absl::Status s = MakePlan(T, in, out, f32_out, &p);
+  if (!s.ok()) {
+    DestroyPlan(p);
+    return s;
+  }
+  return &plans_.emplace(key, p).first->second;
+}
+
+absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      p->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      p->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, in, out, in));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, in, T, in));
+  RANKD_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, out, T, out));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes_;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref, 1, &result,
+                                        &found);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  RANKD_CUBLAS_RETURN_IF_ERROR(st);
+  if (found == 0) {
+    return absl::UnimplementedError(absl::StrCat("cuBLASLt has no bf16 algorithm for T=", T,
+                                                 " in=", in, " out=", out,
+                                                 f32_out ? " (fp32 output)" : ""));
+  }
+  p->algo = result.algo;
+  return absl::OkStatus();
+}
+
+absl::Status Gemm::Run(const void* x, const void* w, int T, int in, int out, void* y,
+                       bool f32_out, cudaStream_t stream) {
+  if (T == 0) return absl::OkStatus();
+  RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out));
+  const float alpha = 1.0f, beta = f32_out ? 1.0f : 0.0f;
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->op, &alpha, w, p->a, x, p->b, &beta, y,
+                                              p->c, y, p->c, &p->algo, workspace_,
+                                              workspace_bytes_, stream));
+  return absl::OkStatus();
+}
+
+absl::Status Gemm::Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int T, int in, int out,
+                          __nv_bfloat16* y, cudaStream_t stream) {
+  return Run(x, w, T, in, out, y, /*f32_out=*/false, stream);
+}
+
+absl::Status Gemm::LinearAccumulate(const __nv_bfloat16* x, const __nv_bfloat16* w, int T, int in,
+                                    int out, float* y, cudaStream_t stream) {
+  return Run(x, w, T, in, out, y, /*f32_out=*/true, stream);
+}
+
+}  // namespace rankd::cuda

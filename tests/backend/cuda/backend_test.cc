@@ -1,0 +1,365 @@
+// The CUDA backend end to end, for every model in tests/data/models and both strategies:
+//   - golden scores (HF float32) for id, embedding and text items, within the bf16 tolerance of
+//     tests/data/README.md (no worse than 1.5x HF's own bf16 error, floor 2e-2 * max(1, |ref|));
+//   - prefix-cached scores equal from-scratch ones, the strategies agree, and scores do not depend
+//     on batch composition, each within bf16 rounding (kConsistency);
+//   - CUDA against the CPU backend on random prefixes, id items and embedding items.
+// Each test prints one "[stats]" line with its largest errors, for bench/RESULTS.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "rankd/engine/backend.h"
+#include "rankd/engine/engine.h"
+#include "rankd/model/config.h"
+#include "rankd/tokenizer/tokenizer.h"
+#include "tests/backend/cuda/cuda_test_util.h"
+#include "tests/common/golden.h"
+
+namespace rankd::cuda {
+namespace {
+
+using engine::Backend;
+using engine::ItemBatch;
+using rankd::testing::Golden;
+using rankd::testing::GoldenCase;
+using rankd::testing::LoadGolden;
+using rankd::testing::WithinBf16Tolerance;
+
+// Two bf16 computations of the same score that differ only in GEMM shapes (hence cuBLASLt's
+// choice of kernel and summation order) and batch layout: the intermediates round identically
+// except for values on a rounding boundary, so they agree far more closely than either agrees with
+// float32. 1e-2 * max(1, |ref|) is half the golden floor.
+constexpr double kConsistency = 1e-2;
+// CUDA vs the CPU backend on random inputs: ||cuda - cpu|| / ||cpu|| over a batch. HF's own bf16
+// error on the golden models reaches 1.6e-2 of |ref| (classifiers) and 0.15 on single yes/no items.
+constexpr double kVsCpu = 5e-2;
+
+const std::vector<std::string> kStrategies = {"ibpc", "multi-item"};
+
+// Largest errors seen by one test, printed at its end.
+struct Stats {
+  std::string what;
+  int n = 0;
+  double max_abs = 0;       // max |got - ref|
+  double max_rel = 0;       // max |got - ref| / max(1, |ref|)
+  double max_vs_hf = 0;     // max |got - ref| / |hf_bf16 - ref|
+  void Add(double got, double ref, std::optional<double> hf = std::nullopt) {
+    ++n;
+    const double err = std::abs(got - ref);
+    max_abs = std::max(max_abs, err);
+    max_rel = std::max(max_rel, err / std::max(1.0, std::abs(ref)));
+    if (hf && std::abs(*hf - ref) > 0) max_vs_hf = std::max(max_vs_hf, err / std::abs(*hf - ref));
+  }
+  ~Stats() {
+    std::printf("[stats] %s: n=%d max_abs_err=%.3g max_rel_err=%.3g max_err_over_hf_bf16_err=%.3g\n",
+                what.c_str(), n, max_abs, max_rel, max_vs_hf);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& model_dir,
+                                                     const std::string& head_spec,
+                                                     const std::string& kind,
+                                                     const std::string& strategy,
+                                                     int max_batch_tokens = 16384) {
+  auto config = model::ModelConfig::FromHfDir(model_dir);
+  if (!config.ok()) return config.status();
+  auto head = engine::ParseHeadSpec(head_spec, *config, nullptr);
+  if (!head.ok()) return head.status();
+  engine::BackendOptions o;
+  o.kind = kind;
+  o.strategy = strategy;
+  o.threads = 2;
+  o.max_batch_tokens = max_batch_tokens;
+  return engine::CreateBackend(o, model_dir, *head);
+}
+
+ItemBatch IdItems(const GoldenCase& c) {
+  ItemBatch b;
+  for (const auto& it : c.items) b.AddIds(it.ids);
+  return b;
+}
+
+std::vector<float> Score(Backend& backend, const std::vector<int32_t>& prefix_ids,
+                         const ItemBatch& batch) {
+  std::vector<float> scores(batch.num_items(), NAN);
+  auto prefix = backend.EncodePrefix(prefix_ids);
+  EXPECT_TRUE(prefix.ok()) << prefix.status();
+  if (!prefix.ok()) return scores;
+  absl::Status s = backend.ScoreItems(**prefix, batch, absl::MakeSpan(scores));
+  EXPECT_TRUE(s.ok()) << s;
+  return scores;
+}
+
+std::string Name(const std::string& s) {
+  std::string n = s;
+  for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return n;
+}
+
+// ---- golden scores, per model and strategy -------------------------------------------------------
+
+class CudaGoldenTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    RANKD_SKIP_WITHOUT_GPU();
+    model_ = std::get<0>(GetParam());
+    strategy_ = std::get<1>(GetParam());
+    golden_ = LoadGolden(model_);
+    auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_);
+    ASSERT_TRUE(b.ok()) << b.status();
+    backend_ = *std::move(b);
+  }
+  std::string Tag(const std::string& test) const {
+    return model_ + " " + strategy_ + " " + test;
+  }
+
+  std::string model_, strategy_;
+  Golden golden_;
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(CudaGoldenTest, IdItems) {
+  Stats st{Tag("golden ids")};
+  for (const auto& c : golden_.cases) {
+    const std::vector<float> got = Score(*backend_, c.prefix_ids, IdItems(c));
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      const auto& it = c.items[i];
+      st.Add(got[i], it.score, it.score_bf16_cuda);
+      EXPECT_PRED3(WithinBf16Tolerance, got[i], it.score, it.score_bf16_cuda)
+          << "query '" << c.query << "' item " << i << " (HF bf16: "
+          << it.score_bf16_cuda.value_or(NAN) << ")";
+    }
+  }
+  EXPECT_GT(st.n, 0);
+}
+
+TEST_P(CudaGoldenTest, EmbeddingItems) {
+  if (golden_.embedding_cases.empty()) GTEST_SKIP() << "no embedding cases for " << model_;
+  Stats st{Tag("golden embeddings")};
+  const int H = backend_->config().hidden_size;
+  for (const auto& c : golden_.embedding_cases) {
+    ItemBatch batch;
+    for (const auto& it : c.items) batch.AddEmbeddings(it.embedding, H);
+    const std::vector<float> got = Score(*backend_, c.prefix_ids, batch);
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      st.Add(got[i], c.items[i].score, c.items[i].score_bf16_cuda);
+      EXPECT_PRED3(WithinBf16Tolerance, got[i], c.items[i].score, c.items[i].score_bf16_cuda)
+          << "embedding case '" << c.query << "' item " << i;
+    }
+  }
+}
+
+// Text through the Engine (tokenizer, golden.json's templates, registry, batching).
+TEST_P(CudaGoldenTest, TextItemsThroughEngine) {
+  if (auto tok = tokenizer::LoadTokenizer(golden_.model_dir); !tok.ok()) {
+    GTEST_SKIP() << "tokenizer of " << model_ << " does not load here: " << tok.status();
+  }
+  engine::EngineOptions o;
+  o.model_dir = golden_.model_dir;
+  o.backend.kind = "cuda";
+  o.backend.strategy = strategy_;
+  o.settings.head = golden_.head;
+  if (golden_.query_template) o.settings.query_template = *golden_.query_template;
+  if (golden_.item_template) o.settings.item_template = *golden_.item_template;
+  o.max_batch_tokens = 64;  // several backend calls per request
+  auto eng = engine::Engine::Create(o);
+  ASSERT_TRUE(eng.ok()) << eng.status();
+  Stats st{Tag("golden text")};
+  for (const auto& c : golden_.cases) {
+    engine::ScoreRequest req;
+    req.query = c.query;
+    for (const auto& it : c.items) req.items.push_back(engine::Item::Text(it.text));
+    auto r = (*eng)->Score(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->prefix_tokens, static_cast<int>(c.prefix_ids.size()));
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      st.Add(r->scores[i], c.items[i].score, c.items[i].score_bf16_cuda);
+      EXPECT_PRED3(WithinBf16Tolerance, r->scores[i], c.items[i].score,
+                   c.items[i].score_bf16_cuda)
+          << "query '" << c.query << "' item " << i;
+    }
+  }
+}
+
+// The prefix's cached K/V give the scores that running prefix ++ item from scratch gives.
+TEST_P(CudaGoldenTest, PrefixCachedEqualsFromScratch) {
+  Stats st{Tag("cached vs scratch")};
+  for (const auto& c : golden_.cases) {
+    const std::vector<float> cached = Score(*backend_, c.prefix_ids, IdItems(c));
+    ItemBatch whole;
+    for (const auto& it : c.items) {
+      std::vector<int32_t> seq = c.prefix_ids;
+      seq.insert(seq.end(), it.ids.begin(), it.ids.end());
+      whole.AddIds(seq);
+    }
+    const std::vector<float> scratch = Score(*backend_, {}, whole);
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      st.Add(cached[i], scratch[i]);
+      EXPECT_LE(std::abs(cached[i] - scratch[i]),
+                kConsistency * std::max(1.0, std::abs(c.items[i].score)))
+          << "item " << i;
+      EXPECT_PRED3(WithinBf16Tolerance, scratch[i], c.items[i].score, c.items[i].score_bf16_cuda);
+    }
+  }
+}
+
+// One item per call against all items in one call, and against a batch that holds every item
+// twice, in reverse order, with a long filler item between the copies.
+TEST_P(CudaGoldenTest, BatchCompositionInvariance) {
+  Stats st{Tag("batch composition")};
+  for (const auto& c : golden_.cases) {
+    const ItemBatch all = IdItems(c);
+    const std::vector<float> together = Score(*backend_, c.prefix_ids, all);
+    ItemBatch mixed;  // reversed, each item twice, with a long filler item between
+    std::vector<int32_t> filler(97);
+    for (size_t j = 0; j < filler.size(); ++j) filler[j] = static_cast<int32_t>(7 + 13 * j) % 500;
+    for (size_t i = c.items.size(); i-- > 0;) {
+      mixed.AddIds(c.items[i].ids);
+      mixed.AddIds(filler);
+      mixed.AddIds(c.items[i].ids);
+    }
+    const std::vector<float> mixed_scores = Score(*backend_, c.prefix_ids, mixed);
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      ItemBatch one;
+      one.AddIds(c.items[i].ids);
+      const float alone = Score(*backend_, c.prefix_ids, one)[0];
+      const size_t at = 3 * (c.items.size() - 1 - i);
+      const double tol = kConsistency * std::max(1.0, std::abs(c.items[i].score));
+      for (float other : {together[i], mixed_scores[at], mixed_scores[at + 2]}) {
+        st.Add(other, alone);
+        EXPECT_LE(std::abs(other - alone), tol) << "item " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, CudaGoldenTest,
+                         ::testing::Combine(::testing::ValuesIn(rankd::testing::GoldenModelNames()),
+                                            ::testing::ValuesIn(kStrategies)),
+                         [](const auto& info) {
+                           return Name(std::get<0>(info.param) + "_" + std::get<1>(info.param));
+                         });
+
+// ---- per model: strategies agree, CUDA vs CPU on random inputs ------------------------------------
+
+class CudaRandomTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    RANKD_SKIP_WITHOUT_GPU();
+    golden_ = LoadGolden(GetParam());
+    trace_ = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__,
+                                                      "seed " + std::to_string(rng_.seed()));
+  }
+
+  // A random prefix (sometimes empty) and a batch of id items and embedding items.
+  void MakeInputs(const model::ModelConfig& config, std::vector<int32_t>* prefix,
+                  ItemBatch* batch) {
+    const int V = config.vocab_size, H = config.hidden_size;
+    prefix->resize(rng_.Int(0, 3) == 0 ? 0 : rng_.Int(1, 140));
+    for (int32_t& id : *prefix) id = rng_.Int(0, V - 1);
+    for (int i = 0; i < 13; ++i) {
+      std::vector<int32_t> ids(i == 0 ? 1 : rng_.Int(1, 90));
+      for (int32_t& id : ids) id = rng_.Int(0, V - 1);
+      batch->AddIds(ids);
+      if (i % 4 == 1) {
+        batch->AddEmbeddings(rng_.Floats(static_cast<size_t>(rng_.Int(1, 5)) * H, 1.5f), H);
+      }
+    }
+  }
+
+  Golden golden_;
+  test_util::Rng rng_;
+  std::unique_ptr<::testing::ScopedTrace> trace_;
+};
+
+TEST_P(CudaRandomTest, MatchesCpuBackendAndStrategiesAgree) {
+  auto cpu = MakeBackend(golden_.model_dir, golden_.head, "cpu", "ibpc");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  // A small starting workspace, so that the batches below make it grow.
+  auto ibpc = MakeBackend(golden_.model_dir, golden_.head, "cuda", "ibpc", 16);
+  auto multi = MakeBackend(golden_.model_dir, golden_.head, "cuda", "multi-item", 16);
+  ASSERT_TRUE(ibpc.ok()) << ibpc.status();
+  ASSERT_TRUE(multi.ok()) << multi.status();
+  Stats vs_cpu{GetParam() + " random cuda vs cpu"};
+  Stats agree{GetParam() + " random ibpc vs multi-item"};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int32_t> prefix;
+    ItemBatch batch;
+    MakeInputs((*cpu)->config(), &prefix, &batch);
+    SCOPED_TRACE(::testing::Message() << "round " << round << ": prefix " << prefix.size()
+                                    << " tokens, " << batch.num_items() << " items, "
+                                    << batch.num_tokens() << " item tokens");
+    const std::vector<float> ref = Score(**cpu, prefix, batch);
+    const std::vector<float> a = Score(**ibpc, prefix, batch);
+    const std::vector<float> b = Score(**multi, prefix, batch);
+    double rms = 0;
+    for (float r : ref) rms += r * r;
+    rms = std::sqrt(rms / ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      vs_cpu.Add(a[i], ref[i]);
+      vs_cpu.Add(b[i], ref[i]);
+      agree.Add(a[i], b[i]);
+      EXPECT_LE(std::abs(a[i] - b[i]), kConsistency * std::max(1.0, rms)) << "item " << i;
+    }
+    EXPECT_LT(test_util::RelNormError(a, ref), kVsCpu) << "ibpc";
+    EXPECT_LT(test_util::RelNormError(b, ref), kVsCpu) << "multi-item";
+  }
+}
+
+TEST_P(CudaRandomTest, RejectsBadInput) {
+  auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", "ibpc");
+  auto other = MakeBackend(golden_.model_dir, golden_.head, "cuda", "ibpc");
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(other.ok()) << other.status();
+  const int V = (*b)->config().vocab_size;
+  EXPECT_EQ((*b)->EncodePrefix({1, V}).status().code(), absl::StatusCode::kInvalidArgument);
+  auto prefix = (*b)->EncodePrefix({1, 2, 3});
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  ItemBatch batch;
+  batch.AddIds({4, 5});
+  std::vector<float> scores(1);
+  EXPECT_EQ((*other)->ScoreItems(**prefix, batch, absl::MakeSpan(scores)).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a prefix of another backend";
+  std::vector<float> two(2);
+  EXPECT_EQ((*b)->ScoreItems(**prefix, batch, absl::MakeSpan(two)).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "scores of the wrong size";
+  ItemBatch bad;
+  bad.AddIds({4, V});
+  EXPECT_EQ((*b)->ScoreItems(**prefix, bad, absl::MakeSpan(scores)).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "id past the vocabulary";
+  ItemBatch no_row;
+  no_row.AddIds({-1});
+  EXPECT_EQ((*b)->ScoreItems(**prefix, no_row, absl::MakeSpan(scores)).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "embedding row that is not there";
+  // The backend still works after the rejections.
+  EXPECT_TRUE((*b)->ScoreItems(**prefix, batch, absl::MakeSpan(scores)).ok());
+  EXPECT_TRUE(std::isfinite(scores[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, CudaRandomTest,
+                         ::testing::ValuesIn(rankd::testing::GoldenModelNames()),
+                         [](const auto& info) { return Name(info.param); });
+
+TEST(CudaBackendOptions, UnknownStrategyIsRejected) {
+  const std::string dir = rankd::testing::ModelDir("llama-cls");
+  auto b = MakeBackend(dir, "classifier:0", "cuda", "sideways");
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+}
+
+TEST(CudaBackendOptions, NoDeviceIsUnavailable) {
+  if (test_util::HasCudaDevice()) GTEST_SKIP() << "a device is present";
+  const std::string dir = rankd::testing::ModelDir("llama-cls");
+  auto b = MakeBackend(dir, "classifier:0", "cuda", "ibpc");
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+}
+
+}  // namespace
+}  // namespace rankd::cuda
