@@ -56,8 +56,8 @@ absl::StatusOr<Regex> Regex::Compile(absl::string_view pattern, bool literal) {
   code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options,
                              &error, &error_offset, nullptr);
   if (code->code == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("regex /", pattern, "/: ", Pcre2Error(error),
-                                                   " at offset ", error_offset));
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex /", pattern, "/: ", Pcre2Error(error), " at offset ", error_offset));
   }
   // JIT is an optimization: without it (an unsupported CPU) pcre2_match interprets.
   pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE);
@@ -74,10 +74,11 @@ absl::StatusOr<std::vector<std::pair<size_t, size_t>>> Regex::FindAll(
   size_t pos = 0;
   while (pos < text.size()) {
     // The caller validated the UTF-8 once; checking it again on every call would be quadratic.
-    int rc = pcre2_match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md.get(),
-                         nullptr);
+    int rc =
+        pcre2_match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
-      // A long backtracking run overflowed the JIT's stack; the interpreter keeps its own on the heap.
+      // A long backtracking run overflowed the JIT's stack; the interpreter keeps its own on the
+      // heap.
       rc = pcre2_match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
                        md.get(), nullptr);
     }

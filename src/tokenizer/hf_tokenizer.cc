@@ -45,7 +45,8 @@ class JsonFile {
     std::stringstream buf;
     buf << in.rdbuf();
     Json j = Json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path_, ": not valid JSON"));
+    if (j.is_discarded())
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": not valid JSON"));
     if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path_, ": not an object"));
     return j;
   }
@@ -177,9 +178,9 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonFile& f, c
     }
     return std::make_unique<SequenceNormalizer>(std::move(parts));
   }
-  return f.Error(JsonFile::Join(path, "type"),
-                 absl::StrCat("normalizer '", type,
-                              "' is not supported (NFC, NFD, NFKC, NFKD, Sequence)"));
+  return f.Error(
+      JsonFile::Join(path, "type"),
+      absl::StrCat("normalizer '", type, "' is not supported (NFC, NFD, NFKC, NFKD, Sequence)"));
 }
 
 // ---- pre-tokenizers ---------------------------------------------------------------------------
@@ -360,8 +361,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonFile& 
     return std::make_unique<SplitPreTokenizer>(*std::move(regex), behavior, invert);
   }
   if (type == "ByteLevel") {
-    RANKD_ASSIGN_OR_RETURN(const bool add_prefix_space,
-                           f.Bool(j, path, "add_prefix_space", true));
+    RANKD_ASSIGN_OR_RETURN(const bool add_prefix_space, f.Bool(j, path, "add_prefix_space", true));
     RANKD_ASSIGN_OR_RETURN(const bool use_regex, f.Bool(j, path, "use_regex", true));
     std::optional<Regex> regex;
     if (use_regex) {
@@ -383,9 +383,9 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonFile& 
     }
     return std::make_unique<SequencePreTokenizer>(std::move(parts));
   }
-  return f.Error(JsonFile::Join(path, "type"),
-                 absl::StrCat("pre-tokenizer '", type,
-                              "' is not supported (Split, ByteLevel, Sequence)"));
+  return f.Error(
+      JsonFile::Join(path, "type"),
+      absl::StrCat("pre-tokenizer '", type, "' is not supported (Split, ByteLevel, Sequence)"));
 }
 
 // ---- the BPE model ----------------------------------------------------------------------------
@@ -436,7 +436,8 @@ class BpeModel {
 absl::StatusOr<BpeModel> BpeModel::Parse(const JsonFile& f, const Json& j) {
   const std::string path = "model";
   if (!j.is_object()) return f.Error(path, "must be an object");
-  if (auto t = j.find("type"); t != j.end() && (!t->is_string() || t->get<std::string>() != "BPE")) {
+  if (auto t = j.find("type");
+      t != j.end() && (!t->is_string() || t->get<std::string>() != "BPE")) {
     return f.Error("model.type",
                    absl::StrCat("model '", t->is_string() ? t->get<std::string>() : t->dump(),
                                 "' is not supported (BPE)"));
@@ -713,8 +714,7 @@ class AddedTokenMatcher {
  public:
   void Add(std::string pattern, const AddedToken* token) {
     if (pattern.empty()) return;
-    by_first_byte_[static_cast<unsigned char>(pattern[0])].push_back(
-        {std::move(pattern), token});
+    by_first_byte_[static_cast<unsigned char>(pattern[0])].push_back({std::move(pattern), token});
   }
   void Finish() {
     for (auto& bucket : by_first_byte_) {
@@ -760,8 +760,10 @@ void AddedTokenMatcher::Split(absl::string_view s, std::vector<Segment>* out) co
     const AddedToken& t = *e->token;
     if (t.single_word) {
       size_t after = stop;
-      const bool start_ok = start == 0 || !unicode::IsWordChar(unicode::PreviousCodePoint(s, start));
-      const bool stop_ok = stop == s.size() || !unicode::IsWordChar(unicode::NextCodePoint(s, &after));
+      const bool start_ok =
+          start == 0 || !unicode::IsWordChar(unicode::PreviousCodePoint(s, start));
+      const bool stop_ok =
+          stop == s.size() || !unicode::IsWordChar(unicode::NextCodePoint(s, &after));
       if (!start_ok || !stop_ok) continue;
     }
     if (t.lstrip) {
@@ -869,7 +871,7 @@ absl::Status ParsePostProcessor(const JsonFile& f, const Json& j, const std::str
 class HfTokenizer final : public Tokenizer {
  public:
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& json_path,
-                                                          const std::string& config_path);
+                                                           const std::string& config_path);
 
   absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
                                               bool add_special_tokens) const override;
@@ -977,7 +979,7 @@ absl::StatusOr<std::optional<std::string>> ConfigToken(const JsonFile& f, const 
 }
 
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& json_path,
-                                                              const std::string& config_path) {
+                                                               const std::string& config_path) {
   JsonFile f(json_path);
   RANKD_ASSIGN_OR_RETURN(const Json j, f.Parse());
   auto tok = std::unique_ptr<HfTokenizer>(new HfTokenizer());
@@ -1071,7 +1073,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& json_path,
-                                                            const std::string& config_path) {
+                                                           const std::string& config_path) {
   RANKD_ASSIGN_OR_RETURN(auto tok, HfTokenizer::Load(json_path, config_path));
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }

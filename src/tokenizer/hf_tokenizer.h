@@ -27,7 +27,7 @@ namespace rankd::tokenizer {
 
 // `config_path` (tokenizer_config.json) may name a file that does not exist.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& json_path,
-                                                            const std::string& config_path);
+                                                           const std::string& config_path);
 
 }  // namespace rankd::tokenizer
 

@@ -1,7 +1,8 @@
 // The tokenizer.json (byte-level BPE) tokenizer against Hugging Face's own ids: the golden cases of
-// every tokenizer.json model in tests/data/models, and hard strings (tests/data/tokenizer_cases.json,
-// made by HF tokenizers). Variants of those files (merges as strings, tokenizer_config.json flags)
-// and small hand-made files pin down the pipeline's other options.
+// every tokenizer.json model in tests/data/models, and hard strings
+// (tests/data/tokenizer_cases.json, made by HF tokenizers). Variants of those files (merges as
+// strings, tokenizer_config.json flags) and small hand-made files pin down the pipeline's other
+// options.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -163,16 +164,15 @@ TEST(HfTokenizerTest, PieceToId) {
   // Byte-level pieces are found as stored ("Ġa") and as the text they stand for (" a").
   EXPECT_EQ(*tok->PieceToId("Ġa"), vocab["Ġa"].get<int32_t>());
   EXPECT_EQ(*tok->PieceToId(" a"), vocab["Ġa"].get<int32_t>());
-  EXPECT_EQ(tok->PieceToId("no-such-piece-at-all").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(tok->PieceToId("no-such-piece-at-all").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(tok->vocab_size(), static_cast<int>(vocab.size()));
 }
 
 TEST(HfTokenizerTest, RejectsInvalidUtf8) {
   auto tok = Load(testing::ModelDir("qwen3-reranker-tiny"));
   ASSERT_NE(tok, nullptr);
-  for (const std::string bad : {"ab\xff", "\xc3", "\xed\xa0\x80" /* surrogate */,
-                                "\xc0\xaf" /* overlong */}) {
+  for (const std::string bad :
+       {"ab\xff", "\xc3", "\xed\xa0\x80" /* surrogate */, "\xc0\xaf" /* overlong */}) {
     auto ids = tok->Encode(bad, false);
     EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument) << ids.status();
   }
@@ -239,7 +239,8 @@ TEST(HfTokenizerTest, TokenizerConfigAddBosAndEos) {
   // An explicit add_bos_token: false replaces Llama 3's TemplateProcessing: no BOS.
   Json llama_config = ModelFile("llama3-tokjson-cls", "tokenizer_config.json");
   llama_config["add_bos_token"] = false;
-  auto no_bos = Load(WriteModelDir(ModelFile("llama3-tokjson-cls", "tokenizer.json"), llama_config));
+  auto no_bos =
+      Load(WriteModelDir(ModelFile("llama3-tokjson-cls", "tokenizer.json"), llama_config));
   ASSERT_NE(no_bos, nullptr);
   EXPECT_EQ(no_bos->bos_id(), std::nullopt);
   ExpectHardStrings(*no_bos, "llama3-tokjson-cls", [](const Ids& ids) { return ids; });
@@ -249,12 +250,11 @@ TEST(HfTokenizerTest, TokenizerConfigAddBosAndEos) {
 TEST(HfTokenizerTest, SequencePostProcessor) {
   Json t = ModelFile("llama3-tokjson-cls", "tokenizer.json");
   t["post_processor"] = Json{{"type", "Sequence"},
-                             {"processors",
-                              Json::array({Json{{"type", "ByteLevel"},
-                                                {"add_prefix_space", true},
-                                                {"trim_offsets", false},
-                                                {"use_regex", true}},
-                                           t["post_processor"]})}};
+                             {"processors", Json::array({Json{{"type", "ByteLevel"},
+                                                              {"add_prefix_space", true},
+                                                              {"trim_offsets", false},
+                                                              {"use_regex", true}},
+                                                         t["post_processor"]})}};
   auto tok = Load(WriteModelDir(t, ModelFile("llama3-tokjson-cls", "tokenizer_config.json")));
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(tok->bos_id(), 0);
@@ -324,12 +324,11 @@ Json ByteLevelStep(bool add_prefix_space, bool use_regex) {
 
 Json SplitThenByteLevel(const Json& pattern, const std::string& behavior, bool invert) {
   return Json{{"type", "Sequence"},
-              {"pretokenizers",
-               Json::array({Json{{"type", "Split"},
-                                 {"pattern", pattern},
-                                 {"behavior", behavior},
-                                 {"invert", invert}},
-                            ByteLevelStep(false, false)})}};
+              {"pretokenizers", Json::array({Json{{"type", "Split"},
+                                                  {"pattern", pattern},
+                                                  {"behavior", behavior},
+                                                  {"invert", invert}},
+                                             ByteLevelStep(false, false)})}};
 }
 
 // Merges: "aĠ" = 256, "Ġb" = 257, "ĠĠ" = 258, "Ġa" = 259 (in rank order).
@@ -354,9 +353,8 @@ TEST(HfTokenizerTest, SplitBehaviors) {
       {"Removed", true, "a b", {' '}},  // invert: the text between spaces is the delimiter
   };
   for (const Case& c : cases) {
-    auto tok = Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges,
-                                                        SplitThenByteLevel(space, c.behavior,
-                                                                           c.invert))));
+    auto tok = Load(WriteModelDir(
+        ByteAlphabetTokenizer(kSpaceMerges, SplitThenByteLevel(space, c.behavior, c.invert))));
     ASSERT_NE(tok, nullptr);
     EXPECT_EQ(Encode(*tok, c.text, false), c.ids) << c.behavior << " invert=" << c.invert;
   }
@@ -367,12 +365,14 @@ TEST(HfTokenizerTest, ByteLevelRegexAndPrefixSpace) {
   ASSERT_NE(plain, nullptr);
   // GPT-2's regex: "a", " b" (so "Ġb" merges, "aĠ" cannot).
   EXPECT_EQ(Encode(*plain, "a b", false), (Ids{'a', 257}));
-  auto prefixed = Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges, ByteLevelStep(true, true))));
+  auto prefixed =
+      Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges, ByteLevelStep(true, true))));
   ASSERT_NE(prefixed, nullptr);
   EXPECT_EQ(Encode(*prefixed, "a b", false), (Ids{259, 257}));
   EXPECT_EQ(Encode(*prefixed, " b", false), (Ids{257}));  // already starts with a space
   // Without the regex the text is one word: "aĠ" (rank 0) wins over "Ġb".
-  auto no_regex = Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges, ByteLevelStep(false, false))));
+  auto no_regex =
+      Load(WriteModelDir(ByteAlphabetTokenizer(kSpaceMerges, ByteLevelStep(false, false))));
   ASSERT_NE(no_regex, nullptr);
   EXPECT_EQ(Encode(*no_regex, "a b", false), (Ids{256, 'b'}));
 }
@@ -403,14 +403,17 @@ TEST(HfTokenizerTest, AddedTokenOptions) {
   Json t = ByteAlphabetTokenizer({}, ByteLevelStep(false, false));
   auto added = [](int id, const std::string& content, bool single_word, bool lstrip, bool rstrip,
                   bool normalized) {
-    return Json{{"id", id},           {"content", content}, {"single_word", single_word},
-                {"lstrip", lstrip},   {"rstrip", rstrip},   {"normalized", normalized},
+    return Json{{"id", id},
+                {"content", content},
+                {"single_word", single_word},
+                {"lstrip", lstrip},
+                {"rstrip", rstrip},
+                {"normalized", normalized},
                 {"special", !normalized}};
   };
   t["normalizer"] = Json{{"type", "NFC"}};
   t["added_tokens"] = Json::array({
-      added(300, "<s>", false, true, true, false),
-      added(301, "<w>", true, false, false, false),
+      added(300, "<s>", false, true, true, false), added(301, "<w>", true, false, false, false),
       added(302, "\xC3\xA9", false, false, false, true),  // "é", matched after NFC
       added(303, "<s>x", false, false, false, false),     // longer match at the same start
   });
@@ -455,15 +458,24 @@ TEST(HfTokenizerTest, ErrorsNameTheFileAndField) {
     std::string field;
   };
   const std::vector<Case> cases = {
-      {[](Json& t) { t["normalizer"] = Json{{"type", "Lowercase"}}; }, "normalizer.type"},
+      {[](Json& t) {
+         t["normalizer"] = Json{{"type", "Lowercase"}};
+       },
+       "normalizer.type"},
       {[](Json& t) { t["pre_tokenizer"]["pretokenizers"][0]["type"] = "Whitespace"; },
        "pre_tokenizer.pretokenizers[0].type"},
-      {[](Json& t) { t["pre_tokenizer"]["pretokenizers"][0]["pattern"] = Json{{"Regex", "("}}; },
+      {[](Json& t) {
+         t["pre_tokenizer"]["pretokenizers"][0]["pattern"] = Json{{"Regex", "("}};
+       },
        "pre_tokenizer.pretokenizers[0].pattern"},
       {[](Json& t) { t["model"]["type"] = "WordPiece"; }, "model.type"},
-      {[](Json& t) { t["model"]["merges"][3] = Json::array({"i", "zzz-not-there"}); },
+      {[](Json& t) {
+         t["model"]["merges"][3] = Json::array({"i", "zzz-not-there"});
+       },
        "model.merges[3]"},
-      {[](Json& t) { t["post_processor"] = Json{{"type", "BertProcessing"}}; },
+      {[](Json& t) {
+         t["post_processor"] = Json{{"type", "BertProcessing"}};
+       },
        "post_processor.type"},
       {[](Json& t) { t["added_tokens"][1].erase("id"); }, "added_tokens[1].id"},
   };

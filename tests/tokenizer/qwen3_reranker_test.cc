@@ -119,7 +119,8 @@ TEST(Qwen3RerankerEngineTest, PresetFromOptionsReproducesGolden) {
   ExpectGolden(testing::ModelDir(kModel), Preset(kJobInstruction));
 }
 
-// The same preset named in rankd.yaml beside the weights (a directory of links to the model's files).
+// The same preset named in rankd.yaml beside the weights (a directory of links to the model's
+// files).
 TEST(Qwen3RerankerEngineTest, PresetFromRankdYamlReproducesGolden) {
   std::string dir = ::testing::TempDir() + "/qwen3_preset_XXXXXX";
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
@@ -127,12 +128,13 @@ TEST(Qwen3RerankerEngineTest, PresetFromRankdYamlReproducesGolden) {
     std::filesystem::create_symlink(std::filesystem::absolute(e.path()),
                                     std::filesystem::path(dir) / e.path().filename());
   }
-  std::ofstream(dir + "/rankd.yaml") << "preset: qwen3-reranker\ninstruction: \"" << kJobInstruction
-                                     << "\"\n";
+  std::ofstream(dir + "/rankd.yaml")
+      << "preset: qwen3-reranker\ninstruction: \"" << kJobInstruction << "\"\n";
   ExpectGolden(dir, ModelSettings{});
 }
 
-// Without the instruction the golden one used, the prefix differs: the preset's instruction is live.
+// Without the instruction the golden one used, the prefix differs: the preset's instruction is
+// live.
 TEST(Qwen3RerankerEngineTest, InstructionChangesThePrefix) {
   const Golden g = LoadGolden(kModel);
   EngineOptions o;
