@@ -53,6 +53,15 @@ std::string WriteModelDir(const Json& tokenizer, const std::optional<Json>& conf
   return tmpl;
 }
 
+// tests/data/tokenizer_cases.json, in the data directory that ModelDir uses (RANKD_TEST_DATA_DIR,
+// overridable at run time).
+std::string CasesPath() {
+  // ModelDir("") is "<data>/models/".
+  return (std::filesystem::path(testing::ModelDir("")).parent_path().parent_path() /
+          "tokenizer_cases.json")
+      .string();
+}
+
 // Names of the golden models whose tokenizer is a tokenizer.json.
 std::vector<std::string> TokenizerJsonModels() {
   std::vector<std::string> out;
@@ -96,7 +105,7 @@ TEST_P(GoldenModelTest, GoldenCaseIds) {
 // The hard strings of tests/data/tokenizer_cases.json (emoji, ZWJ sequences, CJK, combining marks,
 // runs of spaces and newlines, digits, contractions, added tokens in the text).
 TEST_P(GoldenModelTest, HardStrings) {
-  const std::string path = std::string(RANKD_TEST_DATA_DIR) + "/tokenizer_cases.json";
+  const std::string path = CasesPath();
   const Json all = ReadJson(path);
   if (!all.contains(GetParam())) GTEST_SKIP() << path << " has no cases for " << GetParam();
   auto tok = Load(testing::ModelDir(GetParam()));
@@ -184,7 +193,7 @@ TEST(HfTokenizerTest, RejectsInvalidUtf8) {
 // with_special ids for this variant.
 void ExpectHardStrings(const Tokenizer& tok, const std::string& model,
                        const std::function<Ids(const Ids& without)>& with_special) {
-  const Json all = ReadJson(std::string(RANKD_TEST_DATA_DIR) + "/tokenizer_cases.json");
+  const Json all = ReadJson(CasesPath());
   ASSERT_TRUE(all.contains(model));
   for (const Json& c : all[model]) {
     const std::string text = c.at("text").get<std::string>();
