@@ -4,6 +4,7 @@
 #include <string>
 
 #include "score_command.h"
+#include "serve_command.h"
 
 namespace {
 
@@ -14,6 +15,8 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  score     offline batch scoring of JSON lines\n"
+    "  serve     the gRPC scoring server (rankd.v1.Scorer) over a pool of worker processes\n"
+    "  worker    one worker process of serve (started by it)\n"
     "  version   print the version\n";
 
 }  // namespace
@@ -26,6 +29,8 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "score") return rankd::cli::RunScoreCommand(argc, argv, 2);
+  if (command == "serve") return rankd::cli::RunServeCommand(argc, argv, 2);
+  if (command == "worker") return rankd::cli::RunWorkerCommand(argc, argv, 2);
   if (command == "version" || command == "--version") {
     std::printf("rankd %s\n", RANKD_VERSION);
     return 0;

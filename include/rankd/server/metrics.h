@@ -1,0 +1,123 @@
+// A small Prometheus registry: counters, gauges and histograms (with labels), rendered in the text
+// exposition format (version 0.0.4) for GET /metrics. Updates are lock-free for counters and
+// gauges and take a short per-histogram lock; rendering takes the registry lock.
+#ifndef RANKD_SERVER_METRICS_H_
+#define RANKD_SERVER_METRICS_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace rankd::server {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+class Counter {
+ public:
+  void Add(double v = 1) { value_.fetch_add(v, std::memory_order_relaxed); }
+  double value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
+class Gauge {
+ public:
+  void Set(double v) { value_.store(v, std::memory_order_relaxed); }
+  void Add(double v) { value_.fetch_add(v, std::memory_order_relaxed); }
+  double value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);  // ascending; +Inf is implicit
+  void Observe(double v);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative_counts;  // per bound, then +Inf
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot Read() const;
+
+ private:
+  const std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative), the last one is +Inf
+  double sum_ = 0;
+};
+
+class MetricsRegistry {
+ public:
+  // Each returns the series of `name` with `labels`, creating it (and its family) on first use.
+  // A name keeps the type and help of its first registration. Pointers stay valid for the
+  // registry's lifetime.
+  Counter* GetCounter(absl::string_view name, absl::string_view help, const Labels& labels = {});
+  Gauge* GetGauge(absl::string_view name, absl::string_view help, const Labels& labels = {});
+  Histogram* GetHistogram(absl::string_view name, absl::string_view help,
+                          const std::vector<double>& upper_bounds, const Labels& labels = {});
+  std::string Render() const;
+
+ private:
+  enum class Type { kCounter, kGauge, kHistogram };
+  struct Family {
+    Type type;
+    std::string help;
+    // Series by their rendered label set ({a="x",b="y"} or "").
+    std::map<std::string, std::unique_ptr<Counter>> counters;
+    std::map<std::string, std::unique_ptr<Gauge>> gauges;
+    std::map<std::string, std::unique_ptr<Histogram>> histograms;
+  };
+  Family& GetFamily(absl::string_view name, absl::string_view help, Type type);
+
+  mutable std::mutex mu_;
+  std::map<std::string, Family> families_;
+};
+
+// Renders a label set as {a="x",b="y"} (escaped), or "" when empty.
+std::string RenderLabels(const Labels& labels);
+
+// Bucket bounds in seconds for request, queue and compute durations: 0.5 ms .. 60 s.
+std::vector<double> DurationBuckets();
+// Bucket bounds for counts (items or tokens per batch): 1, 2, 4, ... up to `max`.
+std::vector<double> PowersOfTwoBuckets(double max);
+
+// The series `rankd serve` exports (names and meanings in docs/config.md, "Metrics").
+struct ServerMetrics {
+  explicit ServerMetrics(MetricsRegistry* registry);
+
+  // rankd_requests_total{code="OK"|"INVALID_ARGUMENT"|...}: finished Score/ScoreStream calls.
+  void CountRequest(int grpc_code);
+
+  MetricsRegistry* registry;
+  Histogram* request_seconds;  // arrival -> answer, successful or not
+  Histogram* queue_seconds;    // admission -> sent to a worker
+  Histogram* compute_seconds;  // tokenize + score inside the worker
+  Histogram* batch_items;      // items per worker call
+  Histogram* batch_tokens;     // item tokens per worker call
+  Counter* items_scored;
+  Counter* prefix_tokens;
+  Counter* item_tokens;
+  Counter* retries;          // worker calls re-dispatched after a worker failed
+  Counter* worker_restarts;  // workers started again after one exited or was killed
+  Counter* worker_exits;
+  Gauge* queue_depth;        // requests (stream chunks) waiting for a worker
+  Gauge* running;            // worker calls in flight
+  Gauge* workers_up;
+  Gauge* workers_configured;
+  Gauge* ready;              // 1 when health reports rankd.v1.Scorer SERVING
+};
+
+}  // namespace rankd::server
+
+#endif  // RANKD_SERVER_METRICS_H_

@@ -1,0 +1,42 @@
+// Child processes of the front end: spawning `rankd worker` (fork + exec of /proc/self/exe) and
+// describing how one ended.
+#ifndef RANKD_SERVER_PROCESS_H_
+#define RANKD_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace rankd::server {
+
+// Starts this program's own binary with `argv` (argv[0] is only its name) and exactly `env`
+// (NAME=VALUE). The child
+// - runs in its own process group, so a terminal's Ctrl-C reaches only the front end, which then
+//   stops its workers in order;
+// - gets SIGKILL when the thread that spawned it exits (PR_SET_PDEATHSIG), so no worker outlives
+//   a front end that was killed;
+// - starts with all signals unblocked and at their default action;
+// - is pinned to `cpus` (sched_setaffinity) when that is not empty.
+// Returns once the exec succeeded (or with the reason it failed).
+absl::StatusOr<pid_t> SpawnSelf(const std::vector<std::string>& argv,
+                                const std::vector<std::string>& env, const std::vector<int>& cpus);
+
+// "exited with status 1", "killed by signal 9 (Killed)", ... for a waitpid status.
+std::string DescribeWaitStatus(int wait_status);
+
+// The CPUs this process may run on (sched_getaffinity).
+std::vector<int> AvailableCpus();
+
+// GPUs a worker could use: the entries of CUDA_VISIBLE_DEVICES when set, else the NVIDIA driver's
+// /proc/driver/nvidia/gpus entries, else 0.
+int CountVisibleGpus();
+
+// This process's environment as NAME=VALUE strings.
+std::vector<std::string> CurrentEnvironment();
+
+}  // namespace rankd::server
+
+#endif  // RANKD_SERVER_PROCESS_H_

@@ -1,0 +1,32 @@
+// Checks a ScoreRequest against the configured limits and the served model before it is queued.
+// Errors are INVALID_ARGUMENT (NOT_FOUND for an unknown model) with a message that names the
+// field and the limit, e.g. "items[2].embedding.values: 100 values for rows=2, expected rows x
+// hidden_size = 2 x 64 = 128". Token counts of text are only known after tokenization; the worker
+// checks those against the same limits.
+#ifndef RANKD_SERVER_VALIDATION_H_
+#define RANKD_SERVER_VALIDATION_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "rankd/server/config.h"
+#include "rankd/v1/scorer.pb.h"
+
+namespace rankd::server {
+
+// What validation needs to know of the served model.
+struct ModelInfo {
+  std::string name;
+  int vocab_size = 0;
+  int hidden_size = 0;
+};
+
+absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
+                                  const ModelInfo& model);
+
+// Items to score: request.depth when set (and smaller than the list), else all.
+int ItemsToScore(const rankd::v1::ScoreRequest& request);
+
+}  // namespace rankd::server
+
+#endif  // RANKD_SERVER_VALIDATION_H_

@@ -1,0 +1,204 @@
+// WorkerPool: the front end's side of the worker processes. It spawns `rankd worker` processes
+// (one engine each), supervises them (waitpid for exits, pings for hangs, restarts with backoff),
+// queues admitted work by priority and sends it to the least-loaded worker over the worker's Unix
+// domain socket. Work whose worker died is sent once more to another worker, or fails with
+// UNAVAILABLE when none is left.
+//
+// Threads: Submit/Cancel run on gRPC reactor threads and never block (a short lock); call and
+// ping completions run on gRPC threads; the supervisor thread owns the processes (spawn, reap,
+// kill, stop). No gRPC call and no completion callback runs under the pool's lock.
+#ifndef RANKD_SERVER_WORKER_POOL_H_
+#define RANKD_SERVER_WORKER_POOL_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "rankd/server/config.h"
+#include "rankd/server/metrics.h"
+#include "rankd/server/worker_plan.h"
+#include "rankd/v1/worker.grpc.pb.h"
+
+namespace rankd::server {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+using WallTime = std::chrono::system_clock::time_point;  // gRPC deadlines
+
+// One worker call: items [begin, end) of a validated request. The request must stay alive and
+// unchanged until `done` has run. `done` runs exactly once, after the last worker call of this
+// work has finished, on a gRPC or supervisor thread (never under the pool's lock).
+class Work {
+ public:
+  using DoneFn = std::function<void(const grpc::Status& status, Work& work)>;
+
+  Work(const rankd::v1::ScoreRequest* request, int begin, int end, bool interactive,
+       WallTime deadline, DoneFn done);
+  ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  int begin() const { return item_.begin(); }
+  int end() const { return item_.end(); }
+  int num_items() const { return item_.end() - item_.begin(); }
+  bool interactive() const { return interactive_; }
+  // Valid in `done` with an OK status.
+  const rankd::worker::v1::WorkResult& result() const { return result_; }
+  double queue_seconds() const { return queue_seconds_; }
+  int attempts() const { return attempts_; }
+
+ private:
+  friend class WorkerPool;
+  enum class State { kNew, kQueued, kRunning, kDone };
+
+  rankd::worker::v1::WorkItem item_;  // holds the caller's request without owning it
+  rankd::worker::v1::WorkResult result_;
+  const bool interactive_;
+  const WallTime deadline_;
+  DoneFn done_;
+
+  // Guarded by the pool's mutex.
+  State state_ = State::kNew;
+  bool cancelled_ = false;
+  grpc::Status cancel_status_;  // why, when cancelled_
+  int attempts_ = 0;
+  int worker_ = -1;                // worker slot of the current / last call
+  uint64_t incarnation_ = 0;       // ... and that worker's incarnation
+  std::shared_ptr<grpc::ClientContext> context_;
+  SteadyTime enqueued_at_;
+  double queue_seconds_ = 0;
+};
+
+class WorkerPool {
+ public:
+  WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs, ServerMetrics* metrics);
+  ~WorkerPool();  // Shutdown()
+
+  // Makes the socket directory and starts the supervisor, which spawns the workers.
+  absl::Status Start();
+
+  // Admits all of `works` or none. UNAVAILABLE when no worker is up or the pool is draining,
+  // RESOURCE_EXHAUSTED when the queue has no room, DEADLINE_EXCEEDED when the deadline cannot be
+  // met given the work ahead. After OK, every work completes through its `done`.
+  absl::Status Submit(const std::vector<std::shared_ptr<Work>>& works);
+
+  // The caller went away: queued work completes with CANCELLED at once, running work once its
+  // worker call is cancelled.
+  void Cancel(const std::shared_ptr<Work>& work);
+
+  // Health readiness: workers up >= min_ready and not draining. `fn` runs on the supervisor
+  // thread (and in StartDrain) whenever that changes, with the new value.
+  void SetReadinessCallback(std::function<void(bool)> fn);
+  bool ready() const;
+
+  // Refuses new work from now on; queued and running work continues.
+  void StartDrain();
+  // Waits until no work is queued or running, or `timeout` passes; true when idle.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+  // Fails queued work and cancels running work (UNAVAILABLE), waits for every outstanding call,
+  // stops the workers (SIGTERM, then SIGKILL after workers.stop_timeout_s) and removes the
+  // sockets. Idempotent.
+  void Shutdown();
+
+  struct Stats {
+    int workers_up = 0;
+    int queued = 0;
+    int running = 0;
+    std::vector<pid_t> pids;  // per slot, -1 when down
+  };
+  Stats stats() const;
+
+ private:
+  struct Slot {
+    WorkerSpec spec;
+    std::string socket_path;
+    enum class State { kDown, kSpawning, kStarting, kUp } state = State::kDown;
+    pid_t pid = -1;
+    uint64_t incarnation = 0;  // unique per spawn
+    std::shared_ptr<rankd::worker::v1::Worker::Stub> stub;
+    std::vector<std::shared_ptr<Work>> running;
+    bool suspect = false;  // a call failed at the transport: no new work until a ping answers
+    bool ping_in_flight = false;
+    std::shared_ptr<grpc::ClientContext> ping_context;
+    bool kill_sent = false;
+    int crashes_in_a_row = 0;
+    int64_t spawns = 0;
+    SteadyTime spawned_at, up_since, next_ping, next_spawn;
+  };
+
+  // Deferred effects of a locked section, run after the lock is released.
+  struct Actions {
+    struct Call {
+      std::shared_ptr<Work> work;
+      std::shared_ptr<rankd::worker::v1::Worker::Stub> stub;
+      int slot;
+      uint64_t incarnation;
+    };
+    std::vector<Call> calls;
+    std::vector<std::pair<std::shared_ptr<Work>, grpc::Status>> finished;
+    std::vector<std::shared_ptr<grpc::ClientContext>> cancels;
+    std::vector<std::pair<int, uint64_t>> pings;  // slot, incarnation
+  };
+  void Run(Actions& actions);
+
+  void SupervisorLoop();
+  void Spawn(int index);
+  void PublishReadiness();
+  void StopWorkers();  // on the supervisor thread, at its end
+  void Reap(int index, int wait_status, Actions& actions);
+  void StartPing(int index, uint64_t incarnation);
+  void OnPingDone(int index, uint64_t incarnation, const grpc::Status& status);
+  void StartCall(const Actions::Call& call);
+  void OnCallDone(const std::shared_ptr<Work>& work, int index, uint64_t incarnation,
+                  const grpc::Status& status);
+
+  // Locked helpers.
+  void DispatchLocked(Actions& actions);
+  void FinishLocked(const std::shared_ptr<Work>& work, grpc::Status status, Actions& actions);
+  void FailQueuedLocked(const grpc::Status& status, Actions& actions);
+  void KillLocked(Slot& slot, absl::string_view reason);
+  int WorkersUpLocked() const;
+  bool ReadyLocked() const;
+  void UpdateGaugesLocked();
+  std::shared_ptr<rankd::worker::v1::Worker::Stub> MakeStub(const std::string& socket_path) const;
+
+  const ServeConfig config_;
+  ServerMetrics* const metrics_;
+  std::string socket_dir_;
+  bool own_socket_dir_ = false;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // supervisor wake-ups, idle and outstanding-call waits
+  std::vector<Slot> slots_;
+  std::deque<std::shared_ptr<Work>> interactive_queue_, batch_queue_;
+  int64_t queued_items_ = 0;
+  int running_ = 0;
+  int outstanding_ = 0;  // worker calls and pings whose callbacks have not run yet
+  uint64_t next_incarnation_ = 1;
+  int round_robin_ = 0;  // where the least-loaded search starts, to spread ties
+  double seconds_per_item_;  // moving average of compute time per item, for deadline admission
+  bool draining_ = false;
+  bool stopping_ = false;   // Shutdown: no new calls, no respawns
+  bool stop_supervisor_ = false;
+  bool published_ready_ = false;
+  bool wake_ = false;  // wakes the supervisor before its next tick
+  std::mutex publish_mu_;  // orders readiness callbacks
+  std::function<void(bool)> on_readiness_;
+  std::thread supervisor_;
+  bool started_ = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace rankd::server
+
+#endif  // RANKD_SERVER_WORKER_POOL_H_

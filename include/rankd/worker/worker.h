@@ -1,0 +1,50 @@
+// A worker process (`rankd worker`): one engine, serving rankd.worker.v1.Worker on a Unix domain
+// socket for the front end (`rankd serve`). Work items run one at a time on the engine thread, in
+// arrival order; pings are answered on gRPC's threads, so they measure whether the process is
+// alive and responsive, not whether it is busy.
+#ifndef RANKD_WORKER_WORKER_H_
+#define RANKD_WORKER_WORKER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "rankd/engine/engine.h"
+#include "rankd/v1/worker.pb.h"
+
+namespace rankd::worker {
+
+// Token limits checked after tokenization (the front end checks what it can count before).
+struct TokenLimits {
+  int max_query_tokens = 512;
+  int max_item_tokens = 512;
+  int64_t max_request_tokens = 262144;
+};
+
+struct WorkerOptions {
+  std::string socket_path;
+  std::string model_name;
+  int index = 0;
+  engine::EngineOptions engine;
+  TokenLimits limits;
+  int64_t max_message_bytes = 16 << 20;
+  // Waits up to `timeout` for a request to stop (SIGTERM / SIGINT); true when one came.
+  std::function<bool(std::chrono::milliseconds timeout)> wait_for_stop;
+};
+
+// Scores items [begin, end) of `work.request()`: the prefix from query_ids or the templated
+// query, text items tokenized, token limits checked (errors name the field and the limit, with
+// item indices of the whole request), then the engine. compute_seconds covers all of it.
+absl::StatusOr<rankd::worker::v1::WorkResult> ScoreWorkItem(engine::Engine& engine,
+                                                            const rankd::worker::v1::WorkItem& work,
+                                                            const TokenLimits& limits);
+
+// Loads and warms up the engine, then serves on options.socket_path until wait_for_stop says so
+// (or the parent process is gone). Work queued at that point is answered UNAVAILABLE.
+absl::Status RunWorker(const WorkerOptions& options);
+
+}  // namespace rankd::worker
+
+#endif  // RANKD_WORKER_WORKER_H_

@@ -1,0 +1,157 @@
+#include "serve_command.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine_flags.h"
+#include "flag_set.h"
+#include "rankd/common/logging.h"
+#include "rankd/server/config.h"
+#include "rankd/server/serve.h"
+#include "rankd/worker/worker.h"
+#include "spdlog/spdlog.h"
+#include "stop_signal.h"
+
+namespace rankd::cli {
+namespace {
+
+int FlagError(absl::string_view command, const absl::Status& s) {
+  std::fprintf(stderr, "rankd %s: %s\n", std::string(command).c_str(),
+               std::string(s.message()).c_str());
+  return 2;
+}
+
+absl::Status SetUpCommandLogging(const std::string& level, const std::string& format,
+                                 const std::string& component) {
+  if (format != "text" && format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log-format: must be text or json (got '", format, "')"));
+  }
+  return SetUpLogging(level, format == "json" ? LogFormat::kJson : LogFormat::kText, component);
+}
+
+}  // namespace
+
+int RunServeCommand(int argc, char** argv, int first) {
+  FlagSet flags(
+      "rankd serve [--config FILE] [--model DIR] [--backend cpu|cuda] [--listen HOST:PORT]\n"
+      "            [--metrics-listen HOST:PORT] [--workers N] [flags]\n"
+      "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC with a pool of worker\n"
+      "processes. Without --config it uses the embedded default (configs/tiny-cpu.yaml: the\n"
+      "bundled tiny model, CPU backend, 2 workers); flags override the file. SIGTERM drains.");
+  EngineFlags engine_flags;
+  AddEngineFlags(flags, &engine_flags);
+  std::string config_path, listen, metrics_listen, log_level, log_format, ready_file;
+  int workers = 0, queue_size = 0;
+  bool print_default_config = false;
+  flags.String("config", &config_path, "YAML config file (default: the embedded tiny-cpu.yaml)");
+  flags.String("listen", &listen, "gRPC address HOST:PORT (server.listen)");
+  flags.String("metrics-listen", &metrics_listen,
+               "HTTP address of /metrics, /healthz, /readyz; empty: off (server.metrics_listen)");
+  flags.Int("workers", &workers, "worker processes (workers.count)");
+  flags.Int("queue-size", &queue_size, "requests that may wait for a worker (server.queue_size)");
+  flags.String("log-level", &log_level, "trace, debug, info, warn, error, off (logging.level)");
+  flags.String("log-format", &log_format, "text or json (logging.format)");
+  flags.String("ready-file", &ready_file,
+               "write {\"pid\", \"grpc_port\", \"metrics_port\"} here once listening");
+  flags.Bool("print-default-config", &print_default_config,
+             "print the embedded default config and exit");
+  if (absl::Status s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
+    return absl::IsCancelled(s) ? 0 : FlagError("serve", s);
+  }
+  if (print_default_config) {
+    std::fputs(std::string(server::EmbeddedDefaultConfigText()).c_str(), stdout);
+    return 0;
+  }
+  absl::StatusOr<server::ServeConfig> loaded = config_path.empty()
+                                                   ? server::DefaultServeConfig()
+                                                   : server::LoadServeConfigFile(config_path);
+  if (!loaded.ok()) return FlagError("serve", loaded.status());
+  server::ServeConfig config = std::move(*loaded);
+  server::ModelSection& m = config.model;
+  if (flags.WasSet("model")) m.dir = engine_flags.model;
+  if (flags.WasSet("backend")) m.backend = engine_flags.backend;
+  if (flags.WasSet("threads")) m.threads = engine_flags.threads;
+  if (flags.WasSet("tokenizer-threads")) m.tokenizer_threads = engine_flags.tokenizer_threads;
+  if (flags.WasSet("max-batch-tokens")) m.max_batch_tokens = engine_flags.max_batch_tokens;
+  if (flags.WasSet("head")) m.head = engine_flags.head;
+  if (flags.WasSet("query-template")) m.query_template = engine_flags.query_template;
+  if (flags.WasSet("item-template")) m.item_template = engine_flags.item_template;
+  if (flags.WasSet("strategy")) m.cuda_strategy = engine_flags.strategy;
+  if (flags.WasSet("graphs")) m.cuda_graphs = engine_flags.graphs;
+  if (flags.WasSet("device")) {
+    config.workers.all_gpus = false;
+    config.workers.gpus = {engine_flags.device};
+  }
+  if (flags.WasSet("listen")) config.server.listen = listen;
+  if (flags.WasSet("metrics-listen")) config.server.metrics_listen = metrics_listen;
+  if (flags.WasSet("workers")) config.workers.count = workers;
+  if (flags.WasSet("queue-size")) config.server.queue_size = queue_size;
+  if (flags.WasSet("log-level")) config.logging.level = log_level;
+  if (flags.WasSet("log-format")) config.logging.format = log_format;
+  if (absl::Status s = server::FinalizeServeConfig(&config); !s.ok()) {
+    return FlagError("serve", s);
+  }
+  if (absl::Status s = SetUpCommandLogging(config.logging.level, config.logging.format, "serve");
+      !s.ok()) {
+    return FlagError("serve", s);
+  }
+  InstallStopSignalHandlers();
+  server::ServeOptions options;
+  options.ready_file = ready_file;
+  options.wait_for_stop = WaitForStopSignal;
+  if (absl::Status s = server::RunServer(config, options); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  return 0;
+}
+
+int RunWorkerCommand(int argc, char** argv, int first) {
+  FlagSet flags(
+      "rankd worker --socket PATH --model DIR [flags]\n"
+      "One worker process of `rankd serve`, which starts it: an engine that serves the internal\n"
+      "rankd.worker.v1.Worker protocol on a Unix domain socket.");
+  EngineFlags engine_flags;
+  AddEngineFlags(flags, &engine_flags);
+  worker::WorkerOptions options;
+  std::string log_level = "info", log_format = "text";
+  int max_request_tokens = static_cast<int>(options.limits.max_request_tokens);
+  int max_message_bytes = static_cast<int>(options.max_message_bytes);
+  flags.String("socket", &options.socket_path, "Unix domain socket to serve on");
+  flags.String("name", &options.model_name, "the served model's name");
+  flags.Int("index", &options.index, "worker index in the pool (for logs)");
+  flags.Int("max-query-tokens", &options.limits.max_query_tokens, "limits.max_query_tokens");
+  flags.Int("max-item-tokens", &options.limits.max_item_tokens, "limits.max_item_tokens");
+  flags.Int("max-request-tokens", &max_request_tokens, "limits.max_request_tokens");
+  flags.Int("max-message-bytes", &max_message_bytes, "limits.max_message_bytes");
+  flags.String("log-level", &log_level, "trace, debug, info, warn, error, off");
+  flags.String("log-format", &log_format, "text or json");
+  if (absl::Status s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
+    return absl::IsCancelled(s) ? 0 : FlagError("worker", s);
+  }
+  if (options.socket_path.empty()) {
+    return FlagError("worker", absl::InvalidArgumentError("--socket is required"));
+  }
+  options.limits.max_request_tokens = max_request_tokens;
+  options.max_message_bytes = max_message_bytes;
+  absl::StatusOr<engine::EngineOptions> engine_options = ToEngineOptions(engine_flags, flags);
+  if (!engine_options.ok()) return FlagError("worker", engine_options.status());
+  options.engine = std::move(*engine_options);
+  if (options.model_name.empty()) options.model_name = engine_flags.model;
+  if (absl::Status s =
+          SetUpCommandLogging(log_level, log_format, absl::StrCat("worker-", options.index));
+      !s.ok()) {
+    return FlagError("worker", s);
+  }
+  InstallStopSignalHandlers();
+  options.wait_for_stop = WaitForStopSignal;
+  if (absl::Status s = worker::RunWorker(options); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace rankd::cli

@@ -1,0 +1,303 @@
+#include "rankd/server/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rankd/common/status.h"
+#include "yaml-cpp/yaml.h"
+
+namespace rankd::server {
+
+// Defined in the generated embedded_config.cc: configs/tiny-cpu.yaml and the folder its
+// relative paths resolve against.
+extern const char kEmbeddedConfigText[];
+extern const char kEmbeddedConfigBaseDir[];
+
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status KeyError(const std::string& key, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(key, ": ", why));
+}
+
+// Converts a scalar with yaml-cpp, turning its exceptions into an error that names the key.
+template <typename T>
+absl::Status Scalar(const YAML::Node& node, const std::string& key, absl::string_view expected,
+                    T* out) {
+  if (!node.IsScalar()) return KeyError(key, absl::StrCat("must be ", expected));
+  try {
+    *out = node.as<T>();
+  } catch (const YAML::Exception&) {
+    return KeyError(key, absl::StrCat("must be ", expected, " (got '", node.Scalar(), "')"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IntList(const YAML::Node& node, const std::string& key, std::vector<int>* out) {
+  if (!node.IsSequence()) return KeyError(key, "must be a list of integers");
+  out->clear();
+  for (size_t i = 0; i < node.size(); ++i) {
+    int v = 0;
+    RANKD_RETURN_IF_ERROR(Scalar(node[i], absl::StrCat(key, "[", i, "]"), "an integer", &v));
+    out->push_back(v);
+  }
+  return absl::OkStatus();
+}
+
+// One YAML mapping key and how to store it.
+using Setter = std::function<absl::Status(const YAML::Node&, const std::string& key)>;
+using Schema = std::map<std::string, Setter>;
+
+Setter String(std::string* v) {
+  return [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "a string", v); };
+}
+// An empty string leaves the value unset.
+Setter OptString(std::optional<std::string>* v) {
+  return [v](const YAML::Node& n, const std::string& k) -> absl::Status {
+    std::string s;
+    RANKD_RETURN_IF_ERROR(Scalar(n, k, "a string", &s));
+    if (s.empty()) {
+      v->reset();
+    } else {
+      *v = std::move(s);
+    }
+    return absl::OkStatus();
+  };
+}
+template <typename T>
+Setter Number(T* v) {
+  return [v](const YAML::Node& n, const std::string& k) {
+    return Scalar(n, k, std::is_integral_v<T> ? "an integer" : "a number", v);
+  };
+}
+Setter Bool(bool* v) {
+  return [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); };
+}
+Setter Path(std::string* v, const std::string& base_dir) {
+  return [v, base_dir](const YAML::Node& n, const std::string& k) -> absl::Status {
+    RANKD_RETURN_IF_ERROR(Scalar(n, k, "a path", v));
+    if (!v->empty() && fs::path(*v).is_relative()) {
+      *v = (fs::path(base_dir) / *v).lexically_normal().string();
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Schema& schema) {
+  if (!node.IsMap()) return KeyError(prefix, "must be a mapping");
+  for (const auto& kv : node) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+    auto it = schema.find(name);
+    if (it == schema.end()) {
+      std::vector<std::string> known;
+      for (const auto& [k, unused] : schema) known.push_back(k);
+      return KeyError(key, absl::StrCat("unknown setting (known: ", absl::StrJoin(known, ", "),
+                                        ")"));
+    }
+    if (kv.second.IsNull()) continue;  // `key:` with no value keeps the default
+    RANKD_RETURN_IF_ERROR(it->second(kv.second, key));
+  }
+  return absl::OkStatus();
+}
+
+Setter Section(Schema schema) {
+  return [schema = std::move(schema)](const YAML::Node& n, const std::string& k) {
+    return ReadMap(n, k, schema);
+  };
+}
+
+Setter Gpus(WorkersSection* w) {
+  return [w](const YAML::Node& n, const std::string& k) -> absl::Status {
+    if (n.IsScalar() && n.Scalar() == "all") {
+      w->all_gpus = true;
+      w->gpus.clear();
+      return absl::OkStatus();
+    }
+    if (!n.IsSequence()) return KeyError(k, "must be 'all' or a list of GPU indices");
+    w->all_gpus = false;
+    return IntList(n, k, &w->gpus);
+  };
+}
+
+Setter CpuAffinity(WorkersSection* w) {
+  return [w](const YAML::Node& n, const std::string& k) -> absl::Status {
+    if (n.IsScalar()) {
+      w->cpu_affinity = n.Scalar();
+      w->cpu_sets.clear();
+      if (w->cpu_affinity != "none" && w->cpu_affinity != "auto") {
+        return KeyError(k, "must be none, auto or a list of CPU lists (one per worker)");
+      }
+      return absl::OkStatus();
+    }
+    if (!n.IsSequence()) return KeyError(k, "must be none, auto or a list of CPU lists");
+    w->cpu_affinity = "explicit";
+    w->cpu_sets.assign(n.size(), {});
+    for (size_t i = 0; i < n.size(); ++i) {
+      RANKD_RETURN_IF_ERROR(IntList(n[i], absl::StrCat(k, "[", i, "]"), &w->cpu_sets[i]));
+    }
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<ServeConfig> ParseServeConfig(absl::string_view yaml, absl::string_view base_dir,
+                                             absl::string_view origin) {
+  ServeConfig c;
+  const std::string base(base_dir);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+  }
+  if (root.IsNull()) return c;  // an empty file: all defaults
+  ModelSection& m = c.model;
+  ServerSection& s = c.server;
+  Limits& l = c.limits;
+  WorkersSection& w = c.workers;
+  LoggingSection& g = c.logging;
+  const Schema schema = {
+      {"model", Section({{"dir", Path(&m.dir, base)},
+                         {"name", String(&m.name)},
+                         {"backend", String(&m.backend)},
+                         {"head", OptString(&m.head)},
+                         {"query_template", OptString(&m.query_template)},
+                         {"item_template", OptString(&m.item_template)},
+                         {"threads", Number(&m.threads)},
+                         {"tokenizer_threads", Number(&m.tokenizer_threads)},
+                         {"max_batch_tokens", Number(&m.max_batch_tokens)},
+                         {"cuda_strategy", String(&m.cuda_strategy)},
+                         {"cuda_graphs", Bool(&m.cuda_graphs)}})},
+      {"server", Section({{"listen", String(&s.listen)},
+                          {"metrics_listen", String(&s.metrics_listen)},
+                          {"queue_size", Number(&s.queue_size)},
+                          {"drain_timeout_s", Number(&s.drain_timeout_s)},
+                          {"stream_chunk_items", Number(&s.stream_chunk_items)},
+                          {"initial_seconds_per_item", Number(&s.initial_seconds_per_item)}})},
+      {"limits", Section({{"max_items", Number(&l.max_items)},
+                          {"max_query_tokens", Number(&l.max_query_tokens)},
+                          {"max_item_tokens", Number(&l.max_item_tokens)},
+                          {"max_request_tokens", Number(&l.max_request_tokens)},
+                          {"max_message_bytes", Number(&l.max_message_bytes)}})},
+      {"workers", Section({{"count", Number(&w.count)},
+                           {"gpus", Gpus(&w)},
+                           {"workers_per_gpu", Number(&w.workers_per_gpu)},
+                           {"cpu_affinity", CpuAffinity(&w)},
+                           {"max_inflight", Number(&w.max_inflight)},
+                           {"min_ready", Number(&w.min_ready)},
+                           {"startup_timeout_s", Number(&w.startup_timeout_s)},
+                           {"ping_interval_s", Number(&w.ping_interval_s)},
+                           {"ping_timeout_s", Number(&w.ping_timeout_s)},
+                           {"call_timeout_s", Number(&w.call_timeout_s)},
+                           {"restart_backoff_s", Number(&w.restart_backoff_s)},
+                           {"restart_backoff_max_s", Number(&w.restart_backoff_max_s)},
+                           {"stop_timeout_s", Number(&w.stop_timeout_s)},
+                           {"socket_dir", Path(&w.socket_dir, base)}})},
+      {"logging", Section({{"level", String(&g.level)},
+                           {"format", String(&g.format)},
+                           {"access_log", Bool(&g.access_log)}})},
+  };
+  absl::Status status = ReadMap(root, "", schema);
+  if (!status.ok()) return Annotate(status, origin);
+  return c;
+}
+
+absl::StatusOr<ServeConfig> LoadServeConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--config ", path, ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  return ParseServeConfig(text.str(), dir.string(), path);
+}
+
+absl::string_view EmbeddedDefaultConfigText() { return kEmbeddedConfigText; }
+
+absl::StatusOr<ServeConfig> DefaultServeConfig() {
+  return ParseServeConfig(kEmbeddedConfigText, kEmbeddedConfigBaseDir,
+                          "embedded default config (configs/tiny-cpu.yaml)");
+}
+
+absl::Status FinalizeServeConfig(ServeConfig* config) {
+  ModelSection& m = config->model;
+  if (m.dir.empty()) return KeyError("model.dir", "is required (or give --model)");
+  if (m.name.empty()) m.name = fs::path(m.dir).lexically_normal().filename().string();
+  if (m.name.empty()) m.name = fs::path(m.dir).lexically_normal().parent_path().filename().string();
+  if (m.backend != "cpu" && m.backend != "cuda") {
+    return KeyError("model.backend", absl::StrCat("must be cpu or cuda (got '", m.backend, "')"));
+  }
+  if (m.cuda_strategy != "ibpc" && m.cuda_strategy != "multi-item") {
+    return KeyError("model.cuda_strategy", "must be ibpc or multi-item");
+  }
+  if (m.query_template && m.query_template->find("{query}") == std::string::npos) {
+    return KeyError("model.query_template", "must contain {query}");
+  }
+  if (m.item_template && m.item_template->find("{item}") == std::string::npos) {
+    return KeyError("model.item_template", "must contain {item}");
+  }
+  auto positive = [](const std::string& key, double v) -> absl::Status {
+    if (v > 0) return absl::OkStatus();
+    return KeyError(key, absl::StrCat("must be positive (got ", v, ")"));
+  };
+  auto non_negative = [](const std::string& key, double v) -> absl::Status {
+    if (v >= 0) return absl::OkStatus();
+    return KeyError(key, absl::StrCat("must not be negative (got ", v, ")"));
+  };
+  RANKD_RETURN_IF_ERROR(non_negative("model.threads", m.threads));
+  RANKD_RETURN_IF_ERROR(positive("model.tokenizer_threads", m.tokenizer_threads));
+  RANKD_RETURN_IF_ERROR(positive("model.max_batch_tokens", m.max_batch_tokens));
+
+  const ServerSection& s = config->server;
+  if (s.listen.empty()) return KeyError("server.listen", "is required");
+  RANKD_RETURN_IF_ERROR(non_negative("server.queue_size", s.queue_size));
+  RANKD_RETURN_IF_ERROR(non_negative("server.drain_timeout_s", s.drain_timeout_s));
+  RANKD_RETURN_IF_ERROR(positive("server.stream_chunk_items", s.stream_chunk_items));
+  RANKD_RETURN_IF_ERROR(non_negative("server.initial_seconds_per_item",
+                                     s.initial_seconds_per_item));
+
+  const Limits& l = config->limits;
+  RANKD_RETURN_IF_ERROR(positive("limits.max_items", l.max_items));
+  RANKD_RETURN_IF_ERROR(positive("limits.max_query_tokens", l.max_query_tokens));
+  RANKD_RETURN_IF_ERROR(positive("limits.max_item_tokens", l.max_item_tokens));
+  RANKD_RETURN_IF_ERROR(positive("limits.max_request_tokens", l.max_request_tokens));
+  RANKD_RETURN_IF_ERROR(positive("limits.max_message_bytes", l.max_message_bytes));
+  // gRPC takes an int; the transport limit is set above this one (see ScorerService).
+  if (l.max_message_bytes > (int64_t{1} << 29)) {
+    return KeyError("limits.max_message_bytes", "must be at most 536870912 (512 MiB)");
+  }
+
+  WorkersSection& w = config->workers;
+  RANKD_RETURN_IF_ERROR(non_negative("workers.count", w.count));
+  RANKD_RETURN_IF_ERROR(positive("workers.workers_per_gpu", w.workers_per_gpu));
+  RANKD_RETURN_IF_ERROR(positive("workers.max_inflight", w.max_inflight));
+  RANKD_RETURN_IF_ERROR(positive("workers.min_ready", w.min_ready));
+  RANKD_RETURN_IF_ERROR(positive("workers.startup_timeout_s", w.startup_timeout_s));
+  RANKD_RETURN_IF_ERROR(positive("workers.ping_interval_s", w.ping_interval_s));
+  RANKD_RETURN_IF_ERROR(positive("workers.ping_timeout_s", w.ping_timeout_s));
+  RANKD_RETURN_IF_ERROR(positive("workers.call_timeout_s", w.call_timeout_s));
+  RANKD_RETURN_IF_ERROR(non_negative("workers.restart_backoff_s", w.restart_backoff_s));
+  RANKD_RETURN_IF_ERROR(non_negative("workers.restart_backoff_max_s", w.restart_backoff_max_s));
+  RANKD_RETURN_IF_ERROR(non_negative("workers.stop_timeout_s", w.stop_timeout_s));
+  for (int gpu : w.gpus) {
+    if (gpu < 0) return KeyError("workers.gpus", absl::StrCat("bad GPU index ", gpu));
+  }
+  if (w.count == 0 && w.gpus.empty() && !w.all_gpus) {
+    return KeyError("workers.count", "must be positive when no GPUs are listed");
+  }
+
+  const LoggingSection& g = config->logging;
+  if (g.format != "text" && g.format != "json") {
+    return KeyError("logging.format", absl::StrCat("must be text or json (got '", g.format, "')"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rankd::server

@@ -1,0 +1,206 @@
+#include "rankd/server/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace rankd::server {
+namespace {
+
+std::string FormatValue(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  return absl::StrCat(v);
+}
+
+std::string EscapeLabelValue(absl::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string EscapeHelp(absl::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// `labels` ({a="x"} or "") with one more label appended.
+std::string WithLabel(const std::string& labels, absl::string_view name, absl::string_view value) {
+  const std::string extra = absl::StrCat(name, "=\"", EscapeLabelValue(value), "\"");
+  if (labels.empty()) return absl::StrCat("{", extra, "}");
+  return absl::StrCat(labels.substr(0, labels.size() - 1), ",", extra, "}");
+}
+
+}  // namespace
+
+std::string RenderLabels(const Labels& labels) {
+  if (labels.empty()) return "";
+  std::string out = "{";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", labels[i].first, "=\"",
+                    EscapeLabelValue(labels[i].second), "\"");
+  }
+  return out + "}";
+}
+
+std::vector<double> DurationBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+          0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
+}
+
+std::vector<double> PowersOfTwoBuckets(double max) {
+  std::vector<double> b;
+  for (double v = 1; v <= max; v *= 2) b.push_back(v);
+  return b;
+}
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double v) {
+  const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counts_[bucket];
+  sum_ += v;
+}
+
+Histogram::Snapshot Histogram::Read() const {
+  Snapshot s;
+  s.upper_bounds = bounds_;
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t running = 0;
+  for (uint64_t c : counts_) {
+    running += c;
+    s.cumulative_counts.push_back(running);
+  }
+  s.count = running;
+  s.sum = sum_;
+  return s;
+}
+
+MetricsRegistry::Family& MetricsRegistry::GetFamily(absl::string_view name,
+                                                    absl::string_view help, Type type) {
+  auto [it, inserted] = families_.try_emplace(std::string(name));
+  if (inserted) {
+    it->second.type = type;
+    it->second.help = std::string(help);
+  }
+  return it->second;
+}
+
+Counter* MetricsRegistry::GetCounter(absl::string_view name, absl::string_view help,
+                                     const Labels& labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = GetFamily(name, help, Type::kCounter).counters[RenderLabels(labels)];
+  if (!slot) slot = std::make_unique<Counter>();
+  return slot.get();
+}
+
+Gauge* MetricsRegistry::GetGauge(absl::string_view name, absl::string_view help,
+                                 const Labels& labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = GetFamily(name, help, Type::kGauge).gauges[RenderLabels(labels)];
+  if (!slot) slot = std::make_unique<Gauge>();
+  return slot.get();
+}
+
+Histogram* MetricsRegistry::GetHistogram(absl::string_view name, absl::string_view help,
+                                         const std::vector<double>& upper_bounds,
+                                         const Labels& labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = GetFamily(name, help, Type::kHistogram).histograms[RenderLabels(labels)];
+  if (!slot) slot = std::make_unique<Histogram>(upper_bounds);
+  return slot.get();
+}
+
+std::string MetricsRegistry::Render() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  for (const auto& [name, f] : families_) {
+    const char* type = f.type == Type::kCounter ? "counter"
+                       : f.type == Type::kGauge ? "gauge"
+                                                : "histogram";
+    absl::StrAppend(&out, "# HELP ", name, " ", EscapeHelp(f.help), "\n# TYPE ", name, " ", type,
+                    "\n");
+    for (const auto& [labels, c] : f.counters) {
+      absl::StrAppend(&out, name, labels, " ", FormatValue(c->value()), "\n");
+    }
+    for (const auto& [labels, g] : f.gauges) {
+      absl::StrAppend(&out, name, labels, " ", FormatValue(g->value()), "\n");
+    }
+    for (const auto& [labels, h] : f.histograms) {
+      const Histogram::Snapshot s = h->Read();
+      for (size_t i = 0; i <= s.upper_bounds.size(); ++i) {
+        const double le = i < s.upper_bounds.size() ? s.upper_bounds[i] : INFINITY;
+        absl::StrAppend(&out, name, "_bucket", WithLabel(labels, "le", FormatValue(le)), " ",
+                        s.cumulative_counts[i], "\n");
+      }
+      absl::StrAppend(&out, name, "_sum", labels, " ", FormatValue(s.sum), "\n");
+      absl::StrAppend(&out, name, "_count", labels, " ", s.count, "\n");
+    }
+  }
+  return out;
+}
+
+ServerMetrics::ServerMetrics(MetricsRegistry* r)
+    : registry(r),
+      request_seconds(r->GetHistogram("rankd_request_duration_seconds",
+                                      "Time from a Score call's arrival to its answer.",
+                                      DurationBuckets())),
+      queue_seconds(r->GetHistogram("rankd_queue_duration_seconds",
+                                    "Time work waited in the front end's queue for a worker.",
+                                    DurationBuckets())),
+      compute_seconds(r->GetHistogram("rankd_compute_duration_seconds",
+                                      "Time a worker spent tokenizing and scoring one call.",
+                                      DurationBuckets())),
+      batch_items(r->GetHistogram("rankd_batch_items", "Items per worker call.",
+                                  PowersOfTwoBuckets(4096))),
+      batch_tokens(r->GetHistogram("rankd_batch_tokens", "Item tokens per worker call.",
+                                   PowersOfTwoBuckets(1 << 20))),
+      items_scored(r->GetCounter("rankd_items_scored_total", "Items scored.")),
+      prefix_tokens(r->GetCounter("rankd_tokens_total", "Tokens scored, by part of the sequence.",
+                                  {{"part", "prefix"}})),
+      item_tokens(r->GetCounter("rankd_tokens_total", "Tokens scored, by part of the sequence.",
+                                {{"part", "item"}})),
+      retries(r->GetCounter("rankd_worker_retries_total",
+                            "Worker calls sent again to another worker after a worker failed.")),
+      worker_restarts(r->GetCounter("rankd_worker_restarts_total",
+                                    "Workers started again after one exited or was killed.")),
+      worker_exits(r->GetCounter("rankd_worker_exits_total",
+                                 "Worker processes that exited (crashed, killed, or stopped).")),
+      queue_depth(r->GetGauge("rankd_queue_depth", "Work waiting for a worker.")),
+      running(r->GetGauge("rankd_worker_calls_in_flight", "Worker calls in flight.")),
+      workers_up(r->GetGauge("rankd_workers_up", "Workers that are up (answered a ping).")),
+      workers_configured(r->GetGauge("rankd_workers_configured", "Workers configured.")),
+      ready(r->GetGauge("rankd_ready", "1 when rankd.v1.Scorer reports SERVING, else 0.")) {}
+
+void ServerMetrics::CountRequest(int grpc_code) {
+  // gRPC and absl share the canonical code numbers.
+  registry
+      ->GetCounter("rankd_requests_total", "Score and ScoreStream calls answered, by status code.",
+                   {{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(grpc_code))}})
+      ->Add();
+}
+
+}  // namespace rankd::server

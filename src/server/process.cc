@@ -1,0 +1,134 @@
+#include "rankd/server/process.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+extern char** environ;
+
+namespace rankd::server {
+
+absl::StatusOr<pid_t> SpawnSelf(const std::vector<std::string>& argv,
+                                const std::vector<std::string>& env,
+                                const std::vector<int>& cpus) {
+  // Everything the child needs is prepared here: between fork and exec only async-signal-safe
+  // calls are allowed (this process has other threads).
+  std::vector<char*> c_argv, c_env;
+  for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  for (const std::string& e : env) c_env.push_back(const_cast<char*>(e.c_str()));
+  c_env.push_back(nullptr);
+  cpu_set_t cpu_set;
+  CPU_ZERO(&cpu_set);
+  for (int cpu : cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpu_set);
+  }
+  sigset_t all_signals;
+  sigemptyset(&all_signals);
+  const pid_t parent = getpid();
+
+  // The child reports a failed exec through this pipe; a successful exec closes it (CLOEXEC).
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(report[0]);
+    close(report[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(err)));
+  }
+  if (pid == 0) {
+    close(report[0]);
+    int step = 0;  // which call failed, for the parent's message
+    auto fail = [&](int which) {
+      const int payload[2] = {which, errno};
+      (void)!write(report[1], payload, sizeof(payload));
+      _exit(127);
+    };
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(step = 1);
+    if (getppid() != parent) _exit(0);  // the parent is already gone
+    if (setpgid(0, 0) != 0) fail(step = 2);
+    if (!cpus.empty() && sched_setaffinity(0, sizeof(cpu_set), &cpu_set) != 0) fail(step = 3);
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // fails for KILL/STOP
+    if (sigprocmask(SIG_SETMASK, &all_signals, nullptr) != 0) fail(step = 4);
+    execve("/proc/self/exe", c_argv.data(), c_env.data());
+    fail(step = 5);
+  }
+  close(report[1]);
+  int payload[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = read(report[0], payload, sizeof(payload));
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n <= 0) return pid;  // exec succeeded: the pipe closed without a report
+  int status = 0;
+  waitpid(pid, &status, 0);
+  static const char* kSteps[] = {"", "prctl(PR_SET_PDEATHSIG)", "setpgid", "sched_setaffinity",
+                                 "sigprocmask", "execve(/proc/self/exe)"};
+  const int which = payload[0] >= 1 && payload[0] <= 5 ? payload[0] : 0;
+  return absl::InternalError(
+      absl::StrCat("starting a worker: ", kSteps[which], ": ", std::strerror(payload[1])));
+}
+
+std::string DescribeWaitStatus(int s) {
+  if (WIFEXITED(s)) return absl::StrCat("exited with status ", WEXITSTATUS(s));
+  if (WIFSIGNALED(s)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(s), " (", strsignal(WTERMSIG(s)), ")",
+                        WCOREDUMP(s) ? ", core dumped" : "");
+  }
+  return absl::StrCat("ended with wait status ", s);
+}
+
+std::vector<int> AvailableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+int CountVisibleGpus() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v != nullptr) {
+    int n = 0;
+    for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+      if (part == "-1") break;  // CUDA stops at the first invalid entry
+      ++n;
+    }
+    return n;
+  }
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace rankd::server

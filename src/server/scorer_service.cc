@@ -1,0 +1,298 @@
+#include "rankd/server/scorer_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "rankd/common/logging.h"
+#include "spdlog/spdlog.h"
+
+namespace rankd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rankd::v1::ScoreRequest;
+using rankd::v1::ScoreResponse;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+bool Interactive(const ScoreRequest& request) {
+  return request.priority() != rankd::v1::PRIORITY_BATCH;
+}
+
+// Appends the entries of items [begin, end) to `response`: those below `scored_end` take their
+// score from `result` (whose scores start at item `result_begin`), the rest are unscored.
+void AppendScores(const ScoreRequest& request, int begin, int end, int scored_end,
+                  const rankd::worker::v1::WorkResult* result, int result_begin,
+                  ScoreResponse* response) {
+  for (int i = begin; i < end; ++i) {
+    rankd::v1::ItemScore* s = response->add_scores();
+    if (i < scored_end) {
+      s->set_score(result->scores(i - result_begin));
+      s->set_scored(true);
+    }
+    if (!request.items(i).id().empty()) s->set_id(request.items(i).id());
+  }
+}
+
+// Metrics and the access log of one finished call.
+void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc::Status& status,
+                Clock::time_point start, absl::string_view rpc) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  service->metrics()->request_seconds->Observe(seconds);
+  service->metrics()->CountRequest(status.error_code());
+  const auto code = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
+  if (status.error_code() == grpc::StatusCode::INTERNAL ||
+      status.error_code() == grpc::StatusCode::UNKNOWN) {
+    spdlog::error("{} request_id={} items={} {} in {:.1f} ms: {}", rpc, request.request_id(),
+                  request.items_size(), code, 1e3 * seconds, status.error_message());
+  } else if (service->config().logging.access_log) {
+    spdlog::info("{} request_id={} items={} {} in {:.1f} ms{}{}", rpc, request.request_id(),
+                 request.items_size(), code, 1e3 * seconds, status.ok() ? "" : ": ",
+                 status.error_message());
+  }
+}
+
+class ScoreReactor final : public grpc::ServerUnaryReactor {
+ public:
+  ScoreReactor(ScorerService* service, grpc::CallbackServerContext* context,
+               const ScoreRequest* request, ScoreResponse* response)
+      : service_(service), request_(request), response_(response), start_(Clock::now()) {
+    absl::Status s =
+        ValidateScoreRequest(*request, service->config().limits, service->model());
+    if (!s.ok()) {
+      Done(ToGrpc(s));
+      return;
+    }
+    work_ = std::make_shared<Work>(
+        request, 0, ItemsToScore(*request), Interactive(*request), context->deadline(),
+        [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
+    s = service->pool()->Submit({work_});
+    if (!s.ok()) Done(ToGrpc(s));
+  }
+
+  void OnCancel() override {
+    if (work_) service_->pool()->Cancel(work_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void OnWorkDone(const grpc::Status& status, Work& work) {
+    if (status.ok()) {
+      const auto& r = work.result();
+      AppendScores(*request_, 0, request_->items_size(), work.end(), &r, 0, response_);
+      response_->mutable_usage()->set_prefix_tokens(r.prefix_tokens());
+      response_->mutable_usage()->set_item_tokens(r.item_tokens());
+      response_->mutable_usage()->set_items_scored(work.num_items());
+      response_->set_model(service_->model().name);
+      response_->set_request_id(request_->request_id());
+      response_->mutable_timing()->set_queue_seconds(work.queue_seconds());
+      response_->mutable_timing()->set_compute_seconds(r.compute_seconds());
+    }
+    Done(status);
+  }
+
+  void Done(const grpc::Status& status) {
+    RecordCall(service_, *request_, status, start_, "Score");
+    Finish(status);
+  }
+
+  ScorerService* const service_;
+  const ScoreRequest* const request_;
+  ScoreResponse* const response_;
+  const Clock::time_point start_;
+  std::shared_ptr<Work> work_;
+};
+
+// Answers in chunks of consecutive items, in order, each as soon as it and those before it are
+// scored. Chunks are scored in parallel on the workers.
+class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> {
+ public:
+  ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
+                     const ScoreRequest* request)
+      : service_(service), request_(request), start_(Clock::now()) {
+    absl::Status s =
+        ValidateScoreRequest(*request, service->config().limits, service->model());
+    if (!s.ok()) {
+      status_ = ToGrpc(s);
+      remaining_ = 0;
+      MaybeFinish();
+      return;
+    }
+    const int n = request->items_size();
+    const int scored_end = ItemsToScore(*request);
+    const int chunk = service->config().server.stream_chunk_items;
+    std::vector<std::shared_ptr<Work>> works;
+    for (int b = 0; b < n; b += chunk) {
+      Chunk c;
+      c.begin = b;
+      c.end = std::min(n, b + chunk);
+      const int k = static_cast<int>(chunks_.size());
+      if (b < scored_end) {
+        c.work = std::make_shared<Work>(
+            request, b, std::min(c.end, scored_end), Interactive(*request), context->deadline(),
+            [this, k](const grpc::Status& status, Work& work) { OnWorkDone(k, status, work); });
+        works.push_back(c.work);
+      } else {
+        c.ready = true;  // nothing to score in it
+      }
+      chunks_.push_back(std::move(c));
+    }
+    remaining_ = static_cast<int>(works.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Chunk& c : chunks_) {
+        if (c.ready) AppendScores(*request_, c.begin, c.end, 0, nullptr, 0, &c.response);
+      }
+    }
+    s = service->pool()->Submit(works);
+    if (!s.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        status_ = ToGrpc(s);
+        remaining_ = 0;
+      }
+      MaybeFinish();
+      return;
+    }
+    MaybeWrite();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      ++next_;
+      if (!ok && status_.ok()) {
+        status_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      }
+    }
+    if (!ok) CancelAll();
+    MaybeWrite();
+    MaybeFinish();
+  }
+
+  void OnCancel() override { CancelAll(); }
+  void OnDone() override { delete this; }
+
+ private:
+  struct Chunk {
+    int begin = 0, end = 0;
+    std::shared_ptr<Work> work;  // null when no item of the chunk is scored
+    bool ready = false;
+    ScoreResponse response;
+  };
+
+  void OnWorkDone(int k, const grpc::Status& status, Work& work) {
+    bool failed_now = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --remaining_;
+      Chunk& c = chunks_[k];
+      if (status.ok()) {
+        const auto& r = work.result();
+        AppendScores(*request_, c.begin, c.end, work.end(), &r, work.begin(), &c.response);
+        c.response.set_offset(c.begin);
+        c.response.mutable_timing()->set_queue_seconds(work.queue_seconds());
+        c.response.mutable_timing()->set_compute_seconds(r.compute_seconds());
+        prefix_tokens_ = r.prefix_tokens();
+        item_tokens_ += r.item_tokens();
+        items_scored_ += work.num_items();
+        c.ready = true;
+      } else if (status_.ok()) {
+        status_ = status;
+        failed_now = true;
+      }
+    }
+    if (failed_now) CancelAll();
+    MaybeWrite();
+    MaybeFinish();
+  }
+
+  void CancelAll() {
+    for (Chunk& c : chunks_) {
+      if (c.work) service_->pool()->Cancel(c.work);
+    }
+  }
+
+  void MaybeWrite() {
+    const ScoreResponse* message = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (writing_ || finished_ || !status_.ok() || next_ >= chunks_.size() ||
+          !chunks_[next_].ready) {
+        return;
+      }
+      ScoreResponse& r = chunks_[next_].response;
+      r.set_offset(chunks_[next_].begin);
+      r.set_model(service_->model().name);
+      r.set_request_id(request_->request_id());
+      if (next_ + 1 == chunks_.size()) {
+        // Every chunk before the last is done (they were written in order): usage is complete.
+        r.mutable_usage()->set_prefix_tokens(prefix_tokens_);
+        r.mutable_usage()->set_item_tokens(item_tokens_);
+        r.mutable_usage()->set_items_scored(items_scored_);
+      }
+      writing_ = true;
+      message = &r;
+    }
+    StartWrite(message);
+  }
+
+  void MaybeFinish() {
+    grpc::Status status;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const bool all_written = next_ == chunks_.size();
+      if (finished_ || remaining_ > 0 || writing_ || (status_.ok() && !all_written)) return;
+      finished_ = true;
+      status = status_;
+    }
+    RecordCall(service_, *request_, status, start_, "ScoreStream");
+    Finish(status);
+  }
+
+  ScorerService* const service_;
+  const ScoreRequest* const request_;
+  const Clock::time_point start_;
+
+  std::mutex mu_;
+  std::vector<Chunk> chunks_;  // fixed after the constructor
+  int remaining_ = 0;          // works not done yet
+  size_t next_ = 0;            // next chunk to write
+  bool writing_ = false;
+  bool finished_ = false;
+  grpc::Status status_;  // the first failure
+  int prefix_tokens_ = 0;
+  int64_t item_tokens_ = 0;
+  int items_scored_ = 0;
+};
+
+}  // namespace
+
+int TransportMessageLimit(const Limits& limits) {
+  return static_cast<int>(std::min<int64_t>(INT_MAX, 2 * limits.max_message_bytes + (1 << 20)));
+}
+
+ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,
+                             ServerMetrics* metrics)
+    : config_(config), model_(std::move(model)), pool_(pool), metrics_(metrics) {}
+
+grpc::ServerUnaryReactor* ScorerService::Score(grpc::CallbackServerContext* context,
+                                               const ScoreRequest* request,
+                                               ScoreResponse* response) {
+  return new ScoreReactor(this, context, request, response);
+}
+
+grpc::ServerWriteReactor<ScoreResponse>* ScorerService::ScoreStream(
+    grpc::CallbackServerContext* context, const ScoreRequest* request) {
+  return new ScoreStreamReactor(this, context, request);
+}
+
+}  // namespace rankd::server

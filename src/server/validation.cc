@@ -1,0 +1,135 @@
+#include "rankd/server/validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace rankd::server {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids,
+                      absl::string_view field, int vocab_size) {
+  for (int j = 0; j < ids.size(); ++j) {
+    if (ids[j] < 0 || ids[j] >= vocab_size) {
+      return Invalid(absl::StrCat(field, "[", j, "]"),
+                     absl::StrCat(ids[j], " is outside [0, vocab_size=", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int ItemsToScore(const rankd::v1::ScoreRequest& request) {
+  const int n = request.items_size();
+  return request.depth() > 0 && request.depth() < n ? request.depth() : n;
+}
+
+absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
+                                  const ModelInfo& model) {
+  const size_t bytes = request.ByteSizeLong();
+  if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
+    return Invalid("request", absl::StrCat(bytes, " bytes exceeds max_message_bytes=",
+                                           limits.max_message_bytes));
+  }
+  if (!request.model().empty() && request.model() != model.name) {
+    return absl::NotFoundError(absl::StrCat("model: '", request.model(),
+                                            "' is not served here (this server serves '",
+                                            model.name, "')"));
+  }
+  if (!rankd::v1::Priority_IsValid(request.priority())) {
+    return Invalid("priority", absl::StrCat("unknown value ", request.priority()));
+  }
+  if (request.depth() < 0) {
+    return Invalid("depth", absl::StrCat("must not be negative (got ", request.depth(), ")"));
+  }
+  if (request.query_ids_size() > 0) {
+    if (!request.query().empty()) {
+      return Invalid("query_ids", "give either query or query_ids, not both");
+    }
+    if (request.query_ids_size() > limits.max_query_tokens) {
+      return Invalid("query_ids", absl::StrCat(request.query_ids_size(),
+                                               " tokens exceeds max_query_tokens=",
+                                               limits.max_query_tokens));
+    }
+    if (absl::Status s = CheckIds(request.query_ids(), "query_ids", model.vocab_size); !s.ok()) {
+      return s;
+    }
+  } else if (request.query().empty()) {
+    return Invalid("query", "empty (give query or query_ids)");
+  }
+  if (request.items_size() == 0) return Invalid("items", "empty (give at least one item)");
+  if (request.items_size() > limits.max_items) {
+    return Invalid("items", absl::StrCat(request.items_size(), " items exceeds max_items=",
+                                         limits.max_items));
+  }
+  // Tokens known before tokenization (ids and embedding rows); text is counted by the worker.
+  int64_t known_tokens = 0;
+  const int scored = ItemsToScore(request);
+  for (int i = 0; i < request.items_size(); ++i) {
+    const rankd::v1::Item& item = request.items(i);
+    const std::string f = absl::StrCat("items[", i, "]");
+    switch (item.content_case()) {
+      case rankd::v1::Item::kText:
+        if (item.text().empty()) return Invalid(f + ".text", "empty");
+        break;
+      case rankd::v1::Item::kTokenIds: {
+        const int n = item.token_ids().ids_size();
+        if (n == 0) return Invalid(f + ".token_ids", "empty");
+        if (n > limits.max_item_tokens) {
+          return Invalid(f + ".token_ids", absl::StrCat(n, " tokens exceeds max_item_tokens=",
+                                                        limits.max_item_tokens));
+        }
+        if (absl::Status s = CheckIds(item.token_ids().ids(), f + ".token_ids.ids",
+                                      model.vocab_size);
+            !s.ok()) {
+          return s;
+        }
+        if (i < scored) known_tokens += n;
+        break;
+      }
+      case rankd::v1::Item::kEmbedding: {
+        const rankd::v1::Embedding& e = item.embedding();
+        if (e.rows() <= 0) {
+          return Invalid(f + ".embedding.rows", absl::StrCat("must be positive (got ", e.rows(),
+                                                              ")"));
+        }
+        if (e.rows() > limits.max_item_tokens) {
+          return Invalid(f + ".embedding.rows",
+                         absl::StrCat(e.rows(), " rows exceeds max_item_tokens=",
+                                      limits.max_item_tokens));
+        }
+        const int64_t expected = int64_t{e.rows()} * model.hidden_size;
+        if (e.values_size() != expected) {
+          return Invalid(f + ".embedding.values",
+                         absl::StrCat(e.values_size(), " values for rows=", e.rows(),
+                                      ", expected rows x hidden_size = ", e.rows(), " x ",
+                                      model.hidden_size, " = ", expected));
+        }
+        for (int j = 0; j < e.values_size(); ++j) {
+          if (!std::isfinite(e.values(j))) {
+            return Invalid(absl::StrCat(f, ".embedding.values[", j, "]"),
+                           absl::StrCat("is ", e.values(j), " (row ", j / model.hidden_size,
+                                        ", column ", j % model.hidden_size,
+                                        "); values must be finite"));
+          }
+        }
+        if (i < scored) known_tokens += e.rows();
+        break;
+      }
+      case rankd::v1::Item::CONTENT_NOT_SET:
+        return Invalid(f, "no content (set text, token_ids or embedding)");
+    }
+  }
+  if (known_tokens > limits.max_request_tokens) {
+    return Invalid("items", absl::StrCat(known_tokens, " tokens exceeds max_request_tokens=",
+                                         limits.max_request_tokens));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rankd::server
