@@ -146,6 +146,13 @@ class CudaBackend final : public engine::Backend {
               std::shared_ptr<DeviceContext> ctx)
       : config_(std::move(config)), head_(head), strategy_(strategy), ctx_(std::move(ctx)) {}
 
+  ~CudaBackend() override {
+    // Queued work may still use the arenas that the members' destructors free.
+    cudaSetDevice(ctx_->device());
+    cudaStreamSynchronize(ctx_->stream());
+    if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
+  }
+
   absl::Status Load(const model::SafetensorsModel& st, int initial_tokens);
 
   absl::string_view name() const override { return "cuda"; }
@@ -334,7 +341,8 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
 
 Meta CudaBackend::CarveMeta(Carver& c, const Capacity& cap) const {
   const int segments = cap.tokens + 1;  // at most one per item plus the prefix
-  const int tiles = cap.tokens * group() / kernels::kAttentionTileRows + segments;
+  // Segment s needs ceil(len_s * G / 64) tiles, and sum(len_s) <= tokens.
+  const int tiles = cap.tokens * group() / kernels::kAttentionTileRows + segments + 1;
   Meta m;
   m.tokens = c.Take<int32_t>(cap.tokens);
   m.positions = c.Take<int32_t>(cap.tokens);

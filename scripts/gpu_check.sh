@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# On the GPU host: checks the CUDA backend from a relocatable bundle (scripts/make_bundle.sh), in
+# the repository root of a checkout that has tests/data. Phases (default: all, in this order):
+#   tests      every GPU test binary (bundle/gpu_tests.txt), with their [stats] error lines
+#   score      `rankd score --backend cuda` (both strategies) on llama-cls's golden cases, compared
+#              with the golden scores
+#   bench      the standard workload (ARCHITECTURE.md, "Measuring") through cuda_engine_bench
+#   memcheck   compute-sanitizer memcheck on every GPU test binary
+#   racecheck  compute-sanitizer racecheck on the attention kernel tests
+# Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
+#
+#   scripts/gpu_check.sh [PHASE...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/rankd-gpu-check}
+BUNDLE=${BUNDLE:-bundle}
+MODEL_379M=${MODEL_379M:-/tmp/rankd-379m}
+SANITIZER=${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+phases=("$@")
+[[ ${#phases[@]} == 0 ]] && phases=(tests score bench memcheck racecheck)
+
+if [[ ! -d $BUNDLE/bin && -f $BUNDLE/rankd-bundle.tar.xz ]]; then
+  tar -C "$BUNDLE" -xJf "$BUNDLE/rankd-bundle.tar.xz" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$BUNDLE/rankd-bundle.tar.xz" "$BUNDLE" || { echo "cannot unpack the bundle" >&2; exit 1; }
+fi
+export LD_LIBRARY_PATH=$PWD/$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export RANKD_TEST_DATA_DIR=$PWD/tests/data
+BIN=$PWD/$BUNDLE/bin
+mapfile -t GPU_TESTS < <(grep -v '^$' "$BUNDLE/gpu_tests.txt" 2>/dev/null)
+[[ ${#GPU_TESTS[@]} == 0 ]] && GPU_TESTS=(cuda_kernels_test cuda_backend_test)
+
+failed=()
+say() { echo "$*" | tee -a "$SUMMARY"; }
+# run NAME LOG TIMEOUT_S CMD...: runs CMD with its output appended to LOG; records failures.
+run() {
+  local name=$1 log=$2 limit=$3
+  shift 3
+  local start=$SECONDS
+  echo "===== $name: $*" >>"$log"
+  timeout "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  say "$(printf '%-40s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - start)))"
+  [[ $rc == 0 ]] || failed+=("$name")
+  return $rc
+}
+
+say "== gpu_check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader \
+  2>&1 | tee -a "$SUMMARY"
+
+for phase in "${phases[@]}"; do
+  case $phase in
+    tests)
+      for t in "${GPU_TESTS[@]}"; do
+        run "test $t" "$OUT/tests.log" 600 "$BIN/$t" --gtest_color=no
+        grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran' "$OUT/tests.log" | tail -n 3 |
+          sed 's/^/    /' | tee -a "$SUMMARY"
+      done
+      grep -h '^\[stats\]' "$OUT/tests.log" | sort -u >>"$SUMMARY"
+      ;;
+    score)
+      g=tests/data/models/llama-cls/golden.json
+      python3 - "$g" "$OUT/score_in.jsonl" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "w") as f:
+    for c in g["cases"]:
+        f.write(json.dumps({"query_ids": c["prefix_ids"], "items": [{"ids": i["ids"]} for i in c["items"]]}) + "\n")
+    for c in g.get("embedding_cases", []):
+        f.write(json.dumps({"query_ids": c["prefix_ids"],
+                            "items": [{"embedding": i["embeddings"]} for i in c["items"]]}) + "\n")
+PY
+      for strategy in ibpc multi-item; do
+        if run "rankd score --backend cuda $strategy" "$OUT/score.log" 120 "$BIN/rankd" score \
+            --model tests/data/models/llama-cls --backend cuda --strategy "$strategy" \
+            --input "$OUT/score_in.jsonl" --output "$OUT/score_out.jsonl"; then
+          python3 - "$g" "$OUT/score_out.jsonl" <<'PY' 2>&1 | tee -a "$SUMMARY" "$OUT/score.log"
+import json, sys
+g = json.load(open(sys.argv[1]))
+refs = [[(i["score"], i.get("score_bf16_cuda")) for i in c["items"]]
+        for c in g["cases"] + g.get("embedding_cases", [])]
+outs = [json.loads(l)["scores"] for l in open(sys.argv[2])]
+worst, bad, n = 0.0, 0, 0
+for ref_line, out_line in zip(refs, outs):
+    for (ref, hf), got in zip(ref_line, out_line):
+        allowed = max(2e-2 * max(1, abs(ref)), 1.5 * abs(hf - ref) if hf is not None else 0)
+        err = abs(got - ref)
+        worst = max(worst, err)
+        bad += err > allowed
+        n += 1
+print(f"    {n} scores, max |err| {worst:.4g}, {bad} outside the bf16 tolerance")
+sys.exit(1 if bad or n == 0 or len(outs) != len(refs) else 0)
+PY
+          [[ ${PIPESTATUS[0]} == 0 ]] || failed+=("score compare $strategy")
+        fi
+      done
+      rm -f "$OUT/score_in.jsonl" "$OUT/score_out.jsonl"
+      ;;
+    bench)
+      if [[ ! -f $MODEL_379M/model.safetensors ]]; then
+        run "make-model 379m" "$OUT/bench.log" 300 "$BIN/cuda_engine_bench" make-model \
+          --preset 379m --out "$MODEL_379M" --tokenizer-from tests/data/models/llama-cls
+      fi
+      for strategy in ibpc multi-item; do
+        for ni in 50 250; do
+          run "engine $strategy ni=$ni" "$OUT/bench.log" 300 "$BIN/cuda_engine_bench" engine \
+            --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --ni $ni --iters 20 \
+            --strategy $strategy &&
+            grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+        done
+      done
+      run "engine ibpc embedding items ni=250" "$OUT/bench.log" 300 "$BIN/cuda_engine_bench" \
+        engine --backend cuda --model "$MODEL_379M" --tq 50 --ni 250 --items embedding --iters 50 &&
+        grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+      ;;
+    memcheck)
+      for t in "${GPU_TESTS[@]}"; do
+        run "memcheck $t" "$OUT/memcheck.log" 400 "$SANITIZER" --tool memcheck \
+          --error-exitcode 1 "$BIN/$t" --gtest_color=no
+        grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) +\]' "$OUT/memcheck.log" | tail -n 2 |
+          sed 's/^/    /' | tee -a "$SUMMARY"
+      done
+      ;;
+    racecheck)
+      run "racecheck attention" "$OUT/racecheck.log" 300 "$SANITIZER" --tool racecheck \
+        --error-exitcode 1 "$BIN/cuda_kernels_test" --gtest_filter='*Attention*' --gtest_color=no
+      grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -n 1 |
+        sed 's/^/    /' | tee -a "$SUMMARY"
+      ;;
+    *)
+      say "unknown phase $phase"
+      failed+=("$phase")
+      ;;
+  esac
+done
+
+if [[ ${#failed[@]} == 0 ]]; then
+  say "== gpu_check: all passed"
+else
+  say "== gpu_check: FAILED: ${failed[*]}"
+  exit 1
+fi
