@@ -52,7 +52,7 @@ class SentencePieceTokenizer final : public Tokenizer {
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& path,
                                                               bool add_bos) {
   std::string error;
-  auto sp = SpProcessor::Load(path, &error);
+  auto sp = LoadSpProcessor(path, &error);
   if (sp == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot load sentencepiece model: ", error));
   }

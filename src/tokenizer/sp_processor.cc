@@ -1,39 +1,43 @@
-// No abseil or gRPC header may be included here: see sp_processor.h.
+// The sentencepiece shim (librankd_sentencepiece.so): see sp_processor.h. No abseil or gRPC
+// header may be included here.
 #include "sp_processor.h"
 
 #include <sentencepiece_processor.h>
 
 namespace rankd::tokenizer {
+namespace {
 
-struct SpProcessor::Impl {
-  sentencepiece::SentencePieceProcessor sp;
+class SpProcessorImpl final : public SpProcessor {
+ public:
+  bool Load(const char* path, std::string* error) {
+    const auto status = sp_.Load(path);
+    if (!status.ok()) *error = status.ToString();
+    return status.ok();
+  }
+
+  bool Encode(std::string_view text, std::vector<int>* ids, std::string* error) const override {
+    const auto status = sp_.Encode(text, ids);
+    if (!status.ok()) *error = status.ToString();
+    return status.ok();
+  }
+  int PieceToId(std::string_view piece) const override { return sp_.PieceToId(piece); }
+  bool IsUnknown(int id) const override { return sp_.IsUnknown(id); }
+  int bos_id() const override { return sp_.bos_id(); }
+  int vocab_size() const override { return sp_.GetPieceSize(); }
+
+ private:
+  sentencepiece::SentencePieceProcessor sp_;
 };
 
-SpProcessor::SpProcessor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-SpProcessor::~SpProcessor() = default;
+}  // namespace
+}  // namespace rankd::tokenizer
 
-std::unique_ptr<SpProcessor> SpProcessor::Load(const std::string& path, std::string* error) {
-  auto impl = std::make_unique<Impl>();
-  const auto status = impl->sp.Load(path);
-  if (!status.ok()) {
-    *error = status.ToString();
+extern "C" __attribute__((visibility("default"))) rankd::tokenizer::SpProcessor*
+RankdSentencePieceLoad(const char* path, std::string* error) {
+  auto* sp = new rankd::tokenizer::SpProcessorImpl();
+  if (!sp->Load(path, error)) {
+    delete sp;
     return nullptr;
   }
-  return std::unique_ptr<SpProcessor>(new SpProcessor(std::move(impl)));
+  return sp;
 }
-
-bool SpProcessor::Encode(std::string_view text, std::vector<int>* ids, std::string* error) const {
-  const auto status = impl_->sp.Encode(text, ids);
-  if (!status.ok()) {
-    *error = status.ToString();
-    return false;
-  }
-  return true;
-}
-
-int SpProcessor::PieceToId(std::string_view piece) const { return impl_->sp.PieceToId(piece); }
-bool SpProcessor::IsUnknown(int id) const { return impl_->sp.IsUnknown(id); }
-int SpProcessor::bos_id() const { return impl_->sp.bos_id(); }
-int SpProcessor::vocab_size() const { return impl_->sp.GetPieceSize(); }
-
-}  // namespace rankd::tokenizer
