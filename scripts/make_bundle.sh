@@ -29,6 +29,11 @@ for f in "$BUILD"/bin/*; do
   [[ -f $f && -x $f ]] || continue
   strip --strip-debug -o "$OUT/bin/$(basename "$f")" "$f"
 done
+# rankd's own shared objects, which binaries dlopen rather than link (the sentencepiece shim).
+for f in "$BUILD"/lib/*.so; do
+  [[ -f $f ]] || continue
+  strip --strip-debug -o "$OUT/lib/$(basename "$f")" "$f"
+done
 
 # Shared libraries the host provides itself.
 system='^(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64|libdl|libpthread|librt|libutil|libresolv|libcuda|libcudart|libcublas|libcublasLt)\.so'
@@ -41,7 +46,7 @@ while read -r name path; do
   fi
   [[ $name =~ $system ]] && continue
   strip --strip-debug -o "$OUT/lib/$name" "$(readlink -f "$path")"
-done < <(ldd "$OUT"/bin/* | awk '$2 == "=>" && $3 != "" {print $1, $3}' | sort -u)
+done < <(ldd "$OUT"/bin/* "$OUT"/lib/librankd_*.so | awk '$2 == "=>" && $3 != "" {print $1, $3}' | sort -u)
 [[ $missing == 0 ]] || exit 1
 
 # Which binaries hold GPU tests, from ctest's own listing.
