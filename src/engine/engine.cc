@@ -141,6 +141,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
                          CreateBackend(options.backend, options.model_dir, head));
   engine->tokenizer_threads_ = std::max(1, options.tokenizer_threads);
   engine->max_batch_tokens_ = std::max(1, options.max_batch_tokens);
+  engine->prefix_cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
   return engine;
 }
 
@@ -246,7 +247,11 @@ absl::StatusOr<ScoreResult> Engine::Score(const ScoreRequest& request) {
     }
   }
   RANKD_ASSIGN_OR_RETURN(ItemBatch all, EncodeItems(request.items));
-  RANKD_ASSIGN_OR_RETURN(auto prefix, backend_->EncodePrefix(prefix_ids));
+  std::shared_ptr<const PrefixState> prefix = prefix_cache_->Get(prefix_ids);
+  if (prefix == nullptr) {
+    RANKD_ASSIGN_OR_RETURN(prefix, backend_->EncodePrefix(prefix_ids));
+    prefix_cache_->Put(prefix_ids, prefix);
+  }
   result.prefix_tokens = static_cast<int>(prefix_ids.size());
   result.item_tokens = all.num_tokens();
   result.scores.resize(all.num_items());

@@ -134,6 +134,21 @@ TEST(EngineTest, SigmoidAndUsage) {
                                   e->tokenizer().Encode("python developer", false)->size() + 3));
 }
 
+TEST(EngineTest, RepeatedQueryHitsThePrefixCache) {
+  auto e = Make("llama-gqa-yesno");
+  ScoreRequest req;
+  req.query = "nurse";
+  req.items = {Item::Text("registered nurse, night shifts"), Item::Text("truck driver")};
+  auto first = e->Score(req);
+  auto second = e->Score(req);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->scores, second->scores);  // the cached K/V is the same K/V
+  const auto st = e->prefix_cache_stats();
+  EXPECT_EQ(st.misses, 1);
+  EXPECT_EQ(st.hits, 1);
+  EXPECT_EQ(st.entries, 1u);
+}
+
 TEST(TemplateTest, ApplyTemplate) {
   EXPECT_EQ(tokenizer::ApplyTemplate("Q: {query}!", "query", "x"), "Q: x!");
   EXPECT_EQ(tokenizer::ApplyTemplate("{query}{query}", "query", "ab"), "abab");

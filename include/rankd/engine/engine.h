@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "rankd/engine/backend.h"
+#include "rankd/engine/prefix_cache.h"
 #include "rankd/model/config.h"
 #include "rankd/tokenizer/tokenizer.h"
 
@@ -78,6 +79,8 @@ struct EngineOptions {
   ModelSettings settings;     // overrides rankd.yaml
   int tokenizer_threads = 4;  // parallel item tokenization
   int max_batch_tokens = 8192;
+  // Encoded prefixes kept for reuse (same query ids: no prefix pass); 0 turns the cache off.
+  size_t prefix_cache_bytes = 256 << 20;
 };
 
 // Parses a head spec. YES/NO may be token ids or tokenizer pieces (resolved via `tok`).
@@ -100,6 +103,7 @@ class Engine {
   const HeadSpec& head() const { return backend_->head(); }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   Backend& backend() { return *backend_; }
+  PrefixCache::Stats prefix_cache_stats() const { return prefix_cache_->stats(); }
   const std::string& query_template() const { return query_template_; }
   const std::string& item_template() const { return item_template_; }
 
@@ -111,6 +115,7 @@ class Engine {
   std::string item_template_;
   int tokenizer_threads_ = 1;
   int max_batch_tokens_ = 8192;
+  std::unique_ptr<PrefixCache> prefix_cache_;
 };
 
 float Sigmoid(float x);
