@@ -190,10 +190,20 @@ ServerMetrics::ServerMetrics(MetricsRegistry* r)
       worker_exits(r->GetCounter("rankd_worker_exits_total",
                                  "Worker processes that exited (crashed, killed, or stopped).")),
       queue_depth(r->GetGauge("rankd_queue_depth", "Work waiting for a worker.")),
-      running(r->GetGauge("rankd_worker_calls_in_flight", "Worker calls in flight.")),
+      running(r->GetGauge("rankd_calls_in_flight", "Worker calls in flight, all workers.")),
       workers_up(r->GetGauge("rankd_workers_up", "Workers that are up (answered a ping).")),
       workers_configured(r->GetGauge("rankd_workers_configured", "Workers configured.")),
       ready(r->GetGauge("rankd_ready", "1 when rankd.v1.Scorer reports SERVING, else 0.")) {}
+
+Gauge* ServerMetrics::WorkerCallsInFlight(int worker) {
+  return registry->GetGauge("rankd_worker_calls_in_flight", "Calls in flight on one worker.",
+                            {{"worker", absl::StrCat(worker)}});
+}
+
+Gauge* ServerMetrics::WorkerUp(int worker) {
+  return registry->GetGauge("rankd_worker_up", "1 when the worker is up (answered a ping).",
+                            {{"worker", absl::StrCat(worker)}});
+}
 
 void ServerMetrics::CountRequest(int grpc_code) {
   // gRPC and absl share the canonical code numbers.

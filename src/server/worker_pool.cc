@@ -62,7 +62,11 @@ WorkerPool::WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs,
       metrics_(metrics),
       seconds_per_item_(config.server.initial_seconds_per_item) {
   slots_.resize(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) slots_[i].spec = std::move(specs[i]);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    slots_[i].spec = std::move(specs[i]);
+    slots_[i].calls_gauge = metrics_->WorkerCallsInFlight(static_cast<int>(i));
+    slots_[i].up_gauge = metrics_->WorkerUp(static_cast<int>(i));
+  }
   metrics_->workers_configured->Set(static_cast<double>(slots_.size()));
 }
 
@@ -140,6 +144,10 @@ void WorkerPool::UpdateGaugesLocked() {
   metrics_->queue_depth->Set(static_cast<double>(interactive_queue_.size() + batch_queue_.size()));
   metrics_->running->Set(running_);
   metrics_->workers_up->Set(WorkersUpLocked());
+  for (const Slot& slot : slots_) {
+    slot.calls_gauge->Set(static_cast<double>(slot.running.size()));
+    slot.up_gauge->Set(slot.state == Slot::State::kUp ? 1 : 0);
+  }
 }
 
 WorkerPool::Stats WorkerPool::stats() const {

@@ -98,6 +98,9 @@ struct ServerMetrics {
 
   // rankd_requests_total{code="OK"|"INVALID_ARGUMENT"|...}: finished Score/ScoreStream calls.
   void CountRequest(int grpc_code);
+  // rankd_worker_calls_in_flight{worker="i"} and rankd_worker_up{worker="i"}.
+  Gauge* WorkerCallsInFlight(int worker);
+  Gauge* WorkerUp(int worker);
 
   MetricsRegistry* registry;
   Histogram* request_seconds;  // arrival -> answer, successful or not
@@ -112,7 +115,7 @@ struct ServerMetrics {
   Counter* worker_restarts;  // workers started again after one exited or was killed
   Counter* worker_exits;
   Gauge* queue_depth;        // requests (stream chunks) waiting for a worker
-  Gauge* running;            // worker calls in flight
+  Gauge* running;            // worker calls in flight, all workers
   Gauge* workers_up;
   Gauge* workers_configured;
   Gauge* ready;              // 1 when health reports rankd.v1.Scorer SERVING

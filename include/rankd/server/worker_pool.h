@@ -134,6 +134,8 @@ class WorkerPool {
     int crashes_in_a_row = 0;
     int64_t spawns = 0;
     SteadyTime spawned_at, up_since, next_ping, next_spawn;
+    Gauge* calls_gauge = nullptr;  // rankd_worker_calls_in_flight{worker}
+    Gauge* up_gauge = nullptr;     // rankd_worker_up{worker}
   };
 
   // Deferred effects of a locked section, run after the lock is released.

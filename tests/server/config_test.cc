@@ -1,0 +1,137 @@
+#include "rankd/server/config.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rankd::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ServeConfigTest, EmbeddedDefaultIsTheTinyCpuConfigWithTheBundledModel) {
+  absl::StatusOr<ServeConfig> c = DefaultServeConfig();
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(FinalizeServeConfig(&*c).ok());
+  EXPECT_TRUE(std::filesystem::exists(c->model.dir + "/config.json")) << c->model.dir;
+  EXPECT_EQ(c->model.name, "llama-cls");
+  EXPECT_EQ(c->model.backend, "cpu");
+  EXPECT_EQ(c->workers.count, 2);
+  EXPECT_TRUE(c->workers.all_gpus);
+  EXPECT_EQ(c->server.listen, "127.0.0.1:50051");
+  EXPECT_FALSE(c->model.head.has_value());  // "" means unset
+  EXPECT_THAT(std::string(EmbeddedDefaultConfigText()), HasSubstr("max_message_bytes"));
+}
+
+TEST(ServeConfigTest, ParsesEverySectionAndResolvesPathsAgainstTheBaseDir) {
+  absl::StatusOr<ServeConfig> c = ParseServeConfig(R"(
+model:
+  dir: models/m
+  name: m1
+  backend: cuda
+  head: "yes_no:4,5"
+  query_template: "Q: {query}"
+  threads: 3
+server:
+  listen: 0.0.0.0:1234
+  metrics_listen: ""
+  queue_size: 9
+  drain_timeout_s: 1.5
+limits:
+  max_items: 10
+  max_message_bytes: 1000
+workers:
+  count: 0
+  gpus: [1, 3]
+  workers_per_gpu: 2
+  cpu_affinity: [[0, 1], [2]]
+  ping_timeout_s: 0.5
+  socket_dir: /run/rankd
+logging:
+  format: json
+  access_log: true
+)",
+                                                   "/etc/rankd", "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.dir, "/etc/rankd/models/m");
+  EXPECT_EQ(c->model.name, "m1");
+  EXPECT_EQ(c->model.backend, "cuda");
+  EXPECT_EQ(c->model.head, "yes_no:4,5");
+  EXPECT_EQ(c->model.query_template, "Q: {query}");
+  EXPECT_FALSE(c->model.item_template.has_value());
+  EXPECT_EQ(c->model.threads, 3);
+  EXPECT_EQ(c->server.listen, "0.0.0.0:1234");
+  EXPECT_EQ(c->server.metrics_listen, "");
+  EXPECT_EQ(c->server.queue_size, 9);
+  EXPECT_DOUBLE_EQ(c->server.drain_timeout_s, 1.5);
+  EXPECT_EQ(c->limits.max_items, 10);
+  EXPECT_EQ(c->limits.max_message_bytes, 1000);
+  EXPECT_EQ(c->limits.max_item_tokens, 512);  // default kept
+  EXPECT_EQ(c->workers.count, 0);
+  EXPECT_FALSE(c->workers.all_gpus);
+  EXPECT_EQ(c->workers.gpus, (std::vector<int>{1, 3}));
+  EXPECT_EQ(c->workers.cpu_affinity, "explicit");
+  EXPECT_EQ(c->workers.cpu_sets, (std::vector<std::vector<int>>{{0, 1}, {2}}));
+  EXPECT_EQ(c->workers.socket_dir, "/run/rankd");
+  EXPECT_EQ(c->logging.format, "json");
+  EXPECT_TRUE(c->logging.access_log);
+  EXPECT_TRUE(FinalizeServeConfig(&*c).ok());
+}
+
+TEST(ServeConfigTest, ErrorsNameTheKey) {
+  auto error = [](const std::string& yaml) {
+    absl::StatusOr<ServeConfig> c = ParseServeConfig(yaml, "/", "f.yaml");
+    if (c.ok()) {
+      absl::Status s = FinalizeServeConfig(&*c);
+      return s.ok() ? std::string("ok") : std::string(s.message());
+    }
+    return std::string(c.status().message());
+  };
+  EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("f.yaml: workers.cuont: unknown setting"));
+  EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("count"));  // lists the known keys
+  EXPECT_THAT(error("workres: {}\n"), HasSubstr("workres: unknown setting"));
+  EXPECT_THAT(error("workers:\n  count: two\n"), HasSubstr("workers.count: must be an integer"));
+  EXPECT_THAT(error("workers:\n  count: 1.5\n"), HasSubstr("workers.count"));
+  EXPECT_THAT(error("workers: 3\n"), HasSubstr("workers: must be a mapping"));
+  EXPECT_THAT(error("workers:\n  gpus: some\n"), HasSubstr("workers.gpus"));
+  EXPECT_THAT(error("workers:\n  cpu_affinity: fast\n"), HasSubstr("workers.cpu_affinity"));
+  EXPECT_THAT(error("workers:\n  gpus: [0, x]\n"), HasSubstr("workers.gpus[1]"));
+  EXPECT_THAT(error("model:\n  dir: /m\n  backend: tpu\n"), HasSubstr("model.backend"));
+  EXPECT_THAT(error("model:\n  dir: /m\n  query_template: Q\n"),
+              HasSubstr("model.query_template: must contain {query}"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_items: 0\n"),
+              HasSubstr("limits.max_items: must be positive"));
+  EXPECT_THAT(error("model:\n  dir: /m\nworkers:\n  ping_timeout_s: -1\n"),
+              HasSubstr("workers.ping_timeout_s"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlogging:\n  format: xml\n"), HasSubstr("logging.format"));
+  EXPECT_THAT(error("server: {}\n"), HasSubstr("model.dir: is required"));
+  EXPECT_THAT(error("model: [unclosed\n"), HasSubstr("f.yaml"));
+  EXPECT_EQ(error("model:\n  dir: /models/x/\n"), "ok");
+}
+
+TEST(ServeConfigTest, ModelNameDefaultsToTheDirectoryName) {
+  ServeConfig c;
+  c.model.dir = "/models/qwen3-reranker/";
+  ASSERT_TRUE(FinalizeServeConfig(&c).ok());
+  EXPECT_EQ(c.model.name, "qwen3-reranker");
+}
+
+TEST(ServeConfigTest, LoadsAFileRelativeToItsDirectory) {
+  const std::string dir = ::testing::TempDir() + "/rankd_config_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(dir + "/c.yaml");
+    out << "model:\n  dir: ../m\n";
+  }
+  absl::StatusOr<ServeConfig> c = LoadServeConfigFile(dir + "/c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.dir,
+            (std::filesystem::absolute(dir) / "../m").lexically_normal().string());
+  EXPECT_EQ(LoadServeConfigFile(dir + "/missing.yaml").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace rankd::server

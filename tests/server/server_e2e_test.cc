@@ -1,0 +1,733 @@
+// End-to-end tests of `rankd serve`: a real server process with two worker processes, called
+// through the generated gRPC client. Timeouts here are generous liveness bounds, never speed
+// assertions.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/common/golden.h"
+#include "tests/server/test_server.h"
+
+namespace rankd::testing {
+namespace {
+
+using grpc::StatusCode;
+using ::testing::HasSubstr;
+using HealthStatus = grpc::health::v1::HealthCheckResponse;
+using rankd::v1::ScoreRequest;
+using rankd::v1::ScoreResponse;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr milliseconds kLiveness = seconds(60);
+
+// Two workers, tight limits (so that the limit tests stay small), quick hang detection.
+std::string MainConfig(const std::string& model, const std::string& head = "") {
+  return absl::StrCat("model:\n  dir: ", ModelDir(model), "\n",
+                      head.empty() ? "" : absl::StrCat("  head: \"", head, "\"\n"),
+                      "  threads: 1\n"
+                      "server:\n"
+                      "  queue_size: 64\n"
+                      "  stream_chunk_items: 3\n"
+                      "limits:\n"
+                      "  max_items: 64\n"
+                      "  max_query_tokens: 32\n"
+                      "  max_item_tokens: 128\n"
+                      "  max_request_tokens: 4096\n"
+                      "  max_message_bytes: 65536\n"
+                      "workers:\n"
+                      "  count: 2\n"
+                      "  ping_interval_s: 0.2\n"
+                      "  ping_timeout_s: 2\n"
+                      "  restart_backoff_s: 0.1\n"
+                      "logging:\n"
+                      "  access_log: true\n");
+}
+
+// One call per worker and a queue of two, so that stopping the workers (SIGSTOP) fills both
+// deterministically; pings wait long, so a stopped worker is not taken for hung; a pessimistic
+// cost prior for deadline admission.
+std::string ControlConfig() {
+  return absl::StrCat("model:\n  dir: ", ModelDir("llama-cls"),
+                      "\n"
+                      "  threads: 1\n"
+                      "server:\n"
+                      "  queue_size: 2\n"
+                      "  initial_seconds_per_item: 0.05\n"
+                      "workers:\n"
+                      "  count: 2\n"
+                      "  max_inflight: 1\n"
+                      "  ping_interval_s: 0.2\n"
+                      "  ping_timeout_s: 60\n");
+}
+
+int HiddenSize(const std::string& model) {
+  std::ifstream in(ModelDir(model) + "/config.json");
+  return nlohmann::json::parse(in).at("hidden_size").get<int>();
+}
+
+ScoreRequest TextRequest(const GoldenCase& c) {
+  ScoreRequest r;
+  r.set_query(c.query);
+  for (size_t i = 0; i < c.items.size(); ++i) {
+    auto* item = r.add_items();
+    item->set_text(c.items[i].text);
+    item->set_id(absl::StrCat("item-", i));
+  }
+  return r;
+}
+
+ScoreRequest IdsRequest(const GoldenCase& c) {
+  ScoreRequest r;
+  r.mutable_query_ids()->Add(c.prefix_ids.begin(), c.prefix_ids.end());
+  for (const GoldenItem& it : c.items) {
+    r.add_items()->mutable_token_ids()->mutable_ids()->Add(it.ids.begin(), it.ids.end());
+  }
+  return r;
+}
+
+ScoreRequest EmbeddingRequest(const GoldenCase& c, int hidden) {
+  ScoreRequest r;
+  r.mutable_query_ids()->Add(c.prefix_ids.begin(), c.prefix_ids.end());
+  for (const GoldenItem& it : c.items) {
+    auto* e = r.add_items()->mutable_embedding();
+    e->set_rows(static_cast<int>(it.embedding.size()) / hidden);
+    e->mutable_values()->Add(it.embedding.begin(), it.embedding.end());
+  }
+  return r;
+}
+
+grpc::Status Score(const TestServer& server, const ScoreRequest& request, ScoreResponse* response,
+                   milliseconds timeout = seconds(30)) {
+  auto stub = server.NewScorer();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  return stub->Score(&context, request, response);
+}
+
+// Scores of `response` against the golden case (f32 tolerance); returns the first mismatch.
+std::string GoldenMismatch(const ScoreResponse& response, const GoldenCase& c,
+                           bool sigmoid = false) {
+  if (response.scores_size() != static_cast<int>(c.items.size())) {
+    return absl::StrCat(response.scores_size(), " scores for ", c.items.size(), " items");
+  }
+  for (size_t i = 0; i < c.items.size(); ++i) {
+    const double ref = sigmoid ? 1.0 / (1.0 + std::exp(-c.items[i].score)) : c.items[i].score;
+    const auto& s = response.scores(static_cast<int>(i));
+    if (!s.scored() || !WithinF32Tolerance(s.score(), ref)) {
+      return absl::StrCat("item ", i, ": got ", s.score(), " (scored=", s.scored(), "), want ",
+                          ref);
+    }
+  }
+  return "";
+}
+
+// A Score call in flight, for the tests that hold workers stopped.
+class AsyncScore {
+ public:
+  AsyncScore(const TestServer& server, ScoreRequest request,
+             std::optional<milliseconds> timeout = std::nullopt)
+      : stub_(server.NewScorer()), request_(std::move(request)) {
+    if (timeout) context_.set_deadline(std::chrono::system_clock::now() + *timeout);
+    stub_->async()->Score(&context_, &request_, &response_, [this](grpc::Status s) {
+      static std::atomic<int> sequence{0};
+      order_ = ++sequence;
+      done_.set_value(std::move(s));
+    });
+    future_ = done_.get_future();
+  }
+  bool Done(milliseconds wait = milliseconds(0)) {
+    return future_.wait_for(wait) == std::future_status::ready;
+  }
+  grpc::Status Wait() {
+    EXPECT_EQ(future_.wait_for(kLiveness), std::future_status::ready);
+    return future_.get();
+  }
+  const ScoreResponse& response() const { return response_; }
+  int order() const { return order_; }  // completion order among all AsyncScore calls
+
+ private:
+  std::unique_ptr<rankd::v1::Scorer::Stub> stub_;
+  grpc::ClientContext context_;
+  ScoreRequest request_;
+  ScoreResponse response_;
+  std::promise<grpc::Status> done_;
+  std::future<grpc::Status> future_;
+  std::atomic<int> order_{0};
+};
+
+std::unique_ptr<TestServer> StartReady(const std::string& config) {
+  auto server = TestServer::Start(config);
+  if (server == nullptr) return nullptr;
+  EXPECT_TRUE(server->WaitReady(2, kLiveness)) << server->Log();
+  return server;
+}
+
+// ---- API, health, reflection, golden scores -------------------------------------------------
+
+TEST(ServeTest, HealthAndReflectionAnswer) {
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->Health(""), HealthStatus::SERVING);
+  EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::SERVING);
+  EXPECT_EQ(server->Health("no.such.Service"), std::nullopt);  // NOT_FOUND
+
+  auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(server->channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto stream = reflection->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> services;
+  for (const auto& s : response.list_services_response().service()) services.push_back(s.name());
+  EXPECT_THAT(services, ::testing::IsSupersetOf({"rankd.v1.Scorer", "grpc.health.v1.Health"}));
+
+  request.set_file_containing_symbol("rankd.v1.Scorer");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_GT(response.file_descriptor_response().file_descriptor_proto_size(), 0);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(response.file_descriptor_response().file_descriptor_proto(0)));
+  EXPECT_EQ(file.name(), "rankd/v1/scorer.proto");
+  ASSERT_GT(file.service_size(), 0);
+  EXPECT_EQ(file.service(0).name(), "Scorer");
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST(ServeTest, GoldenScoresLlamaClassifier) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  int requests = 0;
+  int64_t items = 0;
+  for (size_t k = 0; k < golden.cases.size(); ++k) {
+    const GoldenCase& c = golden.cases[k];
+    SCOPED_TRACE(absl::StrCat("case ", k, ": ", c.query));
+    for (bool as_ids : {false, true}) {
+      ScoreRequest request = as_ids ? IdsRequest(c) : TextRequest(c);
+      request.set_request_id(absl::StrCat("golden-", k));
+      ScoreResponse response;
+      const grpc::Status s = Score(*server, request, &response);
+      ++requests;
+      items += static_cast<int64_t>(c.items.size());
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(GoldenMismatch(response, c), "") << (as_ids ? "token ids" : "text");
+      EXPECT_EQ(response.request_id(), absl::StrCat("golden-", k));
+      EXPECT_EQ(response.model(), "llama-cls");
+      EXPECT_EQ(response.usage().prefix_tokens(), static_cast<int>(c.prefix_ids.size()));
+      int64_t item_tokens = 0;
+      for (const auto& it : c.items) item_tokens += static_cast<int64_t>(it.ids.size());
+      EXPECT_EQ(response.usage().item_tokens(), item_tokens);
+      EXPECT_EQ(response.usage().items_scored(), static_cast<int>(c.items.size()));
+      if (!as_ids) {
+        EXPECT_EQ(response.scores(0).id(), "item-0");
+      }
+    }
+  }
+  const int hidden = HiddenSize("llama-cls");
+  ASSERT_FALSE(golden.embedding_cases.empty());
+  for (const GoldenCase& c : golden.embedding_cases) {
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, EmbeddingRequest(c, hidden), &response);
+    ++requests;
+    items += static_cast<int64_t>(c.items.size());
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(response, c), "") << "embeddings";
+  }
+  // Sigmoid on request.
+  const GoldenCase& big = golden.cases[5];  // 17 items
+  {
+    ScoreRequest request = TextRequest(big);
+    request.set_apply_sigmoid(true);
+    request.set_priority(rankd::v1::PRIORITY_BATCH);
+    ScoreResponse response;
+    ASSERT_TRUE(Score(*server, request, &response).ok());
+    ++requests;
+    items += static_cast<int64_t>(big.items.size());
+    EXPECT_EQ(GoldenMismatch(response, big, /*sigmoid=*/true), "");
+  }
+  // depth: the first 5 items scored, the rest marked unscored.
+  {
+    ScoreRequest request = TextRequest(big);
+    request.set_depth(5);
+    ScoreResponse response;
+    ASSERT_TRUE(Score(*server, request, &response).ok());
+    ++requests;
+    items += 5;
+    ASSERT_EQ(response.scores_size(), static_cast<int>(big.items.size()));
+    for (int i = 0; i < response.scores_size(); ++i) {
+      EXPECT_EQ(response.scores(i).scored(), i < 5) << i;
+      EXPECT_EQ(response.scores(i).id(), absl::StrCat("item-", i));
+      if (i < 5) {
+        EXPECT_TRUE(WithinF32Tolerance(response.scores(i).score(), big.items[i].score));
+      }
+    }
+    EXPECT_EQ(response.usage().items_scored(), 5);
+  }
+  EXPECT_EQ(server->Metric("rankd_requests_total{code=\"OK\"}"), requests);
+  EXPECT_EQ(server->Metric("rankd_items_scored_total"), items);
+}
+
+TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(MainConfig("llama-cls"));  // stream_chunk_items: 3
+  ASSERT_NE(server, nullptr);
+  const GoldenCase& big = golden.cases[5];  // 17 items: chunks of 3, the last one of 2
+  for (int depth : {0, 7}) {
+    SCOPED_TRACE(absl::StrCat("depth ", depth));
+    ScoreRequest request = TextRequest(big);
+    request.set_depth(depth);
+    auto stub = server->NewScorer();
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+    auto reader = stub->ScoreStream(&context, request);
+    ScoreResponse chunk;
+    std::vector<rankd::v1::ItemScore> scores;
+    int chunks = 0, items_scored = 0;
+    while (reader->Read(&chunk)) {
+      EXPECT_EQ(chunk.offset(), static_cast<int>(scores.size()));
+      scores.insert(scores.end(), chunk.scores().begin(), chunk.scores().end());
+      items_scored = chunk.usage().items_scored();  // set on the last chunk
+      ++chunks;
+    }
+    const grpc::Status s = reader->Finish();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(chunks, 6);
+    ASSERT_EQ(scores.size(), big.items.size());
+    const int scored = depth > 0 ? depth : static_cast<int>(big.items.size());
+    EXPECT_EQ(items_scored, scored);
+    for (size_t i = 0; i < scores.size(); ++i) {
+      EXPECT_EQ(scores[i].id(), absl::StrCat("item-", i));
+      EXPECT_EQ(scores[i].scored(), static_cast<int>(i) < scored) << i;
+      if (static_cast<int>(i) < scored) {
+        EXPECT_TRUE(WithinF32Tolerance(scores[i].score(), big.items[i].score)) << i;
+      }
+    }
+  }
+}
+
+TEST(ServeTest, GoldenScoresLlamaYesNo) {
+  const Golden golden = LoadGolden("llama-gqa-yesno");
+  auto server = StartReady(MainConfig("llama-gqa-yesno", golden.head));
+  ASSERT_NE(server, nullptr);
+  for (size_t k = 0; k < golden.cases.size(); ++k) {
+    const GoldenCase& c = golden.cases[k];
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(c), &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(response, c), "") << "case " << k;
+    EXPECT_EQ(response.model(), "llama-gqa-yesno");
+  }
+}
+
+// ---- bad input -------------------------------------------------------------------------------
+
+TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsServing) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& good_case = golden.cases[2];
+  const ScoreRequest good = TextRequest(good_case);
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  const int hidden = HiddenSize("llama-cls");
+
+  struct Case {
+    std::string name;
+    std::function<void(ScoreRequest&)> edit;
+    StatusCode code;
+    std::vector<std::string> message;  // substrings
+  };
+  auto ids = [](ScoreRequest& r, int item, std::vector<int> v) {
+    r.mutable_items(item)->mutable_token_ids()->mutable_ids()->Assign(v.begin(), v.end());
+  };
+  const std::vector<Case> cases = {
+      {"empty query", [](ScoreRequest& r) { r.clear_query(); }, StatusCode::INVALID_ARGUMENT,
+       {"query: empty"}},
+      {"query and query_ids", [](ScoreRequest& r) { r.add_query_ids(1); },
+       StatusCode::INVALID_ARGUMENT, {"query_ids", "not both"}},
+      {"no items", [](ScoreRequest& r) { r.clear_items(); }, StatusCode::INVALID_ARGUMENT,
+       {"items: empty"}},
+      {"too many items",
+       [](ScoreRequest& r) {
+         while (r.items_size() <= 64) r.add_items()->set_text("more");
+       },
+       StatusCode::INVALID_ARGUMENT, {"items", "65 items", "max_items=64"}},
+      {"item without content", [](ScoreRequest& r) { r.mutable_items(1)->clear_content(); },
+       StatusCode::INVALID_ARGUMENT, {"items[1]", "no content"}},
+      {"empty text", [](ScoreRequest& r) { r.mutable_items(0)->set_text(""); },
+       StatusCode::INVALID_ARGUMENT, {"items[0].text", "empty"}},
+      {"empty token ids", [&](ScoreRequest& r) { ids(r, 0, {}); }, StatusCode::INVALID_ARGUMENT,
+       {"items[0].token_ids", "empty"}},
+      {"token id out of vocabulary", [&](ScoreRequest& r) { ids(r, 1, {5, 6, 5000}); },
+       StatusCode::INVALID_ARGUMENT, {"items[1].token_ids.ids[2]", "5000", "vocab_size=1024"}},
+      {"negative token id", [&](ScoreRequest& r) { ids(r, 0, {-1}); },
+       StatusCode::INVALID_ARGUMENT, {"items[0].token_ids.ids[0]", "vocab_size=1024"}},
+      {"query id out of vocabulary",
+       [](ScoreRequest& r) {
+         r.clear_query();
+         r.add_query_ids(1);
+         r.add_query_ids(1024);
+       },
+       StatusCode::INVALID_ARGUMENT, {"query_ids[1]", "vocab_size=1024"}},
+      {"too many token ids in an item", [&](ScoreRequest& r) { ids(r, 0, std::vector<int>(129, 7)); },
+       StatusCode::INVALID_ARGUMENT, {"items[0].token_ids", "129 tokens", "max_item_tokens=128"}},
+      {"text item with too many tokens",
+       [](ScoreRequest& r) {
+         std::string text;
+         for (int i = 0; i < 200; ++i) absl::StrAppend(&text, "kubernetes terraform ");
+         r.mutable_items(1)->set_text(text);
+       },
+       StatusCode::INVALID_ARGUMENT, {"items[1].text", "tokens exceeds max_item_tokens=128"}},
+      {"query with too many tokens",
+       [](ScoreRequest& r) {
+         std::string text;
+         for (int i = 0; i < 40; ++i) absl::StrAppend(&text, "product manager ");
+         r.set_query(text);
+       },
+       StatusCode::INVALID_ARGUMENT, {"query", "exceeds max_query_tokens=32"}},
+      {"too many tokens in the request",
+       [](ScoreRequest& r) {
+         r.clear_items();
+         for (int i = 0; i < 40; ++i) {
+           auto* v = r.add_items()->mutable_token_ids()->mutable_ids();
+           for (int j = 0; j < 120; ++j) v->Add(7);
+         }
+       },
+       StatusCode::INVALID_ARGUMENT, {"items", "4800 tokens", "max_request_tokens=4096"}},
+      {"embedding of the wrong width",
+       [&](ScoreRequest& r) {
+         auto* e = r.mutable_items(0)->mutable_embedding();
+         e->set_rows(2);
+         for (int j = 0; j < 2 * hidden - 1; ++j) e->add_values(0.5f);
+       },
+       StatusCode::INVALID_ARGUMENT,
+       {"items[0].embedding.values", absl::StrCat(2 * hidden - 1, " values for rows=2"),
+        absl::StrCat("hidden_size = 2 x ", hidden)}},
+      {"embedding with NaN",
+       [&](ScoreRequest& r) {
+         auto* e = r.mutable_items(2)->mutable_embedding();
+         e->set_rows(1);
+         for (int j = 0; j < hidden; ++j) e->add_values(j == 3 ? NAN : 0.5f);
+       },
+       StatusCode::INVALID_ARGUMENT, {"items[2].embedding.values[3]", "finite"}},
+      {"embedding with Inf",
+       [&](ScoreRequest& r) {
+         auto* e = r.mutable_items(0)->mutable_embedding();
+         e->set_rows(1);
+         for (int j = 0; j < hidden; ++j) e->add_values(j == hidden - 1 ? INFINITY : 0.5f);
+       },
+       StatusCode::INVALID_ARGUMENT, {absl::StrCat("items[0].embedding.values[", hidden - 1, "]"),
+                                      "finite"}},
+      {"embedding without rows",
+       [](ScoreRequest& r) { r.mutable_items(0)->mutable_embedding()->set_rows(0); },
+       StatusCode::INVALID_ARGUMENT, {"items[0].embedding.rows", "positive"}},
+      {"message over the size limit",
+       [](ScoreRequest& r) { r.mutable_items(0)->set_text(std::string(70000, 'a')); },
+       StatusCode::INVALID_ARGUMENT, {"request", "bytes exceeds max_message_bytes=65536"}},
+      {"unknown model", [](ScoreRequest& r) { r.set_model("gpt-9"); }, StatusCode::NOT_FOUND,
+       {"model", "gpt-9", "llama-cls"}},
+      {"negative depth", [](ScoreRequest& r) { r.set_depth(-1); }, StatusCode::INVALID_ARGUMENT,
+       {"depth"}},
+      {"unknown priority",
+       [](ScoreRequest& r) { r.set_priority(static_cast<rankd::v1::Priority>(7)); },
+       StatusCode::INVALID_ARGUMENT, {"priority"}},
+  };
+  int invalid = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ScoreRequest request = good;
+    c.edit(request);
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, request, &response);
+    EXPECT_EQ(s.error_code(), c.code) << s.error_message();
+    for (const std::string& part : c.message) EXPECT_THAT(s.error_message(), HasSubstr(part));
+    invalid += c.code == StatusCode::INVALID_ARGUMENT;
+    // The server keeps serving.
+    ScoreResponse ok;
+    const grpc::Status after = Score(*server, good, &ok);
+    ASSERT_TRUE(after.ok()) << after.error_message();
+    EXPECT_EQ(GoldenMismatch(ok, good_case), "");
+  }
+  EXPECT_EQ(server->Metric("rankd_requests_total{code=\"INVALID_ARGUMENT\"}"), invalid);
+  EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::SERVING);
+  EXPECT_EQ(server->WorkerPids().size(), 2u);
+}
+
+// ---- worker failures ---------------------------------------------------------------------------
+
+TEST(ServeTest, WorkKilledInFlightIsSentToTheOtherWorker) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[4];
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> pids = server->WorkerPids();
+  ASSERT_EQ(pids.size(), 2u);
+  const pid_t victim = pids[0];
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  // Calls alternate between the idle workers: within a few calls one sticks on the stopped one.
+  std::unique_ptr<AsyncScore> stuck;
+  for (int attempt = 0; attempt < 10 && !stuck; ++attempt) {
+    auto call = std::make_unique<AsyncScore>(*server, TextRequest(c), seconds(60));
+    if (call->Done(milliseconds(500))) {
+      ASSERT_TRUE(call->Wait().ok());
+      continue;
+    }
+    stuck = std::move(call);
+  }
+  ASSERT_NE(stuck, nullptr) << "no call reached the stopped worker";
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  const grpc::Status s = stuck->Wait();
+  ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << server->Log();
+  EXPECT_EQ(GoldenMismatch(stuck->response(), c), "");
+  EXPECT_GE(server->Metric("rankd_worker_retries_total").value_or(0), 1);
+  // A new worker replaces the killed one.
+  EXPECT_TRUE(server->WaitReady(2, kLiveness));
+  const std::vector<pid_t> now = server->WorkerPids();
+  EXPECT_EQ(now.size(), 2u);
+  EXPECT_THAT(now, ::testing::Not(::testing::Contains(victim)));
+  EXPECT_GE(server->Metric("rankd_worker_restarts_total").value_or(0), 1);
+}
+
+TEST(ServeTest, KillingAWorkerUnderLoadLosesNoRequestAndThePoolRecovers) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[5];  // 17 items
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  const ScoreRequest request = TextRequest(c);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, unavailable{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&] {
+      while (!stop) {
+        ScoreResponse response;
+        const grpc::Status s = Score(*server, request, &response);
+        std::string failure;
+        if (s.ok()) {
+          failure = GoldenMismatch(response, c);
+          if (failure.empty()) ++ok;
+        } else if (s.error_code() == StatusCode::UNAVAILABLE) {
+          ++unavailable;  // retryable by contract
+        } else {
+          failure = absl::StrCat("code ", s.error_code(), ": ", s.error_message());
+        }
+        if (!failure.empty()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failures.push_back(failure);
+        }
+      }
+    });
+  }
+  auto wait_until = [&](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return done();
+  };
+  EXPECT_TRUE(wait_until([&] { return ok >= 20; }));
+  const std::vector<pid_t> pids = server->WorkerPids();
+  ASSERT_EQ(pids.size(), 2u);
+  ASSERT_EQ(kill(pids[1], SIGKILL), 0);
+  const int ok_at_kill = ok;
+  const bool recovered = wait_until([&] {
+    const std::vector<pid_t> now = server->WorkerPids();
+    return ok >= ok_at_kill + 20 && now.size() == 2 && now[0] != pids[1] && now[1] != pids[1] &&
+           server->Metric("rankd_workers_up") == 2;
+  });
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(recovered) << server->Log();
+  EXPECT_THAT(failures, ::testing::IsEmpty());
+  EXPECT_GE(server->Metric("rankd_worker_restarts_total").value_or(0), 1);
+  EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::SERVING);
+  std::printf("ok %d, unavailable %d\n", ok.load(), unavailable.load());
+}
+
+TEST(ServeTest, HungWorkerIsKilledAndReplaced) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[3];
+  auto server = StartReady(MainConfig("llama-cls"));  // ping_timeout_s: 2
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> pids = server->WorkerPids();
+  ASSERT_EQ(pids.size(), 2u);
+  const pid_t victim = pids[0];
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);  // alive but answering nothing
+  // Calls keep succeeding: those sent to the stopped worker move on once it is declared hung.
+  for (int i = 0; i < 6; ++i) {
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(c), &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(response, c), "");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (ProcessExists(victim) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_FALSE(ProcessExists(victim));
+  EXPECT_TRUE(server->WaitReady(2, kLiveness));
+  EXPECT_THAT(server->Log(), HasSubstr("did not answer a ping"));
+}
+
+// ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
+
+class StoppedWorkers {
+ public:
+  explicit StoppedWorkers(std::vector<pid_t> pids) : pids_(std::move(pids)) {
+    for (pid_t p : pids_) kill(p, SIGSTOP);
+  }
+  void Resume(pid_t p) { kill(p, SIGCONT); }
+  ~StoppedWorkers() {
+    for (pid_t p : pids_) kill(p, SIGCONT);
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+TEST(ServeControlTest, FullQueueAnswersResourceExhaustedAtOnce) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[1];
+  auto server = StartReady(ControlConfig());  // 2 workers x 1 call, queue of 2
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<AsyncScore>> calls;
+  {
+    StoppedWorkers stopped(server->WorkerPids());
+    for (int i = 0; i < 4; ++i) calls.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+    ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
+    ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 2, kLiveness));
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(c), &response);
+    EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("queue full"));
+    EXPECT_THAT(s.error_message(), HasSubstr("queue_size=2"));
+  }
+  for (auto& call : calls) {
+    const grpc::Status s = call->Wait();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(call->response(), c), "");
+  }
+}
+
+TEST(ServeControlTest, QueuedWorkOfAClientThatWentAwayLeavesTheQueue) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[1];
+  auto server = StartReady(ControlConfig());
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<AsyncScore>> fillers;
+  {
+    StoppedWorkers stopped(server->WorkerPids());
+    for (int i = 0; i < 2; ++i) {
+      fillers.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+    }
+    ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
+    AsyncScore impatient(*server, TextRequest(c), milliseconds(1500));
+    ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 1, kLiveness));
+    EXPECT_EQ(impatient.Wait().error_code(), StatusCode::DEADLINE_EXCEEDED);
+    // The workers are still stopped, yet the queue empties: the work was dropped, not kept.
+    EXPECT_TRUE(server->WaitForMetric("rankd_queue_depth", 0, kLiveness));
+    EXPECT_TRUE(server->WaitForMetric("rankd_requests_total{code=\"CANCELLED\"}", 1, kLiveness));
+    EXPECT_EQ(server->Metric("rankd_calls_in_flight"), 2);
+  }
+  for (auto& call : fillers) EXPECT_TRUE(call->Wait().ok());
+}
+
+TEST(ServeControlTest, DeadlineThatCannotBeMetIsRefusedAtAdmission) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(ControlConfig());  // initial_seconds_per_item: 0.05
+  ASSERT_NE(server, nullptr);
+  ScoreRequest request;
+  request.set_query(golden.cases[0].query);
+  for (int i = 0; i < 64; ++i) request.add_items()->set_text(golden.cases[5].items[i % 17].text);
+  ScoreResponse response;
+  grpc::Status s = Score(*server, request, &response, seconds(1));  // ~3.2 s expected
+  EXPECT_EQ(s.error_code(), StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(s.error_message(), HasSubstr("deadline cannot be met"));
+  // The same request with time to spare is scored.
+  s = Score(*server, request, &response, seconds(60));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST(ServeControlTest, InteractiveWorkOvertakesQueuedBatchWork) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[1];
+  auto server = StartReady(ControlConfig());
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> pids = server->WorkerPids();
+  ASSERT_EQ(pids.size(), 2u);
+  StoppedWorkers stopped(pids);
+  std::vector<std::unique_ptr<AsyncScore>> fillers;
+  for (int i = 0; i < 2; ++i) fillers.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+  ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
+  ScoreRequest batch_request = TextRequest(c);
+  batch_request.set_priority(rankd::v1::PRIORITY_BATCH);
+  AsyncScore batch(*server, batch_request);
+  ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 1, kLiveness));
+  AsyncScore interactive(*server, TextRequest(c));
+  ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 2, kLiveness));
+  stopped.Resume(pids[0]);  // one worker: it takes the queued calls one at a time
+  ASSERT_TRUE(interactive.Wait().ok());
+  ASSERT_TRUE(batch.Wait().ok());
+  EXPECT_LT(interactive.order(), batch.order());
+  stopped.Resume(pids[1]);
+  for (auto& call : fillers) EXPECT_TRUE(call->Wait().ok());
+}
+
+TEST(ServeControlTest, SigtermDrainsInFlightWorkThenStops) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[2];
+  auto server = StartReady(ControlConfig());
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> workers = server->WorkerPids();
+  ASSERT_EQ(workers.size(), 2u);
+  std::vector<std::unique_ptr<AsyncScore>> in_flight;
+  {
+    StoppedWorkers stopped(workers);
+    for (int i = 0; i < 2; ++i) {
+      in_flight.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+    }
+    ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
+    server->Signal(SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+    while (server->Health("rankd.v1.Scorer") != HealthStatus::NOT_SERVING &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::NOT_SERVING);
+    EXPECT_EQ(server->Health(""), HealthStatus::SERVING);  // alive while draining
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(c), &response);
+    EXPECT_EQ(s.error_code(), StatusCode::UNAVAILABLE);
+    EXPECT_THAT(s.error_message(), HasSubstr("draining"));
+  }  // the workers resume: the work in flight finishes
+  for (auto& call : in_flight) {
+    const grpc::Status s = call->Wait();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(call->response(), c), "");
+  }
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value()) << "rankd serve did not exit after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server->Log();
+  for (pid_t p : workers) EXPECT_FALSE(ProcessExists(p));
+  EXPECT_THAT(server->Log(), HasSubstr("stopped: exited with status 0"));
+}
+
+}  // namespace
+}  // namespace rankd::testing

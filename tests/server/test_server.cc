@@ -1,0 +1,214 @@
+#include "tests/server/test_server.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+extern char** environ;
+
+namespace rankd::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
+  std::unique_ptr<TestServer> server(new TestServer());
+  char dir[] = "/tmp/rankd-test-XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return nullptr;
+  }
+  server->dir_ = dir;
+  const std::string config = server->dir_ + "/config.yaml";
+  const std::string ready = server->dir_ + "/ready.json";
+  const std::string log = server->dir_ + "/server.log";
+  std::ofstream(config) << config_yaml;
+
+  const std::string binary = std::string(RANKD_BINARY_DIR) + "/bin/rankd";
+  std::vector<std::string> args = {binary,
+                                   "serve",
+                                   "--config=" + config,
+                                   "--listen=127.0.0.1:0",
+                                   "--metrics-listen=127.0.0.1:0",
+                                   "--ready-file=" + ready};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  const int rc = posix_spawn(&server->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn " << binary << ": " << strerror(rc);
+    return nullptr;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(ready)) {
+    int status = 0;
+    if (waitpid(server->pid_, &status, WNOHANG) == server->pid_) {
+      server->exited_ = true;
+      ADD_FAILURE() << "rankd serve exited during start-up:\n" << server->Log();
+      return nullptr;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "rankd serve did not start listening within 60 s:\n" << server->Log();
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto j = nlohmann::json::parse(ReadFile(ready));
+  server->grpc_port_ = j.at("grpc_port").get<int>();
+  server->metrics_port_ = j.at("metrics_port").get<int>();
+  server->channel_ = grpc::CreateChannel(server->target(), grpc::InsecureChannelCredentials());
+  return server;
+}
+
+TestServer::~TestServer() {
+  if (pid_ > 0 && !exited_) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+std::string TestServer::target() const { return absl::StrCat("127.0.0.1:", grpc_port_); }
+
+std::unique_ptr<rankd::v1::Scorer::Stub> TestServer::NewScorer() const {
+  return rankd::v1::Scorer::NewStub(channel_);
+}
+
+std::optional<grpc::health::v1::HealthCheckResponse::ServingStatus> TestServer::Health(
+    const std::string& service) const {
+  auto stub = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  if (!stub->Check(&context, request, &response).ok()) return std::nullopt;
+  return response.status();
+}
+
+std::string TestServer::Metrics() const {
+  httplib::Client client("127.0.0.1", metrics_port_);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  auto res = client.Get("/metrics");
+  if (!res || res->status != 200) return "";
+  return res->body;
+}
+
+std::optional<double> TestServer::Metric(const std::string& series) const {
+  const std::string text = Metrics();
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
+        line[series.size()] == ' ') {
+      double v = 0;
+      if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
+    }
+  }
+  return std::nullopt;
+}
+
+bool TestServer::WaitForMetric(const std::string& series, double value,
+                               std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (Metric(series) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+bool TestServer::WaitReady(int workers, std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (Health("rankd.v1.Scorer") == grpc::health::v1::HealthCheckResponse::SERVING &&
+        Metric("rankd_workers_up") == workers) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::vector<pid_t> TestServer::WorkerPids() const { return ChildPids(pid_); }
+
+void TestServer::Signal(int sig) const { kill(pid_, sig); }
+
+std::optional<int> TestServer::WaitExit(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::nullopt;
+}
+
+std::string TestServer::Log() const { return ReadFile(dir_ + "/server.log"); }
+
+std::vector<pid_t> ChildPids(pid_t parent) {
+  std::vector<pid_t> children;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return children;
+  while (dirent* e = readdir(proc)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
+    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+    pid_t ppid = 0;
+    if (fields.size() > 1 && fields[0] != "Z" && absl::SimpleAtoi(fields[1], &ppid) &&
+        ppid == parent) {
+      children.push_back(pid);
+    }
+  }
+  closedir(proc);
+  std::sort(children.begin(), children.end());
+  return children;
+}
+
+bool ProcessExists(pid_t pid) {
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
+}
+
+}  // namespace rankd::testing

@@ -1,0 +1,115 @@
+#include "rankd/server/validation.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rankd::server {
+namespace {
+
+using ::testing::HasSubstr;
+using rankd::v1::ScoreRequest;
+
+class ValidationTest : public ::testing::Test {
+ protected:
+  ValidationTest() {
+    limits_.max_items = 4;
+    limits_.max_query_tokens = 8;
+    limits_.max_item_tokens = 6;
+    limits_.max_request_tokens = 10;
+    limits_.max_message_bytes = 4096;
+    model_ = {"tiny", 100, 4};
+    good_.set_query("q");
+    good_.add_items()->set_text("a");
+    good_.add_items()->mutable_token_ids()->add_ids(5);
+    auto* e = good_.add_items()->mutable_embedding();
+    e->set_rows(1);
+    for (int i = 0; i < 4; ++i) e->add_values(0.25f);
+  }
+
+  std::string Check(const ScoreRequest& r) {
+    absl::Status s = ValidateScoreRequest(r, limits_, model_);
+    return s.ok() ? "ok" : absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
+  }
+
+  Limits limits_;
+  ModelInfo model_;
+  ScoreRequest good_;
+};
+
+TEST_F(ValidationTest, AcceptsEveryItemKind) { EXPECT_EQ(Check(good_), "ok"); }
+
+TEST_F(ValidationTest, Query) {
+  ScoreRequest r = good_;
+  r.clear_query();
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: query: empty (give query or query_ids)");
+  r.add_query_ids(1);
+  EXPECT_EQ(Check(r), "ok");
+  r.add_query_ids(100);
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: query_ids[1]: 100 is outside [0, vocab_size=100)");
+  r.clear_query_ids();
+  for (int i = 0; i < 9; ++i) r.add_query_ids(1);
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: query_ids: 9 tokens exceeds max_query_tokens=8");
+}
+
+TEST_F(ValidationTest, ItemLimitsAndContents) {
+  ScoreRequest r = good_;
+  r.add_items()->set_text("b");
+  r.add_items()->set_text("c");
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items: 5 items exceeds max_items=4");
+  r = good_;
+  r.mutable_items(1)->mutable_token_ids()->add_ids(-3);
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[1].token_ids.ids[1]: -3 is outside [0, vocab_size=100)");
+  r = good_;
+  for (int i = 0; i < 6; ++i) r.mutable_items(1)->mutable_token_ids()->add_ids(1);
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[1].token_ids: 7 tokens exceeds max_item_tokens=6");
+  r = good_;
+  r.mutable_items(2)->mutable_embedding()->add_values(1);
+  EXPECT_EQ(Check(r),
+            "INVALID_ARGUMENT: items[2].embedding.values: 5 values for rows=1, expected rows x "
+            "hidden_size = 1 x 4 = 4");
+  r = good_;
+  r.mutable_items(2)->mutable_embedding()->set_values(2, INFINITY);
+  EXPECT_THAT(Check(r), HasSubstr("items[2].embedding.values[2]: is inf (row 0, column 2)"));
+  r = good_;
+  r.mutable_items(0)->clear_content();
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[0]: no content (set text, token_ids or embedding)");
+}
+
+TEST_F(ValidationTest, KnownTokensOfTheScoredItemsCountAgainstTheRequestLimit) {
+  ScoreRequest r = good_;
+  for (int i = 0; i < 5; ++i) r.mutable_items(1)->mutable_token_ids()->add_ids(1);
+  r.mutable_items(2)->mutable_embedding()->set_rows(2);
+  for (int i = 0; i < 4; ++i) r.mutable_items(2)->mutable_embedding()->add_values(0);
+  r.add_items()->mutable_token_ids()->add_ids(2);
+  r.mutable_items(3)->mutable_token_ids()->add_ids(2);
+  r.mutable_items(3)->mutable_token_ids()->add_ids(2);
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items: 11 tokens exceeds max_request_tokens=10");
+  r.set_depth(3);  // the fourth item is not scored
+  EXPECT_EQ(Check(r), "ok");
+  EXPECT_EQ(ItemsToScore(r), 3);
+  r.set_depth(9);
+  EXPECT_EQ(ItemsToScore(r), 4);
+}
+
+TEST_F(ValidationTest, ModelPriorityDepthAndSize) {
+  ScoreRequest r = good_;
+  r.set_model("tiny");
+  EXPECT_EQ(Check(r), "ok");
+  r.set_model("big");
+  EXPECT_EQ(Check(r), "NOT_FOUND: model: 'big' is not served here (this server serves 'tiny')");
+  r = good_;
+  r.set_priority(static_cast<rankd::v1::Priority>(9));
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: priority: unknown value 9");
+  r = good_;
+  r.set_depth(-2);
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: depth: must not be negative (got -2)");
+  r = good_;
+  r.mutable_items(0)->set_text(std::string(5000, 'x'));
+  EXPECT_THAT(Check(r), HasSubstr("request: 50"));
+  EXPECT_THAT(Check(r), HasSubstr("bytes exceeds max_message_bytes=4096"));
+}
+
+}  // namespace
+}  // namespace rankd::server

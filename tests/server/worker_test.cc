@@ -1,0 +1,108 @@
+// The worker's scoring path in-process: proto in, engine, proto out.
+#include "rankd/worker/worker.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/golden.h"
+
+namespace rankd::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using rankd::testing::LoadGolden;
+using rankd::testing::WithinF32Tolerance;
+
+class ScoreWorkItemTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    golden_ = new rankd::testing::Golden(LoadGolden("llama-cls"));
+    engine::EngineOptions o;
+    o.model_dir = golden_->model_dir;
+    o.backend.threads = 1;
+    auto e = engine::Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = e->release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    delete golden_;
+  }
+
+  static rankd::v1::ScoreRequest Request(const rankd::testing::GoldenCase& c) {
+    rankd::v1::ScoreRequest r;
+    r.set_query(c.query);
+    for (const auto& it : c.items) r.add_items()->set_text(it.text);
+    return r;
+  }
+
+  static rankd::testing::Golden* golden_;
+  static engine::Engine* engine_;
+};
+
+rankd::testing::Golden* ScoreWorkItemTest::golden_ = nullptr;
+engine::Engine* ScoreWorkItemTest::engine_ = nullptr;
+
+TEST_F(ScoreWorkItemTest, ScoresARangeOfItems) {
+  const auto& c = golden_->cases[5];  // 17 items
+  v1::WorkItem work;
+  *work.mutable_request() = Request(c);
+  work.set_begin(4);
+  work.set_end(9);
+  auto r = ScoreWorkItem(*engine_, work, TokenLimits{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->scores_size(), 5);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(WithinF32Tolerance(r->scores(i), c.items[4 + i].score)) << i;
+  }
+  EXPECT_EQ(r->prefix_tokens(), static_cast<int>(c.prefix_ids.size()));
+  int64_t tokens = 0;
+  for (int i = 4; i < 9; ++i) tokens += static_cast<int64_t>(c.items[i].ids.size());
+  EXPECT_EQ(r->item_tokens(), tokens);
+  EXPECT_GT(r->compute_seconds(), 0);
+}
+
+TEST_F(ScoreWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
+  const auto& c = golden_->cases[5];
+  v1::WorkItem work;
+  *work.mutable_request() = Request(c);
+  work.set_begin(3);
+  work.set_end(8);
+  size_t longest = 3;
+  for (size_t i = 3; i < 8; ++i) {
+    if (c.items[i].ids.size() > c.items[longest].ids.size()) longest = i;
+  }
+  TokenLimits limits;
+  limits.max_item_tokens = static_cast<int>(c.items[longest].ids.size()) - 1;
+  auto r = ScoreWorkItem(*engine_, work, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr(absl::StrCat("items[", longest, "].text: ", c.items[longest].ids.size(),
+                                     " tokens exceeds max_item_tokens=")));
+  limits = TokenLimits{};
+  limits.max_query_tokens = static_cast<int>(c.prefix_ids.size()) - 1;
+  r = ScoreWorkItem(*engine_, work, limits);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("query: "));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("max_query_tokens="));
+  limits = TokenLimits{};
+  limits.max_request_tokens = 10;
+  r = ScoreWorkItem(*engine_, work, limits);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("exceeds max_request_tokens=10"));
+  work.set_end(40);
+  r = ScoreWorkItem(*engine_, work, TokenLimits{});
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("outside the request's 17 items"));
+}
+
+TEST_F(ScoreWorkItemTest, SigmoidOnRequest) {
+  const auto& c = golden_->cases[0];
+  v1::WorkItem work;
+  *work.mutable_request() = Request(c);
+  work.mutable_request()->set_apply_sigmoid(true);
+  work.set_end(1);
+  auto r = ScoreWorkItem(*engine_, work, TokenLimits{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(WithinF32Tolerance(r->scores(0), 1.0 / (1.0 + std::exp(-c.items[0].score))));
+}
+
+}  // namespace
+}  // namespace rankd::worker
