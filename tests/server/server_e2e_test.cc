@@ -168,6 +168,22 @@ class AsyncScore {
   std::atomic<int> order_{0};
 };
 
+// Waits until `victim` has been replaced: two workers, neither of them `victim`, both up. (The
+// new pid appears only after the server reaped the victim, so the gauge cannot be stale.)
+bool WaitForReplacement(const TestServer& server, pid_t victim) {
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::vector<pid_t> pids = server.WorkerPids();
+    if (pids.size() == 2 && pids[0] != victim && pids[1] != victim &&
+        server.Metric("rankd_workers_up") == 2 &&
+        server.Health("rankd.v1.Scorer") == HealthStatus::SERVING) {
+      return true;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return false;
+}
+
 std::unique_ptr<TestServer> StartReady(const std::string& config) {
   auto server = TestServer::Start(config);
   if (server == nullptr) return nullptr;
@@ -496,10 +512,7 @@ TEST(ServeTest, WorkKilledInFlightIsSentToTheOtherWorker) {
   EXPECT_EQ(GoldenMismatch(stuck->response(), c), "");
   EXPECT_GE(server->Metric("rankd_worker_retries_total").value_or(0), 1);
   // A new worker replaces the killed one.
-  EXPECT_TRUE(server->WaitReady(2, kLiveness));
-  const std::vector<pid_t> now = server->WorkerPids();
-  EXPECT_EQ(now.size(), 2u);
-  EXPECT_THAT(now, ::testing::Not(::testing::Contains(victim)));
+  EXPECT_TRUE(WaitForReplacement(*server, victim)) << server->Log();
   EXPECT_GE(server->Metric("rankd_worker_restarts_total").value_or(0), 1);
 }
 
@@ -547,11 +560,8 @@ TEST(ServeTest, KillingAWorkerUnderLoadLosesNoRequestAndThePoolRecovers) {
   ASSERT_EQ(pids.size(), 2u);
   ASSERT_EQ(kill(pids[1], SIGKILL), 0);
   const int ok_at_kill = ok;
-  const bool recovered = wait_until([&] {
-    const std::vector<pid_t> now = server->WorkerPids();
-    return ok >= ok_at_kill + 20 && now.size() == 2 && now[0] != pids[1] && now[1] != pids[1] &&
-           server->Metric("rankd_workers_up") == 2;
-  });
+  const bool recovered =
+      WaitForReplacement(*server, pids[1]) && wait_until([&] { return ok >= ok_at_kill + 20; });
   stop = true;
   for (auto& t : clients) t.join();
   EXPECT_TRUE(recovered) << server->Log();
@@ -577,12 +587,8 @@ TEST(ServeTest, HungWorkerIsKilledAndReplaced) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(GoldenMismatch(response, c), "");
   }
-  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
-  while (ProcessExists(victim) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
+  EXPECT_TRUE(WaitForReplacement(*server, victim)) << server->Log();
   EXPECT_FALSE(ProcessExists(victim));
-  EXPECT_TRUE(server->WaitReady(2, kLiveness));
   EXPECT_THAT(server->Log(), HasSubstr("did not answer a ping"));
 }
 
