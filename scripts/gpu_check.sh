@@ -4,7 +4,7 @@
 #   tests      every GPU test binary (bundle/gpu_tests.txt), with their [stats] error lines
 #   score      `rankd score --backend cuda` (both strategies) on llama-cls's golden cases, compared
 #              with the golden scores
-#   bench      the standard workload (ARCHITECTURE.md, "Measuring") through cuda_engine_bench
+#   bench      the standard workload (ARCHITECTURE.md, "Measuring") through rankd-bench engine
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
@@ -101,18 +101,18 @@ PY
       ;;
     bench)
       if [[ ! -f $MODEL_379M/model.safetensors ]]; then
-        run "make-model 379m" "$OUT/bench.log" 300 "$BIN/cuda_engine_bench" make-model \
+        run "make-model 379m" "$OUT/bench.log" 300 "$BIN/rankd-bench" make-model \
           --preset 379m --out "$MODEL_379M" --tokenizer-from tests/data/models/llama-cls
       fi
       for strategy in ibpc multi-item; do
         for ni in 50 250; do
-          run "engine $strategy ni=$ni" "$OUT/bench.log" 300 "$BIN/cuda_engine_bench" engine \
+          run "engine $strategy ni=$ni" "$OUT/bench.log" 300 "$BIN/rankd-bench" engine \
             --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --ni $ni --iters 20 \
             --strategy $strategy &&
             grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
         done
       done
-      run "engine ibpc embedding items ni=250" "$OUT/bench.log" 300 "$BIN/cuda_engine_bench" \
+      run "engine ibpc embedding items ni=250" "$OUT/bench.log" 300 "$BIN/rankd-bench" \
         engine --backend cuda --model "$MODEL_379M" --tq 50 --ni 250 --items embedding --iters 50 &&
         grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
       ;;

@@ -305,15 +305,16 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
     }
     return ptrs;
   };
+  // cuBLASLt's workspace first: the block's start (cudaMalloc) is 256-byte aligned, as it needs.
   Carver measure;
+  measure.Take<char>(kGemmWorkspaceBytes);
   carve(measure);
   measure.Take<float>(inv_freq.size());
-  measure.Take<char>(kGemmWorkspaceBytes);
   RANKD_ASSIGN_OR_RETURN(weights_, Arena::Create(Arena::Kind::kDevice, measure.bytes()));
   Carver c = weights_->carver();
+  void* gemm_ws = c.Take<char>(kGemmWorkspaceBytes);
   std::vector<bf16*> ptrs = carve(c);
   float* inv_freq_dev = c.Take<float>(inv_freq.size());
-  void* gemm_ws = c.Take<char>(kGemmWorkspaceBytes);
 
   std::vector<uint16_t> host;  // one tensor's bf16 bits at a time
   for (size_t i = 0; i < uploads.size(); ++i) {

@@ -7,6 +7,10 @@
 namespace rankd::cuda {
 
 absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(void* workspace, size_t workspace_bytes) {
+  if (reinterpret_cast<uintptr_t>(workspace) % kGemmWorkspaceAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt workspace is not ",
+                                                   kGemmWorkspaceAlignment, "-byte aligned"));
+  }
   cublasLtHandle_t handle = nullptr;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
   return std::unique_ptr<Gemm>(new Gemm(handle, workspace, workspace_bytes));
@@ -71,6 +75,17 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
   const uint64_t ws = workspace_bytes_;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  // The heuristic assumes 256-byte-aligned matrices unless told otherwise, and its pick then
+  // fails (CUBLAS_STATUS_INVALID_VALUE) on arena buffers that are only 128-byte aligned.
+  const uint32_t align = kGemmAlignment;
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+    }
+  }
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
@@ -91,6 +106,12 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
 absl::Status Gemm::Run(const void* x, const void* w, int T, int in, int out, void* y,
                        bool f32_out, cudaStream_t stream) {
   if (T == 0) return absl::OkStatus();
+  for (const void* ptr : {x, w, static_cast<const void*>(y)}) {
+    if (reinterpret_cast<uintptr_t>(ptr) % kGemmAlignment != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GEMM operand 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)), " is not ", kGemmAlignment, "-byte aligned"));
+    }
+  }
   RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out));
   const float alpha = 1.0f, beta = f32_out ? 1.0f : 0.0f;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->op, &alpha, w, p->a, x, p->b, &beta, y,

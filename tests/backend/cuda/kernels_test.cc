@@ -354,33 +354,62 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// Operands straight from cudaMalloc (256-byte aligned) and, as arena buffers can be, 128 bytes
+// past such an address.
 TEST_F(KernelTest, GemmBf16OutputAndFp32Accumulate) {
   DeviceArray<char> workspace(32 << 20);
   auto gemm = Gemm::Create(workspace.get(), workspace.size());
   ASSERT_TRUE(gemm.ok()) << gemm.status();
   for (const auto& [T, in, out] : {std::tuple{1, 72, 200}, {37, 72, 200}, {300, 1000, 333},
-                                  {7, 64, 1}}) {
-    SCOPED_TRACE(::testing::Message() << "T=" << T << " in=" << in << " out=" << out);
-    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(T) * in, 1.0f);
-    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(out) * in, 0.2f);
-    const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(T) * out, 1.0f);
-    std::vector<float> ref(static_cast<size_t>(T) * out);
-    cpu::Linear(x.data(), w.data(), nullptr, T, in, out, ref.data());
+                                   {7, 64, 1}}) {
+    for (const int shift : {0, 128}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << T << " in=" << in << " out=" << out
+                                        << " operands 256-aligned + " << shift << " bytes");
+      const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(T) * in, 1.0f);
+      const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(out) * in, 0.2f);
+      const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(T) * out, 1.0f);
+      std::vector<float> ref(static_cast<size_t>(T) * out);
+      cpu::Linear(x.data(), w.data(), nullptr, T, in, out, ref.data());
 
-    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w)), d_y(ref.size());
-    d_y.Poison();
-    ASSERT_TRUE((*gemm)->Linear(d_x.get(), d_w.get(), T, in, out, d_y.get(), nullptr).ok());
-    Sync();
-    EXPECT_LT(RelNormError(FromBf16(d_y.Download()), ref), kOneRounding) << "bf16 output";
+      // Each operand sits `shift` bytes into its allocation.
+      auto shifted = [&](auto host) {
+        using E = typename decltype(host)::value_type;
+        host.insert(host.begin(), shift / sizeof(E), E{});
+        return host;
+      };
+      DeviceArray<bf16> d_x(shifted(ToBf16(x))), d_w(shifted(ToBf16(w))),
+          d_y(ref.size() + shift / sizeof(bf16));
+      bf16* y = d_y.get() + shift / sizeof(bf16);
+      d_y.Poison();
+      const absl::Status s1 = (*gemm)->Linear(d_x.get() + shift / sizeof(bf16),
+                                              d_w.get() + shift / sizeof(bf16), T, in, out, y,
+                                              nullptr);
+      ASSERT_TRUE(s1.ok()) << s1;
+      Sync();
+      std::vector<bf16> got(ref.size());
+      RANKD_EXPECT_CUDA_OK(
+          cudaMemcpy(got.data(), y, got.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+      EXPECT_LT(RelNormError(FromBf16(got), ref), kOneRounding) << "bf16 output";
 
-    DeviceArray<float> d_acc(y0);
-    ASSERT_TRUE((*gemm)->LinearAccumulate(d_x.get(), d_w.get(), T, in, out, d_acc.get(), nullptr)
-                    .ok());
-    Sync();
-    std::vector<float> ref_acc = y0;
-    cpu::AddInPlace(ref_acc.data(), ref.data(), static_cast<int64_t>(ref.size()));
-    EXPECT_LT(RelNormError(d_acc.Download(), ref_acc), kFp32) << "fp32 accumulate";
+      DeviceArray<float> d_acc(shifted(y0));
+      float* acc = d_acc.get() + shift / sizeof(float);
+      const absl::Status s2 = (*gemm)->LinearAccumulate(
+          d_x.get() + shift / sizeof(bf16), d_w.get() + shift / sizeof(bf16), T, in, out, acc,
+          nullptr);
+      ASSERT_TRUE(s2.ok()) << s2;
+      Sync();
+      std::vector<float> got_acc(ref.size());
+      RANKD_EXPECT_CUDA_OK(cudaMemcpy(got_acc.data(), acc, got_acc.size() * sizeof(float),
+                                      cudaMemcpyDeviceToHost));
+      std::vector<float> ref_acc = y0;
+      cpu::AddInPlace(ref_acc.data(), ref.data(), static_cast<int64_t>(ref.size()));
+      EXPECT_LT(RelNormError(got_acc, ref_acc), kFp32) << "fp32 accumulate";
+    }
   }
+  // A misaligned operand is refused, not handed to cuBLASLt.
+  DeviceArray<bf16> a(64), b(64);
+  EXPECT_EQ((*gemm)->Linear(a.get() + 1, b.get(), 1, 8, 8, b.get(), nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(KernelTest, ArenaBuffersAreAligned) {

@@ -17,10 +17,14 @@
 
 namespace rankd::cuda {
 
+// Every matrix must be this aligned (arena buffers are); the workspace, more.
+inline constexpr size_t kGemmAlignment = 128;
+inline constexpr size_t kGemmWorkspaceAlignment = 256;
+
 class Gemm {
  public:
-  // `workspace` (device, `workspace_bytes`) is cuBLASLt's scratch; it must outlive the Gemm and
-  // be used by one stream at a time.
+  // `workspace` (device, `workspace_bytes`, kGemmWorkspaceAlignment-aligned) is cuBLASLt's
+  // scratch; it must outlive the Gemm and be used by one stream at a time.
   static absl::StatusOr<std::unique_ptr<Gemm>> Create(void* workspace, size_t workspace_bytes);
   ~Gemm();
   Gemm(const Gemm&) = delete;
