@@ -41,6 +41,20 @@ void AppendScores(const ScoreRequest& request, int begin, int end, int scored_en
   }
 }
 
+// A caller's string for the log: bounded, with no quotes, backslashes or control characters
+// (which would break JSON-lines logs).
+std::string ForLog(const std::string& s) {
+  std::string out = s.substr(0, 256);
+  for (char& c : out) {
+    if (c == '"' || c == '\\') {
+      c = '\'';
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      c = ' ';
+    }
+  }
+  return out;
+}
+
 // Metrics and the access log of one finished call.
 void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc::Status& status,
                 Clock::time_point start, absl::string_view rpc) {
@@ -50,12 +64,13 @@ void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc:
   const auto code = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
   if (status.error_code() == grpc::StatusCode::INTERNAL ||
       status.error_code() == grpc::StatusCode::UNKNOWN) {
-    spdlog::error("{} request_id={} items={} {} in {:.1f} ms: {}", rpc, request.request_id(),
-                  request.items_size(), code, 1e3 * seconds, status.error_message());
+    spdlog::error("{} request_id={} items={} {} in {:.1f} ms: {}", rpc,
+                  ForLog(request.request_id()), request.items_size(), code, 1e3 * seconds,
+                  ForLog(status.error_message()));
   } else if (service->config().logging.access_log) {
-    spdlog::info("{} request_id={} items={} {} in {:.1f} ms{}{}", rpc, request.request_id(),
-                 request.items_size(), code, 1e3 * seconds, status.ok() ? "" : ": ",
-                 status.error_message());
+    spdlog::info("{} request_id={} items={} {} in {:.1f} ms{}{}", rpc,
+                 ForLog(request.request_id()), request.items_size(), code, 1e3 * seconds,
+                 status.ok() ? "" : ": ", ForLog(status.error_message()));
   }
 }
 

@@ -592,6 +592,23 @@ TEST(ServeTest, HungWorkerIsKilledAndReplaced) {
   EXPECT_THAT(server->Log(), HasSubstr("did not answer a ping"));
 }
 
+TEST(ServeTest, WorkersDieWithAKilledServer) {
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> workers = server->WorkerPids();
+  ASSERT_EQ(workers.size(), 2u);
+  server->Signal(SIGKILL);
+  ASSERT_TRUE(server->WaitExit(kLiveness).has_value());
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  auto any_alive = [&] {
+    return std::any_of(workers.begin(), workers.end(), [](pid_t p) { return ProcessExists(p); });
+  };
+  while (any_alive() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_FALSE(any_alive());
+}
+
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
 
 class StoppedWorkers {
