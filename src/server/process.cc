@@ -67,6 +67,9 @@ absl::StatusOr<pid_t> SpawnSelf(const std::vector<std::string>& argv,
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // fails for KILL/STOP
     if (sigprocmask(SIG_SETMASK, &all_signals, nullptr) != 0) fail(step = 4);
+    // Nothing but stdin/out/err crosses the exec (the front end's listening sockets must not
+    // outlive it in a worker). Best effort: kernels before 5.11 lack the flag.
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     execve("/proc/self/exe", c_argv.data(), c_env.data());
     fail(step = 5);
   }

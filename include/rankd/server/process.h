@@ -19,7 +19,8 @@ namespace rankd::server {
 // - gets SIGKILL when the thread that spawned it exits (PR_SET_PDEATHSIG), so no worker outlives
 //   a front end that was killed;
 // - starts with all signals unblocked and at their default action;
-// - is pinned to `cpus` (sched_setaffinity) when that is not empty.
+// - is pinned to `cpus` (sched_setaffinity) when that is not empty;
+// - inherits no file descriptor but 0, 1 and 2.
 // Returns once the exec succeeded (or with the reason it failed).
 absl::StatusOr<pid_t> SpawnSelf(const std::vector<std::string>& argv,
                                 const std::vector<std::string>& env, const std::vector<int>& cpus);
