@@ -34,7 +34,8 @@ using std::chrono::seconds;
 constexpr milliseconds kLiveness = seconds(60);
 
 // Two workers, tight limits (so that the limit tests stay small), quick hang detection.
-std::string MainConfig(const std::string& model, const std::string& head = "") {
+std::string MainConfig(const std::string& model, const std::string& head = "",
+                       const std::string& more_worker_settings = "") {
   return absl::StrCat("model:\n  dir: ", ModelDir(model), "\n",
                       head.empty() ? "" : absl::StrCat("  head: \"", head, "\"\n"),
                       "  threads: 1\n"
@@ -51,7 +52,8 @@ std::string MainConfig(const std::string& model, const std::string& head = "") {
                       "  count: 2\n"
                       "  ping_interval_s: 0.2\n"
                       "  ping_timeout_s: 2\n"
-                      "  restart_backoff_s: 0.1\n"
+                      "  restart_backoff_s: 0.1\n",
+                      more_worker_settings,
                       "logging:\n"
                       "  access_log: true\n");
 }
@@ -590,6 +592,21 @@ TEST(ServeTest, HungWorkerIsKilledAndReplaced) {
   EXPECT_TRUE(WaitForReplacement(*server, victim)) << server->Log();
   EXPECT_FALSE(ProcessExists(victim));
   EXPECT_THAT(server->Log(), HasSubstr("did not answer a ping"));
+}
+
+TEST(ServeTest, WorkersArePinnedToTheirCpus) {
+  auto server = StartReady(MainConfig("llama-cls", "", "  cpu_affinity: [[0], [0]]\n"));
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> workers = server->WorkerPids();
+  ASSERT_EQ(workers.size(), 2u);
+  for (pid_t p : workers) {
+    std::ifstream status(absl::StrCat("/proc/", p, "/status"));
+    std::string line, cpus;
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus = line.substr(line.find_last_of("\t ") + 1);
+    }
+    EXPECT_EQ(cpus, "0") << "worker " << p;
+  }
 }
 
 TEST(ServeTest, WorkersDieWithAKilledServer) {
