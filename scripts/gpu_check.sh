@@ -4,10 +4,13 @@
 #   tests      every GPU test binary (bundle/gpu_tests.txt), with their [stats] error lines
 #   score      `rankd score --backend cuda` (both strategies) on llama-cls's golden cases, compared
 #              with the golden scores
+#   serve      `rankd serve --backend cuda` (one worker) answering llama-cls's golden text cases
+#              through rankd-client, compared with the golden scores
 #   bench      the standard workload (ARCHITECTURE.md, "Measuring") through rankd-bench engine
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
+# The bundle must hold rankd, rankd-client, rankd-bench and the GPU test binaries.
 #
 #   scripts/gpu_check.sh [PHASE...]
 set -uo pipefail
@@ -19,16 +22,17 @@ SANITIZER=${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
 phases=("$@")
-[[ ${#phases[@]} == 0 ]] && phases=(tests score bench memcheck racecheck)
+[[ ${#phases[@]} == 0 ]] && phases=(tests score serve bench memcheck racecheck)
 
 if [[ ! -d $BUNDLE/bin && -f $BUNDLE/rankd-bundle.tar.xz ]]; then
   tar -C "$BUNDLE" -xJf "$BUNDLE/rankd-bundle.tar.xz" 2>/dev/null ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
       "$BUNDLE/rankd-bundle.tar.xz" "$BUNDLE" || { echo "cannot unpack the bundle" >&2; exit 1; }
 fi
-export LD_LIBRARY_PATH=$PWD/$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+BUNDLE=$(realpath "$BUNDLE")
+export LD_LIBRARY_PATH=$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export RANKD_TEST_DATA_DIR=$PWD/tests/data
-BIN=$PWD/$BUNDLE/bin
+BIN=$BUNDLE/bin
 mapfile -t GPU_TESTS < <(grep -v '^$' "$BUNDLE/gpu_tests.txt" 2>/dev/null)
 [[ ${#GPU_TESTS[@]} == 0 ]] && GPU_TESTS=(cuda_kernels_test cuda_backend_test)
 
@@ -98,6 +102,56 @@ PY
         fi
       done
       rm -f "$OUT/score_in.jsonl" "$OUT/score_out.jsonl"
+      ;;
+    serve)
+      g=tests/data/models/llama-cls/golden.json
+      ready=/tmp/rankd-gpu-check-ready.json
+      rm -f "$ready"
+      "$BIN/rankd" serve --backend "${SERVE_BACKEND:-cuda}" --model tests/data/models/llama-cls \
+        --workers 1 \
+        --listen 127.0.0.1:0 --ready-file "$ready" >>"$OUT/serve.log" 2>&1 &
+      server=$!
+      for _ in $(seq 120); do [[ -s $ready ]] && break; sleep 0.5; done
+      if [[ ! -s $ready ]]; then
+        say "rankd serve --backend cuda did not get ready in 60 s"
+        failed+=("serve")
+      else
+        port=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["grpc_port"])' \
+          "$ready")
+        python3 - "$g" /tmp/rankd-serve-in.jsonl <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "w") as f:
+    for c in g["cases"]:
+        f.write(json.dumps({"query": c["query"], "items": [{"text": i["text"]} for i in c["items"]]}) + "\n")
+PY
+        run "rankd serve --backend cuda + client" "$OUT/serve.log" 120 sh -c \
+          "'$BIN/rankd-client' score --target 127.0.0.1:$port --input /tmp/rankd-serve-in.jsonl \
+           > /tmp/rankd-serve-out.jsonl" &&
+          python3 - "$g" /tmp/rankd-serve-out.jsonl <<'PY' 2>&1 | tee -a "$SUMMARY" "$OUT/serve.log"
+import json, sys
+g = json.load(open(sys.argv[1]))
+outs = [json.loads(l) for l in open(sys.argv[2])]
+worst, bad, n = 0.0, 0, 0
+for c, out in zip(g["cases"], outs):
+    got = [s.get("score", 0.0) for s in out.get("scores", [])]
+    if len(got) != len(c["items"]):
+        bad += 1
+    for it, s in zip(c["items"], got):
+        ref, hf = it["score"], it.get("score_bf16_cuda")
+        allowed = max(2e-2 * max(1, abs(ref)), 1.5 * abs(hf - ref) if hf is not None else 0)
+        worst = max(worst, abs(s - ref))
+        bad += abs(s - ref) > allowed
+        n += 1
+print(f"    serve: {n} scores, max |err| {worst:.4g}, {bad} outside the bf16 tolerance")
+sys.exit(1 if bad or n == 0 or len(outs) != len(g["cases"]) else 0)
+PY
+        [[ ${PIPESTATUS[0]} == 0 ]] || failed+=("serve compare")
+      fi
+      kill -TERM "$server" 2>/dev/null
+      wait "$server"
+      say "$(printf '%-40s rc=%s' "rankd serve exit after SIGTERM" "$?")"
+      rm -f "$ready" /tmp/rankd-serve-in.jsonl /tmp/rankd-serve-out.jsonl
       ;;
     bench)
       if [[ ! -f $MODEL_379M/model.safetensors ]]; then
