@@ -27,9 +27,8 @@ __global__ void EmbeddingGatherKernel(const int32_t* __restrict__ tokens,
 
 }  // namespace
 
-cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens,
-                                  const __nv_bfloat16* table, const float* rows, int hidden,
-                                  float* out, cudaStream_t stream) {
+cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens, const __nv_bfloat16* table,
+                                  const float* rows, int hidden, float* out, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
   EmbeddingGatherKernel<<<num_tokens, kThreads, 0, stream>>>(tokens, table, rows, hidden, out);
   return cudaGetLastError();

@@ -13,9 +13,8 @@ namespace rankd::kernels {
 //   tokens [T] int32; table [V, H] bf16 row-major; rows [R, H] fp32 row-major (may be null when
 //   no token is negative); out [T, H] fp32 row-major (the residual stream).
 // Ids are not checked here: the caller validates them against V and R.
-cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens,
-                                  const __nv_bfloat16* table, const float* rows, int hidden,
-                                  float* out, cudaStream_t stream);
+cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens, const __nv_bfloat16* table,
+                                  const float* rows, int hidden, float* out, cudaStream_t stream);
 
 }  // namespace rankd::kernels
 

@@ -226,15 +226,24 @@ cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t s
   if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0) return cudaErrorInvalidValue;
   if (p.num_tiles == 0) return cudaSuccess;
   switch (p.head_dim) {
-    case 16: return Launch<16>(p, stream);
-    case 32: return Launch<32>(p, stream);
-    case 48: return Launch<48>(p, stream);
-    case 64: return Launch<64>(p, stream);
-    case 80: return Launch<80>(p, stream);
-    case 96: return Launch<96>(p, stream);
-    case 112: return Launch<112>(p, stream);
-    case 128: return Launch<128>(p, stream);
-    default: return cudaErrorInvalidValue;
+    case 16:
+      return Launch<16>(p, stream);
+    case 32:
+      return Launch<32>(p, stream);
+    case 48:
+      return Launch<48>(p, stream);
+    case 64:
+      return Launch<64>(p, stream);
+    case 80:
+      return Launch<80>(p, stream);
+    case 96:
+      return Launch<96>(p, stream);
+    case 112:
+      return Launch<112>(p, stream);
+    case 128:
+      return Launch<128>(p, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

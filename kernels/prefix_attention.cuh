@@ -34,10 +34,10 @@ struct PrefixAttentionParams {
   const int32_t* seg_ctx_len = nullptr;  // [S] int32
   const int2* tiles = nullptr;           // [num_tiles] (segment, first query row), see FillTiles
   int num_tiles = 0;
-  int num_q_heads = 0;                   // Nq, a multiple of Nkv
-  int num_kv_heads = 0;                  // Nkv
-  int head_dim = 0;                      // D, see PrefixAttentionSupportsHeadDim
-  __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
+  int num_q_heads = 0;           // Nq, a multiple of Nkv
+  int num_kv_heads = 0;          // Nkv
+  int head_dim = 0;              // D, see PrefixAttentionSupportsHeadDim
+  __nv_bfloat16* out = nullptr;  // [T, Nq, D] bf16
 };
 
 // head_dim must be a multiple of 16 in 16..128.

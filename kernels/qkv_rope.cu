@@ -45,8 +45,8 @@ __global__ void QkvRopeKernel(QkvRopeParams p) {
   } else if (is_k) {
     dst = p.k + (static_cast<int64_t>(t) * p.num_kv_heads + (slot - p.num_q_heads)) * D;
   } else {
-    dst = p.v + (static_cast<int64_t>(t) * p.num_kv_heads +
-                 (slot - p.num_q_heads - p.num_kv_heads)) * D;
+    dst = p.v +
+          (static_cast<int64_t>(t) * p.num_kv_heads + (slot - p.num_q_heads - p.num_kv_heads)) * D;
   }
 
   if (is_q || is_k) {
@@ -94,8 +94,7 @@ cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > kQkvRopeMaxHeadDim) {
     return cudaErrorInvalidValue;
   }
-  const int64_t jobs =
-      static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + 2 * p.num_kv_heads);
+  const int64_t jobs = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + 2 * p.num_kv_heads);
   if (jobs == 0) return cudaSuccess;
   QkvRopeKernel<<<CeilDiv(jobs, kWarpsPerBlock), kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
   return cudaGetLastError();

@@ -33,8 +33,8 @@ struct QkvRopeParams {
 
 // For each token and head h: x = qkv[t, h] (+ bias[h]); for q and k heads x = RMSNorm(x) * norm
 // (when q_norm is set), then x[i], x[i + D/2] rotated by the angle positions[t] * inv_freq[i].
-// Everything in fp32, each output rounded once to bf16. Returns cudaErrorInvalidValue for a head_dim
-// that is odd or above kQkvRopeMaxHeadDim.
+// Everything in fp32, each output rounded once to bf16. Returns cudaErrorInvalidValue for a
+// head_dim that is odd or above kQkvRopeMaxHeadDim.
 cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream);
 
 }  // namespace rankd::kernels

@@ -49,8 +49,8 @@ cudaError_t LaunchSwiGlu(const __nv_bfloat16* gate_up, int num_tokens, int inter
                          __nv_bfloat16* out, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(num_tokens) * intermediate;
   if (n == 0) return cudaSuccess;
-  const bool aligned = reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   if (intermediate % 8 == 0 && aligned) {
     const int per_row = intermediate / 8;
     const int64_t chunks = static_cast<int64_t>(num_tokens) * per_row;

@@ -81,8 +81,8 @@ class CudaPrefix final : public PrefixState {
   size_t bytes() const override { return kv_bytes_ + ids_.size() * sizeof(int32_t); }
 
   absl::Status AllocateKv(size_t bytes) {
-    RANKD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&kv_), bytes,
-                                               ctx_->stream()));
+    RANKD_CUDA_RETURN_IF_ERROR(
+        cudaMallocAsync(reinterpret_cast<void**>(&kv_), bytes, ctx_->stream()));
     kv_bytes_ = bytes;
     return absl::OkStatus();
   }
@@ -206,18 +206,18 @@ class CudaBackend final : public engine::Backend {
   std::unique_ptr<Arena> staging_;
   size_t meta_bytes_ = 0;
   Meta dev_meta_, host_meta_;
-  float* x_ = nullptr;         // [T, H] fp32 residual stream
-  bf16* normed_ = nullptr;     // [T, H]
-  bf16* wide_ = nullptr;       // [T, max(Q + 2KV, 2I)]: qkv, later gate_up
-  bf16* q_ = nullptr;          // [T, Nq, D]
-  bf16* k_ = nullptr;          // [T, Nkv, D] own-token keys
-  bf16* v_ = nullptr;          // [T, Nkv, D] own-token values
-  bf16* attn_ = nullptr;       // [T, Nq, D]
-  bf16* act_ = nullptr;        // [T, I]
-  float* dev_rows_ = nullptr;  // [R, H] fp32 injected embedding rows
-  float* dev_scores_ = nullptr;   // [T] fp32 (N <= T)
-  float* host_rows_ = nullptr;    // [R, H] fp32 pinned
-  float* host_scores_ = nullptr;  // [T] fp32 pinned
+  float* x_ = nullptr;                  // [T, H] fp32 residual stream
+  bf16* normed_ = nullptr;              // [T, H]
+  bf16* wide_ = nullptr;                // [T, max(Q + 2KV, 2I)]: qkv, later gate_up
+  bf16* q_ = nullptr;                   // [T, Nq, D]
+  bf16* k_ = nullptr;                   // [T, Nkv, D] own-token keys
+  bf16* v_ = nullptr;                   // [T, Nkv, D] own-token values
+  bf16* attn_ = nullptr;                // [T, Nq, D]
+  bf16* act_ = nullptr;                 // [T, I]
+  float* dev_rows_ = nullptr;           // [R, H] fp32 injected embedding rows
+  float* dev_scores_ = nullptr;         // [T] fp32 (N <= T)
+  float* host_rows_ = nullptr;          // [R, H] fp32 pinned
+  float* host_scores_ = nullptr;        // [T] fp32 pinned
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of staging
 };
 
@@ -272,8 +272,9 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   if (head_.type == HeadSpec::Type::kClassifier) {
     uploads.push_back({&head_rows_, {Piece{t.head, int64_t{head_.index} * H, H}}});
   } else {
-    uploads.push_back({&head_rows_, {Piece{t.head, int64_t{head_.yes_id} * H, H},
-                                     Piece{t.head, int64_t{head_.no_id} * H, H}}});
+    uploads.push_back({&head_rows_,
+                       {Piece{t.head, int64_t{head_.yes_id} * H, H},
+                        Piece{t.head, int64_t{head_.no_id} * H, H}}});
   }
   layers_.resize(L);
   for (int l = 0; l < L; ++l) {
@@ -358,8 +359,8 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
   if (workspace_ && tokens <= cap_.tokens && rows <= cap_.rows) return absl::OkStatus();
   Capacity cap;
   // Grow what is short by at least half, so that slowly rising sizes reallocate rarely.
-  cap.tokens = tokens <= cap_.tokens ? cap_.tokens
-                                     : std::max({tokens, cap_.tokens + cap_.tokens / 2, 256});
+  cap.tokens =
+      tokens <= cap_.tokens ? cap_.tokens : std::max({tokens, cap_.tokens + cap_.tokens / 2, 256});
   cap.rows = rows <= cap_.rows ? cap_.rows : std::max(rows, cap_.rows + cap_.rows / 2);
   // The old blocks may still be in use by queued work.
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
@@ -396,9 +397,10 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
   carve_device(dev);
   carve_host(host);
   cap_ = cap;
-  spdlog::debug("cuda backend: workspace for {} tokens, {} embedding rows: {:.1f} MiB device, "
-                "{:.1f} MiB pinned", cap.tokens, cap.rows, workspace_->capacity() / 1048576.0,
-                staging_->capacity() / 1048576.0);
+  spdlog::debug(
+      "cuda backend: workspace for {} tokens, {} embedding rows: {:.1f} MiB device, "
+      "{:.1f} MiB pinned",
+      cap.tokens, cap.rows, workspace_->capacity() / 1048576.0, staging_->capacity() / 1048576.0);
   return absl::OkStatus();
 }
 
@@ -414,17 +416,16 @@ int CudaBackend::FillTiles(int num_segments) {
 
 absl::Status CudaBackend::UploadAndEmbed(int num_tokens, int num_rows) {
   cudaStream_t s = ctx_->stream();
-  RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dev_meta_.tokens, host_meta_.tokens, meta_bytes_,
-                                             cudaMemcpyHostToDevice, s));
+  RANKD_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dev_meta_.tokens, host_meta_.tokens, meta_bytes_, cudaMemcpyHostToDevice, s));
   if (num_rows > 0) {
-    RANKD_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dev_rows_, host_rows_,
-                        sizeof(float) * num_rows * static_cast<size_t>(config_.hidden_size),
-                        cudaMemcpyHostToDevice, s));
+    RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        dev_rows_, host_rows_, sizeof(float) * num_rows * static_cast<size_t>(config_.hidden_size),
+        cudaMemcpyHostToDevice, s));
   }
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging_free_, s));
-  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(
-      dev_meta_.tokens, num_tokens, embed_, dev_rows_, config_.hidden_size, x_, s));
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(dev_meta_.tokens, num_tokens, embed_,
+                                                            dev_rows_, config_.hidden_size, x_, s));
   return absl::OkStatus();
 }
 
@@ -491,8 +492,8 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
                                                      config_.vocab_size, ")"));
     }
   }
-  auto prefix = std::make_shared<CudaPrefix>(this, ctx_,
-                                             std::vector<int32_t>(ids.begin(), ids.end()));
+  auto prefix =
+      std::make_shared<CudaPrefix>(this, ctx_, std::vector<int32_t>(ids.begin(), ids.end()));
   const int P = static_cast<int>(ids.size());
   if (strategy_ == Strategy::kMultiItem || P == 0) return prefix;
 
@@ -599,8 +600,8 @@ absl::Status CudaBackend::ScoreItems(const PrefixState& prefix_base, const ItemB
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
       x_, dev_meta_.last_rows, N, final_norm_, head_rows_,
       head_.type == HeadSpec::Type::kClassifier ? 1 : 2, config_.rms_norm_eps, H, dev_scores_, s));
-  RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_scores_, dev_scores_, sizeof(float) * N,
-                                             cudaMemcpyDeviceToHost, s));
+  RANKD_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_scores_, dev_scores_, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
   // The one synchronisation of a pass: the scores are read here.
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
   std::copy(host_scores_, host_scores_ + N, scores.begin());
@@ -623,20 +624,20 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCudaBackend(
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "backend 'cuda': no CUDA device is available (",
-        err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", ")"));
+    return absl::UnavailableError(
+        absl::StrCat("backend 'cuda': no CUDA device is available (",
+                     err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", ")"));
   }
   if (options.device < 0 || options.device >= devices) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda device ", options.device,
-                                                   " does not exist (", devices, " devices)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda device ", options.device, " does not exist (", devices, " devices)"));
   }
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(model_dir));
   RANKD_RETURN_IF_ERROR(engine::ValidateHead(config, head));
   if (!kernels::PrefixAttentionSupportsHeadDim(config.head_dim)) {
-    return absl::UnimplementedError(absl::StrCat(
-        model_dir, ": head_dim ", config.head_dim,
-        " is not supported by the CUDA attention kernel (multiples of 16 up to 128)"));
+    return absl::UnimplementedError(
+        absl::StrCat(model_dir, ": head_dim ", config.head_dim,
+                     " is not supported by the CUDA attention kernel (multiples of 16 up to 128)"));
   }
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));
   RANKD_ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(options.device));

@@ -4,8 +4,7 @@
 
 namespace rankd::cuda {
 
-absl::Status CudaStatus(cudaError_t err, absl::string_view expr, absl::string_view file,
-                        int line) {
+absl::Status CudaStatus(cudaError_t err, absl::string_view expr, absl::string_view file, int line) {
   if (err == cudaSuccess) return absl::OkStatus();
   std::string msg = absl::StrCat(expr, " failed at ", file, ":", line, ": ", cudaGetErrorName(err),
                                  ": ", cudaGetErrorString(err));
@@ -19,9 +18,9 @@ absl::Status CudaStatus(cudaError_t err, absl::string_view expr, absl::string_vi
 absl::Status CublasStatus(cublasStatus_t st, absl::string_view expr, absl::string_view file,
                           int line) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  std::string msg = absl::StrCat(expr, " failed at ", file, ":", line, ": cuBLAS status ",
-                                 static_cast<int>(st), " (", cublasLtGetStatusName(st), ": ",
-                                 cublasLtGetStatusString(st), ")");
+  std::string msg =
+      absl::StrCat(expr, " failed at ", file, ":", line, ": cuBLAS status ", static_cast<int>(st),
+                   " (", cublasLtGetStatusName(st), ": ", cublasLtGetStatusString(st), ")");
   if (st == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(msg);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(msg);
   return absl::InternalError(msg);

@@ -8,8 +8,8 @@ namespace rankd::cuda {
 
 absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(void* workspace, size_t workspace_bytes) {
   if (reinterpret_cast<uintptr_t>(workspace) % kGemmWorkspaceAlignment != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt workspace is not ",
-                                                   kGemmWorkspaceAlignment, "-byte aligned"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuBLASLt workspace is not ", kGemmWorkspaceAlignment, "-byte aligned"));
   }
   cublasLtHandle_t handle = nullptr;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
@@ -61,10 +61,10 @@ absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32
 absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      p->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      p->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                              &trans_a, sizeof(trans_a)));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                              &trans_b, sizeof(trans_b)));
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, in, out, in));
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, in, T, in));
   RANKD_CUBLAS_RETURN_IF_ERROR(
@@ -78,10 +78,9 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
   // The heuristic assumes 256-byte-aligned matrices unless told otherwise, and its pick then
   // fails (CUBLAS_STATUS_INVALID_VALUE) on arena buffers that are only 128-byte aligned.
   const uint32_t align = kGemmAlignment;
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+  for (auto attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     if (st == CUBLAS_STATUS_SUCCESS) {
       st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
     }
@@ -103,20 +102,21 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
   return absl::OkStatus();
 }
 
-absl::Status Gemm::Run(const void* x, const void* w, int T, int in, int out, void* y,
-                       bool f32_out, cudaStream_t stream) {
+absl::Status Gemm::Run(const void* x, const void* w, int T, int in, int out, void* y, bool f32_out,
+                       cudaStream_t stream) {
   if (T == 0) return absl::OkStatus();
   for (const void* ptr : {x, w, static_cast<const void*>(y)}) {
     if (reinterpret_cast<uintptr_t>(ptr) % kGemmAlignment != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("GEMM operand 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)), " is not ", kGemmAlignment, "-byte aligned"));
+      return absl::InvalidArgumentError(absl::StrCat("GEMM operand 0x",
+                                                     absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+                                                     " is not ", kGemmAlignment, "-byte aligned"));
     }
   }
   RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out));
   const float alpha = 1.0f, beta = f32_out ? 1.0f : 0.0f;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->op, &alpha, w, p->a, x, p->b, &beta, y,
-                                              p->c, y, p->c, &p->algo, workspace_,
-                                              workspace_bytes_, stream));
+                                              p->c, y, p->c, &p->algo, workspace_, workspace_bytes_,
+                                              stream));
   return absl::OkStatus();
 }
 

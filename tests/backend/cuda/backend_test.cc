@@ -5,6 +5,8 @@
 //     on batch composition, each within bf16 rounding (kConsistency);
 //   - CUDA against the CPU backend on random prefixes, id items and embedding items.
 // Each test prints one "[stats]" line with its largest errors, for bench/RESULTS.md.
+#include "rankd/engine/backend.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <cstdio>
 #include <random>
 
-#include "rankd/engine/backend.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/config.h"
 #include "rankd/tokenizer/tokenizer.h"
@@ -45,11 +46,11 @@ struct Stats {
   std::string what;
   int n = 0;
   int non_finite = 0;
-  double max_abs = 0;       // max |got - ref|
-  double max_rel = 0;       // max |got - ref| / max(1, |ref|)
-  double max_vs_hf = 0;     // max |got - ref| / |hf_bf16 - ref|
-  double sum_sq = 0;        // sum (got - ref)^2
-  double hf_sum_sq = 0;     // sum (hf_bf16 - ref)^2 over the items that have hf_bf16
+  double max_abs = 0;    // max |got - ref|
+  double max_rel = 0;    // max |got - ref| / max(1, |ref|)
+  double max_vs_hf = 0;  // max |got - ref| / |hf_bf16 - ref|
+  double sum_sq = 0;     // sum (got - ref)^2
+  double hf_sum_sq = 0;  // sum (hf_bf16 - ref)^2 over the items that have hf_bf16
   void Add(double got, double ref, std::optional<double> hf = std::nullopt) {
     ++n;
     if (!std::isfinite(got)) {
@@ -68,9 +69,10 @@ struct Stats {
   double rms() const { return n > 0 ? std::sqrt(sum_sq / n) : 0; }
   double hf_rms() const { return n > 0 ? std::sqrt(hf_sum_sq / n) : 0; }
   ~Stats() {
-    std::printf("[stats] %s: n=%d non_finite=%d max_abs_err=%.3g max_rel_err=%.3g "
-                "max_err_over_hf_item_err=%.3g rms_err=%.3g hf_bf16_rms_err=%.3g\n",
-                what.c_str(), n, non_finite, max_abs, max_rel, max_vs_hf, rms(), hf_rms());
+    std::printf(
+        "[stats] %s: n=%d non_finite=%d max_abs_err=%.3g max_rel_err=%.3g "
+        "max_err_over_hf_item_err=%.3g rms_err=%.3g hf_bf16_rms_err=%.3g\n",
+        what.c_str(), n, non_finite, max_abs, max_rel, max_vs_hf, rms(), hf_rms());
   }
 };
 
@@ -139,7 +141,8 @@ std::string Name(const std::string& s) {
   return n;
 }
 
-// ---- golden scores, per model and strategy -------------------------------------------------------
+// ---- golden scores, per model and strategy
+// -------------------------------------------------------
 
 class CudaGoldenTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
@@ -153,9 +156,7 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::tuple<std::string, s
     ASSERT_TRUE(b.ok()) << b.status();
     backend_ = *std::move(b);
   }
-  std::string Tag(const std::string& test) const {
-    return model_ + " " + strategy_ + " " + test;
-  }
+  std::string Tag(const std::string& test) const { return model_ + " " + strategy_ + " " + test; }
 
   std::string model_, strategy_;
   Golden golden_;
@@ -171,8 +172,8 @@ TEST_P(CudaGoldenTest, IdItems) {
       const auto& it = c.items[i];
       st.Add(got[i], it.score, it.score_bf16_cuda);
       EXPECT_PRED3(WithinGoldenTolerance, got[i], it, hf_rms_)
-          << "query '" << c.query << "' item " << i << ": got " << got[i] << ", ref "
-          << it.score << ", HF bf16 " << it.score_bf16_cuda.value_or(NAN);
+          << "query '" << c.query << "' item " << i << ": got " << got[i] << ", ref " << it.score
+          << ", HF bf16 " << it.score_bf16_cuda.value_or(NAN);
     }
   }
   EXPECT_GT(st.n, 0);
@@ -290,7 +291,8 @@ INSTANTIATE_TEST_SUITE_P(AllModels, CudaGoldenTest,
                            return Name(std::get<0>(info.param) + "_" + std::get<1>(info.param));
                          });
 
-// ---- per model: strategies agree, CUDA vs CPU on random inputs ------------------------------------
+// ---- per model: strategies agree, CUDA vs CPU on random inputs
+// ------------------------------------
 
 class CudaRandomTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -336,9 +338,9 @@ TEST_P(CudaRandomTest, MatchesCpuBackendAndStrategiesAgree) {
     std::vector<int32_t> prefix;
     ItemBatch batch;
     MakeInputs((*cpu)->config(), &prefix, &batch);
-    SCOPED_TRACE(::testing::Message() << "round " << round << ": prefix " << prefix.size()
-                                    << " tokens, " << batch.num_items() << " items, "
-                                    << batch.num_tokens() << " item tokens");
+    SCOPED_TRACE(::testing::Message()
+                 << "round " << round << ": prefix " << prefix.size() << " tokens, "
+                 << batch.num_items() << " items, " << batch.num_tokens() << " item tokens");
     const std::vector<float> ref = Score(**cpu, prefix, batch);
     const std::vector<float> a = Score(**ibpc, prefix, batch);
     const std::vector<float> b = Score(**multi, prefix, batch);

@@ -29,6 +29,7 @@ struct Rounding {
   bool weights, normed, qkv, qkv_out, probs, attn, gate_up, act, residual, logits;
 };
 
+// clang-format off
 constexpr Rounding kVariants[] = {
     // name            w  norm qkv  q/k/v  P  attn  g/u  act  resid logits
     {"fp32",           0, 0,   0,   0,     0, 0,    0,   0,   0,    0},
@@ -36,6 +37,7 @@ constexpr Rounding kVariants[] = {
     {"cuda-backend",   1, 1,   1,   1,     1, 1,    1,   1,   0,    0},
     {"hf-like",        1, 1,   1,   1,     1, 1,    1,   1,   1,    1},
 };
+// clang-format on
 
 float Bf16(float x) { return model::Bf16ToF32(model::F32ToBf16(x)); }
 void Round(std::vector<float>& v, bool on) {
@@ -54,9 +56,8 @@ std::vector<float> Load(const model::TensorView* t, bool round) {
 // One sequence (prefix ++ item, from scratch) through the model; returns the score.
 double Score(const model::ModelConfig& c, const model::ModelTensors& t,
              const engine::HeadSpec& head, const std::vector<int32_t>& ids, const Rounding& r) {
-  const int T = static_cast<int>(ids.size()), H = c.hidden_size, D = c.head_dim,
-            Nq = c.num_heads, Nkv = c.num_kv_heads, Q = c.q_width(), KV = c.kv_width(),
-            I = c.intermediate_size;
+  const int T = static_cast<int>(ids.size()), H = c.hidden_size, D = c.head_dim, Nq = c.num_heads,
+            Nkv = c.num_kv_heads, Q = c.q_width(), KV = c.kv_width(), I = c.intermediate_size;
   const float eps = c.rms_norm_eps;
   const std::vector<float> embed = Load(t.embed, r.weights);
   const std::vector<float> inv_freq = cpu::RopeInverseFrequencies(c.rope, D);
@@ -102,7 +103,8 @@ double Score(const model::ModelConfig& c, const model::ModelTensors& t,
         float mx = -INFINITY;
         for (int j = 0; j <= i; ++j) {
           p[j] = cpu::Dot(&q[(static_cast<size_t>(i) * Nq + h) * D],
-                          &k[(static_cast<size_t>(j) * Nkv + kvh) * D], D) * scale;
+                          &k[(static_cast<size_t>(j) * Nkv + kvh) * D], D) *
+                 scale;
           mx = std::max(mx, p[j]);
         }
         double sum = 0;
@@ -139,8 +141,8 @@ double Score(const model::ModelConfig& c, const model::ModelTensors& t,
     Round(x, r.residual);
   }
   std::vector<float> last(H);
-  cpu::RmsNorm(x.data() + static_cast<size_t>(T - 1) * H, Load(t.final_norm, r.weights).data(),
-               eps, 1, H, last.data());
+  cpu::RmsNorm(x.data() + static_cast<size_t>(T - 1) * H, Load(t.final_norm, r.weights).data(), eps,
+               1, H, last.data());
   Round(last, r.logits);
   const std::vector<float> w_head = Load(t.head, r.weights);
   auto logit = [&](int row) {
@@ -176,14 +178,15 @@ int Replay(const std::string& name) {
         sq += err * err;
         hf_sq += hf_err * hf_err;
         worst = std::max(worst, err);
-        outside += !rankd::testing::WithinBf16Tolerance(it.score + err, it.score,
-                                                        it.score_bf16_cuda);
+        outside +=
+            !rankd::testing::WithinBf16Tolerance(it.score + err, it.score, it.score_bf16_cuda);
         ++n;
       }
     }
-    std::printf("%-20s %-13s items %3d  rms err %.4g  HF bf16 rms err %.4g  max err %.4g  "
-                "outside README tolerance %d\n",
-                name.c_str(), r.name, n, std::sqrt(sq / n), std::sqrt(hf_sq / n), worst, outside);
+    std::printf(
+        "%-20s %-13s items %3d  rms err %.4g  HF bf16 rms err %.4g  max err %.4g  "
+        "outside README tolerance %d\n",
+        name.c_str(), r.name, n, std::sqrt(sq / n), std::sqrt(hf_sq / n), worst, outside);
   }
   return 0;
 }

@@ -25,10 +25,10 @@ inline bool HasCudaDevice() {
 #define RANKD_SKIP_WITHOUT_GPU() \
   if (!::rankd::cuda::test_util::HasCudaDevice()) GTEST_SKIP() << "no CUDA device"
 
-#define RANKD_EXPECT_CUDA_OK(expr)                                                \
-  do {                                                                            \
-    const cudaError_t _e = (expr);                                                \
-    ASSERT_EQ(_e, cudaSuccess) << #expr << ": " << cudaGetErrorString(_e);        \
+#define RANKD_EXPECT_CUDA_OK(expr)                                         \
+  do {                                                                     \
+    const cudaError_t _e = (expr);                                         \
+    ASSERT_EQ(_e, cudaSuccess) << #expr << ": " << cudaGetErrorString(_e); \
   } while (0)
 
 // A device array of T, freed on destruction. Poison() fills it with 0xff bytes: NaN as fp32 and as

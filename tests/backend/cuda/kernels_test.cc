@@ -117,7 +117,7 @@ struct QkvCase {
 TEST_F(KernelTest, QkvBiasNormRope) {
   const QkvCase cases[] = {
       {23, 6, 2, 16, false, false, model::RopeType::kDefault},
-      {9, 4, 1, 48, true, false, model::RopeType::kDefault},  // Qwen2-style biases, MQA
+      {9, 4, 1, 48, true, false, model::RopeType::kDefault},   // Qwen2-style biases, MQA
       {17, 3, 1, 48, false, true, model::RopeType::kDefault},  // Qwen3-style q/k norm
       {5, 8, 8, 64, true, true, model::RopeType::kLinear},
       {31, 16, 2, 128, false, false, model::RopeType::kLlama3},
@@ -125,9 +125,8 @@ TEST_F(KernelTest, QkvBiasNormRope) {
       {2, 1, 1, 2, true, false, model::RopeType::kDefault},
   };
   for (const QkvCase& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " Nq=" << c.Nq << " Nkv=" << c.Nkv
-                                    << " D=" << c.D << " bias=" << c.bias
-                                    << " qk_norm=" << c.qk_norm);
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " Nq=" << c.Nq << " Nkv=" << c.Nkv << " D="
+                                      << c.D << " bias=" << c.bias << " qk_norm=" << c.qk_norm);
     const int Q = c.Nq * c.D, KV = c.Nkv * c.D, W = Q + 2 * KV;
     model::RopeConfig rope;
     rope.type = c.rope;
@@ -144,9 +143,11 @@ TEST_F(KernelTest, QkvBiasNormRope) {
     const float eps = 1e-6f;
 
     // Reference: bias, split, per-head norm, RoPE, one op at a time.
-    std::vector<float> q(static_cast<size_t>(c.T) * Q), k(static_cast<size_t>(c.T) * KV), v(static_cast<size_t>(c.T) * KV);
+    std::vector<float> q(static_cast<size_t>(c.T) * Q), k(static_cast<size_t>(c.T) * KV),
+        v(static_cast<size_t>(c.T) * KV);
     for (int t = 0; t < c.T; ++t) {
-      std::vector<float> row(qkv.begin() + static_cast<size_t>(t) * W, qkv.begin() + static_cast<size_t>(t + 1) * W);
+      std::vector<float> row(qkv.begin() + static_cast<size_t>(t) * W,
+                             qkv.begin() + static_cast<size_t>(t + 1) * W);
       if (c.bias) cpu::AddInPlace(row.data(), bias.data(), W);
       std::copy(row.begin(), row.begin() + Q, q.begin() + static_cast<size_t>(t) * Q);
       std::copy(row.begin() + Q, row.begin() + Q + KV, k.begin() + static_cast<size_t>(t) * KV);
@@ -199,7 +200,8 @@ TEST_F(KernelTest, ScoreHeadBothKinds) {
     const float eps = 1e-6f;
     std::vector<float> ref(N), normed(H);
     for (int i = 0; i < N; ++i) {
-      cpu::RmsNorm(x.data() + static_cast<size_t>(last[i]) * H, norm.data(), eps, 1, H, normed.data());
+      cpu::RmsNorm(x.data() + static_cast<size_t>(last[i]) * H, norm.data(), eps, 1, H,
+                   normed.data());
       ref[i] = cpu::Dot(head.data(), normed.data(), H);
       if (rows == 2) ref[i] -= cpu::Dot(head.data() + H, normed.data(), H);
     }
@@ -223,18 +225,14 @@ struct AttentionCase {
 // IBPC layout: the context is a separate K/V buffer; every segment sees all P rows of it.
 TEST_F(KernelTest, PrefixAttentionSeparateContext) {
   const AttentionCase cases[] = {
-      {4, 4, 16, 6, {27, 1, 39}},
-      {6, 2, 16, 0, {5, 70, 1}},            // no context (prefix encoding)
-      {4, 2, 32, 131, {47, 60}},
-      {3, 1, 48, 9, {1, 2, 3, 100}},        // MQA, head_dim 48
-      {16, 16, 64, 50, {150, 3}},
-      {8, 1, 80, 13, {65}},
-      {12, 4, 96, 64, {64, 63}},
-      {8, 2, 128, 77, {130, 17, 1}},
+      {4, 4, 16, 6, {27, 1, 39}}, {6, 2, 16, 0, {5, 70, 1}},      // no context (prefix encoding)
+      {4, 2, 32, 131, {47, 60}},  {3, 1, 48, 9, {1, 2, 3, 100}},  // MQA, head_dim 48
+      {16, 16, 64, 50, {150, 3}}, {8, 1, 80, 13, {65}},
+      {12, 4, 96, 64, {64, 63}},  {8, 2, 128, 77, {130, 17, 1}},
   };
   for (const AttentionCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D
-                                    << " P=" << c.P << " segments=" << c.lengths.size());
+                                      << " P=" << c.P << " segments=" << c.lengths.size());
     const int S = static_cast<int>(c.lengths.size());
     std::vector<int32_t> offsets(S + 1, 0), ctx_len(S, c.P);
     for (int s = 0; s < S; ++s) offsets[s + 1] = offsets[s] + c.lengths[s];
@@ -248,8 +246,7 @@ TEST_F(KernelTest, PrefixAttentionSeparateContext) {
     for (int s = 0; s < S; ++s) {
       const size_t b = offsets[s];
       cpu::PrefixAttention(q.data() + b * Q, ck.data(), cv.data(), c.P, k.data() + b * KV,
-                           v.data() + b * KV, c.lengths[s], c.Nq, c.Nkv, c.D,
-                           ref.data() + b * Q);
+                           v.data() + b * KV, c.lengths[s], c.Nq, c.Nkv, c.D, ref.data() + b * Q);
     }
     const int group = c.Nq / c.Nkv;
     std::vector<int2> tiles(kernels::CountAttentionTiles(offsets.data(), S, group));
@@ -284,10 +281,10 @@ TEST_F(KernelTest, PrefixAttentionSeparateContext) {
 // Multi-item layout: segment 0 is the prefix (no context); the items' context is rows 0..P-1 of
 // the same packed K/V, and no item sees another.
 TEST_F(KernelTest, PrefixAttentionPackedMultiItem) {
-  for (const AttentionCase& c : {AttentionCase{6, 2, 16, 11, {20, 1, 33}},
-                                 AttentionCase{4, 1, 64, 70, {9, 80}}}) {
-    SCOPED_TRACE(::testing::Message() << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D
-                                    << " P=" << c.P);
+  for (const AttentionCase& c :
+       {AttentionCase{6, 2, 16, 11, {20, 1, 33}}, AttentionCase{4, 1, 64, 70, {9, 80}}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D << " P=" << c.P);
     const int S = static_cast<int>(c.lengths.size()) + 1;
     std::vector<int32_t> offsets = {0, c.P}, ctx_len = {0};
     for (int len : c.lengths) {
@@ -360,8 +357,8 @@ TEST_F(KernelTest, GemmBf16OutputAndFp32Accumulate) {
   DeviceArray<char> workspace(32 << 20);
   auto gemm = Gemm::Create(workspace.get(), workspace.size());
   ASSERT_TRUE(gemm.ok()) << gemm.status();
-  for (const auto& [T, in, out] : {std::tuple{1, 72, 200}, {37, 72, 200}, {300, 1000, 333},
-                                   {7, 64, 1}}) {
+  for (const auto& [T, in, out] :
+       {std::tuple{1, 72, 200}, {37, 72, 200}, {300, 1000, 333}, {7, 64, 1}}) {
     for (const int shift : {0, 128}) {
       SCOPED_TRACE(::testing::Message() << "T=" << T << " in=" << in << " out=" << out
                                         << " operands 256-aligned + " << shift << " bytes");
@@ -381,9 +378,9 @@ TEST_F(KernelTest, GemmBf16OutputAndFp32Accumulate) {
           d_y(ref.size() + shift / sizeof(bf16));
       bf16* y = d_y.get() + shift / sizeof(bf16);
       d_y.Poison();
-      const absl::Status s1 = (*gemm)->Linear(d_x.get() + shift / sizeof(bf16),
-                                              d_w.get() + shift / sizeof(bf16), T, in, out, y,
-                                              nullptr);
+      const absl::Status s1 =
+          (*gemm)->Linear(d_x.get() + shift / sizeof(bf16), d_w.get() + shift / sizeof(bf16), T, in,
+                          out, y, nullptr);
       ASSERT_TRUE(s1.ok()) << s1;
       Sync();
       std::vector<bf16> got(ref.size());
@@ -393,14 +390,14 @@ TEST_F(KernelTest, GemmBf16OutputAndFp32Accumulate) {
 
       DeviceArray<float> d_acc(shifted(y0));
       float* acc = d_acc.get() + shift / sizeof(float);
-      const absl::Status s2 = (*gemm)->LinearAccumulate(
-          d_x.get() + shift / sizeof(bf16), d_w.get() + shift / sizeof(bf16), T, in, out, acc,
-          nullptr);
+      const absl::Status s2 =
+          (*gemm)->LinearAccumulate(d_x.get() + shift / sizeof(bf16),
+                                    d_w.get() + shift / sizeof(bf16), T, in, out, acc, nullptr);
       ASSERT_TRUE(s2.ok()) << s2;
       Sync();
       std::vector<float> got_acc(ref.size());
-      RANKD_EXPECT_CUDA_OK(cudaMemcpy(got_acc.data(), acc, got_acc.size() * sizeof(float),
-                                      cudaMemcpyDeviceToHost));
+      RANKD_EXPECT_CUDA_OK(
+          cudaMemcpy(got_acc.data(), acc, got_acc.size() * sizeof(float), cudaMemcpyDeviceToHost));
       std::vector<float> ref_acc = y0;
       cpu::AddInPlace(ref_acc.data(), ref.data(), static_cast<int64_t>(ref.size()));
       EXPECT_LT(RelNormError(got_acc, ref_acc), kFp32) << "fp32 accumulate";

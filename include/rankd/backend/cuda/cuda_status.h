@@ -21,21 +21,21 @@ absl::Status CublasStatus(cublasStatus_t st, absl::string_view expr, absl::strin
 }  // namespace rankd::cuda
 
 // Evaluates a cudaError_t expression; returns the error as a Status from the enclosing function.
-#define RANKD_CUDA_RETURN_IF_ERROR(expr)                                                  \
-  do {                                                                                    \
-    const cudaError_t _rankd_cuda_err = (expr);                                           \
-    if (_rankd_cuda_err != cudaSuccess) {                                                 \
-      return ::rankd::cuda::CudaStatus(_rankd_cuda_err, #expr, __FILE__, __LINE__);       \
-    }                                                                                     \
+#define RANKD_CUDA_RETURN_IF_ERROR(expr)                                            \
+  do {                                                                              \
+    const cudaError_t _rankd_cuda_err = (expr);                                     \
+    if (_rankd_cuda_err != cudaSuccess) {                                           \
+      return ::rankd::cuda::CudaStatus(_rankd_cuda_err, #expr, __FILE__, __LINE__); \
+    }                                                                               \
   } while (0)
 
 // Same for a cublasStatus_t expression.
-#define RANKD_CUBLAS_RETURN_IF_ERROR(expr)                                                \
-  do {                                                                                    \
-    const cublasStatus_t _rankd_cublas_st = (expr);                                       \
-    if (_rankd_cublas_st != CUBLAS_STATUS_SUCCESS) {                                      \
-      return ::rankd::cuda::CublasStatus(_rankd_cublas_st, #expr, __FILE__, __LINE__);    \
-    }                                                                                     \
+#define RANKD_CUBLAS_RETURN_IF_ERROR(expr)                                             \
+  do {                                                                                 \
+    const cublasStatus_t _rankd_cublas_st = (expr);                                    \
+    if (_rankd_cublas_st != CUBLAS_STATUS_SUCCESS) {                                   \
+      return ::rankd::cuda::CublasStatus(_rankd_cublas_st, #expr, __FILE__, __LINE__); \
+    }                                                                                  \
   } while (0)
 
 #endif  // RANKD_BACKEND_CUDA_CUDA_STATUS_H_
