@@ -40,6 +40,17 @@ void ItemBatch::Clear() {
   embeddings.clear();
 }
 
+absl::Status Backend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
+  for (const ScoreGroup& g : groups) {
+    if (g.prefix == nullptr || g.items == nullptr) {
+      return absl::InvalidArgumentError("ScoreGroups: a group has no prefix or no items");
+    }
+    absl::Status s = ScoreItems(*g.prefix, *g.items, g.scores);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head) {
   if (head.type == HeadSpec::Type::kClassifier) {
     if (config.head_kind != model::HeadKind::kSequenceClassification) {

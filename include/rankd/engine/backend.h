@@ -77,6 +77,17 @@ class Backend {
   // to the last token of item i. Items must be non-empty; ids must be < vocab_size.
   virtual absl::Status ScoreItems(const PrefixState& prefix, const ItemBatch& items,
                                   absl::Span<float> scores) = 0;
+
+  // One request's share of a batch that mixes requests: its prefix, its items, its scores.
+  struct ScoreGroup {
+    const PrefixState* prefix = nullptr;
+    const ItemBatch* items = nullptr;
+    absl::Span<float> scores;  // items->num_items() slots
+  };
+  // Scores several groups, each against its own prefix, as if by ScoreItems per group (same
+  // scores). Backends that can pack all groups' items into one forward pass override it; the
+  // default runs the groups one after another.
+  virtual absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups);
 };
 
 struct BackendOptions {
