@@ -38,7 +38,8 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  score    one ScoreRequest per input line in proto3 JSON, e.g.\n"
-    "           {\"query\": \"q\", \"items\": [{\"text\": \"a\"}, {\"tokenIds\": {\"ids\": [5, 6]}}]}\n"
+    "           {\"query\": \"q\", \"items\": [{\"text\": \"a\"}, {\"tokenIds\": {\"ids\": [5, "
+    "6]}}]}\n"
     "           and one ScoreResponse JSON line out per request (or {\"error\": ...})\n"
     "  health   grpc.health.v1 Check of the server (\"\") and of rankd.v1.Scorer\n"
     "  load     closed-loop load: latency percentiles and items/s\n";
@@ -128,9 +129,9 @@ int Score(int argc, char** argv) {
     ScoreRequest request;
     auto parsed = google::protobuf::util::JsonStringToMessage(line, &request);
     if (!parsed.ok()) {
-      std::printf("{\"error\": {\"code\": \"INVALID_ARGUMENT\", \"message\": \"%s\"}}\n",
-                  JsonEscape(absl::StrCat("not a ScoreRequest: ", parsed.message().as_string()))
-                      .c_str());
+      std::printf(
+          "{\"error\": {\"code\": \"INVALID_ARGUMENT\", \"message\": \"%s\"}}\n",
+          JsonEscape(absl::StrCat("not a ScoreRequest: ", parsed.message().as_string())).c_str());
       ++failures;
       continue;
     }
@@ -161,9 +162,9 @@ int Health(int argc, char** argv) {
   flags.String("service", &service, "one service to check");
   if (int rc = ParseFlags(flags, argc, argv); rc >= 0) return rc;
   auto stub = grpc::health::v1::Health::NewStub(Connect(target));
-  const std::vector<std::string> services =
-      flags.WasSet("service") ? std::vector<std::string>{service}
-                              : std::vector<std::string>{"", "rankd.v1.Scorer"};
+  const std::vector<std::string> services = flags.WasSet("service")
+                                                ? std::vector<std::string>{service}
+                                                : std::vector<std::string>{"", "rankd.v1.Scorer"};
   bool all_serving = true;
   for (const std::string& name : services) {
     grpc::ClientContext context;
@@ -178,9 +179,9 @@ int Health(int argc, char** argv) {
                   s.error_message().c_str());
       all_serving = false;
     } else {
-      std::printf("%-18s %s\n", label.c_str(),
-                  grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
-                      .c_str());
+      std::printf(
+          "%-18s %s\n", label.c_str(),
+          grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()).c_str());
       all_serving &= response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
     }
   }
@@ -189,14 +190,13 @@ int Health(int argc, char** argv) {
 
 // Requests of `items` synthetic text items of `item_words` words each (a fixed seed: every run
 // sends the same texts).
-std::vector<ScoreRequest> SyntheticRequests(int count, int items, int item_words,
-                                            int query_words) {
+std::vector<ScoreRequest> SyntheticRequests(int count, int items, int item_words, int query_words) {
   static const char* kWords[] = {
-      "senior",  "software", "engineer", "remote",   "python",  "kubernetes", "terraform",
-      "cuda",    "manager",  "product",  "data",     "berlin",  "paris",      "sao",
-      "paulo",   "team",     "lead",     "backend",  "systems", "ranking",    "search",
-      "machine", "learning", "platform", "security", "cloud",   "startup",    "salary",
-      "hybrid",  "years",    "experience", "go",     "rust",    "distributed", "payments"};
+      "senior",  "software", "engineer",   "remote",   "python",  "kubernetes",  "terraform",
+      "cuda",    "manager",  "product",    "data",     "berlin",  "paris",       "sao",
+      "paulo",   "team",     "lead",       "backend",  "systems", "ranking",     "search",
+      "machine", "learning", "platform",   "security", "cloud",   "startup",     "salary",
+      "hybrid",  "years",    "experience", "go",       "rust",    "distributed", "payments"};
   const int n_words = sizeof(kWords) / sizeof(kWords[0]);
   std::mt19937 rng(7);
   auto text = [&](int words) {
@@ -238,9 +238,8 @@ int Load(int argc, char** argv) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point measure_from =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup_s));
-  const Clock::time_point end =
-      measure_from +
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
+  const Clock::time_point end = measure_from + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(duration_s));
   std::vector<std::thread> threads;
   for (int c = 0; c < connections; ++c) {
     threads.emplace_back([&, c] {
@@ -269,8 +268,9 @@ int Load(int argc, char** argv) {
   std::sort(latencies_ms.begin(), latencies_ms.end());
   auto pct = [&](double p) {
     if (latencies_ms.empty()) return 0.0;
-    const size_t i = std::min(latencies_ms.size() - 1,
-                              static_cast<size_t>(p / 100.0 * static_cast<double>(latencies_ms.size())));
+    const size_t i =
+        std::min(latencies_ms.size() - 1,
+                 static_cast<size_t>(p / 100.0 * static_cast<double>(latencies_ms.size())));
     return latencies_ms[i];
   };
   double mean = 0;
@@ -282,9 +282,10 @@ int Load(int argc, char** argv) {
     failed += n;
     absl::StrAppend(&failed_codes, " ", code, "=", n);
   }
-  std::printf("rankd-client load: %s, %d connections, %d items x ~%d words per request, %.1f s "
-              "measured\n",
-              target.c_str(), connections, items, item_words, duration_s);
+  std::printf(
+      "rankd-client load: %s, %d connections, %d items x ~%d words per request, %.1f s "
+      "measured\n",
+      target.c_str(), connections, items, item_words, duration_s);
   std::printf("requests: %zu ok, %lld failed%s\n", latencies_ms.size(),
               static_cast<long long>(failed), failed_codes.c_str());
   std::printf("latency ms: mean %.2f  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", mean, pct(50),

@@ -33,17 +33,50 @@ absl::Status SetUpCommandLogging(const std::string& level, const std::string& fo
 
 }  // namespace
 
+// The value of --config in argv[first..argc), or "". Read before the flags are parsed: the
+// file's values are the other flags' defaults (and what --help shows).
+std::string FindConfigFlag(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--config=", 0) == 0) return arg.substr(9);
+    if (arg == "--config" && i + 1 < argc) return argv[i + 1];
+  }
+  return "";
+}
+
 int RunServeCommand(int argc, char** argv, int first) {
+  std::string config_path = FindConfigFlag(argc, argv, first);
+  absl::StatusOr<server::ServeConfig> loaded =
+      config_path.empty() ? server::DefaultServeConfig() : server::LoadServeConfigFile(config_path);
+  if (!loaded.ok()) return FlagError("serve", loaded.status());
+  server::ServeConfig config = std::move(*loaded);
+  server::ModelSection& m = config.model;
+
   FlagSet flags(
       "rankd serve [--config FILE] [--model DIR] [--backend cpu|cuda] [--listen HOST:PORT]\n"
       "            [--metrics-listen HOST:PORT] [--workers N] [flags]\n"
       "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC with a pool of worker\n"
       "processes. Without --config it uses the embedded default (configs/tiny-cpu.yaml: the\n"
-      "bundled tiny model, CPU backend, 2 workers); flags override the file. SIGTERM drains.");
+      "bundled tiny model, CPU backend, 2 workers); flags override the file (the defaults below\n"
+      "are the file's values). SIGTERM drains. Settings: docs/config.md.");
   EngineFlags engine_flags;
+  engine_flags.model = m.dir;
+  engine_flags.backend = m.backend;
+  engine_flags.threads = m.threads;
+  engine_flags.tokenizer_threads = m.tokenizer_threads;
+  engine_flags.max_batch_tokens = m.max_batch_tokens;
+  engine_flags.head = m.head.value_or("");
+  engine_flags.query_template = m.query_template.value_or("");
+  engine_flags.item_template = m.item_template.value_or("");
+  engine_flags.preset = m.preset.value_or("");
+  engine_flags.instruction = m.instruction.value_or("");
+  engine_flags.strategy = m.cuda_strategy;
+  engine_flags.graphs = m.cuda_graphs;
+  engine_flags.device = config.workers.gpus.size() == 1 ? config.workers.gpus[0] : 0;
   AddEngineFlags(flags, &engine_flags);
-  std::string config_path, listen, metrics_listen, log_level, log_format, ready_file;
-  int workers = 0, queue_size = 0;
+  std::string listen = config.server.listen, metrics_listen = config.server.metrics_listen;
+  std::string log_level = config.logging.level, log_format = config.logging.format, ready_file;
+  int workers = config.workers.count, queue_size = config.server.queue_size;
   bool print_default_config = false;
   flags.String("config", &config_path, "YAML config file (default: the embedded tiny-cpu.yaml)");
   flags.String("listen", &listen, "gRPC address HOST:PORT (server.listen)");
@@ -64,32 +97,37 @@ int RunServeCommand(int argc, char** argv, int first) {
     std::fputs(std::string(server::EmbeddedDefaultConfigText()).c_str(), stdout);
     return 0;
   }
-  absl::StatusOr<server::ServeConfig> loaded = config_path.empty()
-                                                   ? server::DefaultServeConfig()
-                                                   : server::LoadServeConfigFile(config_path);
-  if (!loaded.ok()) return FlagError("serve", loaded.status());
-  server::ServeConfig config = std::move(*loaded);
-  server::ModelSection& m = config.model;
-  if (flags.WasSet("model")) m.dir = engine_flags.model;
-  if (flags.WasSet("backend")) m.backend = engine_flags.backend;
-  if (flags.WasSet("threads")) m.threads = engine_flags.threads;
-  if (flags.WasSet("tokenizer-threads")) m.tokenizer_threads = engine_flags.tokenizer_threads;
-  if (flags.WasSet("max-batch-tokens")) m.max_batch_tokens = engine_flags.max_batch_tokens;
-  if (flags.WasSet("head")) m.head = engine_flags.head;
-  if (flags.WasSet("query-template")) m.query_template = engine_flags.query_template;
-  if (flags.WasSet("item-template")) m.item_template = engine_flags.item_template;
-  if (flags.WasSet("strategy")) m.cuda_strategy = engine_flags.strategy;
-  if (flags.WasSet("graphs")) m.cuda_graphs = engine_flags.graphs;
+  auto optional = [&](const char* flag, const std::string& value,
+                      std::optional<std::string>* setting) {
+    if (!flags.WasSet(flag)) return;
+    if (value.empty()) {
+      setting->reset();
+    } else {
+      *setting = value;
+    }
+  };
+  m.dir = engine_flags.model;
+  m.backend = engine_flags.backend;
+  m.threads = engine_flags.threads;
+  m.tokenizer_threads = engine_flags.tokenizer_threads;
+  m.max_batch_tokens = engine_flags.max_batch_tokens;
+  optional("head", engine_flags.head, &m.head);
+  optional("query-template", engine_flags.query_template, &m.query_template);
+  optional("item-template", engine_flags.item_template, &m.item_template);
+  optional("preset", engine_flags.preset, &m.preset);
+  optional("instruction", engine_flags.instruction, &m.instruction);
+  m.cuda_strategy = engine_flags.strategy;
+  m.cuda_graphs = engine_flags.graphs;
   if (flags.WasSet("device")) {
     config.workers.all_gpus = false;
     config.workers.gpus = {engine_flags.device};
   }
-  if (flags.WasSet("listen")) config.server.listen = listen;
-  if (flags.WasSet("metrics-listen")) config.server.metrics_listen = metrics_listen;
-  if (flags.WasSet("workers")) config.workers.count = workers;
-  if (flags.WasSet("queue-size")) config.server.queue_size = queue_size;
-  if (flags.WasSet("log-level")) config.logging.level = log_level;
-  if (flags.WasSet("log-format")) config.logging.format = log_format;
+  config.server.listen = listen;
+  config.server.metrics_listen = metrics_listen;
+  config.workers.count = workers;
+  config.server.queue_size = queue_size;
+  config.logging.level = log_level;
+  config.logging.format = log_format;
   if (absl::Status s = server::FinalizeServeConfig(&config); !s.ok()) {
     return FlagError("serve", s);
   }

@@ -77,7 +77,8 @@ Setter Number(T* v) {
   };
 }
 Setter Bool(bool* v) {
-  return [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); };
+  return
+      [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); };
 }
 Setter Path(std::string* v, const std::string& base_dir) {
   return [v, base_dir](const YAML::Node& n, const std::string& k) -> absl::Status {
@@ -98,8 +99,8 @@ absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Sc
     if (it == schema.end()) {
       std::vector<std::string> known;
       for (const auto& [k, unused] : schema) known.push_back(k);
-      return KeyError(key, absl::StrCat("unknown setting (known: ", absl::StrJoin(known, ", "),
-                                        ")"));
+      return KeyError(key,
+                      absl::StrCat("unknown setting (known: ", absl::StrJoin(known, ", "), ")"));
     }
     if (kv.second.IsNull()) continue;  // `key:` with no value keeps the default
     RANKD_RETURN_IF_ERROR(it->second(kv.second, key));
@@ -171,6 +172,8 @@ absl::StatusOr<ServeConfig> ParseServeConfig(absl::string_view yaml, absl::strin
                          {"head", OptString(&m.head)},
                          {"query_template", OptString(&m.query_template)},
                          {"item_template", OptString(&m.item_template)},
+                         {"preset", OptString(&m.preset)},
+                         {"instruction", OptString(&m.instruction)},
                          {"threads", Number(&m.threads)},
                          {"tokenizer_threads", Number(&m.tokenizer_threads)},
                          {"max_batch_tokens", Number(&m.max_batch_tokens)},
@@ -260,8 +263,8 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   RANKD_RETURN_IF_ERROR(non_negative("server.queue_size", s.queue_size));
   RANKD_RETURN_IF_ERROR(non_negative("server.drain_timeout_s", s.drain_timeout_s));
   RANKD_RETURN_IF_ERROR(positive("server.stream_chunk_items", s.stream_chunk_items));
-  RANKD_RETURN_IF_ERROR(non_negative("server.initial_seconds_per_item",
-                                     s.initial_seconds_per_item));
+  RANKD_RETURN_IF_ERROR(
+      non_negative("server.initial_seconds_per_item", s.initial_seconds_per_item));
 
   const Limits& l = config->limits;
   RANKD_RETURN_IF_ERROR(positive("limits.max_items", l.max_items));

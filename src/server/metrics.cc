@@ -58,15 +58,14 @@ std::string RenderLabels(const Labels& labels) {
   if (labels.empty()) return "";
   std::string out = "{";
   for (size_t i = 0; i < labels.size(); ++i) {
-    absl::StrAppend(&out, i ? "," : "", labels[i].first, "=\"",
-                    EscapeLabelValue(labels[i].second), "\"");
+    absl::StrAppend(&out, i ? "," : "", labels[i].first, "=\"", EscapeLabelValue(labels[i].second),
+                    "\"");
   }
   return out + "}";
 }
 
 std::vector<double> DurationBuckets() {
-  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-          0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
 std::vector<double> PowersOfTwoBuckets(double max) {
@@ -99,8 +98,8 @@ Histogram::Snapshot Histogram::Read() const {
   return s;
 }
 
-MetricsRegistry::Family& MetricsRegistry::GetFamily(absl::string_view name,
-                                                    absl::string_view help, Type type) {
+MetricsRegistry::Family& MetricsRegistry::GetFamily(absl::string_view name, absl::string_view help,
+                                                    Type type) {
   auto [it, inserted] = families_.try_emplace(std::string(name));
   if (inserted) {
     it->second.type = type;
@@ -174,8 +173,8 @@ ServerMetrics::ServerMetrics(MetricsRegistry* r)
       compute_seconds(r->GetHistogram("rankd_compute_duration_seconds",
                                       "Time a worker spent tokenizing and scoring one call.",
                                       DurationBuckets())),
-      batch_items(r->GetHistogram("rankd_batch_items", "Items per worker call.",
-                                  PowersOfTwoBuckets(4096))),
+      batch_items(
+          r->GetHistogram("rankd_batch_items", "Items per worker call.", PowersOfTwoBuckets(4096))),
       batch_tokens(r->GetHistogram("rankd_batch_tokens", "Item tokens per worker call.",
                                    PowersOfTwoBuckets(1 << 20))),
       items_scored(r->GetCounter("rankd_items_scored_total", "Items scored.")),

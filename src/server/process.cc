@@ -20,8 +20,7 @@ extern char** environ;
 namespace rankd::server {
 
 absl::StatusOr<pid_t> SpawnSelf(const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env,
-                                const std::vector<int>& cpus) {
+                                const std::vector<std::string>& env, const std::vector<int>& cpus) {
   // Everything the child needs is prepared here: between fork and exec only async-signal-safe
   // calls are allowed (this process has other threads).
   std::vector<char*> c_argv, c_env;
@@ -83,8 +82,12 @@ absl::StatusOr<pid_t> SpawnSelf(const std::vector<std::string>& argv,
   if (n <= 0) return pid;  // exec succeeded: the pipe closed without a report
   int status = 0;
   waitpid(pid, &status, 0);
-  static const char* kSteps[] = {"", "prctl(PR_SET_PDEATHSIG)", "setpgid", "sched_setaffinity",
-                                 "sigprocmask", "execve(/proc/self/exe)"};
+  static const char* kSteps[] = {"",
+                                 "prctl(PR_SET_PDEATHSIG)",
+                                 "setpgid",
+                                 "sched_setaffinity",
+                                 "sigprocmask",
+                                 "execve(/proc/self/exe)"};
   const int which = payload[0] >= 1 && payload[0] <= 5 ? payload[0] : 0;
   return absl::InternalError(
       absl::StrCat("starting a worker: ", kSteps[which], ": ", std::strerror(payload[1])));

@@ -68,9 +68,9 @@ void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc:
                   ForLog(request.request_id()), request.items_size(), code, 1e3 * seconds,
                   ForLog(status.error_message()));
   } else if (service->config().logging.access_log) {
-    spdlog::info("{} request_id={} items={} {} in {:.1f} ms{}{}", rpc,
-                 ForLog(request.request_id()), request.items_size(), code, 1e3 * seconds,
-                 status.ok() ? "" : ": ", ForLog(status.error_message()));
+    spdlog::info("{} request_id={} items={} {} in {:.1f} ms{}{}", rpc, ForLog(request.request_id()),
+                 request.items_size(), code, 1e3 * seconds, status.ok() ? "" : ": ",
+                 ForLog(status.error_message()));
   }
 }
 
@@ -79,8 +79,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   ScoreReactor(ScorerService* service, grpc::CallbackServerContext* context,
                const ScoreRequest* request, ScoreResponse* response)
       : service_(service), request_(request), response_(response), start_(Clock::now()) {
-    absl::Status s =
-        ValidateScoreRequest(*request, service->config().limits, service->model());
+    absl::Status s = ValidateScoreRequest(*request, service->config().limits, service->model());
     if (!s.ok()) {
       Done(ToGrpc(s));
       return;
@@ -132,8 +131,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
   ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
                      const ScoreRequest* request)
       : service_(service), request_(request), start_(Clock::now()) {
-    absl::Status s =
-        ValidateScoreRequest(*request, service->config().limits, service->model());
+    absl::Status s = ValidateScoreRequest(*request, service->config().limits, service->model());
     if (!s.ok()) {
       status_ = ToGrpc(s);
       remaining_ = 0;

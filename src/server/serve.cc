@@ -115,10 +115,9 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig model_config,
                          model::ModelConfig::FromHfDir(config.model.dir));
   const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size};
-  RANKD_ASSIGN_OR_RETURN(
-      std::vector<WorkerSpec> specs,
-      PlanWorkers(config.workers, config.model.backend == "cuda", CountVisibleGpus(),
-                  AvailableCpus()));
+  RANKD_ASSIGN_OR_RETURN(std::vector<WorkerSpec> specs,
+                         PlanWorkers(config.workers, config.model.backend == "cuda",
+                                     CountVisibleGpus(), AvailableCpus()));
 
   MetricsRegistry registry;
   ServerMetrics metrics(&registry);
@@ -153,12 +152,11 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
     server->Shutdown();
     return s;
   }
-  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}){}",
-               config.model.name, config.model.dir, config.model.backend, specs.size(),
-               config.server.listen, grpc_port,
-               config.server.metrics_listen.empty()
-                   ? std::string()
-                   : absl::StrCat(", metrics on port ", http.port()));
+  spdlog::info(
+      "serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}){}", config.model.name,
+      config.model.dir, config.model.backend, specs.size(), config.server.listen, grpc_port,
+      config.server.metrics_listen.empty() ? std::string()
+                                           : absl::StrCat(", metrics on port ", http.port()));
   if (!options.ready_file.empty()) {
     if (absl::Status s = WriteReadyFile(options.ready_file, grpc_port, http.port()); !s.ok()) {
       spdlog::error("{}", s.message());
@@ -167,9 +165,10 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
 
   while (!options.wait_for_stop(std::chrono::seconds(3600))) {
   }
-  spdlog::info("stopping: draining (NOT_SERVING, new calls get UNAVAILABLE, in-flight work has "
-               "{} s)",
-               config.server.drain_timeout_s);
+  spdlog::info(
+      "stopping: draining (NOT_SERVING, new calls get UNAVAILABLE, in-flight work has "
+      "{} s)",
+      config.server.drain_timeout_s);
   pool.StartDrain();
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(

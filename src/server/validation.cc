@@ -11,8 +11,8 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids,
-                      absl::string_view field, int vocab_size) {
+absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids, absl::string_view field,
+                      int vocab_size) {
   for (int j = 0; j < ids.size(); ++j) {
     if (ids[j] < 0 || ids[j] >= vocab_size) {
       return Invalid(absl::StrCat(field, "[", j, "]"),
@@ -33,8 +33,9 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
                                   const ModelInfo& model) {
   const size_t bytes = request.ByteSizeLong();
   if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
-    return Invalid("request", absl::StrCat(bytes, " bytes exceeds max_message_bytes=",
-                                           limits.max_message_bytes));
+    return Invalid(
+        "request",
+        absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes));
   }
   if (!request.model().empty() && request.model() != model.name) {
     return absl::NotFoundError(absl::StrCat("model: '", request.model(),
@@ -52,9 +53,9 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
       return Invalid("query_ids", "give either query or query_ids, not both");
     }
     if (request.query_ids_size() > limits.max_query_tokens) {
-      return Invalid("query_ids", absl::StrCat(request.query_ids_size(),
-                                               " tokens exceeds max_query_tokens=",
-                                               limits.max_query_tokens));
+      return Invalid("query_ids",
+                     absl::StrCat(request.query_ids_size(),
+                                  " tokens exceeds max_query_tokens=", limits.max_query_tokens));
     }
     if (absl::Status s = CheckIds(request.query_ids(), "query_ids", model.vocab_size); !s.ok()) {
       return s;
@@ -64,8 +65,8 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   }
   if (request.items_size() == 0) return Invalid("items", "empty (give at least one item)");
   if (request.items_size() > limits.max_items) {
-    return Invalid("items", absl::StrCat(request.items_size(), " items exceeds max_items=",
-                                         limits.max_items));
+    return Invalid(
+        "items", absl::StrCat(request.items_size(), " items exceeds max_items=", limits.max_items));
   }
   // Tokens known before tokenization (ids and embedding rows); text is counted by the worker.
   int64_t known_tokens = 0;
@@ -81,11 +82,12 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
         const int n = item.token_ids().ids_size();
         if (n == 0) return Invalid(f + ".token_ids", "empty");
         if (n > limits.max_item_tokens) {
-          return Invalid(f + ".token_ids", absl::StrCat(n, " tokens exceeds max_item_tokens=",
-                                                        limits.max_item_tokens));
+          return Invalid(
+              f + ".token_ids",
+              absl::StrCat(n, " tokens exceeds max_item_tokens=", limits.max_item_tokens));
         }
-        if (absl::Status s = CheckIds(item.token_ids().ids(), f + ".token_ids.ids",
-                                      model.vocab_size);
+        if (absl::Status s =
+                CheckIds(item.token_ids().ids(), f + ".token_ids.ids", model.vocab_size);
             !s.ok()) {
           return s;
         }
@@ -95,13 +97,13 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
       case rankd::v1::Item::kEmbedding: {
         const rankd::v1::Embedding& e = item.embedding();
         if (e.rows() <= 0) {
-          return Invalid(f + ".embedding.rows", absl::StrCat("must be positive (got ", e.rows(),
-                                                              ")"));
+          return Invalid(f + ".embedding.rows",
+                         absl::StrCat("must be positive (got ", e.rows(), ")"));
         }
         if (e.rows() > limits.max_item_tokens) {
-          return Invalid(f + ".embedding.rows",
-                         absl::StrCat(e.rows(), " rows exceeds max_item_tokens=",
-                                      limits.max_item_tokens));
+          return Invalid(
+              f + ".embedding.rows",
+              absl::StrCat(e.rows(), " rows exceeds max_item_tokens=", limits.max_item_tokens));
         }
         const int64_t expected = int64_t{e.rows()} * model.hidden_size;
         if (e.values_size() != expected) {
@@ -112,10 +114,10 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
         }
         for (int j = 0; j < e.values_size(); ++j) {
           if (!std::isfinite(e.values(j))) {
-            return Invalid(absl::StrCat(f, ".embedding.values[", j, "]"),
-                           absl::StrCat("is ", e.values(j), " (row ", j / model.hidden_size,
-                                        ", column ", j % model.hidden_size,
-                                        "); values must be finite"));
+            return Invalid(
+                absl::StrCat(f, ".embedding.values[", j, "]"),
+                absl::StrCat("is ", e.values(j), " (row ", j / model.hidden_size, ", column ",
+                             j % model.hidden_size, "); values must be finite"));
           }
         }
         if (i < scored) known_tokens += e.rows();

@@ -45,9 +45,9 @@ absl::StatusOr<std::vector<WorkerSpec>> PlanWorkers(const WorkersSection& w, boo
     }
   } else if (w.cpu_affinity == "explicit") {
     if (static_cast<int>(w.cpu_sets.size()) != count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("workers.cpu_affinity: ", w.cpu_sets.size(), " CPU lists for ", count,
-                       " workers (give one list per worker)"));
+      return absl::InvalidArgumentError(absl::StrCat("workers.cpu_affinity: ", w.cpu_sets.size(),
+                                                     " CPU lists for ", count,
+                                                     " workers (give one list per worker)"));
     }
     for (int i = 0; i < count; ++i) {
       if (w.cpu_sets[i].empty()) {
@@ -95,6 +95,8 @@ std::vector<std::string> WorkerCommandLine(const ServeConfig& config, const Work
   if (m.head) argv.push_back("--head=" + *m.head);
   if (m.query_template) argv.push_back("--query-template=" + *m.query_template);
   if (m.item_template) argv.push_back("--item-template=" + *m.item_template);
+  if (m.preset) argv.push_back("--preset=" + *m.preset);
+  if (m.instruction) argv.push_back("--instruction=" + *m.instruction);
   return argv;
 }
 

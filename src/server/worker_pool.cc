@@ -77,8 +77,8 @@ absl::Status WorkerPool::Start() {
   if (config_.workers.socket_dir.empty()) {
     char dir[] = "/tmp/rankd-XXXXXX";
     if (mkdtemp(dir) == nullptr) {
-      return absl::InternalError(absl::StrCat("mkdtemp(/tmp/rankd-XXXXXX): ",
-                                              std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrCat("mkdtemp(/tmp/rankd-XXXXXX): ", std::strerror(errno)));
     }
     socket_dir_ = dir;
     own_socket_dir_ = true;
@@ -94,9 +94,9 @@ absl::Status WorkerPool::Start() {
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].socket_path = absl::StrCat(socket_dir_, "/worker-", i, ".sock");
     if (slots_[i].socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "workers.socket_dir: socket path ", slots_[i].socket_path, " is longer than ",
-          sizeof(sockaddr_un::sun_path) - 1, " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat("workers.socket_dir: socket path ",
+                                                     slots_[i].socket_path, " is longer than ",
+                                                     sizeof(sockaddr_un::sun_path) - 1, " bytes"));
     }
   }
   spdlog::info("worker sockets in {}", socket_dir_);
@@ -191,15 +191,16 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
     int free_slots = 0;
     for (const Slot& s : slots_) {
       if (s.state == Slot::State::kUp && !s.suspect) {
-        free_slots += std::max(0, config_.workers.max_inflight - static_cast<int>(s.running.size()));
+        free_slots +=
+            std::max(0, config_.workers.max_inflight - static_cast<int>(s.running.size()));
       }
     }
     const int queued = static_cast<int>(interactive_queue_.size() + batch_queue_.size());
     const int n = static_cast<int>(works.size());
     if (queued + std::max(0, n - free_slots) > config_.server.queue_size) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("queue full: ", queued, " waiting for a worker (queue_size=",
-                       config_.server.queue_size, "); retry later"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "queue full: ", queued, " waiting for a worker (queue_size=", config_.server.queue_size,
+          "); retry later"));
     }
     if (!works.empty() && works[0]->deadline_ != WallTime::max()) {
       int64_t items = 0;
@@ -287,7 +288,7 @@ void WorkerPool::DispatchLocked(Actions& actions) {
       auto context = std::make_shared<grpc::ClientContext>();
       context->set_deadline(
           std::min(w->deadline_, wall_now + std::chrono::duration_cast<WallClock::duration>(
-                                                 FromSeconds(config_.workers.call_timeout_s))));
+                                                FromSeconds(config_.workers.call_timeout_s))));
       w->context_ = context;
       ++running_;
       ++outstanding_;
@@ -327,8 +328,8 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
                    actions);
     } else if (status.ok()) {
       if (work->num_items() > 0) {
-        seconds_per_item_ += kCostSmoothing *
-                             (result.compute_seconds() / work->num_items() - seconds_per_item_);
+        seconds_per_item_ +=
+            kCostSmoothing * (result.compute_seconds() / work->num_items() - seconds_per_item_);
       }
       metrics_->compute_seconds->Observe(result.compute_seconds());
       metrics_->batch_items->Observe(work->num_items());
@@ -340,9 +341,10 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
     } else if (work->cancelled_) {
       FinishLocked(work, work->cancel_status_, actions);
     } else if (WallClock::now() >= work->deadline_) {
-      FinishLocked(work, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                      "deadline exceeded while scoring"),
-                   actions);
+      FinishLocked(
+          work,
+          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded while scoring"),
+          actions);
     } else if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED ||
                code == grpc::StatusCode::DEADLINE_EXCEEDED) {
       // The worker died (its connection broke, or the supervisor cancelled the call after reaping
@@ -370,14 +372,14 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
         (work->interactive() ? interactive_queue_ : batch_queue_).push_front(work);
         queued_items_ += work->num_items();
       } else {
-        FinishLocked(work,
-                     grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                  absl::StrCat("worker ", index, " failed (",
-                                               status.error_message(), ") and ",
-                                               work->attempts_ >= 2 ? "this was the retry"
-                                                                    : "no other worker is up",
-                                               "; retry the request")),
-                     actions);
+        FinishLocked(
+            work,
+            grpc::Status(
+                grpc::StatusCode::UNAVAILABLE,
+                absl::StrCat("worker ", index, " failed (", status.error_message(), ") and ",
+                             work->attempts_ >= 2 ? "this was the retry" : "no other worker is up",
+                             "; retry the request")),
+            actions);
       }
     } else {
       FinishLocked(work, status, actions);  // the worker's own verdict, e.g. a token limit
@@ -427,10 +429,11 @@ void WorkerPool::FailQueuedLocked(const grpc::Status& status, Actions& actions) 
 }
 
 void WorkerPool::Run(Actions& actions) {
+  // Answers first: a finished call is not kept waiting behind the next one's start.
+  for (auto& [work, status] : actions.finished) work->done_(status, *work);
   for (auto& context : actions.cancels) context->TryCancel();
   for (auto& [slot, incarnation] : actions.pings) StartPing(slot, incarnation);
   for (auto& call : actions.calls) StartCall(call);
-  for (auto& [work, status] : actions.finished) work->done_(status, *work);
 }
 
 // ---- supervision ----------------------------------------------------------------------------
@@ -451,8 +454,7 @@ void WorkerPool::Reap(int index, int wait_status, Actions& actions) {
     spdlog::warn("worker {} (pid {}) {}", index, slot.pid, DescribeWaitStatus(wait_status));
   }
   metrics_->worker_exits->Add();
-  const bool was_stable =
-      slot.state == Slot::State::kUp && now - slot.up_since >= kStableUptime;
+  const bool was_stable = slot.state == Slot::State::kUp && now - slot.up_since >= kStableUptime;
   slot.crashes_in_a_row = was_stable ? 1 : slot.crashes_in_a_row + 1;
   const double backoff =
       std::min(config_.workers.restart_backoff_max_s,
@@ -498,9 +500,10 @@ void WorkerPool::Spawn(int index) {
   slot.ping_in_flight = false;
   slot.kill_sent = false;
   if (slot.spawns++ > 0) metrics_->worker_restarts->Add();
-  spdlog::info("worker {} started: pid {}{}{}", index, slot.pid,
-               slot.spec.gpu >= 0 ? absl::StrCat(", gpu ", slot.spec.gpu) : "",
-               slot.spec.cpus.empty() ? "" : absl::StrCat(", cpus ", absl::StrJoin(slot.spec.cpus, ",")));
+  spdlog::info(
+      "worker {} started: pid {}{}{}", index, slot.pid,
+      slot.spec.gpu >= 0 ? absl::StrCat(", gpu ", slot.spec.gpu) : "",
+      slot.spec.cpus.empty() ? "" : absl::StrCat(", cpus ", absl::StrJoin(slot.spec.cpus, ",")));
 }
 
 void WorkerPool::StartPing(int index, uint64_t incarnation) {
@@ -524,13 +527,11 @@ void WorkerPool::StartPing(int index, uint64_t incarnation) {
     slot.ping_context = context;
     ++outstanding_;
   }
-  call->context.set_deadline(WallClock::now() +
-                             std::chrono::duration_cast<WallClock::duration>(
-                                 FromSeconds(config_.workers.ping_timeout_s)));
-  stub->async()->Ping(&call->context, &call->request, &call->response,
-                      [this, call, index, incarnation](grpc::Status s) {
-                        OnPingDone(index, incarnation, s);
-                      });
+  call->context.set_deadline(WallClock::now() + std::chrono::duration_cast<WallClock::duration>(
+                                                    FromSeconds(config_.workers.ping_timeout_s)));
+  stub->async()->Ping(
+      &call->context, &call->request, &call->response,
+      [this, call, index, incarnation](grpc::Status s) { OnPingDone(index, incarnation, s); });
 }
 
 void WorkerPool::OnPingDone(int index, uint64_t incarnation, const grpc::Status& status) {
@@ -561,9 +562,9 @@ void WorkerPool::OnPingDone(int index, uint64_t incarnation, const grpc::Status&
     } else if (slot.state == Slot::State::kStarting) {
       slot.next_ping = now + kStartupPingRetry;
     } else {
-      KillLocked(slot, absl::StrCat("did not answer a ping within workers.ping_timeout_s=",
-                                    config_.workers.ping_timeout_s, " s (",
-                                    status.error_message(), ")"));
+      KillLocked(slot,
+                 absl::StrCat("did not answer a ping within workers.ping_timeout_s=",
+                              config_.workers.ping_timeout_s, " s (", status.error_message(), ")"));
     }
   }
   Run(actions);
@@ -615,9 +616,9 @@ void WorkerPool::SupervisorLoop() {
       }
     }
     if (WorkersUpLocked() == 0) {
-      FailQueuedLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                    "no worker is up; retry the request"),
-                       actions);
+      FailQueuedLocked(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, "no worker is up; retry the request"),
+          actions);
     }
     UpdateGaugesLocked();
     lock.unlock();

@@ -68,8 +68,10 @@ absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem&
   }
   if (static_cast<int64_t>(prefix.size()) > limits.max_query_tokens) {
     return Invalid(request.query_ids_size() > 0 ? "query_ids" : "query",
-                   absl::StrCat(prefix.size(), " tokens (template and BOS included) exceeds "
-                                "max_query_tokens=", limits.max_query_tokens));
+                   absl::StrCat(prefix.size(),
+                                " tokens (template and BOS included) exceeds "
+                                "max_query_tokens=",
+                                limits.max_query_tokens));
   }
   std::vector<engine::Item> items;
   items.reserve(end - begin);
@@ -100,12 +102,12 @@ absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem&
   }
   for (int j = 0; j < batch->num_items(); ++j) {
     if (batch->item_length(j) > limits.max_item_tokens) {
-      const char* field = items[j].kind == engine::Item::Kind::kText ? ".text"
+      const char* field = items[j].kind == engine::Item::Kind::kText  ? ".text"
                           : items[j].kind == engine::Item::Kind::kIds ? ".token_ids"
                                                                       : ".embedding";
       return Invalid(absl::StrCat("items[", begin + j, "]", field),
-                     absl::StrCat(batch->item_length(j), " tokens exceeds max_item_tokens=",
-                                  limits.max_item_tokens));
+                     absl::StrCat(batch->item_length(j),
+                                  " tokens exceeds max_item_tokens=", limits.max_item_tokens));
     }
     if (items[j].kind == engine::Item::Kind::kText) {
       const int32_t* t = batch->tokens.data() + batch->offsets[j];
@@ -252,8 +254,8 @@ absl::Status RunWorker(const WorkerOptions& options) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", options.socket_path),
                            grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(static_cast<int>(
-      std::min<int64_t>(INT_MAX, 2 * options.max_message_bytes + (1 << 20))));
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(INT_MAX, 2 * options.max_message_bytes + (1 << 20))));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

@@ -127,8 +127,7 @@ TEST(ServeConfigTest, LoadsAFileRelativeToItsDirectory) {
   }
   absl::StatusOr<ServeConfig> c = LoadServeConfigFile(dir + "/c.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model.dir,
-            (std::filesystem::absolute(dir) / "../m").lexically_normal().string());
+  EXPECT_EQ(c->model.dir, (std::filesystem::absolute(dir) / "../m").lexically_normal().string());
   EXPECT_EQ(LoadServeConfigFile(dir + "/missing.yaml").status().code(),
             absl::StatusCode::kNotFound);
 }

@@ -33,19 +33,27 @@ using std::chrono::seconds;
 
 constexpr milliseconds kLiveness = seconds(60);
 
+struct MainOptions {
+  std::string model_settings;   // more lines of the model section
+  std::string worker_settings;  // more lines of the workers section
+  int max_query_tokens = 32;
+  int max_item_tokens = 128;
+};
+
+// A YAML double-quoted scalar (JSON strings are valid ones).
+std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
 // Two workers, tight limits (so that the limit tests stay small), quick hang detection.
-std::string MainConfig(const std::string& model, const std::string& head = "",
-                       const std::string& more_worker_settings = "") {
-  return absl::StrCat("model:\n  dir: ", ModelDir(model), "\n",
-                      head.empty() ? "" : absl::StrCat("  head: \"", head, "\"\n"),
+std::string MainConfig(const std::string& model, const MainOptions& o = {}) {
+  return absl::StrCat("model:\n  dir: ", ModelDir(model), "\n", o.model_settings,
                       "  threads: 1\n"
                       "server:\n"
                       "  queue_size: 64\n"
                       "  stream_chunk_items: 3\n"
                       "limits:\n"
                       "  max_items: 64\n"
-                      "  max_query_tokens: 32\n"
-                      "  max_item_tokens: 128\n"
+                      "  max_query_tokens: ",
+                      o.max_query_tokens, "\n", "  max_item_tokens: ", o.max_item_tokens, "\n",
                       "  max_request_tokens: 4096\n"
                       "  max_message_bytes: 65536\n"
                       "workers:\n"
@@ -53,7 +61,7 @@ std::string MainConfig(const std::string& model, const std::string& head = "",
                       "  ping_interval_s: 0.2\n"
                       "  ping_timeout_s: 2\n"
                       "  restart_backoff_s: 0.1\n",
-                      more_worker_settings,
+                      o.worker_settings,
                       "logging:\n"
                       "  access_log: true\n");
 }
@@ -342,7 +350,9 @@ TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
 
 TEST(ServeTest, GoldenScoresLlamaYesNo) {
   const Golden golden = LoadGolden("llama-gqa-yesno");
-  auto server = StartReady(MainConfig("llama-gqa-yesno", golden.head));
+  MainOptions options;
+  options.model_settings = "  head: " + Quoted(golden.head) + "\n";
+  auto server = StartReady(MainConfig("llama-gqa-yesno", options));
   ASSERT_NE(server, nullptr);
   for (size_t k = 0; k < golden.cases.size(); ++k) {
     const GoldenCase& c = golden.cases[k];
@@ -351,6 +361,27 @@ TEST(ServeTest, GoldenScoresLlamaYesNo) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(GoldenMismatch(response, c), "") << "case " << k;
     EXPECT_EQ(response.model(), "llama-gqa-yesno");
+  }
+}
+
+TEST(ServeTest, GoldenScoresQwen3RerankerWithTemplatesFromTheConfig) {
+  const Golden golden = LoadGolden("qwen3-reranker-tiny");
+  ASSERT_TRUE(golden.query_template && golden.item_template);
+  MainOptions options;
+  options.model_settings = absl::StrCat("  head: ", Quoted(golden.head),
+                                        "\n  query_template: ", Quoted(*golden.query_template),
+                                        "\n  item_template: ", Quoted(*golden.item_template), "\n");
+  options.max_query_tokens = 512;
+  options.max_item_tokens = 512;
+  auto server = StartReady(MainConfig("qwen3-reranker-tiny", options));
+  ASSERT_NE(server, nullptr);
+  for (size_t k = 0; k < golden.cases.size(); ++k) {
+    const GoldenCase& c = golden.cases[k];
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(c), &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(response, c), "") << "case " << k;
+    EXPECT_EQ(response.usage().prefix_tokens(), static_cast<int>(c.prefix_ids.size()));
   }
 }
 
@@ -374,50 +405,74 @@ TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsSer
     r.mutable_items(item)->mutable_token_ids()->mutable_ids()->Assign(v.begin(), v.end());
   };
   const std::vector<Case> cases = {
-      {"empty query", [](ScoreRequest& r) { r.clear_query(); }, StatusCode::INVALID_ARGUMENT,
+      {"empty query",
+       [](ScoreRequest& r) { r.clear_query(); },
+       StatusCode::INVALID_ARGUMENT,
        {"query: empty"}},
-      {"query and query_ids", [](ScoreRequest& r) { r.add_query_ids(1); },
-       StatusCode::INVALID_ARGUMENT, {"query_ids", "not both"}},
-      {"no items", [](ScoreRequest& r) { r.clear_items(); }, StatusCode::INVALID_ARGUMENT,
+      {"query and query_ids",
+       [](ScoreRequest& r) { r.add_query_ids(1); },
+       StatusCode::INVALID_ARGUMENT,
+       {"query_ids", "not both"}},
+      {"no items",
+       [](ScoreRequest& r) { r.clear_items(); },
+       StatusCode::INVALID_ARGUMENT,
        {"items: empty"}},
       {"too many items",
        [](ScoreRequest& r) {
          while (r.items_size() <= 64) r.add_items()->set_text("more");
        },
-       StatusCode::INVALID_ARGUMENT, {"items", "65 items", "max_items=64"}},
-      {"item without content", [](ScoreRequest& r) { r.mutable_items(1)->clear_content(); },
-       StatusCode::INVALID_ARGUMENT, {"items[1]", "no content"}},
-      {"empty text", [](ScoreRequest& r) { r.mutable_items(0)->set_text(""); },
-       StatusCode::INVALID_ARGUMENT, {"items[0].text", "empty"}},
-      {"empty token ids", [&](ScoreRequest& r) { ids(r, 0, {}); }, StatusCode::INVALID_ARGUMENT,
+       StatusCode::INVALID_ARGUMENT,
+       {"items", "65 items", "max_items=64"}},
+      {"item without content",
+       [](ScoreRequest& r) { r.mutable_items(1)->clear_content(); },
+       StatusCode::INVALID_ARGUMENT,
+       {"items[1]", "no content"}},
+      {"empty text",
+       [](ScoreRequest& r) { r.mutable_items(0)->set_text(""); },
+       StatusCode::INVALID_ARGUMENT,
+       {"items[0].text", "empty"}},
+      {"empty token ids",
+       [&](ScoreRequest& r) { ids(r, 0, {}); },
+       StatusCode::INVALID_ARGUMENT,
        {"items[0].token_ids", "empty"}},
-      {"token id out of vocabulary", [&](ScoreRequest& r) { ids(r, 1, {5, 6, 5000}); },
-       StatusCode::INVALID_ARGUMENT, {"items[1].token_ids.ids[2]", "5000", "vocab_size=1024"}},
-      {"negative token id", [&](ScoreRequest& r) { ids(r, 0, {-1}); },
-       StatusCode::INVALID_ARGUMENT, {"items[0].token_ids.ids[0]", "vocab_size=1024"}},
+      {"token id out of vocabulary",
+       [&](ScoreRequest& r) {
+         ids(r, 1, {5, 6, 5000});
+       },
+       StatusCode::INVALID_ARGUMENT,
+       {"items[1].token_ids.ids[2]", "5000", "vocab_size=1024"}},
+      {"negative token id",
+       [&](ScoreRequest& r) { ids(r, 0, {-1}); },
+       StatusCode::INVALID_ARGUMENT,
+       {"items[0].token_ids.ids[0]", "vocab_size=1024"}},
       {"query id out of vocabulary",
        [](ScoreRequest& r) {
          r.clear_query();
          r.add_query_ids(1);
          r.add_query_ids(1024);
        },
-       StatusCode::INVALID_ARGUMENT, {"query_ids[1]", "vocab_size=1024"}},
-      {"too many token ids in an item", [&](ScoreRequest& r) { ids(r, 0, std::vector<int>(129, 7)); },
-       StatusCode::INVALID_ARGUMENT, {"items[0].token_ids", "129 tokens", "max_item_tokens=128"}},
+       StatusCode::INVALID_ARGUMENT,
+       {"query_ids[1]", "vocab_size=1024"}},
+      {"too many token ids in an item",
+       [&](ScoreRequest& r) { ids(r, 0, std::vector<int>(129, 7)); },
+       StatusCode::INVALID_ARGUMENT,
+       {"items[0].token_ids", "129 tokens", "max_item_tokens=128"}},
       {"text item with too many tokens",
        [](ScoreRequest& r) {
          std::string text;
          for (int i = 0; i < 200; ++i) absl::StrAppend(&text, "kubernetes terraform ");
          r.mutable_items(1)->set_text(text);
        },
-       StatusCode::INVALID_ARGUMENT, {"items[1].text", "tokens exceeds max_item_tokens=128"}},
+       StatusCode::INVALID_ARGUMENT,
+       {"items[1].text", "tokens exceeds max_item_tokens=128"}},
       {"query with too many tokens",
        [](ScoreRequest& r) {
          std::string text;
          for (int i = 0; i < 40; ++i) absl::StrAppend(&text, "product manager ");
          r.set_query(text);
        },
-       StatusCode::INVALID_ARGUMENT, {"query", "exceeds max_query_tokens=32"}},
+       StatusCode::INVALID_ARGUMENT,
+       {"query", "exceeds max_query_tokens=32"}},
       {"too many tokens in the request",
        [](ScoreRequest& r) {
          r.clear_items();
@@ -426,7 +481,8 @@ TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsSer
            for (int j = 0; j < 120; ++j) v->Add(7);
          }
        },
-       StatusCode::INVALID_ARGUMENT, {"items", "4800 tokens", "max_request_tokens=4096"}},
+       StatusCode::INVALID_ARGUMENT,
+       {"items", "4800 tokens", "max_request_tokens=4096"}},
       {"embedding of the wrong width",
        [&](ScoreRequest& r) {
          auto* e = r.mutable_items(0)->mutable_embedding();
@@ -442,28 +498,36 @@ TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsSer
          e->set_rows(1);
          for (int j = 0; j < hidden; ++j) e->add_values(j == 3 ? NAN : 0.5f);
        },
-       StatusCode::INVALID_ARGUMENT, {"items[2].embedding.values[3]", "finite"}},
+       StatusCode::INVALID_ARGUMENT,
+       {"items[2].embedding.values[3]", "finite"}},
       {"embedding with Inf",
        [&](ScoreRequest& r) {
          auto* e = r.mutable_items(0)->mutable_embedding();
          e->set_rows(1);
          for (int j = 0; j < hidden; ++j) e->add_values(j == hidden - 1 ? INFINITY : 0.5f);
        },
-       StatusCode::INVALID_ARGUMENT, {absl::StrCat("items[0].embedding.values[", hidden - 1, "]"),
-                                      "finite"}},
+       StatusCode::INVALID_ARGUMENT,
+       {absl::StrCat("items[0].embedding.values[", hidden - 1, "]"), "finite"}},
       {"embedding without rows",
        [](ScoreRequest& r) { r.mutable_items(0)->mutable_embedding()->set_rows(0); },
-       StatusCode::INVALID_ARGUMENT, {"items[0].embedding.rows", "positive"}},
+       StatusCode::INVALID_ARGUMENT,
+       {"items[0].embedding.rows", "positive"}},
       {"message over the size limit",
        [](ScoreRequest& r) { r.mutable_items(0)->set_text(std::string(70000, 'a')); },
-       StatusCode::INVALID_ARGUMENT, {"request", "bytes exceeds max_message_bytes=65536"}},
-      {"unknown model", [](ScoreRequest& r) { r.set_model("gpt-9"); }, StatusCode::NOT_FOUND,
+       StatusCode::INVALID_ARGUMENT,
+       {"request", "bytes exceeds max_message_bytes=65536"}},
+      {"unknown model",
+       [](ScoreRequest& r) { r.set_model("gpt-9"); },
+       StatusCode::NOT_FOUND,
        {"model", "gpt-9", "llama-cls"}},
-      {"negative depth", [](ScoreRequest& r) { r.set_depth(-1); }, StatusCode::INVALID_ARGUMENT,
+      {"negative depth",
+       [](ScoreRequest& r) { r.set_depth(-1); },
+       StatusCode::INVALID_ARGUMENT,
        {"depth"}},
       {"unknown priority",
        [](ScoreRequest& r) { r.set_priority(static_cast<rankd::v1::Priority>(7)); },
-       StatusCode::INVALID_ARGUMENT, {"priority"}},
+       StatusCode::INVALID_ARGUMENT,
+       {"priority"}},
   };
   int invalid = 0;
   for (const Case& c : cases) {
@@ -595,7 +659,9 @@ TEST(ServeTest, HungWorkerIsKilledAndReplaced) {
 }
 
 TEST(ServeTest, WorkersArePinnedToTheirCpus) {
-  auto server = StartReady(MainConfig("llama-cls", "", "  cpu_affinity: [[0], [0]]\n"));
+  MainOptions options;
+  options.worker_settings = "  cpu_affinity: [[0], [0]]\n";
+  auto server = StartReady(MainConfig("llama-cls", options));
   ASSERT_NE(server, nullptr);
   const std::vector<pid_t> workers = server->WorkerPids();
   ASSERT_EQ(workers.size(), 2u);
@@ -603,7 +669,8 @@ TEST(ServeTest, WorkersArePinnedToTheirCpus) {
     std::ifstream status(absl::StrCat("/proc/", p, "/status"));
     std::string line, cpus;
     while (std::getline(status, line)) {
-      if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus = line.substr(line.find_last_of("\t ") + 1);
+      if (line.rfind("Cpus_allowed_list:", 0) == 0)
+        cpus = line.substr(line.find_last_of("\t ") + 1);
     }
     EXPECT_EQ(cpus, "0") << "worker " << p;
   }
@@ -650,7 +717,8 @@ TEST(ServeControlTest, FullQueueAnswersResourceExhaustedAtOnce) {
   std::vector<std::unique_ptr<AsyncScore>> calls;
   {
     StoppedWorkers stopped(server->WorkerPids());
-    for (int i = 0; i < 4; ++i) calls.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+    for (int i = 0; i < 4; ++i)
+      calls.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
     ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
     ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 2, kLiveness));
     ScoreResponse response;
@@ -714,9 +782,16 @@ TEST(ServeControlTest, InteractiveWorkOvertakesQueuedBatchWork) {
   ASSERT_EQ(pids.size(), 2u);
   StoppedWorkers stopped(pids);
   std::vector<std::unique_ptr<AsyncScore>> fillers;
-  for (int i = 0; i < 2; ++i) fillers.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+  for (int i = 0; i < 2; ++i)
+    fillers.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
   ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
-  ScoreRequest batch_request = TextRequest(c);
+  // The batch call is the heavier one by far: were it scored first, it would also finish first,
+  // whatever the order in which the client sees the answers.
+  ScoreRequest batch_request = TextRequest(golden.cases[5]);
+  for (int i = 0; i < 3; ++i) {
+    const auto items = batch_request.items();  // a copy: MergeFrom must not read itself
+    batch_request.mutable_items()->MergeFrom(items);
+  }
   batch_request.set_priority(rankd::v1::PRIORITY_BATCH);
   AsyncScore batch(*server, batch_request);
   ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 1, kLiveness));

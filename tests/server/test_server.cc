@@ -63,7 +63,8 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  const int rc = posix_spawn(&server->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc =
+      posix_spawn(&server->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     ADD_FAILURE() << "posix_spawn " << binary << ": " << strerror(rc);

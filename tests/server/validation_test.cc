@@ -8,8 +8,8 @@
 namespace rankd::server {
 namespace {
 
-using ::testing::HasSubstr;
 using rankd::v1::ScoreRequest;
+using ::testing::HasSubstr;
 
 class ValidationTest : public ::testing::Test {
  protected:
@@ -60,7 +60,8 @@ TEST_F(ValidationTest, ItemLimitsAndContents) {
   EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items: 5 items exceeds max_items=4");
   r = good_;
   r.mutable_items(1)->mutable_token_ids()->add_ids(-3);
-  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[1].token_ids.ids[1]: -3 is outside [0, vocab_size=100)");
+  EXPECT_EQ(Check(r),
+            "INVALID_ARGUMENT: items[1].token_ids.ids[1]: -3 is outside [0, vocab_size=100)");
   r = good_;
   for (int i = 0; i < 6; ++i) r.mutable_items(1)->mutable_token_ids()->add_ids(1);
   EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[1].token_ids: 7 tokens exceeds max_item_tokens=6");

@@ -8,9 +8,9 @@
 namespace rankd::worker {
 namespace {
 
-using ::testing::HasSubstr;
 using rankd::testing::LoadGolden;
 using rankd::testing::WithinF32Tolerance;
+using ::testing::HasSubstr;
 
 class ScoreWorkItemTest : public ::testing::Test {
  protected:

@@ -21,6 +21,8 @@ struct ModelSection {
   std::optional<std::string> head;            // unset: rankd.yaml beside the weights, then default
   std::optional<std::string> query_template;  // contains {query}
   std::optional<std::string> item_template;   // contains {item}
+  std::optional<std::string> preset;          // prompt preset, e.g. qwen3-reranker
+  std::optional<std::string> instruction;     // the preset's task instruction
   int threads = 1;                            // CPU backend threads per worker (0: all cores)
   int tokenizer_threads = 1;                  // per worker
   int max_batch_tokens = 8192;                // item tokens per forward pass
@@ -49,8 +51,8 @@ struct Limits {
 struct WorkersSection {
   // Worker processes. Unset (0) with a GPU list: gpus.size() * workers_per_gpu.
   int count = 2;
-  bool all_gpus = false;     // gpus: all
-  std::vector<int> gpus;     // gpus: [0, 1]; empty and !all_gpus: no GPU
+  bool all_gpus = false;  // gpus: all
+  std::vector<int> gpus;  // gpus: [0, 1]; empty and !all_gpus: no GPU
   int workers_per_gpu = 1;
   // cpu_affinity: none (not pinned) | auto (the front end's CPUs split evenly) | explicit
   // per-worker CPU lists ([[0, 1], [2, 3]]).
@@ -60,16 +62,16 @@ struct WorkersSection {
   int min_ready = 1;                       // ready (health SERVING) with at least this many up
   double startup_timeout_s = 120;          // spawn -> first answered ping, else killed
   double ping_interval_s = 1;
-  double ping_timeout_s = 5;    // an unanswered ping marks the worker hung: killed, restarted
-  double call_timeout_s = 60;   // one scoring call; beyond it the worker counts as hung
-  double restart_backoff_s = 0.5;       // first restart delay, doubled per crash in a row
+  double ping_timeout_s = 5;       // an unanswered ping marks the worker hung: killed, restarted
+  double call_timeout_s = 60;      // one scoring call; beyond it the worker counts as hung
+  double restart_backoff_s = 0.5;  // first restart delay, doubled per crash in a row
   double restart_backoff_max_s = 30;
-  double stop_timeout_s = 10;           // SIGTERM -> SIGKILL when stopping workers
-  std::string socket_dir;               // Unix sockets; empty: a fresh /tmp/rankd-XXXXXX
+  double stop_timeout_s = 10;  // SIGTERM -> SIGKILL when stopping workers
+  std::string socket_dir;      // Unix sockets; empty: a fresh /tmp/rankd-XXXXXX
 };
 
 struct LoggingSection {
-  std::string level = "info";  // trace | debug | info | warn | error | off
+  std::string level = "info";   // trace | debug | info | warn | error | off
   std::string format = "text";  // text | json
   bool access_log = false;      // one info line per request
 };

@@ -114,11 +114,11 @@ struct ServerMetrics {
   Counter* retries;          // worker calls re-dispatched after a worker failed
   Counter* worker_restarts;  // workers started again after one exited or was killed
   Counter* worker_exits;
-  Gauge* queue_depth;        // requests (stream chunks) waiting for a worker
-  Gauge* running;            // worker calls in flight, all workers
+  Gauge* queue_depth;  // requests (stream chunks) waiting for a worker
+  Gauge* running;      // worker calls in flight, all workers
   Gauge* workers_up;
   Gauge* workers_configured;
-  Gauge* ready;              // 1 when health reports rankd.v1.Scorer SERVING
+  Gauge* ready;  // 1 when health reports rankd.v1.Scorer SERVING
 };
 
 }  // namespace rankd::server

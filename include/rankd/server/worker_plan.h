@@ -12,8 +12,8 @@
 namespace rankd::server {
 
 struct WorkerSpec {
-  int index = 0;          // 0 .. count-1, stable across restarts
-  int gpu = -1;           // CUDA device the worker sees as device 0 (CUDA_VISIBLE_DEVICES); -1: none
+  int index = 0;  // 0 .. count-1, stable across restarts
+  int gpu = -1;   // CUDA device the worker sees as device 0 (CUDA_VISIBLE_DEVICES); -1: none
   std::vector<int> cpus;  // sched_setaffinity set; empty: not pinned
 };
 

@@ -72,8 +72,8 @@ class Work {
   bool cancelled_ = false;
   grpc::Status cancel_status_;  // why, when cancelled_
   int attempts_ = 0;
-  int worker_ = -1;                // worker slot of the current / last call
-  uint64_t incarnation_ = 0;       // ... and that worker's incarnation
+  int worker_ = -1;           // worker slot of the current / last call
+  uint64_t incarnation_ = 0;  // ... and that worker's incarnation
   std::shared_ptr<grpc::ClientContext> context_;
   SteadyTime enqueued_at_;
   double queue_seconds_ = 0;
@@ -187,13 +187,13 @@ class WorkerPool {
   int running_ = 0;
   int outstanding_ = 0;  // worker calls and pings whose callbacks have not run yet
   uint64_t next_incarnation_ = 1;
-  int round_robin_ = 0;  // where the least-loaded search starts, to spread ties
+  int round_robin_ = 0;      // where the least-loaded search starts, to spread ties
   double seconds_per_item_;  // moving average of compute time per item, for deadline admission
   bool draining_ = false;
-  bool stopping_ = false;   // Shutdown: no new calls, no respawns
+  bool stopping_ = false;  // Shutdown: no new calls, no respawns
   bool stop_supervisor_ = false;
   bool published_ready_ = false;
-  bool wake_ = false;  // wakes the supervisor before its next tick
+  bool wake_ = false;      // wakes the supervisor before its next tick
   std::mutex publish_mu_;  // orders readiness callbacks
   std::function<void(bool)> on_readiness_;
   std::thread supervisor_;
