@@ -55,6 +55,9 @@ class MetricsServer {
     std::string host;
     int port = 0;
     RANKD_RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
+    // One request per connection: scrapes are rare, and stopping must not wait for idle
+    // keep-alive connections.
+    server_.set_keep_alive_max_count(1);
     server_.Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
       res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
     });

@@ -3,7 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,8 +46,16 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
   const std::string config = server->dir_ + "/config.yaml";
   const std::string ready = server->dir_ + "/ready.json";
   const std::string log = server->dir_ + "/server.log";
-  std::ofstream(config) << config_yaml;
 
+  // The workers' sockets live in the test's directory, which the destructor removes.
+  std::string yaml = config_yaml;
+  const std::string sockets = absl::StrCat("  socket_dir: ", server->dir_, "/sockets\n");
+  if (const size_t workers = yaml.find("workers:\n"); workers != std::string::npos) {
+    yaml.insert(workers + 9, sockets);
+  } else {
+    yaml += "\nworkers:\n" + sockets;
+  }
+  std::ofstream(config) << yaml;
   const std::string binary = std::string(RANKD_BINARY_DIR) + "/bin/rankd";
   std::vector<std::string> args = {binary,
                                    "serve",
@@ -58,16 +66,21 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  const int rc =
-      posix_spawn(&server->pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << binary << ": " << strerror(rc);
+  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t parent = getpid();
+  server->pid_ = fork();
+  if (server->pid_ == 0) {
+    // The server goes when the test process goes, even if it crashes.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(log_fd);
+  if (server->pid_ < 0) {
+    ADD_FAILURE() << "fork: " << strerror(errno);
     return nullptr;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -92,10 +105,16 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
 }
 
 TestServer::~TestServer() {
+  // Our connection first: the server's shutdown would give it a second's grace.
+  channel_.reset();
   if (pid_ > 0 && !exited_) {
-    kill(pid_, SIGKILL);
-    int status = 0;
-    waitpid(pid_, &status, 0);
+    // Gracefully, so that the server stops its workers and removes what it made; then for sure.
+    kill(pid_, SIGTERM);
+    if (!WaitExit(std::chrono::seconds(10))) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
   }
   if (!dir_.empty()) {
     std::error_code ec;
