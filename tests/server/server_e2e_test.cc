@@ -658,6 +658,44 @@ TEST(ServeTest, HungWorkerIsKilledAndReplaced) {
   EXPECT_THAT(server->Log(), HasSubstr("did not answer a ping"));
 }
 
+TEST(ServeTest, WithItsOnlyWorkerDeadTheServerIsNotReadyAndFailsWorkRetryably) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[2];
+  // One worker, restarted a second after it dies: a window in which none is up.
+  MainOptions options;
+  options.worker_settings = "  restart_backoff_s: 1\n";
+  std::string config = MainConfig("llama-cls", options);
+  config.replace(config.find("  count: 2\n"), 11, "  count: 1\n");
+  auto server = TestServer::Start(config);
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitReady(1, kLiveness)) << server->Log();
+  const std::vector<pid_t> pids = server->WorkerPids();
+  ASSERT_EQ(pids.size(), 1u);
+  ASSERT_EQ(kill(pids[0], SIGSTOP), 0);
+  AsyncScore in_flight(*server, TextRequest(c), seconds(60));
+  ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 1, kLiveness));
+  ASSERT_EQ(kill(pids[0], SIGKILL), 0);
+  // Nowhere to send it again: UNAVAILABLE, which the client may retry.
+  const grpc::Status lost = in_flight.Wait();
+  EXPECT_EQ(lost.error_code(), StatusCode::UNAVAILABLE) << lost.error_message();
+  EXPECT_THAT(lost.error_message(), HasSubstr("no other worker is up"));
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (server->Health("rankd.v1.Scorer") != HealthStatus::NOT_SERVING &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::NOT_SERVING);
+  ScoreResponse response;
+  grpc::Status s = Score(*server, TextRequest(c), &response);
+  EXPECT_EQ(s.error_code(), StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("not ready"));
+  // The restarted worker brings readiness back.
+  EXPECT_TRUE(server->WaitReady(1, kLiveness));
+  s = Score(*server, TextRequest(c), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(GoldenMismatch(response, c), "");
+}
+
 TEST(ServeTest, WorkersArePinnedToTheirCpus) {
   MainOptions options;
   options.worker_settings = "  cpu_affinity: [[0], [0]]\n";
