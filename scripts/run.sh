@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: installs missing packages, builds, and scores the sample
-# requests in examples/requests.jsonl with the bundled tiny model on the CPU backend.
-# Any arguments replace the default ones: scripts/run.sh score --model DIR --input FILE
+# The main job on the embedded default: installs missing packages, builds, and starts
+# `rankd serve` in the foreground (configs/tiny-cpu.yaml: the bundled tiny model, CPU backend,
+# 2 worker processes, gRPC on 127.0.0.1:50051, Prometheus metrics on 127.0.0.1:9464).
+# Any arguments go to rankd instead: scripts/run.sh serve --model DIR --backend cuda
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RANKD_TARGETS=rankd scripts/build.sh
+RANKD_TARGETS="rankd rankd-client rankd-bench" scripts/build.sh
 BUILD_DIR=${RANKD_BUILD_DIR:-build}
 if (($# == 0)); then
-  set -- score --model tests/data/models/llama-cls --input examples/requests.jsonl
+  set -- serve
 fi
 exec "$BUILD_DIR/bin/rankd" "$@"
