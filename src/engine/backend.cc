@@ -51,6 +51,37 @@ absl::Status Backend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch& items,
+                               size_t num_scores) {
+  const int N = items.num_items(), H = config.hidden_size;
+  if (num_scores != static_cast<size_t>(N)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scores has ", num_scores, " slots for ", N, " items"));
+  }
+  if (items.offsets.empty() || items.offsets[0] != 0 ||
+      items.offsets.back() != items.num_tokens()) {
+    return absl::InvalidArgumentError("item offsets do not cover the tokens");
+  }
+  for (int i = 0; i < N; ++i) {
+    if (items.item_length(i) <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("item ", i, " has no tokens"));
+    }
+  }
+  if (items.embeddings.size() % H != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("embeddings hold ", items.embeddings.size(),
+                                                   " values, not a multiple of hidden_size ", H));
+  }
+  const int64_t rows = static_cast<int64_t>(items.embeddings.size()) / H;
+  for (int32_t tok : items.tokens) {
+    if (tok >= config.vocab_size || (tok < 0 && -static_cast<int64_t>(tok) > rows)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token ", tok, " is out of range (vocab ", config.vocab_size, ", ", rows,
+          " embedding rows)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head) {
   if (head.type == HeadSpec::Type::kClassifier) {
     if (config.head_kind != model::HeadKind::kSequenceClassification) {

@@ -107,6 +107,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
                                                        const std::string& model_dir,
                                                        const HeadSpec& head);
 
+// Checks a batch before a backend runs it: offsets cover the tokens, every item has tokens, ids
+// are in the vocabulary, embedding rows exist, and `num_scores` slots match the items.
+absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch& items,
+                               size_t num_scores);
+
 // Checks that `head` fits the model (classifier needs *ForSequenceClassification with index <
 // num_labels; yes_no needs *ForCausalLM with ids < vocab_size).
 absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head);

@@ -132,24 +132,8 @@ class CpuBackend final : public engine::Backend {
                           absl::Span<float> scores) override {
     const auto* prefix = dynamic_cast<const CpuPrefix*>(&prefix_base);
     if (prefix == nullptr) return absl::InvalidArgumentError("prefix was not made by the cpu backend");
+    RANKD_RETURN_IF_ERROR(engine::ValidateItemBatch(config_, items, scores.size()));
     const int N = items.num_items(), T = items.num_tokens(), H = config_.hidden_size;
-    if (static_cast<int>(scores.size()) != N) {
-      return absl::InvalidArgumentError(absl::StrCat("scores has ", scores.size(), " slots for ",
-                                                     N, " items"));
-    }
-    for (int i = 0; i < N; ++i) {
-      if (items.item_length(i) <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat("item ", i, " has no tokens"));
-      }
-    }
-    const int64_t rows = static_cast<int64_t>(items.embeddings.size()) / H;
-    for (int32_t tok : items.tokens) {
-      if (tok >= config_.vocab_size || (tok < 0 && -static_cast<int64_t>(tok) > rows)) {
-        return absl::InvalidArgumentError(absl::StrCat("token ", tok, " is out of range (vocab ",
-                                                       config_.vocab_size, ", ", rows,
-                                                       " embedding rows)"));
-      }
-    }
     const int P = prefix->num_tokens();
     std::vector<float> x(static_cast<size_t>(T) * H);
     EmbeddingGather(items.tokens.data(), T, embed_.data(), items.embeddings.data(), H, x.data());
