@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <deque>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -231,8 +232,55 @@ ItemBatch Slice(const ItemBatch& all, int begin, int end, int hidden) {
 
 }  // namespace
 
-absl::StatusOr<ScoreResult> Engine::Score(const ScoreRequest& request) {
-  ScoreResult result;
+absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::ScoreGroup> groups,
+                                 int max_batch_tokens,
+                                 const std::function<void(size_t groups_done)>& after_pass) {
+  const int hidden = backend.config().hidden_size;
+  std::vector<Backend::ScoreGroup> pass;
+  std::deque<ItemBatch> slices;  // the parts of split groups in `pass` (stable addresses)
+  int pass_tokens = 0;
+  // Scores the pending pass; `groups_done` leading groups are complete after it.
+  auto flush = [&](size_t groups_done) -> absl::Status {
+    if (pass.empty()) return absl::OkStatus();
+    RANKD_RETURN_IF_ERROR(backend.ScoreGroups(pass));
+    pass.clear();
+    slices.clear();
+    pass_tokens = 0;
+    if (after_pass) after_pass(groups_done);
+    return absl::OkStatus();
+  };
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Backend::ScoreGroup& group = groups[g];
+    const ItemBatch& all = *group.items;
+    const int n = all.num_items();
+    for (int begin = 0; begin < n;) {
+      // Items [begin, end) fill the rest of this pass.
+      int end = begin, tokens = 0;
+      while (end < n && pass_tokens + tokens + all.item_length(end) <= max_batch_tokens) {
+        tokens += all.item_length(end++);
+      }
+      if (end == begin) {
+        if (pass_tokens > 0) {
+          RANKD_RETURN_IF_ERROR(flush(g));
+          continue;
+        }
+        tokens = all.item_length(end++);  // longer than the budget: alone
+      }
+      if (begin == 0 && end == n) {
+        pass.push_back(group);
+      } else {
+        slices.push_back(Slice(all, begin, end, hidden));
+        pass.push_back({group.prefix, &slices.back(), group.scores.subspan(begin, end - begin)});
+      }
+      pass_tokens += tokens;
+      begin = end;
+    }
+  }
+  return flush(groups.size());
+}
+
+absl::StatusOr<Engine::Prepared> Engine::Prepare(const ScoreRequest& request) {
+  Prepared p;
   std::vector<int32_t> prefix_ids;
   if (request.query_ids) {
     prefix_ids = *request.query_ids;
@@ -246,36 +294,74 @@ absl::StatusOr<ScoreResult> Engine::Score(const ScoreRequest& request) {
                                                      config().vocab_size, ")"));
     }
   }
-  RANKD_ASSIGN_OR_RETURN(ItemBatch all, EncodeItems(request.items));
-  std::shared_ptr<const PrefixState> prefix = prefix_cache_->Get(prefix_ids);
-  if (prefix == nullptr) {
-    RANKD_ASSIGN_OR_RETURN(prefix, backend_->EncodePrefix(prefix_ids));
-    prefix_cache_->Put(prefix_ids, prefix);
+  RANKD_ASSIGN_OR_RETURN(p.items, EncodeItems(request.items));
+  p.prefix = prefix_cache_->Get(prefix_ids);
+  if (p.prefix == nullptr) {
+    RANKD_ASSIGN_OR_RETURN(p.prefix, backend_->EncodePrefix(prefix_ids));
+    prefix_cache_->Put(prefix_ids, p.prefix);
   }
-  result.prefix_tokens = static_cast<int>(prefix_ids.size());
-  result.item_tokens = all.num_tokens();
-  result.scores.resize(all.num_items());
+  p.result.prefix_tokens = static_cast<int>(prefix_ids.size());
+  p.result.item_tokens = p.items.num_tokens();
+  p.result.scores.resize(p.items.num_items());
+  p.apply_sigmoid = request.apply_sigmoid;
+  return p;
+}
 
-  // Consecutive items up to max_batch_tokens per backend call (an item longer than the budget goes
-  // alone); scores do not depend on how items are grouped.
-  const int hidden = config().hidden_size;
-  const int n = all.num_items();
-  for (int begin = 0, end = 0; begin < n; begin = end) {
-    int tokens = all.item_length(begin);
-    for (end = begin + 1; end < n && tokens + all.item_length(end) <= max_batch_tokens_; ++end) {
-      tokens += all.item_length(end);
+void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done) {
+  std::vector<Prepared> ready;
+  ready.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    absl::StatusOr<Prepared> p = Prepare(requests[i]);
+    if (!p.ok()) {
+      done(i, p.status());
+      continue;
     }
-    auto scores = absl::MakeSpan(result.scores).subspan(begin, end - begin);
-    if (begin == 0 && end == n) {
-      RANKD_RETURN_IF_ERROR(backend_->ScoreItems(*prefix, all, scores));
+    p->index = i;
+    ready.push_back(*std::move(p));
+  }
+  std::vector<Backend::ScoreGroup> groups;
+  groups.reserve(ready.size());
+  for (Prepared& p : ready) {
+    groups.push_back({p.prefix.get(), &p.items, absl::MakeSpan(p.result.scores)});
+  }
+  auto answer = [&](Prepared& p) {
+    if (p.apply_sigmoid) {
+      for (float& s : p.result.scores) s = Sigmoid(s);
+    }
+    done(p.index, std::move(p.result));
+  };
+  size_t answered = 0;
+  const absl::Status s =
+      ScoreGroupsInPasses(*backend_, groups, max_batch_tokens_, [&](size_t groups_done) {
+        for (; answered < groups_done; ++answered) answer(ready[answered]);
+      });
+  if (s.ok()) {
+    for (; answered < ready.size(); ++answered) answer(ready[answered]);
+    return;
+  }
+  // A pass failed: each request not answered yet on its own, so that the error stays with the
+  // request that causes it.
+  for (; answered < ready.size(); ++answered) {
+    const absl::Status one = ScoreGroupsInPasses(
+        *backend_, absl::MakeConstSpan(&groups[answered], 1), max_batch_tokens_);
+    if (one.ok()) {
+      answer(ready[answered]);
     } else {
-      RANKD_RETURN_IF_ERROR(backend_->ScoreItems(*prefix, Slice(all, begin, end, hidden), scores));
+      done(ready[answered].index, one);
     }
   }
-  if (request.apply_sigmoid) {
-    for (float& s : result.scores) s = Sigmoid(s);
-  }
-  return result;
+}
+
+std::vector<absl::StatusOr<ScoreResult>> Engine::ScoreMany(
+    absl::Span<const ScoreRequest> requests) {
+  std::vector<absl::StatusOr<ScoreResult>> results(requests.size(),
+                                                   absl::UnknownError("not scored"));
+  ScoreMany(requests, [&](size_t i, absl::StatusOr<ScoreResult> r) { results[i] = std::move(r); });
+  return results;
+}
+
+absl::StatusOr<ScoreResult> Engine::Score(const ScoreRequest& request) {
+  return std::move(ScoreMany(absl::MakeConstSpan(&request, 1))[0]);
 }
 
 }  // namespace rankd::engine

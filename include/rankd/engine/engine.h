@@ -5,12 +5,14 @@
 #define RANKD_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "rankd/engine/backend.h"
 #include "rankd/engine/prefix_cache.h"
 #include "rankd/model/config.h"
@@ -83,6 +85,15 @@ struct EngineOptions {
   size_t prefix_cache_bytes = 256 << 20;
 };
 
+// Scores `groups` through backend.ScoreGroups in passes of at most `max_batch_tokens` item tokens:
+// groups are packed in order, and a group that does not fit the rest of a pass is split (its
+// first items in this pass, the others in the next); an item longer than the budget goes alone.
+// `after_pass(end)`, if set, runs after each pass with the number of leading groups whose items
+// are all scored by then. The first failing pass ends it with that pass's error.
+absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::ScoreGroup> groups,
+                                 int max_batch_tokens,
+                                 const std::function<void(size_t groups_done)>& after_pass = {});
+
 // Parses a head spec. YES/NO may be token ids or tokenizer pieces (resolved via `tok`).
 absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::ModelConfig& config,
                                        const tokenizer::Tokenizer* tok);
@@ -92,6 +103,18 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
 
   absl::StatusOr<ScoreResult> Score(const ScoreRequest& request);
+
+  // Scores several requests together: each is tokenized and validated on its own (a bad request
+  // fails alone, not its batch-mates), its prefix comes from the prefix cache or is encoded, and
+  // all their items go through Backend::ScoreGroups in passes of at most max_batch_tokens item
+  // tokens (ScoreGroupsInPasses, requests in the given order). `done(i, result)` runs once per
+  // request, on the calling thread: for a request that fails validation before any pass, for the
+  // others in index order as soon as the pass holding their last item has finished. When a pass
+  // fails, the requests not yet answered are scored again one by one, so that a backend error
+  // fails only the request that causes it.
+  using ScoreDoneFn = std::function<void(size_t index, absl::StatusOr<ScoreResult> result)>;
+  void ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done);
+  std::vector<absl::StatusOr<ScoreResult>> ScoreMany(absl::Span<const ScoreRequest> requests);
 
   // The prefix ids of a query text (query template applied, BOS as the tokenizer adds it).
   absl::StatusOr<std::vector<int32_t>> EncodeQuery(absl::string_view query) const;
@@ -108,7 +131,17 @@ class Engine {
   const std::string& item_template() const { return item_template_; }
 
  private:
+  // A request ready for the backend: its prefix state, packed items and result to fill.
+  struct Prepared {
+    size_t index = 0;
+    std::shared_ptr<const PrefixState> prefix;
+    ItemBatch items;
+    ScoreResult result;
+    bool apply_sigmoid = false;
+  };
+
   Engine() = default;
+  absl::StatusOr<Prepared> Prepare(const ScoreRequest& request);
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
   std::string query_template_;
