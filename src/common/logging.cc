@@ -4,10 +4,118 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd {
+namespace {
+
+// Length of the well-formed UTF-8 sequence at the start of `s` (1..4), or 0 when it is not one
+// (a stray continuation byte, a truncated or overlong sequence, a surrogate, beyond U+10FFFF).
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  size_t n;
+  uint32_t cp;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (s.size() < n) return 0;
+  for (size_t i = 1; i < n; ++i) {
+    if ((b(i) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i) & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+      (cp >= 0xD800 && cp <= 0xDFFF)) {
+    return 0;
+  }
+  return n;
+}
+
+// The message (%v) escaped so that a record stays one line, and for JSON one valid string body:
+//   kJson: " \ and control characters escaped as JSON does, bytes that are not UTF-8 as U+FFFD;
+//   kText: control characters as \n, \r, \t or \xHH (a caller's string cannot start a new line).
+class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  explicit EscapedMessageFlag(LogFormat format) : format_(format) {}
+
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string escaped = EscapeLogMessage(
+        absl::string_view(msg.payload.data(), msg.payload.size()), format_);
+    dest.append(escaped.data(), escaped.data() + escaped.size());
+  }
+
+  std::unique_ptr<spdlog::custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedMessageFlag>(format_);
+  }
+
+ private:
+  const LogFormat format_;
+};
+
+}  // namespace
+
+std::string EscapeLogMessage(absl::string_view message, LogFormat format) {
+  std::string out;
+  out.reserve(message.size());
+  for (size_t i = 0; i < message.size();) {
+    const unsigned char c = static_cast<unsigned char>(message[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      absl::StrAppend(&out, format == LogFormat::kJson ? "\\u00" : "\\x",
+                      absl::Hex(c, absl::kZeroPad2));
+    } else if (format == LogFormat::kJson && (c == '"' || c == '\\')) {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (format == LogFormat::kJson && c >= 0x80) {
+      const size_t n = Utf8SequenceLength(message.substr(i));
+      if (n == 0) {
+        out += "\\ufffd";
+        ++i;
+        continue;
+      }
+      out.append(message.data() + i, n);
+      i += n;
+      continue;
+    } else {
+      out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return out;
+}
+
+std::unique_ptr<spdlog::formatter> MakeLogFormatter(LogFormat format) {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>(
+      format == LogFormat::kJson ? spdlog::pattern_time_type::utc
+                                 : spdlog::pattern_time_type::local);
+  formatter->add_flag<EscapedMessageFlag>('*', format);
+  if (format == LogFormat::kJson) {
+    // One JSON object per line. The component (%n) is one of rankd's own fixed names.
+    formatter->set_pattern(
+        R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","component":"%n","pid":%P,"msg":"%*"})");
+  } else {
+    formatter->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%L%$ %n[%P] %*");
+  }
+  return formatter;
+}
 
 absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::string_view component) {
   spdlog::level::level_enum lvl = spdlog::level::from_str(std::string(level));
@@ -17,15 +125,7 @@ absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::strin
   }
   auto logger = std::make_shared<spdlog::logger>(
       std::string(component), std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  if (format == LogFormat::kJson) {
-    // One JSON object per line; the message is escaped by spdlog's %v only loosely, so callers keep
-    // messages free of quotes where it matters (paths and codes are safe).
-    logger->set_pattern(
-        R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","component":"%n","pid":%P,"msg":"%v"})",
-        spdlog::pattern_time_type::utc);
-  } else {
-    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%L%$ %n[%P] %v");
-  }
+  logger->set_formatter(MakeLogFormatter(format));
   logger->set_level(lvl);
   spdlog::set_default_logger(std::move(logger));
   return absl::OkStatus();

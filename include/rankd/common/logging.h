@@ -2,10 +2,12 @@
 #ifndef RANKD_COMMON_LOGGING_H_
 #define RANKD_COMMON_LOGGING_H_
 
-#include "absl/strings/string_view.h"
+#include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "spdlog/formatter.h"
 #include "spdlog/spdlog.h"
 
 // Debian's abseil has its own string_view type (not std::string_view): teach fmt to print it, so
@@ -21,6 +23,15 @@ struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
 namespace rankd {
 
 enum class LogFormat { kText, kJson };
+
+// A log message made safe for one line of `format`: for kJson the body of a valid JSON string
+// (quotes, backslashes and control characters escaped, bytes that are not UTF-8 replaced by
+// U+FFFD); for kText control characters escaped (\n, \xHH), so no message starts a new line.
+std::string EscapeLogMessage(absl::string_view message, LogFormat format);
+
+// The formatter of SetUpLogging: text lines, or one JSON object per line (UTC timestamps); the
+// message goes through EscapeLogMessage either way.
+std::unique_ptr<spdlog::formatter> MakeLogFormatter(LogFormat format);
 
 // Configures the default spdlog logger. `level` is one of trace, debug, info, warn, error, off.
 absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::string_view component);
