@@ -1,16 +1,22 @@
 // Prefix attention, FlashAttention-2 style on mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
 //
-// Thread mapping: block (blockIdx.x = tile, blockIdx.y = kv head) of 4 warps handles 64 query rows
-// of one segment (row r = token r / G, q head kv_head * G + r % G); warp w owns rows 16w..16w+15.
-// In the mma fragments, lane (g = lane / 4, c = lane % 4) holds rows g and g + 8 and, of each
-// 8-key (or 8-dim) column group, columns 2c and 2c + 1. The block walks the keys [context ++ own
-// tokens up to its last token] in tiles of 64: all 128 threads load the K tile ([key][dim],
-// 16-byte loads) and the V tile transposed ([dim][key]) into shared memory; each warp computes
-// S = Q K^T (Q fragments stay in registers), masks (causal over own tokens), updates the running
-// row max and sum (online softmax in fp32, exp2 domain), rescales its O accumulators, and adds
-// P V with P re-packed from the S accumulators to bf16 A fragments (no shared-memory round trip).
-// Rows of the shared-memory tiles are padded by 8 bf16 so the fragment loads are bank-conflict
-// free.
+// Thread mapping: a persistent grid of 128-thread blocks (4 warps); each block takes work units
+// from a queue (an atomic counter): unit u is tile u / Nkv of the tile list (64 consecutive query
+// rows of one run, row r = token r / G, q head kv_head * G + r % G) for kv head u % Nkv. Warp w
+// owns rows 16w..16w+15 of the tile. In the mma fragments, lane (g = lane / 4, c = lane % 4) holds
+// rows g and g + 8 and, of each 8-key (or 8-dim) column group, columns 2c and 2c + 1. The block
+// walks the tile's keys [run context ++ own rows from the segment start of its first token to its
+// last token] in tiles of 64: all 128 threads copy the K and V tiles ([key][dim] each, 16-byte
+// cp.async, zero-filled past the end) into shared memory, two stages deep where both stages fit in
+// 48 KB (D <= 64), so the next tile's copy overlaps this tile's math. Each warp computes
+// S = Q K^T (Q fragments stay in registers; K fragments by ldmatrix), masks (context, then own
+// rows of the query's segment up to the query), updates the running row max and sum (online
+// softmax in fp32, exp2 domain), rescales its O accumulators, and adds P V with P re-packed from
+// the S accumulators to bf16 A fragments and V fragments by ldmatrix.trans (no transposed copy).
+// Rows of the shared-memory tiles are padded by 8 bf16 (16 bytes), so the 8 row addresses of each
+// ldmatrix fall in distinct bank groups.
+#include <type_traits>
+
 #include "kernels/common.cuh"
 #include "kernels/prefix_attention.cuh"
 
@@ -22,6 +28,10 @@ constexpr int kThreads = kWarps * kWarpSize;
 constexpr int kKeys = 64;  // keys per K/V tile
 static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
 
+// Shared-memory stages of K/V tiles: two when both fit in the 48 KB of static shared memory.
+template <int D>
+inline constexpr int kStages = 2 * 2 * kKeys*(D + 8) * 2 <= 48 * 1024 ? 2 : 1;
+
 __device__ __forceinline__ uint32_t Load32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
@@ -31,11 +41,38 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; zeros when !valid (src is then not read).
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddress(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CopyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 bf16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, and r[i] gets
+// element (g, 2c..2c+1) of matrix i (of its transpose with .trans).
+__device__ __forceinline__ void LoadMatrix4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddress(p)));
+}
+__device__ __forceinline__ void LoadMatrix4Trans(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddress(p)));
+}
+
 // c[16x8] += a[16x16] . b[16x8], bf16 inputs, fp32 accumulators.
 __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -43,177 +80,282 @@ __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], 
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentionParams p) {
-  constexpr int kStrideK = D + 8;      // ks row: one key's D dims (+ pad)
-  constexpr int kStrideV = kKeys + 8;  // vt row: one dim over the tile's keys (+ pad)
-  __shared__ __align__(16) __nv_bfloat16 ks[kKeys * kStrideK];  // [64 keys][D] bf16
-  __shared__ __align__(16) __nv_bfloat16 vt[D * kStrideV];      // [D][64 keys] bf16
+  constexpr int kStride = D + 8;          // smem row: one key's D dims (+ 16-byte pad)
+  constexpr int kTile = kKeys * kStride;  // one K or V tile
+  __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kTile];  // [stage][64 keys][D] bf16
+  __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kTile];  // [stage][64 keys][D] bf16
+  __shared__ int next_unit;
 
-  const int2 tile = p.tiles[blockIdx.x];
-  const int seg = tile.x, row0 = tile.y, kvh = blockIdx.y;
-  const int seg_begin = p.seg_offsets[seg];
-  const int len = p.seg_offsets[seg + 1] - seg_begin;
-  const int ctx = p.seg_ctx_len[seg];
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int rows = len * group;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int g = lane / 4, c = lane % 4;
-  const int64_t q_stride = static_cast<int64_t>(p.num_q_heads) * D;
-  const int64_t kv_stride = static_cast<int64_t>(p.num_kv_heads) * D;
-
-  // The two query rows of this thread: [0] = row g, [1] = row g + 8 of the warp's 16.
-  int tok[2], head[2];
-  bool valid[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int pr = row0 + warp * 16 + g + 8 * r;
-    valid[r] = pr < rows;
-    const int prc = valid[r] ? pr : rows - 1;  // padding rows compute a copy of the last row
-    tok[r] = prc / group;
-    head[r] = kvh * group + prc % group;
-  }
-
-  // Q as A fragments: qf[kk] covers dims 16kk..16kk+15.
-  uint32_t qf[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const __nv_bfloat16* qrow =
-          p.q + (seg_begin + tok[r]) * q_stride + head[r] * D + kk * 16 + 2 * c;
-      qf[kk][r] = Load32(qrow);
-      qf[kk][2 + r] = Load32(qrow + 8);
-    }
-  }
-
-  float o[D / 8][4];
-#pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
-  float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int64_t q_stride = static_cast<int64_t>(p.num_q_heads) * D;  // rows of out
+  const int num_units = *p.num_units;
+  const __nv_bfloat16* own_k = p.own.k + p.layer * p.own.layer_stride;
+  const __nv_bfloat16* own_v = p.own.v + p.layer * p.own.layer_stride;
   const float scale = rsqrtf(static_cast<float>(D)) * 1.4426950408889634f;  // 1/sqrt(D) * log2(e)
 
-  // Keys this block needs: the whole context, and own tokens up to its last query row's token.
-  const int last_tok = (min(rows, row0 + kAttentionTileRows) - 1) / group;
-  const int num_keys = ctx + last_tok + 1;
-
-  for (int key0 = 0; key0 < num_keys; key0 += kKeys) {
-    __syncthreads();  // the previous tile's readers are done
-    for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
-      const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
-      const int j = key0 + i;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);  // zeros past the end
-      if (j < num_keys) {
-        const __nv_bfloat16 *kp, *vp;
-        if (j < ctx) {
-          const int64_t off = j * kv_stride + kvh * D + d0;
-          kp = p.ctx_k + off;
-          vp = p.ctx_v + off;
-        } else {
-          const int64_t off = (seg_begin + j - ctx) * kv_stride + kvh * D + d0;
-          kp = p.k + off;
-          vp = p.v + off;
-        }
-        kv = *reinterpret_cast<const uint4*>(kp);
-        vv = *reinterpret_cast<const uint4*>(vp);
-      }
-      *reinterpret_cast<uint4*>(&ks[i * kStrideK + d0]) = kv;
-      const __nv_bfloat16* ve = reinterpret_cast<const __nv_bfloat16*>(&vv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) vt[(d0 + e) * kStrideV + i] = ve[e];
-    }
+  for (;;) {
+    if (threadIdx.x == 0) next_unit = atomicAdd(p.unit_counter, 1);
     __syncthreads();
-
-    // S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys.
-    float s[kKeys / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const __nv_bfloat16* kp = &ks[(nt * 8 + g) * kStrideK + kk * 16 + 2 * c];
-        Mma16816(s[nt], qf[kk], Load32(kp), Load32(kp + 8));
-      }
+    const int unit = next_unit;  // the next write to next_unit follows the unit's last barrier
+    if (unit >= num_units) break;
+    const int2 tile = p.tiles[unit / p.num_kv_heads];
+    const int kvh = unit % p.num_kv_heads;
+    const AttentionRun run = p.runs[tile.x];
+    const int row0 = tile.y, ctx = run.ctx_len;
+    const __nv_bfloat16 *ctx_k = nullptr, *ctx_v = nullptr;
+    int64_t ctx_stride = 0;
+    if (ctx > 0) {
+      const KvLayers cl = p.contexts[run.ctx];
+      ctx_k = cl.k + p.layer * cl.layer_stride;
+      ctx_v = cl.v + p.layer * cl.layer_stride;
+      ctx_stride = cl.row_stride;
     }
+    const int rows = (run.end - run.begin) * group;
 
-    // Mask, scale, row max over the quad (the 4 lanes that share rows g and g + 8).
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int key = key0 + nt * 8 + 2 * c + (e & 1);
-        const bool visible = key < ctx + tok[r] + 1;  // context, then own tokens 0..tok
-        s[nt][e] = visible ? s[nt][e] * scale : -INFINITY;
-        mx[r] = fmaxf(mx[r], s[nt][e]);
-      }
-    }
-    float alpha[2];
+    // The two query rows of this thread: [0] = row g, [1] = row g + 8 of the warp's 16. tok is
+    // the row of the pass, lo the first row of its segment.
+    int tok[2], head[2], lo[2];
+    bool valid[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);
-      // Key 0 is visible to every row, so m_new is finite from the first tile on; the guards
-      // keep a fully masked row at zeros rather than NaN all the same.
-      alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
-      m[r] = m_new;
-    }
-    float rs[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        s[nt][e] = m[r] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m[r]);
-        rs[r] += s[nt][e];
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= alpha[0];
-      o[dt][1] *= alpha[0];
-      o[dt][2] *= alpha[1];
-      o[dt][3] *= alpha[1];
+      const int pr = row0 + warp * 16 + g + 8 * r;
+      valid[r] = pr < rows;
+      const int prc = valid[r] ? pr : rows - 1;  // padding rows compute a copy of the last row
+      tok[r] = run.begin + prc / group;
+      head[r] = kvh * group + prc % group;
+      lo[r] = p.seg_start[tok[r]];
     }
 
-    // O += P V: P's 16-key slices become A fragments straight from the S accumulators.
+    // Keys of this tile: the whole context, then own rows own_lo..last_tok.
+    const int first_tok = run.begin + row0 / group;
+    const int last_tok = run.begin + (min(rows, row0 + kAttentionTileRows) - 1) / group;
+    const int own_lo = p.seg_start[first_tok];
+    const int last_lo = p.seg_start[last_tok];  // the latest segment start of the tile's rows
+    const int num_keys = ctx + last_tok - own_lo + 1;
+    const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
+
+    // Copies key tile `kt` into stage `st` (one commit group).
+    auto load_tile = [&](int kt, int st) {
+      __nv_bfloat16* kdst = ks + st * kTile;
+      __nv_bfloat16* vdst = vs + st * kTile;
+      for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
+        const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
+        const int j = kt * kKeys + i;
+        const __nv_bfloat16 *kp = own_k,
+                            *vp = own_v;  // any readable address when j is past the end
+        if (j < ctx) {
+          const int64_t off = j * ctx_stride + kvh * D + d0;
+          kp = ctx_k + off;
+          vp = ctx_v + off;
+        } else if (j < num_keys) {
+          const int64_t off = (own_lo + j - ctx) * p.own.row_stride + kvh * D + d0;
+          kp = own_k + off;
+          vp = own_v + off;
+        }
+        CopyAsync16(&kdst[i * kStride + d0], kp, j < num_keys);
+        CopyAsync16(&vdst[i * kStride + d0], vp, j < num_keys);
+      }
+      CopyAsyncCommit();
+    };
+    load_tile(0, 0);
+
+    // Q as A fragments: qf[kk] covers dims 16kk..16kk+15.
+    uint32_t qf[D / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      const uint32_t pa[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]),
-                              PackBf16(s[2 * kk][2], s[2 * kk][3]),
-                              PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const __nv_bfloat16* qrow = p.q + tok[r] * p.q_row_stride + head[r] * D + kk * 16 + 2 * c;
+        qf[kk][r] = Load32(qrow);
+        qf[kk][2 + r] = Load32(qrow + 8);
+      }
+    }
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
+    float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
+
+    for (int kt = 0; kt < num_key_tiles; ++kt) {
+      if (kStages<D> == 1) {
+        if (kt > 0) load_tile(kt, 0);  // the stage is free again after the last barrier
+        CopyAsyncWait<0>();
+      } else if (kt + 1 < num_key_tiles) {
+        load_tile(kt + 1, (kt + 1) % kStages<D>);
+        CopyAsyncWait<1>();  // tile kt has landed; kt + 1 may still be in flight
+      } else {
+        CopyAsyncWait<0>();
+      }
+      __syncthreads();
+      const __nv_bfloat16* kt_s = ks + (kt % kStages<D>)*kTile;
+      const __nv_bfloat16* vt_s = vs + (kt % kStages<D>)*kTile;
+      const int key0 = kt * kKeys;
+
+      // S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4.
+      float s[kKeys / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+        // All of this key pair's fragments first, so the loads overlap one another.
+        uint32_t b[D / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          LoadMatrix4(b[kk], &kt_s[((2 * np + (lane >> 4)) * 8 + (lane & 7)) * kStride + kk * 16 +
+                                   ((lane >> 3) & 1) * 8]);
+        }
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          Mma16816(s[2 * np], qf[kk], b[kk][0], b[kk][1]);
+          Mma16816(s[2 * np + 1], qf[kk], b[kk][2], b[kk][3]);
+        }
+      }
+
+      // Mask, scale, row max over the quad (the 4 lanes that share rows g and g + 8). A key tile
+      // that every row of the tile sees whole (context, or own rows at or before the tile's first
+      // token and in the segment of its last token) needs no mask.
+      const int own_first = own_lo + max(key0, ctx) - ctx;
+      const int own_last = own_lo + key0 + kKeys - 1 - ctx;
+      const bool whole = key0 + kKeys <= num_keys &&
+                         (key0 + kKeys <= ctx || (own_first >= last_lo && own_last <= first_tok));
+      float mx[2] = {-INFINITY, -INFINITY};
+      if (whole) {
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[nt][e] *= scale;
+            mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2;
+            const int key = key0 + nt * 8 + 2 * c + (e & 1);
+            const int own_row = own_lo + key - ctx;
+            const bool visible = key < ctx || (own_row >= lo[r] && own_row <= tok[r]);
+            s[nt][e] = visible ? s[nt][e] * scale : -INFINITY;
+            mx[r] = fmaxf(mx[r], s[nt][e]);
+          }
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float m_new = fmaxf(m[r], mx[r]);
+        // A row sees no key of a tile when the tile holds only an earlier segment's rows; the
+        // guards keep it at zeros (m = -inf, alpha = 0) until its first visible key.
+        alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
+        m[r] = m_new;
+      }
+      float rs[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          s[nt][e] = m[r] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m[r]);
+          rs[r] += s[nt][e];
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
-        const __nv_bfloat16* vp = &vt[(dt * 8 + g) * kStrideV + kk * 16 + 2 * c];
-        Mma16816(o[dt], pa, Load32(vp), Load32(vp + 8));
+        o[dt][0] *= alpha[0];
+        o[dt][1] *= alpha[0];
+        o[dt][2] *= alpha[1];
+        o[dt][3] *= alpha[1];
       }
+
+      // O += P V: P's 16-key slices become A fragments straight from the S accumulators; V's
+      // fragments (two 8-dim column groups per ldmatrix.x4.trans) from the [key][dim] tile.
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
+        const uint32_t pa[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]),
+                                PackBf16(s[2 * kk][2], s[2 * kk][3]),
+                                PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        uint32_t b[D / 16][4];
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          LoadMatrix4Trans(b[dp], &vt_s[(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
+                                        (2 * dp + (lane >> 4)) * 8]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          Mma16816(o[2 * dp], pa, b[dp][0], b[dp][1]);
+          Mma16816(o[2 * dp + 1], pa, b[dp][2], b[dp][3]);
+        }
+      }
+      __syncthreads();  // every warp is done with this stage before it is copied over
     }
-  }
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    if (!valid[r]) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    __nv_bfloat16* orow = p.out + (seg_begin + tok[r]) * q_stride + head[r] * D + 2 * c;
+    for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+      if (!valid[r]) continue;
+      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+      __nv_bfloat16* orow = p.out + tok[r] * q_stride + head[r] * D + 2 * c;
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<uint32_t*>(orow + dt * 8) =
-          PackBf16(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+      for (int dt = 0; dt < D / 8; ++dt) {
+        *reinterpret_cast<uint32_t*>(orow + dt * 8) =
+            PackBf16(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+      }
     }
   }
 }
 
 template <int D>
 cudaError_t Launch(const PrefixAttentionParams& p, cudaStream_t stream) {
-  const dim3 grid(p.num_tiles, p.num_kv_heads);
-  PrefixAttentionKernel<D><<<grid, kThreads, 0, stream>>>(p);
+  PrefixAttentionKernel<D><<<p.blocks, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+template <int D>
+int ResidentBlocks() {
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PrefixAttentionKernel<D>, kThreads,
+                                                    0) != cudaSuccess) {
+    return 0;
+  }
+  return sms * per_sm;
+}
+
+// Calls f.template operator()<D>() for the supported head_dim D; `fallback` otherwise.
+template <typename F, typename R>
+R DispatchHeadDim(int head_dim, F f, R fallback) {
+  switch (head_dim) {
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 48:
+      return f(std::integral_constant<int, 48>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 80:
+      return f(std::integral_constant<int, 80>{});
+    case 96:
+      return f(std::integral_constant<int, 96>{});
+    case 112:
+      return f(std::integral_constant<int, 112>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      return fallback;
+  }
 }
 
 }  // namespace
@@ -222,29 +364,18 @@ bool PrefixAttentionSupportsHeadDim(int head_dim) {
   return head_dim >= 16 && head_dim <= 128 && head_dim % 16 == 0;
 }
 
+int PrefixAttentionBlocks(int head_dim) {
+  return DispatchHeadDim(
+      head_dim, [](auto d) { return ResidentBlocks<decltype(d)::value>(); }, 0);
+}
+
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream) {
-  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0) return cudaErrorInvalidValue;
-  if (p.num_tiles == 0) return cudaSuccess;
-  switch (p.head_dim) {
-    case 16:
-      return Launch<16>(p, stream);
-    case 32:
-      return Launch<32>(p, stream);
-    case 48:
-      return Launch<48>(p, stream);
-    case 64:
-      return Launch<64>(p, stream);
-    case 80:
-      return Launch<80>(p, stream);
-    case 96:
-      return Launch<96>(p, stream);
-    case 112:
-      return Launch<112>(p, stream);
-    case 128:
-      return Launch<128>(p, stream);
-    default:
-      return cudaErrorInvalidValue;
+  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0) {
+    return cudaErrorInvalidValue;
   }
+  return DispatchHeadDim(
+      p.head_dim, [&](auto d) { return Launch<decltype(d)::value>(p, stream); },
+      cudaErrorInvalidValue);
 }
 
 }  // namespace rankd::kernels

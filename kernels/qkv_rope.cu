@@ -1,102 +1,166 @@
-// q/k/v bias + q/k RMSNorm + RoPE + split. Thread mapping: one warp per (token, head slot), with
-// Nq + 2 Nkv head slots per token (q heads, then k heads, then v heads); 8 warps per block. Lane
-// j holds the rotation pairs (i, i + D/2) for i = j, j + 32, ... < D/2 (at most 4 pairs, since
-// D <= 256), so the q/k norm's sum of squares is one warp reduction and RoPE needs no exchange.
-// Reads of a head's row are coalesced per half; each head is written once.
+// q/k/v bias + q/k RMSNorm + RoPE, in place. Thread mapping: one warp per row t (8 rows per
+// 256-thread block). A head's D dims are C = D / 16 chunks, padded to a power of two P; lane
+// (j = lane / P, c = lane % P) owns chunk c, i.e. the 8 rotation pairs (i, i + D/2) for
+// i = 8c..8c+7, of head slots j, j + 32/P, j + 64/P, ... (Nq + 2 Nkv slots: q heads, then k heads,
+// then v heads). The lane loads its 8 (cos, sin) pairs once (4 float4) and reuses them for every
+// head; per head it moves one 16-byte load and store of each half (16-byte bias and norm weight
+// loads too). The q/k norm's sum of squares is a reduction over the head's P lanes (shuffles);
+// padding lanes (c >= C), heads past the last slot and rows past the live count join the shuffles
+// with zeros.
 #include "kernels/common.cuh"
 #include "kernels/qkv_rope.cuh"
 
 namespace rankd::kernels {
 namespace {
 
-constexpr int kWarpsPerBlock = 8;
-constexpr int kMaxPairsPerLane = kQkvRopeMaxHeadDim / 2 / kWarpSize;
+constexpr int kThreads = 256;
 
-__global__ void QkvRopeKernel(QkvRopeParams p) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int slots = p.num_q_heads + 2 * p.num_kv_heads;
-  const int64_t job = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (job >= static_cast<int64_t>(p.num_tokens) * slots) return;
-  const int t = static_cast<int>(job / slots), slot = static_cast<int>(job % slots);
-  const int D = p.head_dim, half = D / 2;
-  const __nv_bfloat16* src = p.qkv + job * D;  // row t, head slot `slot`
-  const __nv_bfloat16* bias = p.bias ? p.bias + static_cast<int64_t>(slot) * D : nullptr;
+struct Bf16x8 {
+  float v[8];
+};
 
-  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];  // x[i], x[i + half] for i = lane + 32 k
+__device__ __forceinline__ Bf16x8 Load8(const __nv_bfloat16* p) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  Bf16x8 out;
 #pragma unroll
-  for (int k = 0; k < kMaxPairsPerLane; ++k) {
-    const int i = lane + k * kWarpSize;
-    a[k] = b[k] = 0.0f;
-    if (i < half) {
-      a[k] = __bfloat162float(src[i]);
-      b[k] = __bfloat162float(src[i + half]);
-      if (bias) {
-        a[k] += __bfloat162float(bias[i]);
-        b[k] += __bfloat162float(bias[i + half]);
-      }
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __bfloat1622float2(h[k]);
+    out.v[2 * k] = f.x;
+    out.v[2 * k + 1] = f.y;
+  }
+  return out;
+}
+
+__device__ __forceinline__ void Store8(__nv_bfloat16* p, const Bf16x8& x) {
+  uint4 raw;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(x.v[2 * k], x.v[2 * k + 1]);
+  *reinterpret_cast<uint4*>(p) = raw;
+}
+
+constexpr int kWarpsPerBlock = kThreads / kWarpSize;
+
+__global__ void __launch_bounds__(kThreads)
+    QkvRopeKernel(QkvRopeParams p, int chunks, int chunks_pow2) {
+  const int t = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int c = lane % chunks_pow2, j = lane / chunks_pow2,
+            heads_per_step = kWarpSize / chunks_pow2;
+  const int slots = p.num_q_heads + 2 * p.num_kv_heads;
+  const int D = p.head_dim, half = D / 2;
+  // Uniform over the warp, so the whole warp takes part in the shuffles below or none of it does.
+  if (t >= p.num_tokens || t >= *p.num_rows) return;
+  const bool chunk = c < chunks;
+
+  float cs[8], sn[8];  // (cos, sin) of pairs 8c..8c+7
+  if (chunk) {
+    const float4* rot =
+        reinterpret_cast<const float4*>(p.rotations + static_cast<int64_t>(t) * half + 8 * c);
+#pragma unroll
+    for (int k2 = 0; k2 < 4; ++k2) {
+      const float4 v = rot[k2];
+      cs[2 * k2] = v.x;
+      sn[2 * k2] = v.y;
+      cs[2 * k2 + 1] = v.z;
+      sn[2 * k2 + 1] = v.w;
     }
   }
+  KvLayers kv;
+  if (p.kv_out != nullptr) kv = *p.kv_out;
+  __nv_bfloat16* row = p.qkv + static_cast<int64_t>(t) * slots * D;
 
-  const bool is_q = slot < p.num_q_heads;
-  const bool is_k = !is_q && slot < p.num_q_heads + p.num_kv_heads;
-  __nv_bfloat16* dst;
-  if (is_q) {
-    dst = p.q + (static_cast<int64_t>(t) * p.num_q_heads + slot) * D;
-  } else if (is_k) {
-    dst = p.k + (static_cast<int64_t>(t) * p.num_kv_heads + (slot - p.num_q_heads)) * D;
-  } else {
-    dst = p.v +
-          (static_cast<int64_t>(t) * p.num_kv_heads + (slot - p.num_q_heads - p.num_kv_heads)) * D;
-  }
-
-  if (is_q || is_k) {
-    if (p.q_norm) {
-      const __nv_bfloat16* w = is_q ? p.q_norm : p.k_norm;
-      float ss = 0.0f;
+  for (int slot0 = 0; slot0 < slots; slot0 += heads_per_step) {
+    const int slot = slot0 + j;
+    const bool active = chunk && slot < slots;
+    const bool is_q = slot < p.num_q_heads;
+    const bool is_k = !is_q && slot < p.num_q_heads + p.num_kv_heads;
+    __nv_bfloat16* head = row + slot * D;
+    Bf16x8 a{}, b{};  // x[8c + k], x[half + 8c + k]
+    if (active) {
+      a = Load8(head + 8 * c);
+      b = Load8(head + half + 8 * c);
+      if (p.bias) {
+        const Bf16x8 ba = Load8(p.bias + slot * D + 8 * c);
+        const Bf16x8 bb = Load8(p.bias + slot * D + half + 8 * c);
 #pragma unroll
-      for (int k = 0; k < kMaxPairsPerLane; ++k) ss += a[k] * a[k] + b[k] * b[k];
-      const float inv = rsqrtf(WarpSum(ss) / static_cast<float>(D) + p.eps);
-#pragma unroll
-      for (int k = 0; k < kMaxPairsPerLane; ++k) {
-        const int i = lane + k * kWarpSize;
-        if (i < half) {
-          a[k] *= inv * __bfloat162float(w[i]);
-          b[k] *= inv * __bfloat162float(w[i + half]);
+        for (int k = 0; k < 8; ++k) {
+          a.v[k] += ba.v[k];
+          b.v[k] += bb.v[k];
         }
       }
     }
-    const float pos = static_cast<float>(p.positions[t]);
+    if (p.q_norm) {  // uniform: every lane takes part in the shuffles
+      float ss = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kMaxPairsPerLane; ++k) {
-      const int i = lane + k * kWarpSize;
-      if (i < half) {
-        float s, c;
-        sincosf(pos * p.inv_freq[i], &s, &c);
-        const float x = a[k], y = b[k];
-        a[k] = x * c - y * s;
-        b[k] = y * c + x * s;
+      for (int k = 0; k < 8; ++k) ss += a.v[k] * a.v[k] + b.v[k] * b.v[k];
+      for (int o = 1; o < chunks_pow2; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      const float inv = rsqrtf(ss / static_cast<float>(D) + p.eps);
+      if (active && (is_q || is_k)) {
+        const __nv_bfloat16* w = is_q ? p.q_norm : p.k_norm;
+        const Bf16x8 wa = Load8(w + 8 * c), wb = Load8(w + half + 8 * c);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          a.v[k] *= inv * wa.v[k];
+          b.v[k] *= inv * wb.v[k];
+        }
       }
     }
-  }
+    if (!active) continue;
+    if (is_q || is_k) {
 #pragma unroll
-  for (int k = 0; k < kMaxPairsPerLane; ++k) {
-    const int i = lane + k * kWarpSize;
-    if (i < half) {
-      dst[i] = __float2bfloat16(a[k]);
-      dst[i + half] = __float2bfloat16(b[k]);
+      for (int k = 0; k < 8; ++k) {
+        const float x = a.v[k], y = b.v[k];
+        a.v[k] = x * cs[k] - y * sn[k];
+        b.v[k] = y * cs[k] + x * sn[k];
+      }
+    }
+    if (is_q || is_k || p.bias) {
+      Store8(head + 8 * c, a);
+      Store8(head + half + 8 * c, b);
+    }
+    if (!is_q && kv.k != nullptr) {
+      const int h = is_k ? slot - p.num_q_heads : slot - p.num_q_heads - p.num_kv_heads;
+      __nv_bfloat16* dst =
+          (is_k ? kv.k : kv.v) + p.layer * kv.layer_stride + t * kv.row_stride + h * D;
+      Store8(dst + 8 * c, a);
+      Store8(dst + half + 8 * c, b);
     }
   }
+}
+
+__global__ void RopeRotationsKernel(const int32_t* __restrict__ positions,
+                                    const float* __restrict__ inv_freq, int64_t n, int half,
+                                    float2* __restrict__ rotations) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const int t = static_cast<int>(k / half), i = static_cast<int>(k % half);
+  float s, c;
+  sincosf(static_cast<float>(positions[t]) * inv_freq[i], &s, &c);
+  rotations[k] = make_float2(c, s);
 }
 
 }  // namespace
 
 cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
-  if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > kQkvRopeMaxHeadDim) {
+  if (p.head_dim <= 0 || p.head_dim % 16 != 0 || p.head_dim > kQkvRopeMaxHeadDim) {
     return cudaErrorInvalidValue;
   }
-  const int64_t jobs = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + 2 * p.num_kv_heads);
-  if (jobs == 0) return cudaSuccess;
-  QkvRopeKernel<<<CeilDiv(jobs, kWarpsPerBlock), kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+  const int chunks = p.head_dim / 16;
+  int chunks_pow2 = 1;
+  while (chunks_pow2 < chunks) chunks_pow2 *= 2;
+  if (p.num_tokens == 0) return cudaSuccess;
+  QkvRopeKernel<<<CeilDiv(p.num_tokens, kWarpsPerBlock), kThreads, 0, stream>>>(p, chunks,
+                                                                                chunks_pow2);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRopeRotations(const int32_t* positions, const float* inv_freq, int num_tokens,
+                                int half, float2* rotations, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(num_tokens) * half;
+  if (n == 0) return cudaSuccess;
+  RopeRotationsKernel<<<CeilDiv(n, 256), 256, 0, stream>>>(positions, inv_freq, n, half, rotations);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,8 @@
-// The step between the fused q/k/v projection and attention: q/k/v biases (Qwen2), per-head q/k
-// RMSNorm (Qwen3), RoPE (rotate_half layout; default, linear and llama3 frequencies all come in
-// as `inv_freq`, computed on the host by cpu::RopeInverseFrequencies), and the split into
-// per-head q, k, v buffers (k and v straight into a prefix's KV cache when encoding one).
+// The step between the fused q/k/v projection and attention, in place on the projection's output:
+// q/k/v biases (Qwen2), per-head q/k RMSNorm (Qwen3) and RoPE (rotate_half layout; default, linear
+// and llama3 frequencies all come in through the rotation table). Attention then reads q, k and v
+// straight from the fused buffer; when encoding a prefix, the roped k and v of each row are also
+// written to the prefix's K/V cache.
 #ifndef RANKD_KERNELS_QKV_ROPE_CUH_
 #define RANKD_KERNELS_QKV_ROPE_CUH_
 
@@ -10,32 +11,41 @@
 
 #include <cstdint>
 
+#include "kernels/kv_layers.cuh"
+
 namespace rankd::kernels {
 
 inline constexpr int kQkvRopeMaxHeadDim = 256;
 
 struct QkvRopeParams {
-  const __nv_bfloat16* qkv = nullptr;     // [T, (Nq + 2 Nkv) * D] bf16: q heads, k heads, v heads
+  __nv_bfloat16* qkv = nullptr;           // [T, (Nq + 2 Nkv) * D] bf16: q heads, k heads, v heads
   const __nv_bfloat16* bias = nullptr;    // [(Nq + 2 Nkv) * D] bf16, or null (no biases)
   const __nv_bfloat16* q_norm = nullptr;  // [D] bf16, or null (no q/k norm)
   const __nv_bfloat16* k_norm = nullptr;  // [D] bf16, null exactly when q_norm is
-  const int32_t* positions = nullptr;     // [T] int32 RoPE positions
-  const float* inv_freq = nullptr;        // [D / 2] fp32
-  int num_tokens = 0;                     // T
-  int num_q_heads = 0;                    // Nq
-  int num_kv_heads = 0;                   // Nkv
-  int head_dim = 0;                       // D, even, <= kQkvRopeMaxHeadDim
-  float eps = 1e-6f;                      // q/k norm epsilon
-  __nv_bfloat16* q = nullptr;             // [T, Nq, D] bf16 out
-  __nv_bfloat16* k = nullptr;             // [T, Nkv, D] bf16 out
-  __nv_bfloat16* v = nullptr;             // [T, Nkv, D] bf16 out
+  const float2* rotations = nullptr;      // [T, D / 2] fp32 (cos, sin), see LaunchRopeRotations
+  const int32_t* num_rows = nullptr;      // device, 1: rows at or past it are left alone
+  const KvLayers* kv_out = nullptr;       // device, 1, or null: where the rows' k and v also go
+                                          // (layer `layer`; a null k in the entry: nowhere)
+  int layer = 0;
+  int num_tokens = 0;    // T, the rows the launch covers
+  int num_q_heads = 0;   // Nq
+  int num_kv_heads = 0;  // Nkv
+  int head_dim = 0;      // D, a multiple of 16, <= kQkvRopeMaxHeadDim
+  float eps = 1e-6f;     // q/k norm epsilon
 };
 
-// For each token and head h: x = qkv[t, h] (+ bias[h]); for q and k heads x = RMSNorm(x) * norm
-// (when q_norm is set), then x[i], x[i + D/2] rotated by the angle positions[t] * inv_freq[i].
-// Everything in fp32, each output rounded once to bf16. Returns cudaErrorInvalidValue for a
-// head_dim that is odd or above kQkvRopeMaxHeadDim.
+// For each row t < *num_rows and head h: x = qkv[t, h] (+ bias[h]); for q and k heads
+// x = RMSNorm(x) * norm (when q_norm is set), then x[i], x[i + D/2] rotated by the angle whose
+// (cos, sin) is rotations[t, i]. Everything in fp32, each output rounded once to bf16, written back
+// in place (v heads only when there is a bias) and, for k and v, to kv_out's row t.
+// cudaErrorInvalidValue for a head_dim that is not a multiple of 16 or above kQkvRopeMaxHeadDim.
 cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream);
+
+// rotations[t, i] = (cos, sin)(positions[t] * inv_freq[i]) in fp32, for t < num_tokens and
+// i < half: computed once per pass, shared by every layer.
+//   positions [T] int32; inv_freq [half] fp32; rotations [T, half] float2.
+cudaError_t LaunchRopeRotations(const int32_t* positions, const float* inv_freq, int num_tokens,
+                                int half, float2* rotations, cudaStream_t stream);
 
 }  // namespace rankd::kernels
 

@@ -6,7 +6,10 @@
 #              with the golden scores
 #   serve      `rankd serve --backend cuda` (one worker) answering llama-cls's golden text cases
 #              through rankd-client, compared with the golden scores
-#   bench      the standard workload (ARCHITECTURE.md, "Measuring") through rankd-bench engine
+#   bench      the standard workload (ARCHITECTURE.md, "Measuring") through rankd-bench engine,
+#              both strategies x graphs on/off x Ni 50/250, and embedding items (Ni=250)
+#   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
+#              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
@@ -37,6 +40,11 @@ mapfile -t GPU_TESTS < <(grep -v '^$' "$BUNDLE/gpu_tests.txt" 2>/dev/null)
 [[ ${#GPU_TESTS[@]} == 0 ]] && GPU_TESTS=(cuda_kernels_test cuda_backend_test)
 
 failed=()
+make_model() {
+  [[ -f $MODEL_379M/model.safetensors ]] ||
+    run "make-model 379m" "$OUT/bench.log" 300 "$BIN/rankd-bench" make-model \
+      --preset 379m --out "$MODEL_379M" --tokenizer-from tests/data/models/llama-cls
+}
 say() { echo "$*" | tee -a "$SUMMARY"; }
 # run NAME LOG TIMEOUT_S CMD...: runs CMD with its output appended to LOG; records failures.
 run() {
@@ -154,21 +162,36 @@ PY
       rm -f "$ready" /tmp/rankd-serve-in.jsonl /tmp/rankd-serve-out.jsonl
       ;;
     bench)
-      if [[ ! -f $MODEL_379M/model.safetensors ]]; then
-        run "make-model 379m" "$OUT/bench.log" 300 "$BIN/rankd-bench" make-model \
-          --preset 379m --out "$MODEL_379M" --tokenizer-from tests/data/models/llama-cls
-      fi
+      make_model
       for strategy in ibpc multi-item; do
-        for ni in 50 250; do
-          run "engine $strategy ni=$ni" "$OUT/bench.log" 300 "$BIN/rankd-bench" engine \
-            --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --ni $ni --iters 20 \
-            --strategy $strategy &&
-            grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+        for graphs in --graphs --no-graphs; do
+          for ni in 50 250; do
+            run "engine $strategy $graphs ni=$ni" "$OUT/bench.log" 300 "$BIN/rankd-bench" engine \
+              --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --ni $ni --iters 20 \
+              --strategy $strategy $graphs &&
+              grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+          done
         done
       done
-      run "engine ibpc embedding items ni=250" "$OUT/bench.log" 300 "$BIN/rankd-bench" \
-        engine --backend cuda --model "$MODEL_379M" --tq 50 --ni 250 --items embedding --iters 50 &&
-        grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+      for strategy in ibpc multi-item; do
+        for graphs in --graphs --no-graphs; do
+          run "engine $strategy $graphs embedding items ni=250" "$OUT/bench.log" 300 \
+            env RANKD_CUDA_STATS=1 "$BIN/rankd-bench" engine --backend cuda --model "$MODEL_379M" \
+            --tq 50 --ni 250 --items embedding --iters 100 --strategy $strategy $graphs &&
+            grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+          grep 'cuda backend stats' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+        done
+      done
+      ;;
+    profile)
+      make_model
+      for args in "--strategy ibpc --ni 50" "--strategy multi-item --ni 50" \
+          "--strategy ibpc --ni 250 --items embedding"; do
+        echo "===== profile $args" >>"$OUT/profile.log"
+        run "profile $args" "$OUT/profile.log" 300 env RANKD_CUDA_PROFILE=1 "$BIN/rankd-bench" \
+          engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --iters 10 $args
+      done
+      grep -v '^=====' "$OUT/profile.log" >>"$SUMMARY"
       ;;
     memcheck)
       for t in "${GPU_TESTS[@]}"; do

@@ -4,11 +4,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/embedding.cuh"
+#include "kernels/gather_rows.cuh"
+#include "kernels/kv_layers.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "kernels/rms_norm.cuh"
@@ -18,6 +25,7 @@
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
+#include "rankd/backend/cuda/stage_profiler.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/safetensors.h"
@@ -31,14 +39,39 @@ using bf16 = __nv_bfloat16;
 using engine::HeadSpec;
 using engine::ItemBatch;
 using engine::PrefixState;
+using kernels::AttentionRun;
+using kernels::KvLayers;
 using model::ModelConfig;
 
 constexpr size_t kGemmWorkspaceBytes = 32 << 20;
+// Captured graphs kept at once (one per pass shape); past this many the cache starts over.
+constexpr size_t kMaxGraphs = 64;
+// Memory the device's stream-ordered pool keeps after a free instead of returning it to the
+// driver (prefix caches come and go with every new query).
+constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
 
 enum class Strategy { kIbpc, kMultiItem };
 
-// The device and the stream all of a backend's work runs on. Shared with the prefixes the backend
-// made, so that a prefix outliving its backend can still free its K/V in stream order.
+bool EnvIs(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+// Rows a pass is padded to: 64 at least, then multiples of max(64, 2^floor(log2 n) / 16), so that
+// padding costs at most 1/16 of the work and a shape repeats often enough for its graph to pay.
+int Bucket(int n) {
+  if (n <= 64) return 64;
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int step = std::max(64, pow2 / 16);
+  return (n + step - 1) / step * step;
+}
+
+// The device and the stream all of a backend's work runs on, and the lock that serialises the
+// stream's users. Shared with the prefixes the backend made, so that a prefix outliving its
+// backend can still free its K/V in stream order, and never while a graph is being captured on the
+// stream (a free then would be recorded into the graph). Recursive: a prefix can die inside a
+// locked call (EncodePrefix's error paths).
 class DeviceContext {
  public:
   static absl::StatusOr<std::shared_ptr<DeviceContext>> Create(int device) {
@@ -57,11 +90,13 @@ class DeviceContext {
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  std::recursive_mutex& mu() { return mu_; }
 
  private:
   DeviceContext(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
   int device_;
   cudaStream_t stream_;
+  std::recursive_mutex mu_;
 };
 
 // An encoded prefix. IBPC: the K/V of every layer on the device. Multi-item: the ids only (the
@@ -72,6 +107,7 @@ class CudaPrefix final : public PrefixState {
       : owner_(owner), ctx_(std::move(ctx)), ids_(std::move(ids)) {}
   ~CudaPrefix() override {
     if (kv_ != nullptr) {
+      std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
       cudaSetDevice(ctx_->device());
       cudaFreeAsync(kv_, ctx_->stream());
     }
@@ -90,6 +126,12 @@ class CudaPrefix final : public PrefixState {
   const void* owner() const { return owner_; }
   const std::vector<int32_t>& ids() const { return ids_; }
   bf16* kv() const { return kv_; }
+  // The cache as the attention kernel reads it: [L, 2, P, Nkv, D], K then V per layer.
+  KvLayers Layers(int64_t kv_width) const {
+    const int64_t P = num_tokens();
+    if (kv_ == nullptr) return KvLayers{};
+    return KvLayers{kv_, kv_ + P * kv_width, 2 * P * kv_width, kv_width};
+  }
 
  private:
   const void* owner_;
@@ -113,44 +155,78 @@ struct LayerWeights {
   const bf16* w_down = nullptr;      // [H, I]
 };
 
-// Where a pass writes (or reads) the K/V of layer l: k + l * layer_stride, v + l * layer_stride,
-// each [rows, Nkv, D] bf16.
-struct KvView {
-  bf16* k = nullptr;
-  bf16* v = nullptr;
-  size_t layer_stride = 0;  // elements; 0 when one buffer serves every layer
-  bf16* layer_k(int l) const { return k ? k + l * layer_stride : nullptr; }
-  bf16* layer_v(int l) const { return v ? v + l * layer_stride : nullptr; }
+// The counts of a pass, in device memory (part of the uploaded metadata).
+struct PassCounts {
+  int32_t rows = 0;   // live rows; the rest of the pass's rows are padding
+  int32_t items = 0;  // N
+  int32_t units = 0;  // attention work units (tiles x Nkv)
+  int32_t unused = 0;
+  KvLayers kv_out;  // encode: the prefix's cache, which RoPE fills; score: k = null
 };
 
-// The per-pass metadata, carved identically from the pinned host block and the device workspace
-// so that one copy uploads it.
+// The shape of a pass: what a captured graph is keyed by. Every pass of one shape launches the
+// same kernels with the same arguments; what differs lives in the uploaded metadata.
+enum class PassKind { kEncode, kScore };
+struct PassShape {
+  PassKind kind = PassKind::kScore;
+  int rows = 0;   // Tb: padded row count
+  int items = 0;  // Nb: padded item slots
+  bool operator<(const PassShape& o) const {
+    return std::tie(kind, rows, items) < std::tie(o.kind, o.rows, o.items);
+  }
+};
+
+// A pass's useful work, for the profile's two numbers only.
+struct PassWork {
+  double rows = 0;      // live rows
+  double items = 0;     // N
+  double attended = 0;  // sum over query rows of the keys each attends to
+  double ctx_rows = 0;  // context rows read (prefix caches)
+};
+
+// The per-pass metadata, uploaded in one copy. Carved identically from the pinned staging block
+// and the device workspace for the pass's shape, so its device addresses depend on the shape alone
+// (a graph captured for the shape stays valid as long as the workspace does).
 struct Meta {
-  int32_t* tokens = nullptr;       // [T] vocab id, or -(r + 1) for embedding row r
-  int32_t* positions = nullptr;    // [T] RoPE positions
-  int32_t* seg_offsets = nullptr;  // [S + 1] attention segments over the T rows
-  int32_t* seg_ctx_len = nullptr;  // [S] context rows each segment attends to first
-  int32_t* last_rows = nullptr;    // [N] row of each item's last token
-  int2* tiles = nullptr;           // [tiles] attention work list (segment, first query row)
+  int32_t* tokens = nullptr;         // [Tb] vocab id, or -(r + 1) for embedding row r; 0: padding
+  int32_t* positions = nullptr;      // [Tb] RoPE positions
+  int32_t* seg_start = nullptr;      // [Tb] first row of each row's segment
+  int32_t* last_rows = nullptr;      // [Nb] row of each item's last token
+  AttentionRun* runs = nullptr;      // [2 Nb + 1] attention runs
+  KvLayers* contexts = nullptr;      // [Nb + 1] context K/V of each run
+  int2* tiles = nullptr;             // [MaxAttentionTiles(Tb, 2 Nb + 1, G)] attention work list
+  PassCounts* counts = nullptr;      // [1]
+  int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
 };
 
-// Capacity of a workspace, in tokens and embedding rows.
-struct Capacity {
-  int tokens = 0;
-  int rows = 0;
+// What the backend did, for logs and tests.
+struct GraphStats {
+  int64_t eager_passes = 0;
+  int64_t graph_replays = 0;
+  int64_t graph_captures = 0;
+  int64_t graph_fallbacks = 0;  // captures or instantiations that failed (then run eagerly)
 };
 
 class CudaBackend final : public engine::Backend {
  public:
   CudaBackend(ModelConfig config, HeadSpec head, Strategy strategy,
-              std::shared_ptr<DeviceContext> ctx)
-      : config_(std::move(config)), head_(head), strategy_(strategy), ctx_(std::move(ctx)) {}
+              std::shared_ptr<DeviceContext> ctx, bool graphs)
+      : config_(std::move(config)),
+        head_(head),
+        strategy_(strategy),
+        ctx_(std::move(ctx)),
+        graphs_enabled_(graphs) {}
 
   ~CudaBackend() override {
     // Queued work may still use the arenas that the members' destructors free.
     cudaSetDevice(ctx_->device());
     cudaStreamSynchronize(ctx_->stream());
+    ClearGraphs();
     if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
+    const std::string line = StatsLine();
+    spdlog::info("{}", line);
+    if (EnvIs("RANKD_CUDA_STATS", "1") || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
+    if (profiler_) std::fputs(profiler_->Table().c_str(), stderr);
   }
 
   absl::Status Load(const model::SafetensorsModel& st, int initial_tokens);
@@ -163,33 +239,50 @@ class CudaBackend final : public engine::Backend {
       absl::Span<const int32_t> ids) override;
   absl::Status ScoreItems(const PrefixState& prefix, const ItemBatch& items,
                           absl::Span<float> scores) override;
+  absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups) override;
 
   size_t weight_bytes() const { return weights_->capacity(); }
+  CudaBackendStats Stats() {
+    std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
+    CudaBackendStats s;
+    s.graphs_enabled = graphs_enabled_;
+    s.eager_passes = stats_.eager_passes;
+    s.graph_replays = stats_.graph_replays;
+    s.graph_captures = stats_.graph_captures;
+    s.graph_fallbacks = stats_.graph_fallbacks;
+    s.graphs_cached = static_cast<int64_t>(graphs_.size());
+    return s;
+  }
 
  private:
   int group() const { return config_.num_heads / config_.num_kv_heads; }
   int qkv_width() const { return config_.q_width() + 2 * config_.kv_width(); }
 
-  Meta CarveMeta(Carver& c, const Capacity& cap) const;
+  Meta CarveMeta(Carver& c, int rows, int items) const;
   absl::Status EnsureCapacity(int tokens, int rows);
   // Waits until the previous pass's uploads have left the pinned staging block.
   absl::Status AcquireStaging();
-  // Uploads the first `num_tokens` tokens' metadata (and `num_rows` embedding rows) and runs the
-  // embedding gather into ws x.
-  absl::Status UploadAndEmbed(int num_tokens, int num_rows);
-  // Fills host meta segments/tiles from host seg_offsets; returns the tile count.
-  int FillTiles(int num_segments);
-  // Runs the decoder layers over x [T, H]. With `kv_only` (prefix encoding) the last layer stops
-  // once its K/V are written.
-  absl::Status RunLayers(int T, int num_segments, int num_tiles, const KvView& own,
-                         const KvView& ctx, bool kv_only);
+  // Uploads the metadata of `shape` (and `num_rows` embedding rows).
+  absl::Status Upload(const PassShape& shape, int num_rows);
+  // Runs a pass: replays its graph, or runs it eagerly (and captures it for next time).
+  absl::Status Forward(const PassShape& shape, const PassWork& work);
+  // Launches every kernel of a pass on the stream (eagerly, or into a graph being captured).
+  absl::Status RunPass(const PassShape& shape, const PassWork& work);
+  void CaptureGraph(const PassShape& shape, const PassWork& work);
+  void ClearGraphs();
+  std::string StatsLine() const;
   absl::Status CheckItems(const ItemBatch& items, size_t num_scores) const;
+  absl::StatusOr<const CudaPrefix*> CheckPrefix(const PrefixState* prefix) const;
+  // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
+  absl::Status Mark(Stage stage, double flops, double bytes) {
+    return profiler_ ? profiler_->Mark(stage, flops, bytes, ctx_->stream()) : absl::OkStatus();
+  }
 
   ModelConfig config_;
   HeadSpec head_;
   Strategy strategy_;
-  std::shared_ptr<DeviceContext> ctx_;
-  std::mutex mu_;  // one pass at a time: the workspace and staging are shared
+  std::shared_ptr<DeviceContext> ctx_;  // its mutex: one pass at a time, workspace and staging
+  bool graphs_enabled_;
 
   // Weights arena: every tensor below, inv_freq, and cuBLASLt's workspace.
   std::unique_ptr<Arena> weights_;
@@ -199,26 +292,35 @@ class CudaBackend final : public engine::Backend {
   const bf16* head_rows_ = nullptr;   // [1 or 2, H] classifier row, or lm_head[yes], lm_head[no]
   const float* inv_freq_ = nullptr;   // [D / 2] fp32
   std::unique_ptr<Gemm> gemm_;
+  int attention_blocks_ = 0;  // persistent grid of the attention kernel
 
-  // Workspace (device) and staging (pinned host), sized for `cap_`.
-  Capacity cap_;
+  // Workspace (device) and staging (pinned host), sized for `cap_` (Tc tokens, Rc embedding
+  // rows). The metadata regions are carved per pass shape from their bases.
+  struct Capacity {
+    int tokens = 0;
+    int rows = 0;
+  } cap_;
   std::unique_ptr<Arena> workspace_;
   std::unique_ptr<Arena> staging_;
-  size_t meta_bytes_ = 0;
-  Meta dev_meta_, host_meta_;
-  float* x_ = nullptr;                  // [T, H] fp32 residual stream
-  bf16* normed_ = nullptr;              // [T, H]
-  bf16* wide_ = nullptr;                // [T, max(Q + 2KV, 2I)]: qkv, later gate_up
-  bf16* q_ = nullptr;                   // [T, Nq, D]
-  bf16* k_ = nullptr;                   // [T, Nkv, D] own-token keys
-  bf16* v_ = nullptr;                   // [T, Nkv, D] own-token values
-  bf16* attn_ = nullptr;                // [T, Nq, D]
-  bf16* act_ = nullptr;                 // [T, I]
-  float* dev_rows_ = nullptr;           // [R, H] fp32 injected embedding rows
-  float* dev_scores_ = nullptr;         // [T] fp32 (N <= T)
-  float* host_rows_ = nullptr;          // [R, H] fp32 pinned
-  float* host_scores_ = nullptr;        // [T] fp32 pinned
+  char* dev_meta_ = nullptr;      // metadata region, MetaBytes(Tc) bytes
+  char* host_meta_ = nullptr;     // its pinned twin
+  float2* rotations_ = nullptr;   // [Tc, D/2] fp32 (cos, sin) of each row's RoPE angles
+  float* x_ = nullptr;            // [Tc, H] fp32 residual stream
+  bf16* normed_ = nullptr;        // [Tc, H]
+  bf16* wide_ = nullptr;          // [Tc, max(Q + 2KV, 2I)]: qkv (roped in place), later gate_up
+  bf16* attn_ = nullptr;          // [Tc, Q] attention output
+  bf16* act_ = nullptr;           // [Tc, I]
+  float* x_last_ = nullptr;       // [Tc, H] fp32 the items' last rows in the last layer (compact)
+  float* dev_rows_ = nullptr;     // [Rc, H] fp32 injected embedding rows
+  float* dev_scores_ = nullptr;   // [Tc] fp32 (N <= T)
+  float* host_rows_ = nullptr;    // [Rc, H] fp32 pinned
+  float* host_scores_ = nullptr;  // [Tc] fp32 pinned
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of staging
+
+  std::map<PassShape, cudaGraphExec_t> graphs_;  // captured passes, valid with this workspace
+  std::set<PassShape> failed_shapes_;            // shapes whose capture failed: eager from now on
+  GraphStats stats_;
+  std::unique_ptr<StageProfiler> profiler_;  // null unless RANKD_CUDA_PROFILE=1
 };
 
 // ---- loading ---------------------------------------------------------------------------------
@@ -334,24 +436,34 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_dev, inv_freq.data(),
                                         inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
   inv_freq_ = inv_freq_dev;
-  RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes));
+  RANKD_ASSIGN_OR_RETURN(
+      gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes, !EnvIs("RANKD_CUDA_GEMM_TUNE", "0")));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
-  return EnsureCapacity(initial_tokens, 0);
+  attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
+  if (attention_blocks_ <= 0) {
+    return absl::InternalError("cannot size the attention kernel's grid on this device");
+  }
+  if (EnvIs("RANKD_CUDA_PROFILE", "1")) {
+    const char* skip = std::getenv("RANKD_CUDA_PROFILE_SKIP");
+    RANKD_ASSIGN_OR_RETURN(profiler_, StageProfiler::Create(skip ? std::atoi(skip) : 3));
+    graphs_enabled_ = false;  // the profile times eager passes
+  }
+  return EnsureCapacity(Bucket(initial_tokens), 0);
 }
 
 // ---- workspace ---------------------------------------------------------------------------------
-
-Meta CudaBackend::CarveMeta(Carver& c, const Capacity& cap) const {
-  const int segments = cap.tokens + 1;  // at most one per item plus the prefix
-  // Segment s needs ceil(len_s * G / 64) tiles, and sum(len_s) <= tokens.
-  const int tiles = cap.tokens * group() / kernels::kAttentionTileRows + segments + 1;
+Meta CudaBackend::CarveMeta(Carver& c, int rows, int items) const {
+  const int runs = 2 * items + 1;  // multi-item: a prefix run and an item run per request
   Meta m;
-  m.tokens = c.Take<int32_t>(cap.tokens);
-  m.positions = c.Take<int32_t>(cap.tokens);
-  m.seg_offsets = c.Take<int32_t>(segments + 1);
-  m.seg_ctx_len = c.Take<int32_t>(segments);
-  m.last_rows = c.Take<int32_t>(cap.tokens);
-  m.tiles = c.Take<int2>(tiles);
+  m.tokens = c.Take<int32_t>(rows);
+  m.positions = c.Take<int32_t>(rows);
+  m.seg_start = c.Take<int32_t>(rows);
+  m.last_rows = c.Take<int32_t>(items);
+  m.runs = c.Take<AttentionRun>(runs);
+  m.contexts = c.Take<KvLayers>(items + 1);
+  m.tiles = c.Take<int2>(kernels::MaxAttentionTiles(rows, runs, group()));
+  m.counts = c.Take<PassCounts>(1);
+  m.unit_counters = c.Take<int32_t>(config_.num_layers);
   return m;
 }
 
@@ -362,29 +474,31 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
   cap.tokens =
       tokens <= cap_.tokens ? cap_.tokens : std::max({tokens, cap_.tokens + cap_.tokens / 2, 256});
   cap.rows = rows <= cap_.rows ? cap_.rows : std::max(rows, cap_.rows + cap_.rows / 2);
-  // The old blocks may still be in use by queued work.
+  // The old blocks may still be in use by queued work, and the graphs point into them.
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
+  ClearGraphs();
   workspace_.reset();
   staging_.reset();
 
   const int64_t T = cap.tokens, H = config_.hidden_size, Q = config_.q_width(),
-                KV = config_.kv_width(), I = config_.intermediate_size;
+                I = config_.intermediate_size, D = config_.head_dim;
+  Carver meta_size;
+  CarveMeta(meta_size, cap.tokens, cap.tokens);
+  const size_t meta_bytes = meta_size.bytes();
   auto carve_device = [&](Carver& c) {
-    dev_meta_ = CarveMeta(c, cap);
-    meta_bytes_ = c.bytes();
+    dev_meta_ = c.Take<char>(meta_bytes);
+    rotations_ = c.Take<float2>(T * D / 2);
     x_ = c.Take<float>(T * H);
     normed_ = c.Take<bf16>(T * H);
     wide_ = c.Take<bf16>(T * std::max<int64_t>(qkv_width(), 2 * I));
-    q_ = c.Take<bf16>(T * Q);
-    k_ = c.Take<bf16>(T * KV);
-    v_ = c.Take<bf16>(T * KV);
     attn_ = c.Take<bf16>(T * Q);
     act_ = c.Take<bf16>(T * I);
+    x_last_ = c.Take<float>(T * H);
     dev_rows_ = c.Take<float>(int64_t{cap.rows} * H);
     dev_scores_ = c.Take<float>(T);
   };
   auto carve_host = [&](Carver& c) {
-    host_meta_ = CarveMeta(c, cap);
+    host_meta_ = c.Take<char>(meta_bytes);
     host_rows_ = c.Take<float>(int64_t{cap.rows} * H);
     host_scores_ = c.Take<float>(T);
   };
@@ -396,6 +510,9 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
   Carver dev = workspace_->carver(), host = staging_->carver();
   carve_device(dev);
   carve_host(host);
+  // Attention writes only live rows; padding rows of its output feed o_proj, so they must hold
+  // finite values: zeros now, earlier passes' outputs later.
+  RANKD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attn_, 0, sizeof(bf16) * T * Q, ctx_->stream()));
   cap_ = cap;
   spdlog::debug(
       "cuda backend: workspace for {} tokens, {} embedding rows: {:.1f} MiB device, "
@@ -409,77 +526,190 @@ absl::Status CudaBackend::AcquireStaging() {
   return absl::OkStatus();
 }
 
-int CudaBackend::FillTiles(int num_segments) {
-  return kernels::FillAttentionTiles(host_meta_.seg_offsets, num_segments, group(),
-                                     host_meta_.tiles);
-}
-
-absl::Status CudaBackend::UploadAndEmbed(int num_tokens, int num_rows) {
+absl::Status CudaBackend::Upload(const PassShape& shape, int num_rows) {
   cudaStream_t s = ctx_->stream();
+  Carver layout;
+  CarveMeta(layout, shape.rows, shape.items);
+  RANKD_RETURN_IF_ERROR(
+      Mark(Stage::kUpload, 0, layout.bytes() + 4.0 * num_rows * config_.hidden_size));
   RANKD_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(dev_meta_.tokens, host_meta_.tokens, meta_bytes_, cudaMemcpyHostToDevice, s));
+      cudaMemcpyAsync(dev_meta_, host_meta_, layout.bytes(), cudaMemcpyHostToDevice, s));
   if (num_rows > 0) {
     RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         dev_rows_, host_rows_, sizeof(float) * num_rows * static_cast<size_t>(config_.hidden_size),
         cudaMemcpyHostToDevice, s));
   }
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging_free_, s));
-  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(dev_meta_.tokens, num_tokens, embed_,
-                                                            dev_rows_, config_.hidden_size, x_, s));
   return absl::OkStatus();
+}
+
+// ---- graphs ------------------------------------------------------------------------------------
+
+void CudaBackend::ClearGraphs() {
+  for (auto& [shape, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+std::string CudaBackend::StatsLine() const {
+  return absl::StrCat("cuda backend stats: graphs ", graphs_enabled_ ? "on" : "off",
+                      ", eager passes ", stats_.eager_passes, ", graph replays ",
+                      stats_.graph_replays, ", graphs captured ", stats_.graph_captures,
+                      ", capture fallbacks ", stats_.graph_fallbacks);
+}
+
+absl::Status CudaBackend::Forward(const PassShape& shape, const PassWork& work) {
+  if (graphs_enabled_) {
+    if (auto it = graphs_.find(shape); it != graphs_.end()) {
+      RANKD_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, ctx_->stream()));
+      ++stats_.graph_replays;
+      return absl::OkStatus();
+    }
+  }
+  // The first pass of a shape runs eagerly: cuBLASLt plans (and their tuning) and lazily loaded
+  // kernels are made outside any capture. Then the shape is captured for the next passes.
+  RANKD_RETURN_IF_ERROR(RunPass(shape, work));
+  ++stats_.eager_passes;
+  if (graphs_enabled_ && !failed_shapes_.count(shape)) CaptureGraph(shape, work);
+  return absl::OkStatus();
+}
+
+void CudaBackend::CaptureGraph(const PassShape& shape, const PassWork& work) {
+  cudaStream_t s = ctx_->stream();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  absl::Status st = [&]() -> absl::Status {
+    RANKD_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    const absl::Status run = RunPass(shape, work);
+    // End the capture whatever happened, so that the stream leaves capture mode.
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    RANKD_RETURN_IF_ERROR(run);
+    RANKD_CUDA_RETURN_IF_ERROR(end);
+    RANKD_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
+    return absl::OkStatus();
+  }();
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (!st.ok()) {
+    // Capture errors invalidate the capture, not the context; clear the error state and stay
+    // eager for this shape.
+    (void)cudaGetLastError();
+    ++stats_.graph_fallbacks;
+    failed_shapes_.insert(shape);
+    spdlog::warn("cuda backend: capturing the {} pass of {} rows failed, it runs eagerly: {}",
+                 shape.kind == PassKind::kEncode ? "encode" : "score", shape.rows, st.ToString());
+    return;
+  }
+  if (graphs_.size() >= kMaxGraphs) ClearGraphs();
+  graphs_.emplace(shape, exec);
+  ++stats_.graph_captures;
 }
 
 // ---- forward -----------------------------------------------------------------------------------
 
-absl::Status CudaBackend::RunLayers(int T, int num_segments, int num_tiles, const KvView& own,
-                                    const KvView& ctx, bool kv_only) {
+absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) {
   cudaStream_t s = ctx_->stream();
-  const int H = config_.hidden_size, Q = config_.q_width(), I = config_.intermediate_size;
+  const int H = config_.hidden_size, Q = config_.q_width(), KV = config_.kv_width(),
+            I = config_.intermediate_size, W = qkv_width(), D = config_.head_dim;
   const float eps = config_.rms_norm_eps;
+  const bool encode = shape.kind == PassKind::kEncode;
+  Carver c(dev_meta_);
+  const Meta m = CarveMeta(c, shape.rows, shape.items);
+  const int Tb = shape.rows, Nb = shape.items;
+
+  // The two numbers of every stage (for the profile): FLOPs, and the fewest bytes moved, for the
+  // live rows (the padding rows' work shows up as lower efficiency).
+  const double t = work.rows, n = work.items, h = H, q = Q, i = I, w3 = W, kv = KV;
+  auto norm_flops = [&](double rows) { return 4 * rows * h; };
+  auto norm_bytes = [&](double rows) { return rows * h * 6 + 2 * h; };
+
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
+  RANKD_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchEmbeddingGather(m.tokens, Tb, embed_, dev_rows_, H, x_, s));
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, t * (4 + D * 4.0)));
+  RANKD_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRopeRotations(m.positions, inv_freq_, Tb, D / 2, rotations_, s));
+  const KvLayers own{wide_ + Q, wide_ + Q + KV, 0, W};
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerWeights& w = layers_[l];
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(x_, w.input_norm, eps, T, H, normed_, s));
-    RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.wqkv, T, H, qkv_width(), wide_, s));
+    const bool last = l == config_.num_layers - 1;
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t)));
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(x_, w.input_norm, eps, Tb, H, normed_, s));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvGemm, 2 * t * h * w3, 2 * (t * h + w3 * h + t * w3)));
+    RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.wqkv, Tb, H, W, wide_, s));
     kernels::QkvRopeParams r;
     r.qkv = wide_;
     r.bias = w.bqkv;
     r.q_norm = w.q_norm;
     r.k_norm = w.k_norm;
-    r.positions = dev_meta_.positions;
-    r.inv_freq = inv_freq_;
-    r.num_tokens = T;
+    r.rotations = rotations_;
+    r.num_rows = &m.counts->rows;
+    r.kv_out = &m.counts->kv_out;
+    r.layer = l;
+    r.num_tokens = Tb;
     r.num_q_heads = config_.num_heads;
     r.num_kv_heads = config_.num_kv_heads;
-    r.head_dim = config_.head_dim;
+    r.head_dim = D;
     r.eps = eps;
-    r.q = q_;
-    r.k = own.layer_k(l);
-    r.v = own.layer_v(l);
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, 4 * t * (q + kv) + (encode ? 4 * t * kv : 0)));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
-    if (kv_only && l == config_.num_layers - 1) break;  // nothing reads this layer's output
+    if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
 
     kernels::PrefixAttentionParams a;
-    a.q = q_;
-    a.k = own.layer_k(l);
-    a.v = own.layer_v(l);
-    a.ctx_k = ctx.layer_k(l);
-    a.ctx_v = ctx.layer_v(l);
-    a.seg_offsets = dev_meta_.seg_offsets;
-    a.seg_ctx_len = dev_meta_.seg_ctx_len;
-    a.tiles = dev_meta_.tiles;
-    a.num_tiles = num_tiles;
+    a.q = wide_;
+    a.q_row_stride = W;
+    a.own = own;
+    a.contexts = m.contexts;
+    a.runs = m.runs;
+    a.seg_start = m.seg_start;
+    a.tiles = m.tiles;
+    a.num_units = &m.counts->units;
+    a.unit_counter = m.unit_counters + l;
+    a.layer = l;
     a.num_q_heads = config_.num_heads;
     a.num_kv_heads = config_.num_kv_heads;
-    a.head_dim = config_.head_dim;
+    a.head_dim = D;
+    a.blocks = attention_blocks_;
     a.out = attn_;
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, 4 * q * work.attended,
+                               2 * (2 * t * q + 2 * t * kv + 2 * work.ctx_rows * kv)));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, s));
-    RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(attn_, w.wo, T, Q, H, x_, s));
 
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(x_, w.post_norm, eps, T, H, normed_, s));
-    RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.w_gate_up, T, H, 2 * I, wide_, s));
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchSwiGlu(wide_, T, I, act_, s));
-    RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(act_, w.w_down, T, I, H, x_, s));
+    // After the last layer's attention only the items' last rows matter: its o_proj and MLP run
+    // on those rows alone, gathered into x_last_ (residual) and wide_ (attention output, free
+    // until gate_up overwrites it).
+    float* xr = x_;
+    const bf16* ar = attn_;
+    int rows = Tb;
+    double live = t;
+    if (last) {
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kGather, 0, 2 * n * (4 * h + 2 * q)));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(x_, m.last_rows, &m.counts->items, Nb,
+                                                           sizeof(float) * H, x_last_, s));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(attn_, m.last_rows, &m.counts->items, Nb,
+                                                           sizeof(bf16) * Q, wide_, s));
+      xr = x_last_;
+      ar = wide_;
+      rows = Nb;
+      live = n;
+    }
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kOProj, 2 * live * q * h, 2 * (live * q + q * h) + 8 * live * h));
+    RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(ar, w.wo, rows, Q, H, xr, s));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live)));
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(xr, w.post_norm, eps, rows, H, normed_, s));
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kGateUp, 4 * live * h * i, 2 * (live * h + 2 * i * h + 2 * live * i)));
+    RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, 0, 6 * live * i));
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchSwiGlu(wide_, rows, I, act_, s));
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kDown, 2 * live * i * h, 2 * (live * i + i * h) + 8 * live * h));
+    RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(act_, w.w_down, rows, I, H, xr, s));
   }
+  if (encode) return absl::OkStatus();
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kHead, 4 * n * h, 4 * n * h));
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
+      x_last_, nullptr, &m.counts->items, Nb, final_norm_, head_rows_,
+      head_.type == HeadSpec::Type::kClassifier ? 1 : 2, eps, H, dev_scores_, s));
   return absl::OkStatus();
 }
 
@@ -497,21 +727,31 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
   const int P = static_cast<int>(ids.size());
   if (strategy_ == Strategy::kMultiItem || P == 0) return prefix;
 
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
   RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx_->device()));
   const int64_t L = config_.num_layers, KV = config_.kv_width();
   RANKD_RETURN_IF_ERROR(prefix->AllocateKv(sizeof(bf16) * L * 2 * P * KV));
-  RANKD_RETURN_IF_ERROR(EnsureCapacity(P, 0));
+  const PassShape shape{PassKind::kEncode, Bucket(P), Bucket(1)};
+  RANKD_RETURN_IF_ERROR(EnsureCapacity(shape.rows, 0));
   RANKD_RETURN_IF_ERROR(AcquireStaging());
-  std::copy(ids.begin(), ids.end(), host_meta_.tokens);
-  for (int t = 0; t < P; ++t) host_meta_.positions[t] = t;
-  host_meta_.seg_offsets[0] = 0;
-  host_meta_.seg_offsets[1] = P;
-  host_meta_.seg_ctx_len[0] = 0;
-  const int num_tiles = FillTiles(1);
-  RANKD_RETURN_IF_ERROR(UploadAndEmbed(P, 0));
-  const KvView own{prefix->kv(), prefix->kv() + P * KV, static_cast<size_t>(2 * P * KV)};
-  RANKD_RETURN_IF_ERROR(RunLayers(P, 1, num_tiles, own, KvView{}, /*kv_only=*/true));
+  if (profiler_) profiler_->BeginPass("encode");
+  Carver c(host_meta_);
+  const Meta m = CarveMeta(c, shape.rows, shape.items);
+  std::fill(m.tokens, m.tokens + shape.rows, 0);
+  std::copy(ids.begin(), ids.end(), m.tokens);
+  std::fill(m.positions, m.positions + shape.rows, 0);
+  for (int t = 0; t < P; ++t) m.positions[t] = t;
+  std::fill(m.seg_start, m.seg_start + shape.rows, 0);
+  m.runs[0] = AttentionRun{0, P, 0, 0};
+  const int tiles = kernels::FillAttentionTiles(m.runs, 1, m.seg_start, group(), m.tiles);
+  *m.counts = PassCounts{P, 0, tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
+  std::fill(m.unit_counters, m.unit_counters + L, 0);
+  RANKD_RETURN_IF_ERROR(Upload(shape, 0));
+  PassWork work;
+  work.rows = P;
+  work.attended = static_cast<double>(P) * (P + 1) / 2 * group();
+  RANKD_RETURN_IF_ERROR(Forward(shape, work));
+  if (profiler_) RANKD_RETURN_IF_ERROR(profiler_->EndPass(ctx_->stream()));
   return std::shared_ptr<const PrefixState>(std::move(prefix));
 }
 
@@ -545,66 +785,122 @@ absl::Status CudaBackend::CheckItems(const ItemBatch& items, size_t num_scores) 
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::ScoreItems(const PrefixState& prefix_base, const ItemBatch& items,
-                                     absl::Span<float> scores) {
-  const auto* prefix = dynamic_cast<const CudaPrefix*>(&prefix_base);
+absl::StatusOr<const CudaPrefix*> CudaBackend::CheckPrefix(const PrefixState* prefix_base) const {
+  const auto* prefix = dynamic_cast<const CudaPrefix*>(prefix_base);
   if (prefix == nullptr || prefix->owner() != this) {
     return absl::InvalidArgumentError("prefix was not made by this cuda backend");
   }
-  RANKD_RETURN_IF_ERROR(CheckItems(items, scores.size()));
-  const int N = items.num_items();
-  if (N == 0) return absl::OkStatus();
+  return prefix;
+}
 
-  std::lock_guard<std::mutex> lock(mu_);
+absl::Status CudaBackend::ScoreItems(const PrefixState& prefix, const ItemBatch& items,
+                                     absl::Span<float> scores) {
+  const ScoreGroup group{&prefix, &items, scores};
+  return ScoreGroups(absl::MakeConstSpan(&group, 1));
+}
+
+// One packed pass over every group's items (multi-item: with each group's prefix in front of
+// its items). Rows of group g: [prefix_g (multi-item)] [item 0] [item 1] ...; its items attend to
+// its own prefix only, through the attention runs' context table.
+absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
+  std::vector<const CudaPrefix*> prefixes;
+  int64_t total_rows = 0, total_items = 0, total_emb = 0;
+  const int H = config_.hidden_size;
+  const bool multi = strategy_ == Strategy::kMultiItem;
+  for (const ScoreGroup& g : groups) {
+    if (g.prefix == nullptr || g.items == nullptr) {
+      return absl::InvalidArgumentError("ScoreGroups: a group has no prefix or no items");
+    }
+    RANKD_ASSIGN_OR_RETURN(const CudaPrefix* prefix, CheckPrefix(g.prefix));
+    RANKD_RETURN_IF_ERROR(CheckItems(*g.items, g.scores.size()));
+    prefixes.push_back(prefix);
+    if (g.items->num_items() == 0) continue;  // no rows, no run, no context
+    total_rows += (multi ? prefix->num_tokens() : 0) + g.items->num_tokens();
+    total_items += g.items->num_items();
+    total_emb += static_cast<int64_t>(g.items->embeddings.size()) / H;
+  }
+  if (total_items == 0) return absl::OkStatus();
+  if (total_rows > (1 << 30) / H) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch of ", total_rows, " rows is too large"));
+  }
+  const int T = static_cast<int>(total_rows), N = static_cast<int>(total_items),
+            R = static_cast<int>(total_emb);
+
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
   RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx_->device()));
   cudaStream_t s = ctx_->stream();
-  const int H = config_.hidden_size;
-  const int P = prefix->num_tokens();
-  const int R = static_cast<int>(items.embeddings.size() / H);
-  // Multi-item packs the prefix in front of the items, as segment 0.
-  const int lead = strategy_ == Strategy::kMultiItem ? P : 0;
-  const int T = lead + items.num_tokens();
-  RANKD_RETURN_IF_ERROR(EnsureCapacity(T, R));
+  const PassShape shape{PassKind::kScore, Bucket(T), Bucket(N)};
+  RANKD_RETURN_IF_ERROR(EnsureCapacity(shape.rows, R));
   RANKD_RETURN_IF_ERROR(AcquireStaging());
+  if (profiler_) profiler_->BeginPass("score");
 
-  Meta& m = host_meta_;
-  std::copy(prefix->ids().begin(), prefix->ids().begin() + lead, m.tokens);
-  std::copy(items.tokens.begin(), items.tokens.end(), m.tokens + lead);
-  for (int t = 0; t < lead; ++t) m.positions[t] = t;
-  int num_segments = 0;
-  m.seg_offsets[0] = 0;
-  if (lead > 0) {
-    m.seg_offsets[++num_segments] = lead;
-    m.seg_ctx_len[0] = 0;
+  Carver c(host_meta_);
+  const Meta m = CarveMeta(c, shape.rows, shape.items);
+  const int64_t Q = config_.q_width(), KV = config_.kv_width(), W = qkv_width();
+  PassWork work;
+  int row = 0, item = 0, runs = 0, emb = 0, contexts = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const CudaPrefix& prefix = *prefixes[gi];
+    const ItemBatch& items = *groups[gi].items;
+    if (items.num_items() == 0) continue;
+    const int P = prefix.num_tokens();
+    const int ctx = contexts++;
+    if (multi) {
+      // The prefix's rows come first; its items' context is those rows of the qkv buffer.
+      const int begin = row;
+      for (int t = 0; t < P; ++t, ++row) {
+        m.tokens[row] = prefix.ids()[t];
+        m.positions[row] = t;
+        m.seg_start[row] = begin;
+      }
+      if (P > 0) m.runs[runs++] = AttentionRun{begin, row, 0, 0};
+      m.contexts[ctx] = KvLayers{wide_ + Q + begin * W, wide_ + Q + KV + begin * W, 0, W};
+      work.attended += static_cast<double>(P) * (P + 1) / 2;
+    } else {
+      m.contexts[ctx] = prefix.Layers(KV);
+      work.ctx_rows += P;
+    }
+    const int run_begin = row;
+    for (int i = 0; i < items.num_items(); ++i) {
+      const int begin = row;
+      for (int k = items.offsets[i]; k < items.offsets[i + 1]; ++k, ++row) {
+        const int32_t tok = items.tokens[k];
+        m.tokens[row] = tok >= 0 ? tok : tok - emb;  // -(r + 1) -> -(emb + r + 1)
+        m.positions[row] = P + (row - begin);
+        m.seg_start[row] = begin;
+      }
+      m.last_rows[item++] = row - 1;
+      const double len = row - begin;
+      work.attended += len * P + len * (len + 1) / 2;
+    }
+    m.runs[runs++] = AttentionRun{run_begin, row, P, ctx};
+    std::copy(items.embeddings.begin(), items.embeddings.end(),
+              host_rows_ + static_cast<int64_t>(emb) * H);
+    emb += static_cast<int>(items.embeddings.size() / H);
   }
-  for (int i = 0; i < N; ++i) {
-    const int begin = lead + items.offsets[i], end = lead + items.offsets[i + 1];
-    for (int t = begin; t < end; ++t) m.positions[t] = P + (t - begin);
-    m.seg_ctx_len[num_segments] = P;
-    m.seg_offsets[++num_segments] = end;
-    m.last_rows[i] = end - 1;
-  }
-  const int num_tiles = FillTiles(num_segments);
-  if (R > 0) std::copy(items.embeddings.begin(), items.embeddings.end(), host_rows_);
-  RANKD_RETURN_IF_ERROR(UploadAndEmbed(T, R));
-
-  const KvView own{k_, v_, 0};
-  KvView ctx = own;  // multi-item: the prefix rows of the same buffers
-  if (strategy_ == Strategy::kIbpc) {
-    const int64_t KV = config_.kv_width();
-    ctx = KvView{prefix->kv(), prefix->kv() ? prefix->kv() + P * KV : nullptr,
-                 static_cast<size_t>(2 * P * KV)};
-  }
-  RANKD_RETURN_IF_ERROR(RunLayers(T, num_segments, num_tiles, own, ctx, /*kv_only=*/false));
-
-  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
-      x_, dev_meta_.last_rows, N, final_norm_, head_rows_,
-      head_.type == HeadSpec::Type::kClassifier ? 1 : 2, config_.rms_norm_eps, H, dev_scores_, s));
+  std::fill(m.tokens + row, m.tokens + shape.rows, 0);
+  std::fill(m.positions + row, m.positions + shape.rows, 0);
+  std::fill(m.seg_start + row, m.seg_start + shape.rows, row);
+  const int tiles = kernels::FillAttentionTiles(m.runs, runs, m.seg_start, group(), m.tiles);
+  *m.counts = PassCounts{T, N, tiles * config_.num_kv_heads, 0, KvLayers{}};
+  std::fill(m.unit_counters, m.unit_counters + config_.num_layers, 0);
+  work.rows = T;
+  work.items = N;
+  work.attended *= group();
+  RANKD_RETURN_IF_ERROR(Upload(shape, R));
+  RANKD_RETURN_IF_ERROR(Forward(shape, work));
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kDownload, 0, 4.0 * N));
   RANKD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_scores_, dev_scores_, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
+  if (profiler_) RANKD_RETURN_IF_ERROR(profiler_->EndPass(s));
   // The one synchronisation of a pass: the scores are read here.
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-  std::copy(host_scores_, host_scores_ + N, scores.begin());
+  const float* out = host_scores_;
+  for (const ScoreGroup& g : groups) {
+    std::copy(out, out + g.scores.size(), g.scores.begin());
+    out += g.scores.size();
+  }
   return absl::OkStatus();
 }
 
@@ -641,15 +937,28 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCudaBackend(
   }
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));
   RANKD_ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(options.device));
-  auto backend = std::make_unique<CudaBackend>(config, head, strategy, std::move(ctx));
+  cudaMemPool_t pool = nullptr;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, options.device));
+  uint64_t threshold = kPoolReleaseThreshold;
+  RANKD_CUDA_RETURN_IF_ERROR(
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  const bool graphs = options.cuda_graphs && !EnvIs("RANKD_CUDA_GRAPHS", "0");
+  auto backend = std::make_unique<CudaBackend>(config, head, strategy, std::move(ctx), graphs);
   RANKD_RETURN_IF_ERROR(
       Annotate(backend->Load(*st, std::max(1, options.max_batch_tokens)), model_dir));
   cudaDeviceProp prop;
   RANKD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
-  spdlog::info("cuda backend: {} on {} (device {}), strategy {}, head {}, {:.1f} MiB of weights",
-               config.Summary(), prop.name, options.device, options.strategy, head.ToString(),
-               backend->weight_bytes() / 1048576.0);
+  spdlog::info(
+      "cuda backend: {} on {} (device {}), strategy {}, head {}, graphs {}, {:.1f} MiB of weights",
+      config.Summary(), prop.name, options.device, options.strategy, head.ToString(),
+      graphs ? "on" : "off", backend->weight_bytes() / 1048576.0);
   return backend;
+}
+
+std::optional<CudaBackendStats> GetCudaBackendStats(engine::Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda == nullptr) return std::nullopt;
+  return cuda->Stats();
 }
 
 }  // namespace rankd::cuda

@@ -6,14 +6,15 @@
 
 namespace rankd::cuda {
 
-absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(void* workspace, size_t workspace_bytes) {
+absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(void* workspace, size_t workspace_bytes,
+                                                   bool tune) {
   if (reinterpret_cast<uintptr_t>(workspace) % kGemmWorkspaceAlignment != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cuBLASLt workspace is not ", kGemmWorkspaceAlignment, "-byte aligned"));
   }
   cublasLtHandle_t handle = nullptr;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
-  return std::unique_ptr<Gemm>(new Gemm(handle, workspace, workspace_bytes));
+  return std::unique_ptr<Gemm>(new Gemm(handle, workspace, workspace_bytes, tune));
 }
 
 namespace {
@@ -42,7 +43,8 @@ Gemm::~Gemm() {
 // cuBLASLt is column-major. Row-major y [T, out] is column-major y^T [out, T]; row-major
 // w [out, in] is column-major [in, out], transposed to [out, in]; row-major x [T, in] is
 // column-major [in, T]. So y^T = op(w) . x with A = w (transposed), B = x, C = D = y.
-absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32_out) {
+absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32_out, const void* x,
+                                                const void* w, cudaStream_t stream) {
   const Key key{T, in, out, f32_out};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   if (plans_.size() >= kMaxPlans) {
@@ -50,7 +52,7 @@ absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32
     plans_.clear();
   }
   Plan p;
-  absl::Status s = MakePlan(T, in, out, f32_out, &p);
+  absl::Status s = MakePlan(T, in, out, f32_out, x, w, stream, &p);
   if (!s.ok()) {
     DestroyPlan(p);
     return s;
@@ -58,7 +60,8 @@ absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32
   return &plans_.emplace(key, p).first->second;
 }
 
-absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
+absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const void* x, const void* w,
+                            cudaStream_t stream, Plan* p) {
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA,
@@ -85,11 +88,18 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
       st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
     }
   }
-  cublasLtMatmulHeuristicResult_t result;
+  // Tuning times launches, which a stream being captured into a graph cannot do.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+  // Few rows leave most of the device idle unless the algorithm splits K; the heuristic ranks
+  // those lower, so small shapes look further down its list.
+  const int candidates = T <= kSmallT ? kTuneCandidatesSmallT : kTuneCandidates;
+  const int wanted = tune_ && capture == cudaStreamCaptureStatusNone ? candidates : 1;
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidatesSmallT];
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref, 1, &result,
-                                        &found);
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref, wanted,
+                                        results, &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
   RANKD_CUBLAS_RETURN_IF_ERROR(st);
@@ -98,8 +108,59 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, Plan* p) {
                                                  " in=", in, " out=", out,
                                                  f32_out ? " (fp32 output)" : ""));
   }
-  p->algo = result.algo;
+  int best = 0;
+  if (found > 1) {
+    RANKD_ASSIGN_OR_RETURN(best, Fastest(*p, results, found, T, out, f32_out, x, w, stream));
+  }
+  p->algo = results[best].algo;
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> Gemm::Fastest(const Plan& p, const cublasLtMatmulHeuristicResult_t* candidates,
+                                  int n, int T, int out, bool f32_out, const void* x, const void* w,
+                                  cudaStream_t stream) {
+  constexpr int kRuns = 3;
+  const size_t bytes = static_cast<size_t>(T) * out * (f32_out ? 4 : 2);
+  void* scratch = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  auto release = [&] {
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (scratch) cudaFreeAsync(scratch, stream);
+  };
+  absl::StatusOr<int> best = [&]() -> absl::StatusOr<int> {
+    RANKD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&scratch, bytes, stream));
+    RANKD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, bytes, stream));
+    RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+    RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+    const float alpha = 1.0f, beta = f32_out ? 1.0f : 0.0f;
+    int fastest = 0;
+    float fastest_ms = -1;  // none timed yet
+    for (int i = 0; i < n; ++i) {
+      if (candidates[i].state != CUBLAS_STATUS_SUCCESS ||
+          candidates[i].workspaceSize > workspace_bytes_) {
+        continue;
+      }
+      auto launch = [&] {
+        return cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch,
+                              p.c, &candidates[i].algo, workspace_, workspace_bytes_, stream);
+      };
+      if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses is skipped
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
+      for (int r = 0; r < kRuns; ++r) RANKD_CUBLAS_RETURN_IF_ERROR(launch());
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, stream));
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+      float ms = 0;
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+      if (fastest_ms < 0 || ms < fastest_ms) {
+        fastest = i;
+        fastest_ms = ms;
+      }
+    }
+    return fastest;
+  }();
+  release();
+  return best;
 }
 
 absl::Status Gemm::Run(const void* x, const void* w, int T, int in, int out, void* y, bool f32_out,
@@ -112,7 +173,7 @@ absl::Status Gemm::Run(const void* x, const void* w, int T, int in, int out, voi
                                                      " is not ", kGemmAlignment, "-byte aligned"));
     }
   }
-  RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out));
+  RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out, x, w, stream));
   const float alpha = 1.0f, beta = f32_out ? 1.0f : 0.0f;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->op, &alpha, w, p->a, x, p->b, &beta, y,
                                               p->c, y, p->c, &p->algo, workspace_, workspace_bytes_,

@@ -12,8 +12,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <random>
 
+#include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/config.h"
 #include "rankd/tokenizer/tokenizer.h"
@@ -31,9 +34,13 @@ using rankd::testing::LoadGolden;
 using rankd::testing::WithinBf16Tolerance;
 
 // Two bf16 computations of the same score that differ only in GEMM shapes (hence cuBLASLt's
-// choice of kernel and summation order) and batch layout: the intermediates round identically
-// except for values on a rounding boundary, so they agree far more closely than either agrees with
-// float32. 1e-2 * max(1, |ref|) is half the golden floor.
+// choice of kernel and summation order) and batch layout. The attention kernel's key tiles start
+// where a tile's first segment starts, so the online softmax rounds its probabilities to bf16
+// against running maxima that depend on the batch layout: the two computations round differently
+// and each lands within the model's bf16 error of float32. Bound: 1e-2 * max(1, |ref|) (half the
+// golden floor), or, on models whose scores amplify rounding (llama-gqa-yesno: HF's own bf16 RMS
+// error 0.148), 1.5x HF's bf16 RMS error on the model, the allowance the golden test gives one
+// score (ConsistencyBound).
 constexpr double kConsistency = 1e-2;
 // CUDA vs the CPU backend on random inputs: ||cuda - cpu|| / ||cpu|| over a batch. HF's own bf16
 // error on the golden models reaches 1.6e-2 of |ref| (classifiers) and 0.15 on single yes/no items.
@@ -90,6 +97,10 @@ double HfRmsError(const Golden& g) {
   return n > 0 ? std::sqrt(sq / n) : 0;
 }
 
+double ConsistencyBound(double ref, double hf_rms) {
+  return std::max(kConsistency * std::max(1.0, std::abs(ref)), 1.5 * hf_rms);
+}
+
 // The bf16 tolerance of tests/data/README.md (error no worse than 1.5x HF's own bf16 error on the
 // item, floor 2e-2 * max(1, |ref|)), with HF's error on the item replaced by HF's RMS error over
 // the model where that is larger. HF's error on one item is one random draw of bf16 rounding:
@@ -101,11 +112,9 @@ bool WithinGoldenTolerance(double got, const rankd::testing::GoldenItem& it, dou
          (std::isfinite(got) && std::abs(got - it.score) <= 1.5 * hf_rms);
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& model_dir,
-                                                     const std::string& head_spec,
-                                                     const std::string& kind,
-                                                     const std::string& strategy,
-                                                     int max_batch_tokens = 16384) {
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
+    const std::string& model_dir, const std::string& head_spec, const std::string& kind,
+    const std::string& strategy, int max_batch_tokens = 16384, bool graphs = true) {
   auto config = model::ModelConfig::FromHfDir(model_dir);
   if (!config.ok()) return config.status();
   auto head = engine::ParseHeadSpec(head_spec, *config, nullptr);
@@ -115,6 +124,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& model_di
   o.strategy = strategy;
   o.threads = 2;
   o.max_batch_tokens = max_batch_tokens;
+  o.cuda_graphs = graphs;
   return engine::CreateBackend(o, model_dir, *head);
 }
 
@@ -245,8 +255,7 @@ TEST_P(CudaGoldenTest, PrefixCachedEqualsFromScratch) {
     for (size_t i = 0; i < c.items.size(); ++i) {
       st.Add(cached[i], scratch[i]);
       ASSERT_TRUE(std::isfinite(cached[i]) && std::isfinite(scratch[i])) << "item " << i;
-      EXPECT_LE(std::abs(cached[i] - scratch[i]),
-                kConsistency * std::max(1.0, std::abs(c.items[i].score)))
+      EXPECT_LE(std::abs(cached[i] - scratch[i]), ConsistencyBound(c.items[i].score, hf_rms_))
           << "item " << i;
       EXPECT_PRED3(WithinGoldenTolerance, scratch[i], c.items[i], hf_rms_);
     }
@@ -274,7 +283,7 @@ TEST_P(CudaGoldenTest, BatchCompositionInvariance) {
       one.AddIds(c.items[i].ids);
       const float alone = Score(*backend_, c.prefix_ids, one)[0];
       const size_t at = 3 * (c.items.size() - 1 - i);
-      const double tol = kConsistency * std::max(1.0, std::abs(c.items[i].score));
+      const double tol = ConsistencyBound(c.items[i].score, hf_rms_);
       ASSERT_TRUE(std::isfinite(alone)) << "item " << i;
       for (float other : {together[i], mixed_scores[at], mixed_scores[at + 2]}) {
         st.Add(other, alone);
@@ -390,6 +399,139 @@ TEST_P(CudaRandomTest, RejectsBadInput) {
   // The backend still works after the rejections.
   EXPECT_TRUE((*b)->ScoreItems(**prefix, batch, absl::MakeSpan(scores)).ok());
   EXPECT_TRUE(std::isfinite(scores[0]));
+}
+
+// Sets an environment variable for the life of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Graph replay computes exactly what the eager passes compute: same kernels, same arguments, same
+// cuBLASLt algorithms (tuning is off here, since timing may pick different ones in two backends).
+// Several rounds of random shapes, some repeated, so that both capture and replay run.
+TEST_P(CudaRandomTest, GraphsOnAndOffAgreeBitwise) {
+  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
+  for (const std::string& strategy : kStrategies) {
+    SCOPED_TRACE(strategy);
+    auto on = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16, true);
+    auto off = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16, false);
+    ASSERT_TRUE(on.ok()) << on.status();
+    ASSERT_TRUE(off.ok()) << off.status();
+    Stats st{GetParam() + " " + strategy + " graphs on vs off"};
+    std::vector<int32_t> prefix;
+    ItemBatch batch;
+    for (int round = 0; round < 4; ++round) {
+      if (round != 2) {  // round 2 repeats round 1's inputs: a replay of the same shape
+        prefix.clear();
+        batch.Clear();
+        MakeInputs((*on)->config(), &prefix, &batch);
+      }
+      SCOPED_TRACE(::testing::Message() << "round " << round << ": prefix " << prefix.size()
+                                        << " tokens, " << batch.num_tokens() << " item tokens");
+      const std::vector<float> a = Score(**on, prefix, batch);
+      const std::vector<float> b = Score(**off, prefix, batch);
+      for (size_t i = 0; i < a.size(); ++i) {
+        st.Add(a[i], b[i]);
+        ASSERT_TRUE(std::isfinite(a[i])) << "item " << i;
+        EXPECT_EQ(a[i], b[i]) << "item " << i;
+      }
+    }
+    const auto son = GetCudaBackendStats(**on), soff = GetCudaBackendStats(**off);
+    ASSERT_TRUE(son && soff);
+    EXPECT_TRUE(son->graphs_enabled);
+    EXPECT_GT(son->graph_captures, 0);
+    EXPECT_GT(son->graph_replays, 0);
+    EXPECT_EQ(son->graph_fallbacks, 0);
+    EXPECT_FALSE(soff->graphs_enabled);
+    EXPECT_EQ(soff->graph_replays + soff->graph_captures, 0);
+    EXPECT_GT(soff->eager_passes, 0);
+  }
+}
+
+TEST(CudaBackendOptions, GraphKillSwitch) {
+  RANKD_SKIP_WITHOUT_GPU();
+  ScopedEnv kill("RANKD_CUDA_GRAPHS", "0");
+  auto b = MakeBackend(rankd::testing::ModelDir("llama-cls"), "classifier:0", "cuda", "ibpc");
+  ASSERT_TRUE(b.ok()) << b.status();
+  ItemBatch batch;
+  batch.AddIds({5, 6, 7});
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(std::isfinite(Score(**b, {1, 2, 3}, batch)[0]));
+  const auto st = GetCudaBackendStats(**b);
+  ASSERT_TRUE(st);
+  EXPECT_FALSE(st->graphs_enabled);
+  EXPECT_EQ(st->graph_replays, 0);
+  EXPECT_GT(st->eager_passes, 0);
+}
+
+// Several requests, each with its own prefix, in one ScoreGroups call give the scores that one
+// ScoreItems call per request gives (the packed pass differs in GEMM shapes and attention tiling
+// only), and the CPU backend's (whose ScoreGroups runs the groups one by one).
+TEST_P(CudaRandomTest, ScoreGroupsMatchesScoreItemsPerGroup) {
+  auto cpu = MakeBackend(golden_.model_dir, golden_.head, "cpu", "ibpc");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  for (const std::string& strategy : kStrategies) {
+    SCOPED_TRACE(strategy);
+    auto cuda = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16);
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    Stats st{GetParam() + " " + strategy + " ScoreGroups vs ScoreItems"};
+    for (int round = 0; round < 2; ++round) {
+      const int num_groups = rng_.Int(2, 4);
+      std::vector<std::vector<int32_t>> prefixes(num_groups);
+      std::vector<ItemBatch> batches(num_groups);
+      for (int g = 0; g < num_groups; ++g) MakeInputs((*cuda)->config(), &prefixes[g], &batches[g]);
+      batches[num_groups - 1].Clear();  // a request with no items takes no slot
+      std::vector<std::shared_ptr<const engine::PrefixState>> cuda_prefix, cpu_prefix;
+      std::vector<std::vector<float>> packed(num_groups), cpu_scores(num_groups);
+      std::vector<Backend::ScoreGroup> cuda_groups, cpu_groups;
+      for (int g = 0; g < num_groups; ++g) {
+        auto p = (*cuda)->EncodePrefix(prefixes[g]);
+        auto q = (*cpu)->EncodePrefix(prefixes[g]);
+        ASSERT_TRUE(p.ok() && q.ok());
+        cuda_prefix.push_back(*p);
+        cpu_prefix.push_back(*q);
+        packed[g].assign(batches[g].num_items(), NAN);
+        cpu_scores[g].assign(batches[g].num_items(), NAN);
+        cuda_groups.push_back({p->get(), &batches[g], absl::MakeSpan(packed[g])});
+        cpu_groups.push_back({q->get(), &batches[g], absl::MakeSpan(cpu_scores[g])});
+      }
+      ASSERT_TRUE((*cuda)->ScoreGroups(cuda_groups).ok());
+      ASSERT_TRUE((*cpu)->ScoreGroups(cpu_groups).ok());
+      for (int g = 0; g < num_groups; ++g) {
+        SCOPED_TRACE(::testing::Message()
+                     << "round " << round << " group " << g << ": prefix " << prefixes[g].size()
+                     << " tokens, " << batches[g].num_items() << " items");
+        std::vector<float> alone(batches[g].num_items(), NAN);
+        ASSERT_TRUE((*cuda)->ScoreItems(*cuda_prefix[g], batches[g], absl::MakeSpan(alone)).ok());
+        double rms = 0;
+        for (float r : cpu_scores[g]) rms += r * r;
+        rms = std::sqrt(rms / std::max<size_t>(1, cpu_scores[g].size()));
+        for (size_t i = 0; i < alone.size(); ++i) {
+          st.Add(packed[g][i], alone[i]);
+          ASSERT_TRUE(std::isfinite(packed[g][i])) << "item " << i;
+          EXPECT_LE(std::abs(packed[g][i] - alone[i]), kConsistency * std::max(1.0, rms))
+              << "item " << i;
+        }
+        if (!alone.empty()) {
+          EXPECT_LT(test_util::RelNormError(packed[g], cpu_scores[g]), kVsCpu);
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, CudaRandomTest,

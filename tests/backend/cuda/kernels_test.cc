@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "kernels/embedding.cuh"
+#include "kernels/gather_rows.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "kernels/rms_norm.cuh"
@@ -72,7 +75,16 @@ TEST_F(KernelTest, EmbeddingGatherWithInjectedRows) {
 }
 
 TEST_F(KernelTest, RmsNorm) {
-  for (const auto& [rows, dim] : {std::pair{37, 72}, {5, 1000}, {3, 4097}, {1, 16}}) {
+  // 1024, 128 and 4096 take the register path; 1152 (9 float4s a lane), 72, 1000, 4097 and 16
+  // the strided one.
+  for (const auto& [rows, dim] : {std::pair{37, 72},
+                                  {5, 1000},
+                                  {3, 4097},
+                                  {1, 16},
+                                  {19, 1024},
+                                  {3, 128},
+                                  {2, 4096},
+                                  {4, 1152}}) {
     SCOPED_TRACE(::testing::Message() << "rows=" << rows << " dim=" << dim);
     const std::vector<float> x = rng_.Floats(static_cast<size_t>(rows) * dim, 4.0f);
     const std::vector<float> w = rng_.Bf16Values(dim, 2.0f);
@@ -114,7 +126,9 @@ struct QkvCase {
   model::RopeType rope;
 };
 
-TEST_F(KernelTest, QkvBiasNormRope) {
+// In place on the fused buffer, rows past the live count untouched; k and v of the live rows also
+// into layer 1 of a two-layer cache.
+TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
   const QkvCase cases[] = {
       {23, 6, 2, 16, false, false, model::RopeType::kDefault},
       {9, 4, 1, 48, true, false, model::RopeType::kDefault},   // Qwen2-style biases, MQA
@@ -122,12 +136,13 @@ TEST_F(KernelTest, QkvBiasNormRope) {
       {5, 8, 8, 64, true, true, model::RopeType::kLinear},
       {31, 16, 2, 128, false, false, model::RopeType::kLlama3},
       {3, 2, 1, 256, false, true, model::RopeType::kDefault},
-      {2, 1, 1, 2, true, false, model::RopeType::kDefault},
+      {2, 1, 1, 16, true, false, model::RopeType::kDefault},
   };
   for (const QkvCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " Nq=" << c.Nq << " Nkv=" << c.Nkv << " D="
                                       << c.D << " bias=" << c.bias << " qk_norm=" << c.qk_norm);
     const int Q = c.Nq * c.D, KV = c.Nkv * c.D, W = Q + 2 * KV;
+    const int live = c.T > 2 ? c.T - 2 : c.T;
     model::RopeConfig rope;
     rope.type = c.rope;
     rope.theta = 500000.0;
@@ -161,178 +176,317 @@ TEST_F(KernelTest, QkvBiasNormRope) {
     cpu::ApplyRope(k.data(), positions.data(), c.T, c.Nkv, c.D, inv_freq.data());
 
     DeviceArray<bf16> d_qkv(ToBf16(qkv)), d_bias(ToBf16(bias)), d_qn(ToBf16(q_norm)),
-        d_kn(ToBf16(k_norm)), d_q(q.size()), d_k(k.size()), d_v(v.size());
-    DeviceArray<int32_t> d_pos(positions);
+        d_kn(ToBf16(k_norm)), d_cache(static_cast<size_t>(2) * 2 * c.T * KV);
+    DeviceArray<int32_t> d_pos(positions), d_live(std::vector<int32_t>{live});
     DeviceArray<float> d_inv(inv_freq);
-    for (auto* d : {&d_q, &d_k, &d_v}) d->Poison();
+    DeviceArray<float2> d_rot(static_cast<size_t>(c.T) * c.D / 2);
+    d_cache.Poison();
+    d_rot.Poison();
+    kernels::KvLayers cache;
+    cache.k = d_cache.get();
+    cache.v = d_cache.get() + static_cast<size_t>(c.T) * KV;
+    cache.layer_stride = static_cast<int64_t>(2) * c.T * KV;
+    cache.row_stride = KV;
+    DeviceArray<kernels::KvLayers> d_kv_out(std::vector<kernels::KvLayers>{cache});
+    RANKD_EXPECT_CUDA_OK(
+        kernels::LaunchRopeRotations(d_pos.get(), d_inv.get(), c.T, c.D / 2, d_rot.get(), nullptr));
     kernels::QkvRopeParams p;
     p.qkv = d_qkv.get();
     p.bias = c.bias ? d_bias.get() : nullptr;
     p.q_norm = c.qk_norm ? d_qn.get() : nullptr;
     p.k_norm = c.qk_norm ? d_kn.get() : nullptr;
-    p.positions = d_pos.get();
-    p.inv_freq = d_inv.get();
+    p.rotations = d_rot.get();
+    p.num_rows = d_live.get();
+    p.kv_out = d_kv_out.get();
+    p.layer = 1;
     p.num_tokens = c.T;
     p.num_q_heads = c.Nq;
     p.num_kv_heads = c.Nkv;
     p.head_dim = c.D;
     p.eps = eps;
-    p.q = d_q.get();
-    p.k = d_k.get();
-    p.v = d_v.get();
     RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(p, nullptr));
     Sync();
-    EXPECT_LT(RelNormError(FromBf16(d_q.Download()), q), kOneRounding) << "q";
-    EXPECT_LT(RelNormError(FromBf16(d_k.Download()), k), kOneRounding) << "k";
-    EXPECT_LT(RelNormError(FromBf16(d_v.Download()), v), kOneRounding) << "v";
+    const std::vector<float> got = FromBf16(d_qkv.Download());
+    const std::vector<float> got_cache = FromBf16(d_cache.Download());
+    std::vector<float> gq, gk, gv, rq, rk, rv, ck, cv;
+    for (int t = 0; t < live; ++t) {
+      const float* row = got.data() + static_cast<size_t>(t) * W;
+      gq.insert(gq.end(), row, row + Q);
+      gk.insert(gk.end(), row + Q, row + Q + KV);
+      gv.insert(gv.end(), row + Q + KV, row + W);
+      rq.insert(rq.end(), q.begin() + static_cast<size_t>(t) * Q, q.begin() + (t + 1) * Q);
+      rk.insert(rk.end(), k.begin() + static_cast<size_t>(t) * KV, k.begin() + (t + 1) * KV);
+      rv.insert(rv.end(), v.begin() + static_cast<size_t>(t) * KV, v.begin() + (t + 1) * KV);
+      const float* kc = got_cache.data() + cache.layer_stride + static_cast<size_t>(t) * KV;
+      ck.insert(ck.end(), kc, kc + KV);
+      cv.insert(cv.end(), kc + static_cast<size_t>(c.T) * KV,
+                kc + static_cast<size_t>(c.T) * KV + KV);
+    }
+    EXPECT_LT(RelNormError(gq, rq), kOneRounding) << "q";
+    EXPECT_LT(RelNormError(gk, rk), kOneRounding) << "k";
+    EXPECT_LT(RelNormError(gv, rv), kOneRounding) << "v";
+    EXPECT_EQ(ck, gk) << "cached k = roped k";
+    EXPECT_EQ(cv, gv) << "cached v = v";
+    for (size_t e = static_cast<size_t>(live) * W; e < got.size(); ++e) {
+      ASSERT_EQ(got[e], qkv[e]) << "row " << e / W << " is past the live rows";
+    }
   }
+}
+
+TEST_F(KernelTest, RopeRotations) {
+  const int T = 37, half = 40;
+  std::vector<int32_t> positions(T);
+  for (int32_t& p : positions) p = rng_.Int(0, 100000);
+  const std::vector<float> inv_freq = rng_.Floats(half, 1.0f);
+  DeviceArray<int32_t> d_pos(positions);
+  DeviceArray<float> d_inv(inv_freq);
+  DeviceArray<float2> d_rot(static_cast<size_t>(T) * half);
+  d_rot.Poison();
+  RANKD_EXPECT_CUDA_OK(
+      kernels::LaunchRopeRotations(d_pos.get(), d_inv.get(), T, half, d_rot.get(), nullptr));
+  Sync();
+  const std::vector<float2> got = d_rot.Download();
+  double worst = 0;
+  for (int t = 0; t < T; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(static_cast<float>(positions[t]) * inv_freq[i]);
+      const float2 r = got[static_cast<size_t>(t) * half + i];
+      worst = std::max({worst, std::abs(r.x - std::cos(angle)), std::abs(r.y - std::sin(angle))});
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
 }
 
 TEST_F(KernelTest, ScoreHeadBothKinds) {
   for (const auto& [T, H, N, rows] :
        {std::tuple{19, 64, 7, 1}, {19, 96, 7, 2}, {40, 1000, 3, 2}, {1, 8, 1, 1}}) {
-    SCOPED_TRACE(::testing::Message() << "T=" << T << " H=" << H << " N=" << N << " rows=" << rows);
-    const std::vector<float> x = rng_.Floats(static_cast<size_t>(T) * H, 3.0f);
-    const std::vector<float> norm = rng_.Bf16Values(H, 2.0f);
-    const std::vector<float> head = rng_.Bf16Values(static_cast<size_t>(rows) * H, 1.0f);
-    std::vector<int32_t> last(N);
-    for (int32_t& r : last) r = rng_.Int(0, T - 1);
-    const float eps = 1e-6f;
-    std::vector<float> ref(N), normed(H);
-    for (int i = 0; i < N; ++i) {
-      cpu::RmsNorm(x.data() + static_cast<size_t>(last[i]) * H, norm.data(), eps, 1, H,
-                   normed.data());
-      ref[i] = cpu::Dot(head.data(), normed.data(), H);
-      if (rows == 2) ref[i] -= cpu::Dot(head.data() + H, normed.data(), H);
+    for (const bool direct : {false, true}) {  // rows by index, or rows 0..N-1
+      SCOPED_TRACE(::testing::Message() << "T=" << T << " H=" << H << " N=" << N << " rows=" << rows
+                                        << " direct=" << direct);
+      const std::vector<float> x = rng_.Floats(static_cast<size_t>(T) * H, 3.0f);
+      const std::vector<float> norm = rng_.Bf16Values(H, 2.0f);
+      const std::vector<float> head = rng_.Bf16Values(static_cast<size_t>(rows) * H, 1.0f);
+      std::vector<int32_t> last(N + 3);  // 3 slots past the live items
+      for (int i = 0; i < N + 3; ++i) last[i] = direct ? i : rng_.Int(0, T - 1);
+      const float eps = 1e-6f;
+      std::vector<float> ref(N), normed(H);
+      for (int i = 0; i < N; ++i) {
+        cpu::RmsNorm(x.data() + static_cast<size_t>(last[i]) * H, norm.data(), eps, 1, H,
+                     normed.data());
+        ref[i] = cpu::Dot(head.data(), normed.data(), H);
+        if (rows == 2) ref[i] -= cpu::Dot(head.data() + H, normed.data(), H);
+      }
+      DeviceArray<float> d_x(x), d_scores(N + 3);
+      DeviceArray<int32_t> d_last(last), d_n(std::vector<int32_t>{N});
+      DeviceArray<bf16> d_norm(ToBf16(norm)), d_head(ToBf16(head));
+      d_scores.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchScoreHead(d_x.get(), direct ? nullptr : d_last.get(),
+                                                    d_n.get(), N + 3, d_norm.get(), d_head.get(),
+                                                    rows, eps, H, d_scores.get(), nullptr));
+      Sync();
+      std::vector<float> got = d_scores.Download();
+      for (int i = N; i < N + 3; ++i) EXPECT_TRUE(std::isnan(got[i])) << "slot " << i << " written";
+      got.resize(N);
+      EXPECT_LT(RelNormError(got, ref), kFp32);
     }
-    DeviceArray<float> d_x(x), d_scores(N);
-    DeviceArray<int32_t> d_last(last);
-    DeviceArray<bf16> d_norm(ToBf16(norm)), d_head(ToBf16(head));
-    d_scores.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchScoreHead(d_x.get(), d_last.get(), N, d_norm.get(),
-                                                  d_head.get(), rows, eps, H, d_scores.get(),
-                                                  nullptr));
-    Sync();
-    EXPECT_LT(RelNormError(d_scores.Download(), ref), kFp32);
   }
 }
 
+TEST_F(KernelTest, GatherRows) {
+  const int rows = 29, width = 36;  // 144-byte rows of floats
+  const std::vector<float> in = rng_.Floats(static_cast<size_t>(rows) * width, 2.0f);
+  std::vector<int32_t> index(11);
+  for (int32_t& r : index) r = rng_.Int(0, rows - 1);
+  const int live = 8;
+  DeviceArray<float> d_in(in), d_out(index.size() * width);
+  DeviceArray<int32_t> d_index(index), d_live(std::vector<int32_t>{live});
+  d_out.Poison();
+  RANKD_EXPECT_CUDA_OK(kernels::LaunchGatherRows(d_in.get(), d_index.get(), d_live.get(),
+                                                 static_cast<int>(index.size()),
+                                                 width * sizeof(float), d_out.get(), nullptr));
+  Sync();
+  const std::vector<float> got = d_out.Download();
+  for (size_t i = 0; i < index.size(); ++i) {
+    for (int j = 0; j < width; ++j) {
+      const float want = static_cast<int>(i) < live ? in[index[i] * width + j] : 0.0f;
+      ASSERT_EQ(got[i * width + j], want) << "row " << i << " col " << j;
+    }
+  }
+  EXPECT_EQ(kernels::LaunchGatherRows(d_in.get(), d_index.get(), d_live.get(), 1, 12, d_out.get(),
+                                      nullptr),
+            cudaErrorInvalidValue);
+}
+
+// A batch for the attention kernel: runs of segments, each run attending to a context that is
+// either a separate prefix cache (IBPC) or the own rows of an earlier run (multi-item). q/k/v live
+// in one fused [T, Q + 2KV] buffer, as the backend keeps them; caches hold 2 layers and the
+// kernel runs layer 1.
 struct AttentionCase {
-  int Nq, Nkv, D, P;
-  std::vector<int> lengths;
+  int Nq, Nkv, D;
+  std::vector<int> cache_rows;         // P of each separate cache
+  std::vector<int> ctx;                // per run: -1 none, c >= 0 cache c, -2 - r own run r
+  std::vector<std::vector<int>> lens;  // per run: segment lengths
+  int blocks = 0;                      // 0: the resident grid
 };
 
-// IBPC layout: the context is a separate K/V buffer; every segment sees all P rows of it.
-TEST_F(KernelTest, PrefixAttentionSeparateContext) {
+void CheckAttention(const AttentionCase& c, Rng& rng) {
+  constexpr int kLayers = 2, kLayer = 1;
+  const int Q = c.Nq * c.D, KV = c.Nkv * c.D, W = Q + 2 * KV, G = c.Nq / c.Nkv;
+  std::vector<kernels::AttentionRun> runs;
+  std::vector<int32_t> seg_start;
+  int T = 0;
+  for (size_t r = 0; r < c.lens.size(); ++r) {
+    kernels::AttentionRun run;
+    run.begin = T;
+    for (int len : c.lens[r]) {
+      for (int t = 0; t < len; ++t) seg_start.push_back(T);
+      T += len;
+    }
+    run.end = T;
+    runs.push_back(run);
+  }
+  const std::vector<float> wide = rng.Bf16Values(static_cast<size_t>(T) * W, 2.0f);
+  std::vector<std::vector<float>> caches;
+  std::vector<std::unique_ptr<DeviceArray<bf16>>> d_caches;
+  for (int P : c.cache_rows) {
+    caches.push_back(rng.Bf16Values(static_cast<size_t>(kLayers) * 2 * P * KV, 1.5f));
+    d_caches.push_back(std::make_unique<DeviceArray<bf16>>(ToBf16(caches.back())));
+  }
+  DeviceArray<bf16> d_wide(ToBf16(wide));
+  const kernels::KvLayers own{d_wide.get() + Q, d_wide.get() + Q + KV, 0, W};
+  // Contexts: one table entry per run that has one.
+  std::vector<kernels::KvLayers> contexts;
+  std::vector<std::vector<float>> ctx_k(runs.size()), ctx_v(runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const int src = c.ctx[r];
+    if (src == -1) continue;
+    kernels::KvLayers kv;
+    if (src >= 0) {
+      const int P = c.cache_rows[src];
+      const int64_t layer = static_cast<int64_t>(2) * P * KV;
+      bf16* base = d_caches[src]->get();
+      kv = {base, base + static_cast<int64_t>(P) * KV, layer, KV};
+      runs[r].ctx_len = P;
+      const auto& h = caches[src];
+      ctx_k[r].assign(h.begin() + kLayer * layer, h.begin() + kLayer * layer + P * KV);
+      ctx_v[r].assign(h.begin() + kLayer * layer + P * KV, h.begin() + (kLayer + 1) * layer);
+    } else {
+      const auto& o = runs[-2 - src];
+      kv = {own.k + static_cast<int64_t>(o.begin) * W, own.v + static_cast<int64_t>(o.begin) * W, 0,
+            W};
+      runs[r].ctx_len = o.end - o.begin;
+      for (int t = o.begin; t < o.end; ++t) {
+        const float* row = wide.data() + static_cast<size_t>(t) * W;
+        ctx_k[r].insert(ctx_k[r].end(), row + Q, row + Q + KV);
+        ctx_v[r].insert(ctx_v[r].end(), row + Q + KV, row + W);
+      }
+    }
+    runs[r].ctx = static_cast<int32_t>(contexts.size());
+    contexts.push_back(kv);
+  }
+  // Reference, segment by segment.
+  std::vector<float> ref(static_cast<size_t>(T) * Q);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    int begin = runs[r].begin;
+    for (int len : c.lens[r]) {
+      std::vector<float> q, k, v, out(static_cast<size_t>(len) * Q);
+      for (int t = begin; t < begin + len; ++t) {
+        const float* row = wide.data() + static_cast<size_t>(t) * W;
+        q.insert(q.end(), row, row + Q);
+        k.insert(k.end(), row + Q, row + Q + KV);
+        v.insert(v.end(), row + Q + KV, row + W);
+      }
+      cpu::PrefixAttention(q.data(), ctx_k[r].data(), ctx_v[r].data(), runs[r].ctx_len, k.data(),
+                           v.data(), len, c.Nq, c.Nkv, c.D, out.data());
+      std::copy(out.begin(), out.end(), ref.begin() + static_cast<size_t>(begin) * Q);
+      begin += len;
+    }
+  }
+  std::vector<int2> tiles(kernels::MaxAttentionTiles(T, static_cast<int>(runs.size()), G));
+  const int num_tiles = kernels::FillAttentionTiles(runs.data(), static_cast<int>(runs.size()),
+                                                    seg_start.data(), G, tiles.data());
+  tiles.resize(num_tiles);
+  for (int i = 1; i < num_tiles; ++i) {
+    ASSERT_GE(kernels::AttentionTileKeys(runs.data(), seg_start.data(), G, tiles[i - 1]),
+              kernels::AttentionTileKeys(runs.data(), seg_start.data(), G, tiles[i]))
+        << "tiles are not in decreasing cost order";
+  }
+  DeviceArray<kernels::KvLayers> d_ctx(contexts.empty() ? std::vector<kernels::KvLayers>(1)
+                                                        : contexts);
+  DeviceArray<kernels::AttentionRun> d_runs(runs);
+  DeviceArray<int32_t> d_seg(seg_start), d_units(std::vector<int32_t>{num_tiles * c.Nkv}),
+      d_counter(std::vector<int32_t>{0});
+  DeviceArray<int2> d_tiles(tiles);
+  DeviceArray<bf16> d_out(ref.size());
+  d_out.Poison();
+  kernels::PrefixAttentionParams p;
+  p.q = d_wide.get();
+  p.q_row_stride = W;
+  p.own = own;
+  p.contexts = d_ctx.get();
+  p.runs = d_runs.get();
+  p.seg_start = d_seg.get();
+  p.tiles = d_tiles.get();
+  p.num_units = d_units.get();
+  p.unit_counter = d_counter.get();
+  p.layer = kLayer;
+  p.num_q_heads = c.Nq;
+  p.num_kv_heads = c.Nkv;
+  p.head_dim = c.D;
+  p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D);
+  p.out = d_out.get();
+  ASSERT_GT(p.blocks, 0);
+  RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
+  RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
+}
+
+// IBPC: every run's context is a separate prefix cache (several requests, each its own prefix).
+TEST_F(KernelTest, PrefixAttentionSeparateContexts) {
   const AttentionCase cases[] = {
-      {4, 4, 16, 6, {27, 1, 39}}, {6, 2, 16, 0, {5, 70, 1}},      // no context (prefix encoding)
-      {4, 2, 32, 131, {47, 60}},  {3, 1, 48, 9, {1, 2, 3, 100}},  // MQA, head_dim 48
-      {16, 16, 64, 50, {150, 3}}, {8, 1, 80, 13, {65}},
-      {12, 4, 96, 64, {64, 63}},  {8, 2, 128, 77, {130, 17, 1}},
+      {4, 4, 16, {6}, {0}, {{27, 1, 39}}},
+      {6, 2, 16, {}, {-1}, {{5, 70, 1}}},  // no context (prefix encoding)
+      {4, 2, 32, {131}, {0}, {{47, 60}}},
+      {3, 1, 48, {9}, {0}, {{1, 2, 3, 100}}},  // MQA, head_dim 48
+      {16, 16, 64, {50, 17, 3}, {0, 1, 2}, {{150, 3}, {1, 1, 1, 90}, {64}}},
+      {8, 1, 80, {13}, {0}, {{65}}},
+      {12, 4, 96, {64, 1}, {1, 0}, {{64, 63}, {2}}},
+      {8, 2, 128, {77}, {0}, {{130, 17, 1}}},
   };
   for (const AttentionCase& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D
-                                      << " P=" << c.P << " segments=" << c.lengths.size());
-    const int S = static_cast<int>(c.lengths.size());
-    std::vector<int32_t> offsets(S + 1, 0), ctx_len(S, c.P);
-    for (int s = 0; s < S; ++s) offsets[s + 1] = offsets[s] + c.lengths[s];
-    const int T = offsets[S], Q = c.Nq * c.D, KV = c.Nkv * c.D;
-    const std::vector<float> q = rng_.Bf16Values(static_cast<size_t>(T) * Q, 2.0f);
-    const std::vector<float> k = rng_.Bf16Values(static_cast<size_t>(T) * KV, 2.0f);
-    const std::vector<float> v = rng_.Bf16Values(static_cast<size_t>(T) * KV, 1.0f);
-    const std::vector<float> ck = rng_.Bf16Values(static_cast<size_t>(c.P) * KV, 2.0f);
-    const std::vector<float> cv = rng_.Bf16Values(static_cast<size_t>(c.P) * KV, 1.0f);
-    std::vector<float> ref(static_cast<size_t>(T) * Q);
-    for (int s = 0; s < S; ++s) {
-      const size_t b = offsets[s];
-      cpu::PrefixAttention(q.data() + b * Q, ck.data(), cv.data(), c.P, k.data() + b * KV,
-                           v.data() + b * KV, c.lengths[s], c.Nq, c.Nkv, c.D, ref.data() + b * Q);
-    }
-    const int group = c.Nq / c.Nkv;
-    std::vector<int2> tiles(kernels::CountAttentionTiles(offsets.data(), S, group));
-    const int num_tiles = kernels::FillAttentionTiles(offsets.data(), S, group, tiles.data());
-    ASSERT_EQ(num_tiles, static_cast<int>(tiles.size()));
-
-    DeviceArray<bf16> d_q(ToBf16(q)), d_k(ToBf16(k)), d_v(ToBf16(v)), d_ck(ToBf16(ck)),
-        d_cv(ToBf16(cv)), d_out(ref.size());
-    DeviceArray<int32_t> d_off(offsets), d_ctx(ctx_len);
-    DeviceArray<int2> d_tiles(tiles);
-    d_out.Poison();
-    kernels::PrefixAttentionParams p;
-    p.q = d_q.get();
-    p.k = d_k.get();
-    p.v = d_v.get();
-    p.ctx_k = c.P > 0 ? d_ck.get() : nullptr;
-    p.ctx_v = c.P > 0 ? d_cv.get() : nullptr;
-    p.seg_offsets = d_off.get();
-    p.seg_ctx_len = d_ctx.get();
-    p.tiles = d_tiles.get();
-    p.num_tiles = num_tiles;
-    p.num_q_heads = c.Nq;
-    p.num_kv_heads = c.Nkv;
-    p.head_dim = c.D;
-    p.out = d_out.get();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
-    Sync();
-    EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
+    SCOPED_TRACE(::testing::Message()
+                 << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D << " runs=" << c.lens.size());
+    CheckAttention(c, rng_);
   }
 }
 
-// Multi-item layout: segment 0 is the prefix (no context); the items' context is rows 0..P-1 of
-// the same packed K/V, and no item sees another.
+// Multi-item: per request a run for its prefix (no context), then a run of its items over the
+// prefix's own rows; no item sees another, nor another request.
 TEST_F(KernelTest, PrefixAttentionPackedMultiItem) {
-  for (const AttentionCase& c :
-       {AttentionCase{6, 2, 16, 11, {20, 1, 33}}, AttentionCase{4, 1, 64, 70, {9, 80}}}) {
-    SCOPED_TRACE(::testing::Message()
-                 << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D << " P=" << c.P);
-    const int S = static_cast<int>(c.lengths.size()) + 1;
-    std::vector<int32_t> offsets = {0, c.P}, ctx_len = {0};
-    for (int len : c.lengths) {
-      offsets.push_back(offsets.back() + len);
-      ctx_len.push_back(c.P);
-    }
-    const int T = offsets.back(), Q = c.Nq * c.D, KV = c.Nkv * c.D;
-    const std::vector<float> q = rng_.Bf16Values(static_cast<size_t>(T) * Q, 2.0f);
-    const std::vector<float> k = rng_.Bf16Values(static_cast<size_t>(T) * KV, 2.0f);
-    const std::vector<float> v = rng_.Bf16Values(static_cast<size_t>(T) * KV, 1.0f);
-    std::vector<float> ref(static_cast<size_t>(T) * Q);
-    cpu::PrefixAttention(q.data(), nullptr, nullptr, 0, k.data(), v.data(), c.P, c.Nq, c.Nkv, c.D,
-                         ref.data());
-    for (int s = 1; s < S; ++s) {
-      const size_t b = offsets[s];
-      cpu::PrefixAttention(q.data() + b * Q, k.data(), v.data(), c.P, k.data() + b * KV,
-                           v.data() + b * KV, offsets[s + 1] - offsets[s], c.Nq, c.Nkv, c.D,
-                           ref.data() + b * Q);
-    }
-    const int group = c.Nq / c.Nkv;
-    std::vector<int2> tiles(kernels::CountAttentionTiles(offsets.data(), S, group));
-    const int num_tiles = kernels::FillAttentionTiles(offsets.data(), S, group, tiles.data());
+  const AttentionCase cases[] = {
+      {6, 2, 16, {}, {-1, -2}, {{11}, {20, 1, 33}}},
+      {4, 1, 64, {}, {-1, -2, -1, -4}, {{70}, {9, 80}, {5}, {1, 1, 2}}},
+  };
+  for (const AttentionCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D);
+    CheckAttention(c, rng_);
+  }
+}
 
-    DeviceArray<bf16> d_q(ToBf16(q)), d_k(ToBf16(k)), d_v(ToBf16(v)), d_out(ref.size());
-    DeviceArray<int32_t> d_off(offsets), d_ctx(ctx_len);
-    DeviceArray<int2> d_tiles(tiles);
-    d_out.Poison();
-    kernels::PrefixAttentionParams p;
-    p.q = d_q.get();
-    p.k = p.ctx_k = d_k.get();
-    p.v = p.ctx_v = d_v.get();
-    p.seg_offsets = d_off.get();
-    p.seg_ctx_len = d_ctx.get();
-    p.tiles = d_tiles.get();
-    p.num_tiles = num_tiles;
-    p.num_q_heads = c.Nq;
-    p.num_kv_heads = c.Nkv;
-    p.head_dim = c.D;
-    p.out = d_out.get();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
-    Sync();
-    EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
+// Hundreds of one-token items (embedding items) share tiles; a tiny grid drains the whole queue.
+TEST_F(KernelTest, PrefixAttentionOneTokenItemsAndSmallGrids) {
+  AttentionCase c{16, 16, 64, {50}, {0}, {std::vector<int>(250, 1)}};
+  CheckAttention(c, rng_);
+  for (const int blocks : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << "blocks=" << blocks);
+    AttentionCase small{8, 2, 64, {21}, {0}, {{1, 40, 1, 1, 77, 2}}, blocks};
+    CheckAttention(small, rng_);
   }
 }
 
 TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   kernels::PrefixAttentionParams p;
-  p.num_tiles = 1;
+  p.blocks = 1;
   p.num_q_heads = 4;
   p.num_kv_heads = 4;
   p.head_dim = 40;
@@ -340,13 +494,18 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   p.head_dim = 64;
   p.num_kv_heads = 3;  // 4 query heads do not group over 3
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
+  p.num_kv_heads = 4;
+  p.blocks = 0;
+  EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
   kernels::QkvRopeParams r;
   r.num_tokens = 1;
   r.num_q_heads = r.num_kv_heads = 1;
-  r.head_dim = 258;
-  EXPECT_EQ(kernels::LaunchQkvRope(r, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(kernels::LaunchScoreHead(nullptr, nullptr, 1, nullptr, nullptr, 3, 1e-6f, 8, nullptr,
-                                     nullptr),
+  for (const int d : {258, 40, 2}) {
+    r.head_dim = d;
+    EXPECT_EQ(kernels::LaunchQkvRope(r, nullptr), cudaErrorInvalidValue) << "head_dim " << d;
+  }
+  EXPECT_EQ(kernels::LaunchScoreHead(nullptr, nullptr, nullptr, 1, nullptr, nullptr, 3, 1e-6f, 8,
+                                     nullptr, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }

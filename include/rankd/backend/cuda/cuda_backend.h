@@ -5,10 +5,19 @@
 //                 the batch's items over it.
 //   "multi-item"  EncodePrefix keeps the prefix ids; ScoreItems runs prefix and items in one
 //                 packed pass in which the attention mask keeps the items apart.
+// ScoreGroups packs several requests' items (each request with its own prefix) into one pass.
+// Passes are padded to a row-count bucket and, unless BackendOptions::cuda_graphs is false or
+// RANKD_CUDA_GRAPHS=0, captured as one CUDA graph per bucket the first time and replayed after
+// (all per-batch data, the attention metadata and the prefixes' K/V pointers included, lives in
+// uploaded device buffers). A failed capture leaves that bucket eager and is counted.
+// RANKD_CUDA_PROFILE=1 times every stage of eager passes and prints the table at destruction;
+// RANKD_CUDA_GEMM_TUNE=0 keeps cuBLASLt's first heuristic pick instead of timing its top few.
 #ifndef RANKD_BACKEND_CUDA_CUDA_BACKEND_H_
 #define RANKD_BACKEND_CUDA_CUDA_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +30,19 @@ namespace rankd::cuda {
 absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCudaBackend(
     const engine::BackendOptions& options, const std::string& model_dir,
     const engine::HeadSpec& head);
+
+// What a CUDA backend did so far.
+struct CudaBackendStats {
+  bool graphs_enabled = false;
+  int64_t eager_passes = 0;     // passes launched kernel by kernel
+  int64_t graph_replays = 0;    // passes replayed from a captured graph
+  int64_t graph_captures = 0;   // graphs captured and instantiated
+  int64_t graph_fallbacks = 0;  // captures or instantiations that failed (that shape stays eager)
+  int64_t graphs_cached = 0;    // graphs held now
+};
+
+// The stats of `backend` if it is a CUDA backend.
+std::optional<CudaBackendStats> GetCudaBackendStats(engine::Backend& backend);
 
 }  // namespace rankd::cuda
 

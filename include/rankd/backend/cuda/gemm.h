@@ -24,8 +24,11 @@ inline constexpr size_t kGemmWorkspaceAlignment = 256;
 class Gemm {
  public:
   // `workspace` (device, `workspace_bytes`, kGemmWorkspaceAlignment-aligned) is cuBLASLt's
-  // scratch; it must outlive the Gemm and be used by one stream at a time.
-  static absl::StatusOr<std::unique_ptr<Gemm>> Create(void* workspace, size_t workspace_bytes);
+  // scratch; it must outlive the Gemm and be used by one stream at a time. With `tune`, the first
+  // call of each shape times cuBLASLt's top few algorithms on the call's operands
+  // (output to a scratch buffer) and keeps the fastest; otherwise the heuristic's first pick.
+  static absl::StatusOr<std::unique_ptr<Gemm>> Create(void* workspace, size_t workspace_bytes,
+                                                      bool tune = false);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -46,16 +49,27 @@ class Gemm {
   };
   using Key = std::tuple<int, int, int, bool>;  // T, in, out, fp32 output
 
-  explicit Gemm(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes)
-      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
-  absl::StatusOr<const Plan*> GetPlan(int T, int in, int out, bool f32_out);
-  absl::Status MakePlan(int T, int in, int out, bool f32_out, Plan* p);
+  static constexpr int kTuneCandidates = 8;
+  static constexpr int kTuneCandidatesSmallT = 32;  // for T <= kSmallT rows
+  static constexpr int kSmallT = 512;
+
+  explicit Gemm(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes, bool tune)
+      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes), tune_(tune) {}
+  absl::StatusOr<const Plan*> GetPlan(int T, int in, int out, bool f32_out, const void* x,
+                                      const void* w, cudaStream_t stream);
+  absl::Status MakePlan(int T, int in, int out, bool f32_out, const void* x, const void* w,
+                        cudaStream_t stream, Plan* p);
+  // Times `candidates` on x and w with the output in a scratch buffer; returns the fastest's index.
+  absl::StatusOr<int> Fastest(const Plan& p, const cublasLtMatmulHeuristicResult_t* candidates,
+                              int n, int T, int out, bool f32_out, const void* x, const void* w,
+                              cudaStream_t stream);
   absl::Status Run(const void* x, const void* w, int T, int in, int out, void* y, bool f32_out,
                    cudaStream_t stream);
 
   cublasLtHandle_t handle_;
   void* workspace_;
   size_t workspace_bytes_;
+  bool tune_;
   std::map<Key, Plan> plans_;
 };
 
