@@ -52,8 +52,8 @@ class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
 
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    const std::string escaped = EscapeLogMessage(
-        absl::string_view(msg.payload.data(), msg.payload.size()), format_);
+    const std::string escaped =
+        EscapeLogMessage(absl::string_view(msg.payload.data(), msg.payload.size()), format_);
     dest.append(escaped.data(), escaped.data() + escaped.size());
   }
 
@@ -123,8 +123,8 @@ absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::strin
     return absl::InvalidArgumentError(
         absl::StrCat("log level '", level, "' is not one of trace, debug, info, warn, error, off"));
   }
-  auto logger = std::make_shared<spdlog::logger>(
-      std::string(component), std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>(std::string(component),
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_formatter(MakeLogFormatter(format));
   logger->set_level(lvl);
   spdlog::set_default_logger(std::move(logger));

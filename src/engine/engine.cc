@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "rankd/common/status.h"
 #include "rankd/common/logging.h"
+#include "rankd/common/status.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
 
@@ -87,9 +87,8 @@ absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::Mode
   HeadSpec head;
   absl::string_view rest = spec;
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("head '", spec, "': ", why,
-                     " (expected classifier[:INDEX] or yes_no:YES,NO)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "head '", spec, "': ", why, " (expected classifier[:INDEX] or yes_no:YES,NO)"));
   };
   if (absl::ConsumePrefix(&rest, "classifier")) {
     head.type = HeadSpec::Type::kClassifier;
@@ -136,10 +135,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   }
   const std::string head_spec = s.head.value_or(
       config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
-                                                                     : "yes_no:yes,no");
+                                                                   : "yes_no:yes,no");
   RANKD_ASSIGN_OR_RETURN(HeadSpec head, ParseHeadSpec(head_spec, config, engine->tokenizer_.get()));
-  RANKD_ASSIGN_OR_RETURN(engine->backend_,
-                         CreateBackend(options.backend, options.model_dir, head));
+  RANKD_ASSIGN_OR_RETURN(engine->backend_, CreateBackend(options.backend, options.model_dir, head));
   engine->tokenizer_threads_ = std::max(1, options.tokenizer_threads);
   engine->max_batch_tokens_ = std::max(1, options.max_batch_tokens);
   engine->prefix_cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
@@ -161,9 +159,8 @@ absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) co
       text_index.push_back(i);
     }
   }
-  RANKD_ASSIGN_OR_RETURN(auto encoded,
-                         tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false,
-                                                 tokenizer_threads_));
+  RANKD_ASSIGN_OR_RETURN(auto encoded, tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false,
+                                                               tokenizer_threads_));
   ItemBatch batch;
   size_t next_text = 0;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -172,7 +169,8 @@ absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) co
       case Item::Kind::kText: {
         const auto& ids = encoded[next_text++];
         if (ids.empty()) {
-          return absl::InvalidArgumentError(absl::StrCat("items[", i, "].text: encodes to no tokens"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("items[", i, "].text: encodes to no tokens"));
         }
         batch.AddIds(ids);
         break;
@@ -183,24 +181,24 @@ absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) co
         }
         for (size_t j = 0; j < it.ids.size(); ++j) {
           if (it.ids[j] < 0 || it.ids[j] >= c.vocab_size) {
-            return absl::InvalidArgumentError(absl::StrCat("items[", i, "].ids[", j, "] = ",
-                                                           it.ids[j], " is outside [0, vocab_size=",
-                                                           c.vocab_size, ")"));
+            return absl::InvalidArgumentError(
+                absl::StrCat("items[", i, "].ids[", j, "] = ", it.ids[j],
+                             " is outside [0, vocab_size=", c.vocab_size, ")"));
           }
         }
         batch.AddIds(it.ids);
         break;
       case Item::Kind::kEmbedding:
         if (it.embedding.empty() || it.embedding.size() % c.hidden_size != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "items[", i, "].embedding: ", it.embedding.size(),
-              " values is not a positive multiple of hidden_size=", c.hidden_size));
+          return absl::InvalidArgumentError(
+              absl::StrCat("items[", i, "].embedding: ", it.embedding.size(),
+                           " values is not a positive multiple of hidden_size=", c.hidden_size));
         }
         for (size_t j = 0; j < it.embedding.size(); ++j) {
           if (!std::isfinite(it.embedding[j])) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "items[", i, "].embedding: row ", j / c.hidden_size, " column ",
-                j % c.hidden_size, " is not finite"));
+            return absl::InvalidArgumentError(absl::StrCat("items[", i, "].embedding: row ",
+                                                           j / c.hidden_size, " column ",
+                                                           j % c.hidden_size, " is not finite"));
           }
         }
         batch.AddEmbeddings(it.embedding, c.hidden_size);
@@ -289,9 +287,9 @@ absl::StatusOr<Engine::Prepared> Engine::Prepare(const ScoreRequest& request) {
   }
   for (size_t j = 0; j < prefix_ids.size(); ++j) {
     if (prefix_ids[j] < 0 || prefix_ids[j] >= config().vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("query_ids[", j, "] = ", prefix_ids[j],
-                                                     " is outside [0, vocab_size=",
-                                                     config().vocab_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("query_ids[", j, "] = ", prefix_ids[j],
+                       " is outside [0, vocab_size=", config().vocab_size, ")"));
     }
   }
   RANKD_ASSIGN_OR_RETURN(p.items, EncodeItems(request.items));

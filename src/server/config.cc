@@ -280,7 +280,10 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   WorkersSection& w = config->workers;
   RANKD_RETURN_IF_ERROR(non_negative("workers.count", w.count));
   RANKD_RETURN_IF_ERROR(positive("workers.workers_per_gpu", w.workers_per_gpu));
-  RANKD_RETURN_IF_ERROR(positive("workers.max_inflight", w.max_inflight));
+  RANKD_RETURN_IF_ERROR(non_negative("workers.max_inflight", w.max_inflight));
+  if (w.max_inflight == 0) {
+    w.max_inflight = m.backend == "cuda" ? kDefaultMaxInflightCuda : kDefaultMaxInflightCpu;
+  }
   RANKD_RETURN_IF_ERROR(positive("workers.min_ready", w.min_ready));
   RANKD_RETURN_IF_ERROR(positive("workers.startup_timeout_s", w.startup_timeout_s));
   RANKD_RETURN_IF_ERROR(positive("workers.ping_interval_s", w.ping_interval_s));

@@ -177,6 +177,16 @@ ServerMetrics::ServerMetrics(MetricsRegistry* r)
           r->GetHistogram("rankd_batch_items", "Items per worker call.", PowersOfTwoBuckets(4096))),
       batch_tokens(r->GetHistogram("rankd_batch_tokens", "Item tokens per worker call.",
                                    PowersOfTwoBuckets(1 << 20))),
+      worker_queue_seconds(r->GetHistogram(
+          "rankd_worker_queue_duration_seconds",
+          "Time a worker call waited in the worker for the engine.", DurationBuckets())),
+      worker_step_requests(r->GetHistogram(
+          "rankd_worker_batch_requests",
+          "Worker calls (requests or stream chunks) scored together in one engine step.",
+          PowersOfTwoBuckets(256))),
+      worker_step_items(r->GetHistogram("rankd_worker_batch_items",
+                                        "Items scored together in one engine step.",
+                                        PowersOfTwoBuckets(65536))),
       items_scored(r->GetCounter("rankd_items_scored_total", "Items scored.")),
       prefix_tokens(r->GetCounter("rankd_tokens_total", "Tokens scored, by part of the sequence.",
                                   {{"part", "prefix"}})),

@@ -205,14 +205,20 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
     if (!works.empty() && works[0]->deadline_ != WallTime::max()) {
       int64_t items = 0;
       for (const auto& w : works) items += w->num_items();
+      // Ahead of it: the front end's queue and the calls the workers hold (with max_inflight > 1
+      // they queue inside the workers too).
+      int64_t ahead = queued_items_;
+      for (const Slot& s : slots_) {
+        for (const auto& w : s.running) ahead += w->num_items();
+      }
       const double left = Seconds(works[0]->deadline_ - WallClock::now());
-      const double needed = seconds_per_item_ * (static_cast<double>(queued_items_) / up +
+      const double needed = seconds_per_item_ * (static_cast<double>(ahead) / up +
                                                  static_cast<double>(items) / std::min(n, up));
       if (needed > left) {
         return absl::DeadlineExceededError(absl::StrFormat(
             "deadline cannot be met: %.0f ms left, about %.0f ms needed (%d items queued ahead, "
             "%d workers up)",
-            1e3 * left, 1e3 * needed, queued_items_, up));
+            1e3 * left, 1e3 * needed, ahead, up));
       }
     }
     const SteadyTime now = Clock::now();
@@ -334,6 +340,11 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
       metrics_->compute_seconds->Observe(result.compute_seconds());
       metrics_->batch_items->Observe(work->num_items());
       metrics_->batch_tokens->Observe(static_cast<double>(result.item_tokens()));
+      metrics_->worker_queue_seconds->Observe(result.wait_seconds());
+      if (result.batch_first()) {  // once per engine step
+        metrics_->worker_step_requests->Observe(result.batch_requests());
+        metrics_->worker_step_items->Observe(result.batch_items());
+      }
       metrics_->items_scored->Add(work->num_items());
       metrics_->prefix_tokens->Add(result.prefix_tokens());
       metrics_->item_tokens->Add(static_cast<double>(result.item_tokens()));

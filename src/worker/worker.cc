@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -49,9 +50,9 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 
 }  // namespace
 
-absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem& work,
-                                         const TokenLimits& limits) {
-  const Clock::time_point start = Clock::now();
+absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
+                                                     const WorkItem& work,
+                                                     const TokenLimits& limits) {
   const rankd::v1::ScoreRequest& request = work.request();
   const int begin = work.begin(), end = work.end();
   if (begin < 0 || end > request.items_size() || begin >= end) {
@@ -117,31 +118,66 @@ absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem&
   scoring.query_ids = std::move(prefix);
   scoring.items = std::move(items);
   scoring.apply_sigmoid = request.apply_sigmoid();
+  return scoring;
+}
+
+absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem& work,
+                                         const TokenLimits& limits) {
+  const Clock::time_point start = Clock::now();
+  RANKD_ASSIGN_OR_RETURN(engine::ScoreRequest scoring, PrepareWorkItem(engine, work, limits));
   absl::StatusOr<engine::ScoreResult> scored = engine.Score(scoring);
-  if (!scored.ok()) return ShiftItemIndex(scored.status(), begin);
+  if (!scored.ok()) return ShiftItemIndex(scored.status(), work.begin());
   WorkResult result;
   result.mutable_scores()->Add(scored->scores.begin(), scored->scores.end());
   result.set_prefix_tokens(scored->prefix_tokens);
   result.set_item_tokens(scored->item_tokens);
   result.set_compute_seconds(SecondsSince(start));
+  result.set_batch_requests(1);
+  result.set_batch_items(static_cast<int32_t>(scored->scores.size()));
+  result.set_batch_first(true);
   return result;
 }
 
+bool BatchAdmits(int64_t step_tokens, int64_t candidate_tokens, int64_t token_budget,
+                 double seconds_per_token, Clock::time_point now,
+                 Clock::time_point earliest_deadline, Clock::duration margin) {
+  if (step_tokens >= token_budget) return false;
+  if (seconds_per_token <= 0) return true;
+  const auto step_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+      seconds_per_token * static_cast<double>(step_tokens + candidate_tokens)));
+  return now + step_time <= earliest_deadline - margin;
+}
+
 namespace {
+
+// Deadline slack kept free when sizing an engine step (BatchAdmits).
+constexpr auto kDeadlineMargin = std::chrono::milliseconds(5);
+// Weight of the newest step in the moving average of seconds per token.
+constexpr double kCostSmoothing = 0.2;
 
 // The Worker service: Score calls are queued for the engine thread (Run), pings answered at once.
 class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
  public:
   WorkerService(engine::Engine* engine, const WorkerOptions& options)
-      : engine_(engine), options_(options) {}
+      : engine_(engine),
+        options_(options),
+        token_budget_(std::max(1, options.engine.max_batch_tokens)) {}
 
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context, const WorkItem* request,
                                   WorkResult* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    Job job;
+    job.context = context;
+    job.request = request;
+    job.response = response;
+    job.reactor = reactor;
+    job.enqueued_at = Clock::now();
+    job.deadline = SteadyDeadline(context->deadline(), job.enqueued_at);
+    job.interactive = request->request().priority() != rankd::v1::PRIORITY_BATCH;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopping_) {
-        queue_.push_back({context, request, response, reactor, Clock::now()});
+        (job.interactive ? interactive_ : batch_).push_back(std::move(job));
         cv_.notify_one();
         return reactor;
       }
@@ -158,7 +194,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     response->set_backend(std::string(engine_->backend().name()));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      response->set_pending(static_cast<int>(queue_.size()) + (busy_ ? 1 : 0));
+      response->set_pending(static_cast<int>(interactive_.size() + batch_.size()) + taken_);
       response->set_scored_requests(scored_);
     }
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -166,44 +202,20 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     return reactor;
   }
 
-  // The engine thread: one work item at a time until Stop.
+  // The engine thread: one engine step at a time until Stop.
   void Run() {
     while (true) {
-      Job job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (stopping_) break;
-        job = queue_.front();
-        queue_.pop_front();
-        busy_ = true;
-      }
-      grpc::Status status;
-      if (job.context->IsCancelled()) {
-        status = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled before scoring");
-      } else {
-        const double waited = SecondsSince(job.enqueued_at);
-        absl::StatusOr<WorkResult> result = ScoreWorkItem(*engine_, *job.request, options_.limits);
-        if (result.ok()) {
-          *job.response = std::move(*result);
-          job.response->set_wait_seconds(waited);
-        } else {
-          status = grpc::Status(static_cast<grpc::StatusCode>(result.status().code()),
-                                std::string(result.status().message()));
-        }
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        busy_ = false;
-        ++scored_;
-      }
-      job.reactor->Finish(status);
+      std::vector<Job> step = TakeStep();
+      if (step.empty()) break;
+      RunStep(step);
     }
     // Stopping: whatever still waits is answered, so that the server can shut down.
     std::deque<Job> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      left.swap(queue_);
+      left.swap(interactive_);
+      for (Job& job : batch_) left.push_back(std::move(job));
+      batch_.clear();
     }
     for (Job& job : left) {
       job.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is stopping"));
@@ -223,14 +235,159 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     WorkResult* response = nullptr;
     grpc::ServerUnaryReactor* reactor = nullptr;
     Clock::time_point enqueued_at;
+    Clock::time_point deadline;  // the call's gRPC deadline on this clock
+    bool interactive = true;
+    // Once checked and tokenized (a job that did not fit a step keeps it for the next).
+    std::optional<engine::ScoreRequest> prepared;
+    int64_t tokens = 0;  // prefix and item tokens of `prepared`
+    int items = 0;
   };
+
+  static Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline,
+                                          Clock::time_point now) {
+    const auto left = deadline - std::chrono::system_clock::now();
+    if (left > std::chrono::hours(24)) return now + std::chrono::hours(24);  // none set
+    return now + std::chrono::duration_cast<Clock::duration>(left);
+  }
+
+  // Answers a job the engine thread has taken.
+  void Finish(Job& job, const grpc::Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --taken_;
+      ++scored_;
+    }
+    job.reactor->Finish(status);
+  }
+
+  // Waits for work and gathers one engine step: queued jobs, interactive first, while
+  // BatchAdmits says yes. Jobs cancelled, past their deadline or invalid are answered on the way.
+  // Empty when stopping.
+  std::vector<Job> TakeStep() {
+    std::vector<Job> step;
+    int64_t step_tokens = 0;
+    Clock::time_point earliest = Clock::time_point::max();
+    while (true) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (step.empty()) {
+          cv_.wait(lock, [this] { return stopping_ || !interactive_.empty() || !batch_.empty(); });
+        }
+        if (stopping_ && step.empty()) return step;
+        std::deque<Job>& queue = !interactive_.empty() ? interactive_ : batch_;
+        if (queue.empty()) break;
+        job = std::move(queue.front());
+        queue.pop_front();
+        ++taken_;
+      }
+      const Clock::time_point now = Clock::now();
+      if (job.context->IsCancelled()) {
+        Finish(job, grpc::Status(grpc::StatusCode::CANCELLED, "cancelled before scoring"));
+        continue;
+      }
+      if (now >= job.deadline) {
+        Finish(job, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                 "deadline exceeded in the worker's queue"));
+        continue;
+      }
+      if (!job.prepared) {
+        absl::StatusOr<engine::ScoreRequest> prepared =
+            PrepareWorkItem(*engine_, *job.request, options_.limits);
+        if (!prepared.ok()) {
+          Finish(job, grpc::Status(static_cast<grpc::StatusCode>(prepared.status().code()),
+                                   std::string(prepared.status().message())));
+          continue;
+        }
+        job.tokens = static_cast<int64_t>(prepared->query_ids->size());
+        for (const engine::Item& it : prepared->items) {
+          job.tokens +=
+              it.kind == engine::Item::Kind::kIds
+                  ? static_cast<int64_t>(it.ids.size())
+                  : static_cast<int64_t>(it.embedding.size()) / engine_->config().hidden_size;
+        }
+        job.items = static_cast<int>(prepared->items.size());
+        job.prepared = std::move(prepared).value();
+      }
+      if (!step.empty() && !BatchAdmits(step_tokens, job.tokens, token_budget_, seconds_per_token_,
+                                        now, std::min(earliest, job.deadline), kDeadlineMargin)) {
+        // Not in this step: back to the head of its queue, prepared.
+        std::lock_guard<std::mutex> lock(mu_);
+        --taken_;
+        (job.interactive ? interactive_ : batch_).push_front(std::move(job));
+        break;
+      }
+      step_tokens += job.tokens;
+      earliest = std::min(earliest, job.deadline);
+      step.push_back(std::move(job));
+      if (step_tokens >= token_budget_) break;
+    }
+    return step;
+  }
+
+  // Scores one engine step and answers each job as soon as its scores are ready.
+  void RunStep(std::vector<Job>& step) {
+    const Clock::time_point start = Clock::now();
+    std::vector<engine::ScoreRequest> requests;
+    int64_t step_tokens = 0;
+    int step_items = 0;
+    requests.reserve(step.size());
+    for (Job& job : step) {
+      requests.push_back(std::move(*job.prepared));
+      step_tokens += job.tokens;
+      step_items += job.items;
+    }
+    std::vector<Clock::time_point> answered_at(step.size());
+    std::vector<size_t> ok;
+    engine_->ScoreMany(requests, [&](size_t i, absl::StatusOr<engine::ScoreResult> scored) {
+      Job& job = step[i];
+      answered_at[i] = Clock::now();
+      if (!scored.ok()) {
+        const absl::Status s = ShiftItemIndex(scored.status(), job.request->begin());
+        Finish(job,
+               grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message())));
+        return;
+      }
+      WorkResult& result = *job.response;
+      result.mutable_scores()->Add(scored->scores.begin(), scored->scores.end());
+      result.set_prefix_tokens(scored->prefix_tokens);
+      result.set_item_tokens(scored->item_tokens);
+      result.set_wait_seconds(std::chrono::duration<double>(start - job.enqueued_at).count());
+      result.set_batch_requests(static_cast<int32_t>(step.size()));
+      result.set_batch_items(step_items);
+      result.set_batch_first(ok.empty());
+      // The step's time by tokens so far (the answer cannot wait for the whole step's).
+      result.set_compute_seconds(std::chrono::duration<double>(answered_at[i] - start).count() *
+                                 static_cast<double>(job.tokens) /
+                                 static_cast<double>(std::max<int64_t>(1, TokensUpTo(step, i))));
+      ok.push_back(i);
+      Finish(job, grpc::Status::OK);
+    });
+    const double seconds = SecondsSince(start);
+    if (!ok.empty() && step_tokens > 0) {
+      const double per_token = seconds / static_cast<double>(step_tokens);
+      seconds_per_token_ =
+          seconds_per_token_ <= 0
+              ? per_token
+              : seconds_per_token_ + kCostSmoothing * (per_token - seconds_per_token_);
+    }
+  }
+
+  // Tokens of jobs [0, i] of the step.
+  static int64_t TokensUpTo(const std::vector<Job>& step, size_t i) {
+    int64_t t = 0;
+    for (size_t k = 0; k <= i; ++k) t += step[k].tokens;
+    return t;
+  }
 
   engine::Engine* const engine_;
   const WorkerOptions& options_;
+  const int64_t token_budget_;
+  double seconds_per_token_ = 0;  // engine thread only; 0 until the first step is measured
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> queue_;
-  bool busy_ = false;
+  std::deque<Job> interactive_, batch_;
+  int taken_ = 0;  // jobs the engine thread holds (gathering or scoring)
   bool stopping_ = false;
   int64_t scored_ = 0;
 };

@@ -67,7 +67,7 @@ class ScoreManyTest : public ::testing::Test {
 
   std::string RandomText(int words) {
     static const char* kWords[] = {"rank", "query", "item", "model", "search", "fast", "cat",
-                                   "the",  "of",    "red",  "blue",  "score",  "job", "city"};
+                                   "the",  "of",    "red",  "blue",  "score",  "job",  "city"};
     std::string t;
     for (int w = 0; w < words; ++w) {
       t += (w ? " " : "");
@@ -164,8 +164,8 @@ TEST_F(ScoreManyTest, EachRequestGetsTheScoresItGetsAlone) {
 }
 
 TEST_F(ScoreManyTest, PassesStayWithinTheTokenBudgetAndSplitGroups) {
-  auto recording = std::make_unique<RecordingBackend>(CreateBackend(
-      BackendOptions{}, rankd::testing::ModelDir("llama-cls"), HeadSpec{}).value());
+  auto recording = std::make_unique<RecordingBackend>(
+      CreateBackend(BackendOptions{}, rankd::testing::ModelDir("llama-cls"), HeadSpec{}).value());
   RecordingBackend* rec = recording.get();
   std::vector<std::shared_ptr<const PrefixState>> prefixes;
   std::vector<ItemBatch> batches(4);
@@ -181,9 +181,8 @@ TEST_F(ScoreManyTest, PassesStayWithinTheTokenBudgetAndSplitGroups) {
     groups.push_back({prefixes[g].get(), &batches[g], absl::MakeSpan(scores[g])});
   }
   std::vector<size_t> done_after;
-  ASSERT_TRUE(ScoreGroupsInPasses(*rec, groups, kBudget, [&](size_t d) {
-                done_after.push_back(d);
-              }).ok());
+  ASSERT_TRUE(
+      ScoreGroupsInPasses(*rec, groups, kBudget, [&](size_t d) { done_after.push_back(d); }).ok());
   ASSERT_EQ(rec->pass_tokens.size(), done_after.size());
   bool shared_pass = false;
   int group_parts = 0;

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,6 +24,25 @@ TEST(ServeConfigTest, EmbeddedDefaultIsTheTinyCpuConfigWithTheBundledModel) {
   EXPECT_EQ(c->server.listen, "127.0.0.1:50051");
   EXPECT_FALSE(c->model.head.has_value());  // "" means unset
   EXPECT_THAT(std::string(EmbeddedDefaultConfigText()), HasSubstr("max_message_bytes"));
+}
+
+TEST(ServeConfigTest, MaxInflightDefaultsByBackend) {
+  for (const char* backend : {"cpu", "cuda"}) {
+    absl::StatusOr<ServeConfig> c = ParseServeConfig(
+        absl::StrCat("model:\n  dir: /m\n  backend: ", backend, "\n"), "/", "test");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->workers.max_inflight, 0);  // unset
+    ASSERT_TRUE(FinalizeServeConfig(&*c).ok());
+    EXPECT_EQ(c->workers.max_inflight,
+              std::string(backend) == "cuda" ? kDefaultMaxInflightCuda : kDefaultMaxInflightCpu);
+  }
+  absl::StatusOr<ServeConfig> c = ParseServeConfig(
+      "model:\n  dir: /m\n  backend: cuda\nworkers:\n  max_inflight: 2\n", "/", "t");
+  ASSERT_TRUE(c.ok() && FinalizeServeConfig(&*c).ok());
+  EXPECT_EQ(c->workers.max_inflight, 2);
+  c = ParseServeConfig("model:\n  dir: /m\nworkers:\n  max_inflight: -1\n", "/", "t");
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT(std::string(FinalizeServeConfig(&*c).message()), HasSubstr("workers.max_inflight"));
 }
 
 TEST(ServeConfigTest, ParsesEverySectionAndResolvesPathsAgainstTheBaseDir) {

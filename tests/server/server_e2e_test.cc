@@ -9,6 +9,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -38,12 +39,15 @@ struct MainOptions {
   std::string worker_settings;  // more lines of the workers section
   int max_query_tokens = 32;
   int max_item_tokens = 128;
+  int max_inflight = 4;  // several calls per worker: its scheduler scores them together
+  std::string log_format = "text";
 };
 
 // A YAML double-quoted scalar (JSON strings are valid ones).
 std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
-// Two workers, tight limits (so that the limit tests stay small), quick hang detection.
+// Two workers holding several calls each, tight limits (so that the limit tests stay small), quick
+// hang detection.
 std::string MainConfig(const std::string& model, const MainOptions& o = {}) {
   return absl::StrCat("model:\n  dir: ", ModelDir(model), "\n", o.model_settings,
                       "  threads: 1\n"
@@ -60,16 +64,19 @@ std::string MainConfig(const std::string& model, const MainOptions& o = {}) {
                       "  count: 2\n"
                       "  ping_interval_s: 0.2\n"
                       "  ping_timeout_s: 2\n"
-                      "  restart_backoff_s: 0.1\n",
-                      o.worker_settings,
+                      "  restart_backoff_s: 0.1\n"
+                      "  max_inflight: ",
+                      o.max_inflight, "\n", o.worker_settings,
                       "logging:\n"
-                      "  access_log: true\n");
+                      "  access_log: true\n"
+                      "  format: ",
+                      o.log_format, "\n");
 }
 
-// One call per worker and a queue of two, so that stopping the workers (SIGSTOP) fills both
-// deterministically; pings wait long, so a stopped worker is not taken for hung; a pessimistic
-// cost prior for deadline admission.
-std::string ControlConfig() {
+// `max_inflight` calls per worker and a queue of two, so that stopping the workers (SIGSTOP)
+// fills both deterministically; pings wait long, so a stopped worker is not taken for hung; a
+// pessimistic cost prior for deadline admission.
+std::string ControlConfig(int max_inflight = 1) {
   return absl::StrCat("model:\n  dir: ", ModelDir("llama-cls"),
                       "\n"
                       "  threads: 1\n"
@@ -78,7 +85,9 @@ std::string ControlConfig() {
                       "  initial_seconds_per_item: 0.05\n"
                       "workers:\n"
                       "  count: 2\n"
-                      "  max_inflight: 1\n"
+                      "  max_inflight: ",
+                      max_inflight,
+                      "\n"
                       "  ping_interval_s: 0.2\n"
                       "  ping_timeout_s: 60\n");
 }
@@ -550,6 +559,65 @@ TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsSer
   EXPECT_EQ(server->WorkerPids().size(), 2u);
 }
 
+// ---- batching across requests -------------------------------------------------------------------
+
+TEST(ServeTest, ConcurrentRequestsAreScoredTogetherEachWithItsOwnScores) {
+  const Golden golden = LoadGolden("llama-cls");
+  MainOptions options;
+  options.max_inflight = 8;
+  options.log_format = "json";
+  std::string config = MainConfig("llama-cls", options);
+  config.replace(config.find("  count: 2\n"), 11, "  count: 1\n");
+  auto server = TestServer::Start(config);
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitReady(1, kLiveness)) << server->Log();
+  const pid_t worker = server->WorkerPids().at(0);
+  const std::string nasty_id = "id with \"quotes\", a back\\slash and a\nnew line";
+  auto steps_of_several = [&] {
+    return server->Metric("rankd_worker_batch_requests_count").value_or(0) -
+           server->Metric("rankd_worker_batch_requests_bucket{le=\"1\"}").value_or(0);
+  };
+  // Calls sent while the worker is stopped all wait in it when it resumes: its engine thread takes
+  // the first at once and the others together (an engine step's worth) after it.
+  for (int round = 0; round < 5 && steps_of_several() == 0; ++round) {
+    std::vector<std::unique_ptr<AsyncScore>> calls;
+    std::vector<const GoldenCase*> cases;
+    ASSERT_EQ(kill(worker, SIGSTOP), 0);
+    for (int i = 0; i < 6; ++i) {
+      const GoldenCase& c = golden.cases[(round + i) % golden.cases.size()];
+      ScoreRequest request = i % 2 ? TextRequest(c) : IdsRequest(c);  // mixed prefixes and kinds
+      request.set_request_id(nasty_id);
+      calls.push_back(std::make_unique<AsyncScore>(*server, std::move(request), seconds(60)));
+      cases.push_back(&c);
+    }
+    const bool all_sent = server->WaitForMetric("rankd_calls_in_flight", 6, kLiveness);
+    ASSERT_EQ(kill(worker, SIGCONT), 0);
+    ASSERT_TRUE(all_sent);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const grpc::Status s = calls[i]->Wait();
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(GoldenMismatch(calls[i]->response(), *cases[i]), "") << "call " << i;
+    }
+  }
+  EXPECT_GT(steps_of_several(), 0) << server->Metrics();
+  EXPECT_GT(server->Metric("rankd_worker_batch_items_sum").value_or(0), 0);
+  EXPECT_GT(server->Metric("rankd_worker_queue_duration_seconds_count").value_or(0), 0);
+  // JSON logs: every line the server and its worker wrote is one JSON object, the access log line
+  // included, with the caller's request id intact.
+  std::istringstream log(server->Log());
+  int lines = 0, access_lines = 0;
+  for (std::string line; std::getline(log, line);) {
+    if (line.empty() || line[0] != '{') continue;  // gRPC's own messages
+    ++lines;
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(line)) << line;
+    const std::string msg = j.at("msg").get<std::string>();
+    access_lines += msg.find("request_id=" + nasty_id) != std::string::npos;
+  }
+  EXPECT_GT(lines, 0);
+  EXPECT_GE(access_lines, 6);
+}
+
 // ---- worker failures ---------------------------------------------------------------------------
 
 TEST(ServeTest, WorkKilledInFlightIsSentToTheOtherWorker) {
@@ -846,17 +914,18 @@ TEST(ServeControlTest, InteractiveWorkOvertakesQueuedBatchWork) {
 TEST(ServeControlTest, SigtermDrainsInFlightWorkThenStops) {
   const Golden golden = LoadGolden("llama-cls");
   const GoldenCase& c = golden.cases[2];
-  auto server = StartReady(ControlConfig());
+  auto server = StartReady(ControlConfig(/*max_inflight=*/2));
   ASSERT_NE(server, nullptr);
   const std::vector<pid_t> workers = server->WorkerPids();
   ASSERT_EQ(workers.size(), 2u);
   std::vector<std::unique_ptr<AsyncScore>> in_flight;
   {
     StoppedWorkers stopped(workers);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 4; ++i) {
       in_flight.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
     }
-    ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
+    ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 4, kLiveness));
+    EXPECT_EQ(server->Metric("rankd_worker_calls_in_flight{worker=\"0\"}"), 2);
     server->Signal(SIGTERM);
     const auto deadline = std::chrono::steady_clock::now() + kLiveness;
     while (server->Health("rankd.v1.Scorer") != HealthStatus::NOT_SERVING &&

@@ -35,7 +35,7 @@ struct Item {
 };
 
 struct ScoreRequest {
-  std::string query;                        // used unless query_ids is set
+  std::string query;                              // used unless query_ids is set
   std::optional<std::vector<int32_t>> query_ids;  // the whole prefix, verbatim (BOS included)
   std::vector<Item> items;
   bool apply_sigmoid = false;

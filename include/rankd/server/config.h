@@ -58,9 +58,11 @@ struct WorkersSection {
   // per-worker CPU lists ([[0, 1], [2, 3]]).
   std::string cpu_affinity = "none";
   std::vector<std::vector<int>> cpu_sets;  // explicit lists
-  int max_inflight = 1;                    // requests sent to one worker at a time
-  int min_ready = 1;                       // ready (health SERVING) with at least this many up
-  double startup_timeout_s = 120;          // spawn -> first answered ping, else killed
+  // Calls one worker holds at a time; its scheduler scores those it holds together. 0: by
+  // backend, kDefaultMaxInflightCuda or kDefaultMaxInflightCpu (FinalizeServeConfig).
+  int max_inflight = 0;
+  int min_ready = 1;               // ready (health SERVING) with at least this many up
+  double startup_timeout_s = 120;  // spawn -> first answered ping, else killed
   double ping_interval_s = 1;
   double ping_timeout_s = 5;       // an unanswered ping marks the worker hung: killed, restarted
   double call_timeout_s = 60;      // one scoring call; beyond it the worker counts as hung
@@ -69,6 +71,9 @@ struct WorkersSection {
   double stop_timeout_s = 10;  // SIGTERM -> SIGKILL when stopping workers
   std::string socket_dir;      // Unix sockets; empty: a fresh /tmp/rankd-XXXXXX
 };
+
+inline constexpr int kDefaultMaxInflightCuda = 4;
+inline constexpr int kDefaultMaxInflightCpu = 1;
 
 struct LoggingSection {
   std::string level = "info";   // trace | debug | info | warn | error | off
@@ -96,7 +101,8 @@ absl::StatusOr<ServeConfig> DefaultServeConfig();
 absl::string_view EmbeddedDefaultConfigText();
 
 // Range and consistency checks (positive counts and timeouts, known backend, templates with
-// their placeholder, ...). Fills `model.name` from `model.dir` when empty.
+// their placeholder, ...). Fills `model.name` from `model.dir` when empty, and
+// `workers.max_inflight` by backend when 0.
 absl::Status FinalizeServeConfig(ServeConfig* config);
 
 }  // namespace rankd::server

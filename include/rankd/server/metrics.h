@@ -103,11 +103,14 @@ struct ServerMetrics {
   Gauge* WorkerUp(int worker);
 
   MetricsRegistry* registry;
-  Histogram* request_seconds;  // arrival -> answer, successful or not
-  Histogram* queue_seconds;    // admission -> sent to a worker
-  Histogram* compute_seconds;  // tokenize + score inside the worker
-  Histogram* batch_items;      // items per worker call
-  Histogram* batch_tokens;     // item tokens per worker call
+  Histogram* request_seconds;       // arrival -> answer, successful or not
+  Histogram* queue_seconds;         // admission -> sent to a worker
+  Histogram* compute_seconds;       // tokenize + score inside the worker
+  Histogram* batch_items;           // items per worker call
+  Histogram* batch_tokens;          // item tokens per worker call
+  Histogram* worker_queue_seconds;  // waiting for the engine inside the worker
+  Histogram* worker_step_requests;  // worker calls scored together in one engine step
+  Histogram* worker_step_items;     // items scored in one engine step
   Counter* items_scored;
   Counter* prefix_tokens;
   Counter* item_tokens;
