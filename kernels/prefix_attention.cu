@@ -69,6 +69,13 @@ __device__ __forceinline__ void LoadMatrix4Trans(uint32_t (&r)[4], const __nv_bf
                : "r"(SmemAddress(p)));
 }
 
+// 2^x in one MUFU instruction (results below 2^-126 flush to 0; -inf gives 0).
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // c[16x8] += a[16x16] . b[16x8], bf16 inputs, fp32 accumulators.
 __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
@@ -136,23 +143,26 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
     const int num_keys = ctx + last_tok - own_lo + 1;
     const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
 
-    // Copies key tile `kt` into stage `st` (one commit group).
+    // Copies key tile `kt` into stage `st` (one commit group): 16-byte chunks, D / 8 per key.
+    const __nv_bfloat16* ctx_k0 = ctx_k + kvh * D;
+    const __nv_bfloat16* ctx_v0 = ctx_v + kvh * D;
+    const __nv_bfloat16* own_k0 = own_k + kvh * D;
+    const __nv_bfloat16* own_v0 = own_v + kvh * D;
     auto load_tile = [&](int kt, int st) {
       __nv_bfloat16* kdst = ks + st * kTile;
       __nv_bfloat16* vdst = vs + st * kTile;
+#pragma unroll
       for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
         const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
         const int j = kt * kKeys + i;
-        const __nv_bfloat16 *kp = own_k,
-                            *vp = own_v;  // any readable address when j is past the end
+        const __nv_bfloat16 *kp = own_k0, *vp = own_v0;  // readable; not read past the end
         if (j < ctx) {
-          const int64_t off = j * ctx_stride + kvh * D + d0;
-          kp = ctx_k + off;
-          vp = ctx_v + off;
+          kp = ctx_k0 + j * ctx_stride + d0;
+          vp = ctx_v0 + j * ctx_stride + d0;
         } else if (j < num_keys) {
-          const int64_t off = (own_lo + j - ctx) * p.own.row_stride + kvh * D + d0;
-          kp = own_k + off;
-          vp = own_v + off;
+          const int64_t off = (own_lo + j - ctx) * p.own.row_stride + d0;
+          kp = own_k0 + off;
+          vp = own_v0 + off;
         }
         CopyAsync16(&kdst[i * kStride + d0], kp, j < num_keys);
         CopyAsync16(&vdst[i * kStride + d0], vp, j < num_keys);
@@ -178,6 +188,14 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
     for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
     float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
+    // Row r sees key j (an index into [context ++ own rows from own_lo]) iff j < ctx or
+    // vis_lo[r] <= j <= vis_hi[r]: its own segment's rows up to itself.
+    int vis_lo[2], vis_hi[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      vis_lo[r] = ctx + lo[r] - own_lo;
+      vis_hi[r] = ctx + tok[r] - own_lo;
+    }
 
     for (int kt = 0; kt < num_key_tiles; ++kt) {
       if (kStages<D> == 1) {
@@ -214,9 +232,11 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
         }
       }
 
-      // Mask, scale, row max over the quad (the 4 lanes that share rows g and g + 8). A key tile
-      // that every row of the tile sees whole (context, or own rows at or before the tile's first
-      // token and in the segment of its last token) needs no mask.
+      // Mask and row max over the quad (the 4 lanes that share rows g and g + 8), on the raw
+      // scores (scale > 0 commutes with max). A key tile that every row of the tile sees whole
+      // (context, or own rows at or before the tile's first token and in the segment of its
+      // last token) needs no mask. Element (nt, e) is key key0 + 2c + nt * 8 + (e & 1); the
+      // bounds are shifted by key0 + 2c once, so each test compares with a constant.
       const int own_first = own_lo + max(key0, ctx) - ctx;
       const int own_last = own_lo + key0 + kKeys - 1 - ctx;
       const bool whole = key0 + kKeys <= num_keys &&
@@ -226,35 +246,35 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
 #pragma unroll
         for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            s[nt][e] *= scale;
-            mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
-          }
+          for (int e = 0; e < 4; ++e) mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
         }
       } else {
+        const int base = key0 + 2 * c;
+        const int ctx_end = ctx - base;
+        const int lo_r[2] = {vis_lo[0] - base, vis_lo[1] - base};
+        const int hi_r[2] = {vis_hi[0] - base, vis_hi[1] - base};
 #pragma unroll
         for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int r = e / 2;
-            const int key = key0 + nt * 8 + 2 * c + (e & 1);
-            const int own_row = own_lo + key - ctx;
-            const bool visible = key < ctx || (own_row >= lo[r] && own_row <= tok[r]);
-            s[nt][e] = visible ? s[nt][e] * scale : -INFINITY;
+            const int r = e / 2, k = nt * 8 + (e & 1);
+            const bool visible = k < ctx_end || (k >= lo_r[r] && k <= hi_r[r]);
+            s[nt][e] = visible ? s[nt][e] : -INFINITY;
             mx[r] = fmaxf(mx[r], s[nt][e]);
           }
         }
       }
-      float alpha[2];
+      float alpha[2], m_sub[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(m[r], mx[r]);
-        // A row sees no key of a tile when the tile holds only an earlier segment's rows; the
-        // guards keep it at zeros (m = -inf, alpha = 0) until its first visible key.
-        alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
+        const float m_new = fmaxf(m[r], mx[r] * scale);
+        // A row sees no key of a tile when the tile holds only an earlier segment's rows: its
+        // max stays -inf, and subtracting 0 instead keeps exp2(-inf) = 0 rather than NaN.
+        alpha[r] = m_new == -INFINITY ? 1.0f : Exp2(m[r] - m_new);
         m[r] = m_new;
+        m_sub[r] = m_new == -INFINITY ? 0.0f : m_new;
       }
       float rs[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -262,7 +282,7 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = e / 2;
-          s[nt][e] = m[r] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m[r]);
+          s[nt][e] = Exp2(fmaf(s[nt][e], scale, -m_sub[r]));
           rs[r] += s[nt][e];
         }
       }

@@ -1,12 +1,13 @@
-// q/k/v bias + q/k RMSNorm + RoPE, in place. Thread mapping: one warp per row t (8 rows per
-// 256-thread block). A head's D dims are C = D / 16 chunks, padded to a power of two P; lane
+// q/k/v bias + q/k RMSNorm + RoPE, in place. Thread mapping: one warp per (row t, part), 8 warps
+// per 256-thread block. A head's D dims are C = D / 16 chunks, padded to a power of two P; lane
 // (j = lane / P, c = lane % P) owns chunk c, i.e. the 8 rotation pairs (i, i + D/2) for
-// i = 8c..8c+7, of head slots j, j + 32/P, j + 64/P, ... (Nq + 2 Nkv slots: q heads, then k heads,
-// then v heads). The lane loads its 8 (cos, sin) pairs once (4 float4) and reuses them for every
-// head; per head it moves one 16-byte load and store of each half (16-byte bias and norm weight
-// loads too). The q/k norm's sum of squares is a reduction over the head's P lanes (shuffles);
-// padding lanes (c >= C), heads past the last slot and rows past the live count join the shuffles
-// with zeros.
+// i = 8c..8c+7, of kHeadsPerLane head slots of its part: slots part * S + j + s * (32 / P) for
+// s < kHeadsPerLane, S = kHeadsPerLane * 32 / P slots a part (Nq + 2 Nkv slots: q heads, then k
+// heads, then v heads). The lane loads its 8 (cos, sin) pairs once (4 float4) for its heads; per
+// head it moves one 16-byte load and store of each half (16-byte bias and norm weight loads too).
+// Parts keep enough warps in flight per row for the loads to overlap. The q/k norm's sum of
+// squares is a reduction over the head's P lanes (shuffles); padding lanes (c >= C), slots past
+// the part's last and rows past the live count join the shuffles with zeros.
 #include "kernels/common.cuh"
 #include "kernels/qkv_rope.cuh"
 
@@ -41,10 +42,12 @@ __device__ __forceinline__ void Store8(__nv_bfloat16* p, const Bf16x8& x) {
 }
 
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
+constexpr int kHeadsPerLane = 2;
 
 __global__ void __launch_bounds__(kThreads)
-    QkvRopeKernel(QkvRopeParams p, int chunks, int chunks_pow2) {
-  const int t = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+    QkvRopeKernel(QkvRopeParams p, int chunks, int chunks_pow2, int parts) {
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int t = static_cast<int>(warp / parts), part = static_cast<int>(warp % parts);
   const int lane = threadIdx.x % kWarpSize;
   const int c = lane % chunks_pow2, j = lane / chunks_pow2,
             heads_per_step = kWarpSize / chunks_pow2;
@@ -71,9 +74,11 @@ __global__ void __launch_bounds__(kThreads)
   if (p.kv_out != nullptr) kv = *p.kv_out;
   __nv_bfloat16* row = p.qkv + static_cast<int64_t>(t) * slots * D;
 
-  for (int slot0 = 0; slot0 < slots; slot0 += heads_per_step) {
+  const int slot_begin = part * kHeadsPerLane * heads_per_step;
+  const int slot_end = min(slots, slot_begin + kHeadsPerLane * heads_per_step);
+  for (int slot0 = slot_begin; slot0 < slot_end; slot0 += heads_per_step) {
     const int slot = slot0 + j;
-    const bool active = chunk && slot < slots;
+    const bool active = chunk && slot < slot_end;
     const bool is_q = slot < p.num_q_heads;
     const bool is_k = !is_q && slot < p.num_q_heads + p.num_kv_heads;
     __nv_bfloat16* head = row + slot * D;
@@ -151,8 +156,10 @@ cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   int chunks_pow2 = 1;
   while (chunks_pow2 < chunks) chunks_pow2 *= 2;
   if (p.num_tokens == 0) return cudaSuccess;
-  QkvRopeKernel<<<CeilDiv(p.num_tokens, kWarpsPerBlock), kThreads, 0, stream>>>(p, chunks,
-                                                                                chunks_pow2);
+  const int slots = p.num_q_heads + 2 * p.num_kv_heads;
+  const int parts = static_cast<int>(CeilDiv(slots, kHeadsPerLane * (kWarpSize / chunks_pow2)));
+  QkvRopeKernel<<<CeilDiv(static_cast<int64_t>(p.num_tokens) * parts, kWarpsPerBlock), kThreads, 0,
+                  stream>>>(p, chunks, chunks_pow2, parts);
   return cudaGetLastError();
 }
 
