@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
 
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
 #include "flag_set.h"
-#include "nlohmann/json.hpp"
 #include "rankd/common/logging.h"
-#include "rankd/engine/backend.h"
+#include "rankd/common/status.h"
 #include "rankd/engine/engine.h"
 
 namespace rankd::bench {
@@ -26,6 +26,8 @@ double ItemFlops(const model::ModelConfig& c, int tq, int ti) {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -33,146 +35,187 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
+int ItemTokens(const EngineBenchOptions& o) { return o.items == "embedding" ? 1 : o.ti; }
+
 }  // namespace
+
+nlohmann::json EngineBenchResult::ToJson(const EngineBenchOptions& o) const {
+  return {
+      {"model", o.model_dir},
+      {"backend", o.backend},
+      {"strategy", o.strategy},
+      {"graphs", o.graphs},
+      {"items", o.items},
+      {"tq", o.tq},
+      {"ti", ItemTokens(o)},
+      {"ni", o.ni},
+      {"concurrency", o.concurrency},
+      {"iters", o.iters},
+      {"items_per_s", items_per_s},
+      {"tokens_per_s", tokens_per_s},
+      {"model_tflops", model_tflops},
+      {"peak_fraction", peak_fraction},
+      {"latency_ms", {{"p50", p50_ms}, {"p90", p90_ms}, {"p99", p99_ms}}},
+  };
+}
+
+absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBenchOptions& o) {
+  RANKD_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromHfDir(o.model_dir));
+  std::string head_spec = o.head_spec;
+  if (head_spec.empty()) {
+    head_spec = config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
+                                                                             : "yes_no:4,5";
+  }
+  RANKD_ASSIGN_OR_RETURN(engine::HeadSpec head, engine::ParseHeadSpec(head_spec, config, nullptr));
+  engine::BackendOptions bo;
+  bo.kind = o.backend;
+  bo.threads = o.threads;
+  bo.device = o.device;
+  bo.strategy = o.strategy;
+  bo.cuda_graphs = o.graphs;
+  bo.max_batch_tokens = o.max_batch_tokens;
+  return engine::CreateBackend(bo, o.model_dir, head);
+}
+
+absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const EngineBenchOptions& o) {
+  const model::ModelConfig& config = backend.config();
+  const bool embedding_items = o.items == "embedding";
+  const int c = o.concurrency;
+  std::mt19937 rng(o.seed);
+  std::uniform_int_distribution<int32_t> tok(4, config.vocab_size - 1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // Request r of a step: prefixes[r] (tq ids, BOS first), batches[r] (ni items), scores[r].
+  std::vector<std::vector<int32_t>> prefixes(c, std::vector<int32_t>(o.tq));
+  std::vector<engine::ItemBatch> batches(c);
+  std::vector<std::vector<float>> scores(c, std::vector<float>(o.ni));
+  auto make_requests = [&] {
+    std::vector<int32_t> ids(o.ti);
+    std::vector<float> row(config.hidden_size);
+    for (int r = 0; r < c; ++r) {
+      prefixes[r][0] = config.bos_token_id.value_or(1);
+      for (int i = 1; i < o.tq; ++i) prefixes[r][i] = tok(rng);
+      batches[r].Clear();
+      for (int n = 0; n < o.ni; ++n) {
+        if (embedding_items) {
+          for (float& v : row) v = normal(rng);
+          batches[r].AddEmbeddings(row, config.hidden_size);
+        } else {
+          for (int32_t& id : ids) id = tok(rng);
+          batches[r].AddIds(ids);
+        }
+      }
+    }
+  };
+  std::vector<double> latencies;
+  double total = 0;
+  for (int it = 0; it < o.warmup + o.iters; ++it) {
+    make_requests();  // not timed
+    const Clock::time_point t0 = Clock::now();
+    std::vector<std::shared_ptr<const engine::PrefixState>> states(c);
+    std::vector<engine::Backend::ScoreGroup> groups(c);
+    for (int r = 0; r < c; ++r) {
+      RANKD_ASSIGN_OR_RETURN(states[r], backend.EncodePrefix(prefixes[r]));
+      groups[r] = {states[r].get(), &batches[r], absl::MakeSpan(scores[r])};
+    }
+    std::vector<double> done_at;  // seconds from t0, per request in order
+    absl::Status s =
+        engine::ScoreGroupsInPasses(backend, groups, o.max_batch_tokens, [&](size_t done) {
+          const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+          while (done_at.size() < done) done_at.push_back(t);
+        });
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!s.ok()) return Annotate(s, absl::StrCat("step ", it));
+    for (const auto& step_scores : scores) {
+      for (float v : step_scores) {
+        if (!std::isfinite(v))
+          return absl::InternalError(absl::StrCat("step ", it, ": non-finite score"));
+      }
+    }
+    if (it >= o.warmup) {
+      latencies.insert(latencies.end(), done_at.begin(), done_at.end());
+      total += dt;
+    }
+  }
+  EngineBenchResult r;
+  r.items_per_s = static_cast<double>(o.ni) * c * o.iters / total;
+  r.tokens_per_s = r.items_per_s * ItemTokens(o);
+  const double flops = ItemFlops(config, o.tq, ItemTokens(o)) * r.items_per_s;
+  r.model_tflops = flops / 1e12;
+  r.peak_fraction = flops / (o.peak_tflops * 1e12);
+  r.p50_ms = Percentile(latencies, 0.5) * 1e3;
+  r.p90_ms = Percentile(latencies, 0.9) * 1e3;
+  r.p99_ms = Percentile(latencies, 0.99) * 1e3;
+  return r;
+}
+
+void PrintEngineHeader() {
+  std::printf("%-8s %-10s %-6s %-9s %4s %4s %4s %4s %10s %12s %8s %7s %9s %9s %9s\n", "backend",
+              "strategy", "graphs", "items", "tq", "ti", "ni", "conc", "items/s", "tokens/s",
+              "TFLOP/s", "%peak", "p50 ms", "p90 ms", "p99 ms");
+}
+
+void PrintEngineRow(const EngineBenchOptions& o, const EngineBenchResult& r) {
+  std::printf(
+      "%-8s %-10s %-6s %-9s %4d %4d %4d %4d %10.1f %12.0f %8.2f %6.1f%% %9.2f %9.2f %9.2f\n",
+      o.backend.c_str(), o.strategy.c_str(), o.graphs ? "on" : "off", o.items.c_str(), o.tq,
+      ItemTokens(o), o.ni, o.concurrency, r.items_per_s, r.tokens_per_s, r.model_tflops,
+      100 * r.peak_fraction, r.p50_ms, r.p90_ms, r.p99_ms);
+}
 
 int RunEngineBench(int argc, char** argv, int first) {
   cli::FlagSet flags(
       "rankd-bench engine --model DIR [--backend cpu|cuda] [--tq 50] [--ti 150] [--ni 50]\n"
-      "                   [--strategy ibpc|multi-item] [--graphs|--no-graphs] [--iters N]\n"
-      "Scores random requests (a fresh prefix of tq ids with BOS, ni items of ti ids) and reports\n"
-      "items/s, tokens/s, model FLOP/s and its fraction of the bf16 peak, latency p50/p90/p99.");
-  std::string model_dir, backend = "cpu", strategy = "ibpc", json_path, head_spec, items_kind = "ids";
-  int tq = 50, ti = 150, ni = 50, iters = 20, warmup = 3, threads = 0, device = 0, seed = 1;
-  int max_batch_tokens = 65536;
-  double peak_tflops = 790;
-  bool graphs = true;
-  flags.String("model", &model_dir, "model directory");
-  flags.String("backend", &backend, "cpu or cuda");
-  flags.String("strategy", &strategy, "ibpc or multi-item");
-  flags.Bool("graphs", &graphs, "CUDA graphs on/off");
-  flags.String("head", &head_spec, "score head (default by architecture)");
-  flags.String("items", &items_kind, "ids, or embedding (each item one hidden-size vector)");
-  flags.Int("tq", &tq, "prefix tokens, BOS included");
-  flags.Int("ti", &ti, "tokens per item");
-  flags.Int("ni", &ni, "items per request");
-  flags.Int("iters", &iters, "timed requests");
-  flags.Int("warmup", &warmup, "untimed requests first");
-  flags.Int("threads", &threads, "CPU backend threads (0: all)");
-  flags.Int("device", &device, "CUDA device");
-  flags.Int("seed", &seed, "random seed");
-  flags.Int("max-batch-tokens", &max_batch_tokens, "item tokens per backend call");
-  flags.Double("peak-tflops", &peak_tflops, "bf16 peak of the device, for the fraction");
+      "                   [--concurrency C] [--strategy ibpc|multi-item] [--graphs|--no-graphs]\n"
+      "                   [--iters N]\n"
+      "Per step, C random requests (each a fresh prefix of tq ids with BOS and ni items of ti "
+      "ids)\n"
+      "are scored together (their items packed into passes of --max-batch-tokens, each request\n"
+      "against its own prefix). Reports items/s, tokens/s, model FLOP/s and its fraction of the\n"
+      "bf16 peak, and per-request latency p50/p90/p99 (step start to the request's scores).");
+  EngineBenchOptions o;
+  std::string json_path;
+  flags.String("model", &o.model_dir, "model directory");
+  flags.String("backend", &o.backend, "cpu or cuda");
+  flags.String("strategy", &o.strategy, "ibpc or multi-item");
+  flags.Bool("graphs", &o.graphs, "CUDA graphs on/off");
+  flags.String("head", &o.head_spec, "score head (default by architecture)");
+  flags.String("items", &o.items, "ids, or embedding (each item one hidden-size vector)");
+  flags.Int("tq", &o.tq, "prefix tokens, BOS included");
+  flags.Int("ti", &o.ti, "tokens per item");
+  flags.Int("ni", &o.ni, "items per request");
+  flags.Int("concurrency", &o.concurrency, "requests scored together per step");
+  flags.Int("iters", &o.iters, "timed steps");
+  flags.Int("warmup", &o.warmup, "untimed steps first");
+  flags.Int("threads", &o.threads, "CPU backend threads (0: all)");
+  flags.Int("device", &o.device, "CUDA device");
+  flags.Int("seed", &o.seed, "random seed");
+  flags.Int("max-batch-tokens", &o.max_batch_tokens, "item tokens per forward pass");
+  flags.Double("peak-tflops", &o.peak_tflops, "bf16 peak of the device, for the fraction");
   flags.String("json", &json_path, "also write the result as JSON to this file");
   if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
     if (absl::IsCancelled(s)) return 0;
     std::fprintf(stderr, "engine: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  if (model_dir.empty() || tq < 1 || ti < 1 || ni < 1 || iters < 1) {
-    std::fprintf(stderr, "engine: need --model and positive --tq --ti --ni --iters\n");
+  if (o.model_dir.empty() || o.tq < 1 || o.ti < 1 || o.ni < 1 || o.iters < 1 || o.concurrency < 1) {
+    std::fprintf(stderr,
+                 "engine: need --model and positive --tq --ti --ni --iters --concurrency\n");
     return 2;
   }
   (void)SetUpLogging("warn", LogFormat::kText, "rankd-bench");
-  auto config = model::ModelConfig::FromHfDir(model_dir);
-  if (!config.ok()) {
-    std::fprintf(stderr, "engine: %s\n", std::string(config.status().message()).c_str());
+  absl::StatusOr<std::unique_ptr<engine::Backend>> backend = MakeBenchBackend(o);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "engine: %s\n", std::string(backend.status().message()).c_str());
+    return absl::IsInvalidArgument(backend.status()) ? 2 : 1;
+  }
+  absl::StatusOr<EngineBenchResult> r = RunEngine(**backend, o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "engine: %s\n", std::string(r.status().message()).c_str());
     return 1;
   }
-  if (head_spec.empty()) {
-    head_spec = config->head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
-                                                                               : "yes_no:4,5";
-  }
-  auto head = engine::ParseHeadSpec(head_spec, *config, nullptr);
-  if (!head.ok()) {
-    std::fprintf(stderr, "engine: %s\n", std::string(head.status().message()).c_str());
-    return 2;
-  }
-  engine::BackendOptions bo;
-  bo.kind = backend;
-  bo.threads = threads;
-  bo.device = device;
-  bo.strategy = strategy;
-  bo.cuda_graphs = graphs;
-  bo.max_batch_tokens = max_batch_tokens;
-  auto be = engine::CreateBackend(bo, model_dir, *head);
-  if (!be.ok()) {
-    std::fprintf(stderr, "engine: %s\n", std::string(be.status().message()).c_str());
-    return 1;
-  }
-  const bool embedding_items = items_kind == "embedding";
-  const int item_tokens = embedding_items ? 1 : ti;
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(4, config->vocab_size - 1);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto make_request = [&](std::vector<int32_t>* prefix, engine::ItemBatch* batch) {
-    prefix->assign(tq, 0);
-    (*prefix)[0] = config->bos_token_id.value_or(1);
-    for (int i = 1; i < tq; ++i) (*prefix)[i] = tok(rng);
-    batch->Clear();
-    std::vector<int32_t> ids(ti);
-    std::vector<float> row(config->hidden_size);
-    for (int n = 0; n < ni; ++n) {
-      if (embedding_items) {
-        for (float& v : row) v = normal(rng);
-        batch->AddEmbeddings(row, config->hidden_size);
-      } else {
-        for (int32_t& id : ids) id = tok(rng);
-        batch->AddIds(ids);
-      }
-    }
-  };
-  std::vector<float> scores(ni);
-  std::vector<double> latencies;
-  std::vector<int32_t> prefix;
-  engine::ItemBatch batch;
-  double total = 0;
-  for (int it = 0; it < warmup + iters; ++it) {
-    make_request(&prefix, &batch);  // not timed
-    const auto t0 = std::chrono::steady_clock::now();
-    auto p = (*be)->EncodePrefix(prefix);
-    absl::Status s = p.ok() ? (*be)->ScoreItems(**p, batch, absl::MakeSpan(scores)) : p.status();
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!s.ok()) {
-      std::fprintf(stderr, "engine: request %d: %s\n", it, std::string(s.message()).c_str());
-      return 1;
-    }
-    for (float v : scores) {
-      if (!std::isfinite(v)) {
-        std::fprintf(stderr, "engine: request %d: non-finite score\n", it);
-        return 1;
-      }
-    }
-    if (it >= warmup) {
-      latencies.push_back(dt);
-      total += dt;
-    }
-  }
-  const double items_per_s = static_cast<double>(ni) * iters / total;
-  const double tokens_per_s = items_per_s * item_tokens;
-  const double flops = ItemFlops(*config, tq, item_tokens) * items_per_s;
-  const double peak_fraction = flops / (peak_tflops * 1e12);
-  nlohmann::json result = {
-      {"model", model_dir},      {"backend", backend},
-      {"strategy", strategy},    {"graphs", graphs},
-      {"items", items_kind},     {"tq", tq},
-      {"ti", item_tokens},       {"ni", ni},
-      {"iters", iters},          {"items_per_s", items_per_s},
-      {"tokens_per_s", tokens_per_s}, {"model_tflops", flops / 1e12},
-      {"peak_fraction", peak_fraction},
-      {"latency_ms", {{"p50", Percentile(latencies, 0.5) * 1e3},
-                      {"p90", Percentile(latencies, 0.9) * 1e3},
-                      {"p99", Percentile(latencies, 0.99) * 1e3}}},
-  };
-  std::printf("%-8s %-10s %-6s %-9s %4s %4s %4s %10s %12s %8s %7s %9s %9s %9s\n", "backend",
-              "strategy", "graphs", "items", "tq", "ti", "ni", "items/s", "tokens/s", "TFLOP/s",
-              "%peak", "p50 ms", "p90 ms", "p99 ms");
-  std::printf("%-8s %-10s %-6s %-9s %4d %4d %4d %10.1f %12.0f %8.2f %6.1f%% %9.2f %9.2f %9.2f\n",
-              backend.c_str(), strategy.c_str(), graphs ? "on" : "off", items_kind.c_str(), tq,
-              item_tokens, ni, items_per_s, tokens_per_s, flops / 1e12, 100 * peak_fraction,
-              Percentile(latencies, 0.5) * 1e3, Percentile(latencies, 0.9) * 1e3,
-              Percentile(latencies, 0.99) * 1e3);
-  if (!json_path.empty()) std::ofstream(json_path) << result.dump(2) << "\n";
+  PrintEngineHeader();
+  PrintEngineRow(o, *r);
+  if (!json_path.empty()) std::ofstream(json_path) << r->ToJson(o).dump(2) << "\n";
   return 0;
 }
 

@@ -1,7 +1,14 @@
-// rankd-bench engine: throughput and latency of one backend on the standard workload shape.
+// rankd-bench engine: throughput and latency of one backend on the standard workload shape, with
+// C requests (each with its own random prefix) scored together per step.
 #ifndef RANKD_BENCH_ENGINE_BENCH_H_
 #define RANKD_BENCH_ENGINE_BENCH_H_
 
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "rankd/engine/backend.h"
 #include "rankd/model/config.h"
 
 namespace rankd::bench {
@@ -9,6 +16,37 @@ namespace rankd::bench {
 // Model FLOPs of scoring one item of `ti` tokens after a cached prefix of `tq` tokens: the linear
 // layers (2 x weights x tokens) plus attention (QK^T and PV over prefix + causal own tokens).
 double ItemFlops(const model::ModelConfig& c, int tq, int ti);
+
+struct EngineBenchOptions {
+  std::string model_dir;
+  std::string backend = "cpu";
+  std::string strategy = "ibpc";
+  bool graphs = true;
+  std::string head_spec;      // empty: by architecture
+  std::string items = "ids";  // ids, or embedding (each item one hidden-size vector)
+  int tq = 50, ti = 150, ni = 50;
+  int concurrency = 1;         // requests scored together per step
+  int iters = 20, warmup = 3;  // timed and untimed steps
+  int threads = 0, device = 0, seed = 1;
+  int max_batch_tokens = 65536;
+  double peak_tflops = 790;
+};
+
+struct EngineBenchResult {
+  double items_per_s = 0, tokens_per_s = 0, model_tflops = 0, peak_fraction = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0;  // per request: step start to its scores
+  nlohmann::json ToJson(const EngineBenchOptions& o) const;
+};
+
+absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBenchOptions& o);
+
+// Runs warmup + iters steps on `backend`: each step makes `concurrency` fresh requests (not
+// timed), then encodes their prefixes and scores all their items through ScoreGroupsInPasses.
+absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const EngineBenchOptions& o);
+
+// Prints the table header and one row.
+void PrintEngineHeader();
+void PrintEngineRow(const EngineBenchOptions& o, const EngineBenchResult& r);
 
 int RunEngineBench(int argc, char** argv, int first);
 

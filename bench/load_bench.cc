@@ -1,7 +1,8 @@
 // Open loop (--rate R: requests start on a fixed schedule, whatever the server does: latency
 // includes the queueing an overloaded server causes) or closed loop (--concurrency C: C requests
-// outstanding at all times). Each request is a fresh random prefix of tq ids and ni items of ti ids
-// (or one embedding vector each with --items embedding). Stops by itself after --duration.
+// outstanding at all times). Each request comes from a pool of prepared random requests (random
+// prefix ids and item ids, embedding vectors, or text of random words). Stops by itself after
+// --warmup-s + --duration.
 #include "load_bench.h"
 
 #include <grpcpp/grpcpp.h>
@@ -12,13 +13,13 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
-#include <map>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "flag_set.h"
-#include "nlohmann/json.hpp"
 #include "rankd/v1/scorer.grpc.pb.h"
 
 namespace rankd::bench {
@@ -26,21 +27,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Stats {
-  std::mutex mu;
-  std::vector<double> latencies;       // seconds, successful calls
-  std::map<std::string, int64_t> errors;  // by status code name
-  int64_t items = 0;
-};
-
 std::string CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                 "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-                                 "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
   const int c = static_cast<int>(code);
-  return c >= 0 && c < 17 ? kNames[c] : std::to_string(c);
+  return c >= 0 && c < 17 ? kNames[c] : absl::StrCat("CODE_", c);
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -49,82 +55,115 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
 }
 
-}  // namespace
+// Words for text items and queries (a fixed seed: every run sends the same texts).
+constexpr const char* kWords[] = {
+    "senior",  "software", "engineer",   "remote",   "python",  "kubernetes",  "terraform",
+    "cuda",    "manager",  "product",    "data",     "berlin",  "paris",       "sao",
+    "paulo",   "team",     "lead",       "backend",  "systems", "ranking",     "search",
+    "machine", "learning", "platform",   "security", "cloud",   "startup",     "salary",
+    "hybrid",  "years",    "experience", "go",       "rust",    "distributed", "payments"};
 
-int RunLoadBench(int argc, char** argv, int first) {
-  cli::FlagSet flags(
-      "rankd-bench load --target HOST:PORT (--rate R | --concurrency C) --duration S --ni N\n"
-      "gRPC load against a running rankd serve; latency percentiles, items/s, errors by code.");
-  std::string target = "127.0.0.1:8080", items_kind = "ids", json_path, priority = "interactive";
-  double rate = 0, duration = 10, deadline_ms = 5000;
-  int concurrency = 0, tq = 50, ti = 150, ni = 50, vocab = 1024, hidden = 0, seed = 1;
-  flags.String("target", &target, "server address");
-  flags.Double("rate", &rate, "open loop: requests per second");
-  flags.Int("concurrency", &concurrency, "closed loop: requests outstanding");
-  flags.Double("duration", &duration, "seconds to send for");
-  flags.Double("deadline-ms", &deadline_ms, "per-request deadline");
-  flags.Int("tq", &tq, "prefix tokens (random ids, sent as query_ids)");
-  flags.Int("ti", &ti, "tokens per item");
-  flags.Int("ni", &ni, "items per request");
-  flags.Int("vocab", &vocab, "ids are drawn from [4, vocab)");
-  flags.String("items", &items_kind, "ids or embedding (one vector of --hidden floats per item)");
-  flags.Int("hidden", &hidden, "model hidden size, for --items embedding");
-  flags.String("priority", &priority, "interactive or batch");
-  flags.Int("seed", &seed, "random seed");
-  flags.String("json", &json_path, "also write the result as JSON to this file");
-  if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "load: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if ((rate > 0) == (concurrency > 0) || duration <= 0 || ni < 1 || tq < 1 || ti < 1) {
-    std::fprintf(stderr, "load: give exactly one of --rate, --concurrency; positive sizes\n");
-    return 2;
-  }
-  if (items_kind == "embedding" && hidden <= 0) {
-    std::fprintf(stderr, "load: --items embedding needs --hidden\n");
-    return 2;
-  }
-
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
-    std::fprintf(stderr, "load: cannot connect to %s\n", target.c_str());
-    return 1;
-  }
-  auto stub = rankd::v1::Scorer::NewStub(channel);
-
-  // A pool of prepared requests, reused round-robin (building them is not what we measure).
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(4, vocab - 1);
+std::vector<rankd::v1::ScoreRequest> MakeRequests(const LoadOptions& o, int count) {
+  std::mt19937 rng(o.seed);
+  std::uniform_int_distribution<int32_t> tok(4, o.vocab - 1);
   std::normal_distribution<float> normal(0, 1);
-  std::vector<rankd::v1::ScoreRequest> pool(16);
+  auto text = [&](int words) {
+    std::string t;
+    for (int w = 0; w < words; ++w) {
+      absl::StrAppend(&t, w ? " " : "", kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))]);
+    }
+    return t;
+  };
+  std::vector<rankd::v1::ScoreRequest> pool(count);
   for (auto& req : pool) {
-    req.add_query_ids(1);
-    for (int i = 1; i < tq; ++i) req.add_query_ids(tok(rng));
-    req.set_priority(priority == "batch" ? rankd::v1::PRIORITY_BATCH
-                                         : rankd::v1::PRIORITY_INTERACTIVE);
-    for (int n = 0; n < ni; ++n) {
+    if (o.items == "text") {
+      req.set_query(text(o.query_words));
+    } else {
+      req.add_query_ids(1);
+      for (int i = 1; i < o.tq; ++i) req.add_query_ids(tok(rng));
+    }
+    req.set_priority(o.priority == "batch" ? rankd::v1::PRIORITY_BATCH
+                                           : rankd::v1::PRIORITY_INTERACTIVE);
+    for (int n = 0; n < o.ni; ++n) {
       auto* item = req.add_items();
-      if (items_kind == "embedding") {
+      if (o.items == "embedding") {
         item->mutable_embedding()->set_rows(1);
-        for (int h = 0; h < hidden; ++h) item->mutable_embedding()->add_values(normal(rng));
+        for (int h = 0; h < o.hidden; ++h) item->mutable_embedding()->add_values(normal(rng));
+      } else if (o.items == "text") {
+        item->set_text(text(o.item_words));
       } else {
-        for (int t = 0; t < ti; ++t) item->mutable_token_ids()->add_ids(tok(rng));
+        for (int t = 0; t < o.ti; ++t) item->mutable_token_ids()->add_ids(tok(rng));
       }
     }
   }
+  return pool;
+}
 
-  Stats stats;
+}  // namespace
+
+nlohmann::json LoadResult::ToJson(const LoadOptions& o) const {
+  return {
+      {"target", o.target},
+      {"mode", o.concurrency > 0 ? "closed" : "open"},
+      {"rate", o.rate},
+      {"concurrency", o.concurrency},
+      {"connections", o.connections},
+      {"duration_s", elapsed_s},
+      {"items", o.items},
+      {"tq", o.tq},
+      {"ti", o.items == "embedding" ? 1 : o.ti},
+      {"ni", o.ni},
+      {"requests_ok", ok},
+      {"requests_failed", failed},
+      {"errors", errors},
+      {"requests_per_s", requests_per_s},
+      {"items_per_s", items_per_s},
+      {"item_tokens_per_s", item_tokens_per_s},
+      {"latency_ms",
+       {{"mean", mean_ms}, {"p50", p50_ms}, {"p90", p90_ms}, {"p99", p99_ms}, {"max", max_ms}}},
+  };
+}
+
+absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
+  if ((o.rate > 0) == (o.concurrency > 0) || o.duration <= 0 || o.warmup < 0 || o.ni < 1 ||
+      o.tq < 1 || o.ti < 1 || o.connections < 1) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --rate, --concurrency; positive sizes and duration");
+  }
+  if (o.items != "ids" && o.items != "embedding" && o.items != "text") {
+    return absl::InvalidArgumentError("--items must be ids, embedding or text");
+  }
+  if (o.items == "embedding" && o.hidden <= 0) {
+    return absl::InvalidArgumentError("--items embedding needs --hidden");
+  }
+  std::vector<std::unique_ptr<rankd::v1::Scorer::Stub>> stubs;
+  for (int c = 0; c < o.connections; ++c) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+    auto channel = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", o.target));
+    }
+    stubs.push_back(rankd::v1::Scorer::NewStub(channel));
+  }
+  // A pool of prepared requests, reused round-robin (building them is not what we measure).
+  const std::vector<rankd::v1::ScoreRequest> pool = MakeRequests(o, 16);
+
+  std::mutex mu;                  // guards the tallies below
+  std::vector<double> latencies;  // seconds, successful measured calls
+  LoadResult result;
+  int64_t items = 0, item_tokens = 0;
   std::atomic<int64_t> in_flight{0}, sent{0};
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  const auto start = Clock::now();
-  const auto stop = start + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(duration));
+  std::condition_variable idle;
+  const Clock::time_point start = Clock::now();
+  auto after = [&](double s) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  const Clock::time_point measure_from = after(o.warmup), stop = after(o.warmup + o.duration);
 
-  // Issues one call; `then` runs after it completes (closed loop: issues the next).
-  std::function<void()> issue;
-  issue = [&]() {
+  // Issues one call; closed loop: its completion issues the next.
+  std::function<void()> issue = [&]() {
     struct Call {
       grpc::ClientContext ctx;
       rankd::v1::ScoreResponse resp;
@@ -133,33 +172,36 @@ int RunLoadBench(int argc, char** argv, int first) {
     auto* call = new Call();
     call->t0 = Clock::now();
     call->ctx.set_deadline(std::chrono::system_clock::now() +
-                           std::chrono::microseconds(static_cast<int64_t>(deadline_ms * 1e3)));
-    const auto& req = pool[sent.fetch_add(1) % pool.size()];
+                           std::chrono::microseconds(static_cast<int64_t>(o.deadline_ms * 1e3)));
+    const int64_t k = sent.fetch_add(1);
+    const auto& req = pool[k % pool.size()];
     in_flight++;
-    stub->async()->Score(&call->ctx, &req, &call->resp, [&, call](grpc::Status status) {
-      const double dt = std::chrono::duration<double>(Clock::now() - call->t0).count();
-      {
-        std::lock_guard<std::mutex> lock(stats.mu);
-        if (status.ok()) {
-          stats.latencies.push_back(dt);
-          stats.items += call->resp.scores_size();
-        } else {
-          stats.errors[CodeName(status.error_code())]++;
-        }
-      }
-      delete call;
-      if (concurrency > 0 && Clock::now() < stop) issue();
-      if (--in_flight == 0) {
-        std::lock_guard<std::mutex> lock(done_mu);
-        done_cv.notify_all();
-      }
-    });
+    stubs[k % stubs.size()]->async()->Score(
+        &call->ctx, &req, &call->resp, [&, call](grpc::Status status) {
+          const double dt = std::chrono::duration<double>(Clock::now() - call->t0).count();
+          if (call->t0 >= measure_from) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (status.ok()) {
+              latencies.push_back(dt);
+              items += call->resp.usage().items_scored();
+              item_tokens += call->resp.usage().item_tokens();
+            } else {
+              result.errors[CodeName(status.error_code())]++;
+            }
+          }
+          delete call;
+          if (o.concurrency > 0 && Clock::now() < stop) issue();
+          if (--in_flight == 0) {
+            std::lock_guard<std::mutex> lock(mu);
+            idle.notify_all();
+          }
+        });
   };
 
-  if (concurrency > 0) {
-    for (int c = 0; c < concurrency; ++c) issue();
+  if (o.concurrency > 0) {
+    for (int c = 0; c < o.concurrency; ++c) issue();
   } else {
-    const auto period = std::chrono::duration<double>(1.0 / rate);
+    const auto period = std::chrono::duration<double>(1.0 / o.rate);
     for (int64_t k = 0;; ++k) {
       const auto due = start + std::chrono::duration_cast<Clock::duration>(period * k);
       if (due >= stop) break;
@@ -167,43 +209,81 @@ int RunLoadBench(int argc, char** argv, int first) {
       issue();
     }
   }
-  {
-    std::unique_lock<std::mutex> lock(done_mu);
-    done_cv.wait_for(lock, std::chrono::seconds(static_cast<int>(deadline_ms / 1000) + 30),
-                     [&] { return in_flight.load() == 0; });
+  std::unique_lock<std::mutex> lock(mu);
+  idle.wait_for(lock, std::chrono::seconds(static_cast<int>(o.deadline_ms / 1000) + 30),
+                [&] { return in_flight.load() == 0; });
+  result.elapsed_s =
+      std::max(o.duration, std::chrono::duration<double>(Clock::now() - measure_from).count());
+  result.ok = static_cast<int64_t>(latencies.size());
+  for (const auto& [code, n] : result.errors) result.failed += n;
+  result.requests_per_s = static_cast<double>(result.ok) / result.elapsed_s;
+  result.items_per_s = static_cast<double>(items) / result.elapsed_s;
+  result.item_tokens_per_s = static_cast<double>(item_tokens) / result.elapsed_s;
+  double sum = 0;
+  for (double l : latencies) sum += l;
+  result.mean_ms = latencies.empty() ? 0 : 1e3 * sum / static_cast<double>(latencies.size());
+  result.p50_ms = Percentile(latencies, 0.5) * 1e3;
+  result.p90_ms = Percentile(latencies, 0.9) * 1e3;
+  result.p99_ms = Percentile(latencies, 0.99) * 1e3;
+  result.max_ms = Percentile(latencies, 1.0) * 1e3;
+  return result;
+}
+
+void PrintLoadHeader() {
+  std::printf("%-6s %8s %5s %8s %8s %10s %9s %9s %9s %9s %9s\n", "mode", "rate", "conc", "ok",
+              "failed", "items/s", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms");
+}
+
+void PrintLoadRow(const LoadOptions& o, const LoadResult& r) {
+  std::printf("%-6s %8.1f %5d %8lld %8lld %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f\n",
+              o.concurrency > 0 ? "closed" : "open", o.rate, o.concurrency,
+              static_cast<long long>(r.ok), static_cast<long long>(r.failed), r.items_per_s,
+              r.mean_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms);
+  for (const auto& [code, n] : r.errors) {
+    std::printf("  %s: %lld\n", code.c_str(), static_cast<long long>(n));
   }
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::lock_guard<std::mutex> lock(stats.mu);
-  const int64_t ok = static_cast<int64_t>(stats.latencies.size());
-  int64_t failed = 0;
-  for (const auto& [code, n] : stats.errors) failed += n;
-  nlohmann::json result = {
-      {"target", target},
-      {"mode", concurrency > 0 ? "closed" : "open"},
-      {"rate", rate},
-      {"concurrency", concurrency},
-      {"duration_s", elapsed},
-      {"tq", tq}, {"ti", items_kind == "embedding" ? 1 : ti}, {"ni", ni},
-      {"requests_ok", ok},
-      {"requests_failed", failed},
-      {"errors", stats.errors},
-      {"requests_per_s", ok / elapsed},
-      {"items_per_s", stats.items / elapsed},
-      {"latency_ms", {{"p50", Percentile(stats.latencies, 0.5) * 1e3},
-                      {"p90", Percentile(stats.latencies, 0.9) * 1e3},
-                      {"p99", Percentile(stats.latencies, 0.99) * 1e3},
-                      {"max", Percentile(stats.latencies, 1.0) * 1e3}}},
-  };
-  std::printf("%-6s %8s %5s %8s %8s %10s %9s %9s %9s %9s\n", "mode", "rate", "conc", "ok",
-              "failed", "items/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
-  std::printf("%-6s %8.1f %5d %8lld %8lld %10.1f %9.2f %9.2f %9.2f %9.2f\n",
-              concurrency > 0 ? "closed" : "open", rate, concurrency,
-              static_cast<long long>(ok), static_cast<long long>(failed), stats.items / elapsed,
-              Percentile(stats.latencies, 0.5) * 1e3, Percentile(stats.latencies, 0.9) * 1e3,
-              Percentile(stats.latencies, 0.99) * 1e3, Percentile(stats.latencies, 1.0) * 1e3);
-  for (const auto& [code, n] : stats.errors) std::printf("  %s: %lld\n", code.c_str(), static_cast<long long>(n));
-  if (!json_path.empty()) std::ofstream(json_path) << result.dump(2) << "\n";
-  return failed > 0 ? 1 : 0;
+}
+
+int RunLoadBench(int argc, char** argv, int first) {
+  cli::FlagSet flags(
+      "rankd-bench load --target HOST:PORT (--rate R | --concurrency C) --duration S --ni N\n"
+      "                 [--items ids|embedding|text] [--warmup-s S] [--connections K]\n"
+      "gRPC load against a running rankd serve: latency mean and percentiles, items/s, errors by\n"
+      "code. Calls started during the first --warmup-s seconds are not measured.");
+  LoadOptions o;
+  std::string json_path;
+  flags.String("target", &o.target, "server address");
+  flags.Double("rate", &o.rate, "open loop: requests per second");
+  flags.Int("concurrency", &o.concurrency, "closed loop: requests outstanding");
+  flags.Double("duration", &o.duration, "measured seconds");
+  flags.Double("warmup-s", &o.warmup, "seconds of load before measuring");
+  flags.Double("deadline-ms", &o.deadline_ms, "per-request deadline");
+  flags.Int("connections", &o.connections, "gRPC connections, calls spread round-robin");
+  flags.String("items", &o.items, "ids, embedding (one vector of --hidden floats) or text");
+  flags.Int("tq", &o.tq, "prefix tokens (random ids, sent as query_ids; not with --items text)");
+  flags.Int("ti", &o.ti, "tokens per item (--items ids)");
+  flags.Int("ni", &o.ni, "items per request");
+  flags.Int("vocab", &o.vocab, "ids are drawn from [4, vocab)");
+  flags.Int("hidden", &o.hidden, "model hidden size, for --items embedding");
+  flags.Int("item-words", &o.item_words, "words per item (--items text)");
+  flags.Int("query-words", &o.query_words, "words per query (--items text)");
+  flags.String("priority", &o.priority, "interactive or batch");
+  flags.Int("seed", &o.seed, "random seed");
+  flags.String("json", &json_path, "also write the result as JSON to this file");
+  if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
+    if (absl::IsCancelled(s)) return 0;
+    std::fprintf(stderr, "load: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<LoadResult> r = RunLoad(o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "load: %s\n", std::string(r.status().message()).c_str());
+    return absl::IsInvalidArgument(r.status()) ? 2 : 1;
+  }
+  PrintLoadHeader();
+  PrintLoadRow(o, *r);
+  if (!json_path.empty()) std::ofstream(json_path) << r->ToJson(o).dump(2) << "\n";
+  return r->failed > 0 ? 1 : 0;
 }
 
 }  // namespace rankd::bench

@@ -6,6 +6,7 @@
 #include "engine_bench.h"
 #include "load_bench.h"
 #include "make_model.h"
+#include "sweep.h"
 
 namespace {
 
@@ -16,8 +17,10 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  make-model   write a random-weight model in HF layout (--preset 379m|tiny --out DIR)\n"
-    "  engine       items/s and latency of one backend on a synthetic workload\n"
-    "  load         gRPC load (open or closed loop) against a running rankd serve\n";
+    "  engine       items/s and latency of one backend on a synthetic workload (C requests\n"
+    "               scored together per step with --concurrency C)\n"
+    "  load         gRPC load (open or closed loop) against a running rankd serve\n"
+    "  sweep        engine over Ni values (and load over offered loads): CSV and SVG plots\n";
 
 }  // namespace
 
@@ -30,6 +33,7 @@ int main(int argc, char** argv) {
   if (command == "make-model") return rankd::bench::RunMakeModel(argc, argv, 2);
   if (command == "engine") return rankd::bench::RunEngineBench(argc, argv, 2);
   if (command == "load") return rankd::bench::RunLoadBench(argc, argv, 2);
+  if (command == "sweep") return rankd::bench::RunSweep(argc, argv, 2);
   std::fprintf(stderr, "rankd-bench: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

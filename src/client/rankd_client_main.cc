@@ -2,18 +2,12 @@
 //   rankd-client score  [--target HOST:PORT] [--input FILE|-]   proto3-JSON ScoreRequest lines in,
 //                                                                ScoreResponse JSON lines out
 //   rankd-client health [--target HOST:PORT] [--service NAME]
-//   rankd-client load   [--target HOST:PORT] [--connections C] [--duration-s S] [--items N] ...
-#include <algorithm>
-#include <atomic>
+// Load generation is `rankd-bench load`.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <mutex>
-#include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +23,6 @@ namespace {
 using rankd::cli::FlagSet;
 using rankd::v1::ScoreRequest;
 using rankd::v1::ScoreResponse;
-using Clock = std::chrono::steady_clock;
 
 constexpr char kUsage[] =
     "rankd-client: calls rankd.v1.Scorer on a running `rankd serve`.\n"
@@ -42,13 +35,12 @@ constexpr char kUsage[] =
     "6]}}]}\n"
     "           and one ScoreResponse JSON line out per request (or {\"error\": ...})\n"
     "  health   grpc.health.v1 Check of the server (\"\") and of rankd.v1.Scorer\n"
-    "  load     closed-loop load: latency percentiles and items/s\n";
+    "\n"
+    "Load generation (open or closed loop, latency percentiles): rankd-bench load.\n";
 
-std::shared_ptr<grpc::Channel> Connect(const std::string& target, bool own_connection = false) {
+std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
-  // Each load connection gets its own TCP connection rather than sharing one.
-  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 
@@ -188,115 +180,6 @@ int Health(int argc, char** argv) {
   return all_serving ? 0 : 1;
 }
 
-// Requests of `items` synthetic text items of `item_words` words each (a fixed seed: every run
-// sends the same texts).
-std::vector<ScoreRequest> SyntheticRequests(int count, int items, int item_words, int query_words) {
-  static const char* kWords[] = {
-      "senior",  "software", "engineer",   "remote",   "python",  "kubernetes",  "terraform",
-      "cuda",    "manager",  "product",    "data",     "berlin",  "paris",       "sao",
-      "paulo",   "team",     "lead",       "backend",  "systems", "ranking",     "search",
-      "machine", "learning", "platform",   "security", "cloud",   "startup",     "salary",
-      "hybrid",  "years",    "experience", "go",       "rust",    "distributed", "payments"};
-  const int n_words = sizeof(kWords) / sizeof(kWords[0]);
-  std::mt19937 rng(7);
-  auto text = [&](int words) {
-    std::string t;
-    for (int w = 0; w < words; ++w) absl::StrAppend(&t, w ? " " : "", kWords[rng() % n_words]);
-    return t;
-  };
-  std::vector<ScoreRequest> requests(count);
-  for (ScoreRequest& r : requests) {
-    r.set_query(text(query_words));
-    for (int i = 0; i < items; ++i) r.add_items()->set_text(text(item_words));
-  }
-  return requests;
-}
-
-int Load(int argc, char** argv) {
-  FlagSet flags(
-      "rankd-client load [--target HOST:PORT] [--connections C] [--duration-s S] [--items N]\n"
-      "                  [--item-words W] [--query-words Q] [--warmup-s S]\n"
-      "Closed loop: C connections each send a Score call, wait for the answer, send the next. "
-      "Reports latency percentiles and throughput over the measured period.");
-  std::string target = "127.0.0.1:50051";
-  int connections = 4, items = 50, item_words = 60, query_words = 8;
-  double duration_s = 10, warmup_s = 1;
-  flags.String("target", &target, "server address");
-  flags.Int("connections", &connections, "concurrent connections (one call in flight each)");
-  flags.Double("duration-s", &duration_s, "measured seconds");
-  flags.Double("warmup-s", &warmup_s, "seconds of calls before measuring");
-  flags.Int("items", &items, "items per request");
-  flags.Int("item-words", &item_words, "words per item");
-  flags.Int("query-words", &query_words, "words per query");
-  if (int rc = ParseFlags(flags, argc, argv); rc >= 0) return rc;
-  const std::vector<ScoreRequest> requests = SyntheticRequests(64, items, item_words, query_words);
-
-  std::mutex mu;
-  std::vector<double> latencies_ms;
-  std::map<std::string, int64_t> failures;
-  int64_t items_scored = 0, item_tokens = 0;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point measure_from =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup_s));
-  const Clock::time_point end = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                                   std::chrono::duration<double>(duration_s));
-  std::vector<std::thread> threads;
-  for (int c = 0; c < connections; ++c) {
-    threads.emplace_back([&, c] {
-      auto stub = rankd::v1::Scorer::NewStub(Connect(target, /*own_connection=*/true));
-      for (size_t k = c; Clock::now() < end; k += connections) {
-        const ScoreRequest& request = requests[k % requests.size()];
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-        ScoreResponse response;
-        const Clock::time_point t0 = Clock::now();
-        const grpc::Status s = stub->Score(&context, request, &response);
-        const Clock::time_point t1 = Clock::now();
-        if (t0 < measure_from || t1 > end) continue;  // only calls wholly inside the window
-        std::lock_guard<std::mutex> lock(mu);
-        if (s.ok()) {
-          latencies_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-          items_scored += response.usage().items_scored();
-          item_tokens += response.usage().item_tokens();
-        } else {
-          ++failures[CodeName(s.error_code())];
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  std::sort(latencies_ms.begin(), latencies_ms.end());
-  auto pct = [&](double p) {
-    if (latencies_ms.empty()) return 0.0;
-    const size_t i =
-        std::min(latencies_ms.size() - 1,
-                 static_cast<size_t>(p / 100.0 * static_cast<double>(latencies_ms.size())));
-    return latencies_ms[i];
-  };
-  double mean = 0;
-  for (double l : latencies_ms) mean += l;
-  if (!latencies_ms.empty()) mean /= static_cast<double>(latencies_ms.size());
-  int64_t failed = 0;
-  std::string failed_codes;
-  for (const auto& [code, n] : failures) {
-    failed += n;
-    absl::StrAppend(&failed_codes, " ", code, "=", n);
-  }
-  std::printf(
-      "rankd-client load: %s, %d connections, %d items x ~%d words per request, %.1f s "
-      "measured\n",
-      target.c_str(), connections, items, item_words, duration_s);
-  std::printf("requests: %zu ok, %lld failed%s\n", latencies_ms.size(),
-              static_cast<long long>(failed), failed_codes.c_str());
-  std::printf("latency ms: mean %.2f  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", mean, pct(50),
-              pct(90), pct(99), latencies_ms.empty() ? 0.0 : latencies_ms.back());
-  std::printf("throughput: %.1f requests/s, %.1f items/s, %.0f item tokens/s\n",
-              static_cast<double>(latencies_ms.size()) / duration_s,
-              static_cast<double>(items_scored) / duration_s,
-              static_cast<double>(item_tokens) / duration_s);
-  return failed > 0 ? 1 : 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -308,7 +191,11 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "score") return Score(argc, argv);
   if (command == "health") return Health(argc, argv);
-  if (command == "load") return Load(argc, argv);
+  if (command == "load") {
+    std::fputs("rankd-client: `load` moved to `rankd-bench load` (rankd-bench load --help)\n",
+               stderr);
+    return 2;
+  }
   std::fprintf(stderr, "rankd-client: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

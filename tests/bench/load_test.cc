@@ -1,0 +1,98 @@
+// rankd-bench load against a real `rankd serve` (one worker, the tiny model): closed and open
+// loop, text, id and embedding items, every call answered and counted. No speed assertions.
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "load_bench.h"
+#include "tests/common/golden.h"
+#include "tests/server/test_server.h"
+
+namespace rankd::bench {
+namespace {
+
+using rankd::testing::TestServer;
+
+class LoadTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ =
+        TestServer::Start(absl::StrCat("model:\n  dir: ", rankd::testing::ModelDir("llama-cls"),
+                                       "\n  threads: 1\n"
+                                       "workers:\n  count: 1\n  max_inflight: 4\n"))
+            .release();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_TRUE(server_->WaitReady(1, std::chrono::seconds(60))) << server_->Log();
+  }
+  static void TearDownTestSuite() { delete server_; }
+
+  static LoadOptions Options() {
+    LoadOptions o;
+    o.target = server_->target();
+    o.duration = 1;
+    o.warmup = 0.2;
+    o.ni = 8;
+    o.tq = 6;
+    o.ti = 5;
+    o.connections = 2;
+    return o;
+  }
+
+  static void ExpectSane(const LoadResult& r) {
+    EXPECT_GT(r.ok, 0);
+    EXPECT_EQ(r.failed, 0) << nlohmann::json(r.errors).dump();
+    EXPECT_GT(r.items_per_s, 0);
+    EXPECT_GT(r.item_tokens_per_s, r.items_per_s * 0.99);  // at least one token per item
+    EXPECT_LE(r.p50_ms, r.p99_ms);
+    EXPECT_LE(r.p99_ms, r.max_ms);
+    EXPECT_GT(r.mean_ms, 0);
+  }
+
+  static TestServer* server_;
+};
+
+TestServer* LoadTest::server_ = nullptr;
+
+TEST_F(LoadTest, ClosedLoopWithTextItems) {
+  LoadOptions o = Options();
+  o.concurrency = 3;
+  o.items = "text";
+  o.item_words = 12;
+  absl::StatusOr<LoadResult> r = RunLoad(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSane(*r);
+  // The template-free tiny tokenizer gives at least a token per word.
+  EXPECT_GE(r->item_tokens_per_s, r->items_per_s * o.item_words);
+  const nlohmann::json j = r->ToJson(o);
+  EXPECT_EQ(j.at("mode"), "closed");
+  EXPECT_EQ(j.at("requests_ok"), r->ok);
+}
+
+TEST_F(LoadTest, OpenLoopWithIdAndEmbeddingItems) {
+  for (const char* items : {"ids", "embedding"}) {
+    LoadOptions o = Options();
+    o.rate = 20;
+    o.items = items;
+    o.hidden = 64;  // llama-cls
+    absl::StatusOr<LoadResult> r = RunLoad(o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectSane(*r);
+    // 20/s for a second: calls start on schedule whatever the server does.
+    EXPECT_GE(r->ok, 15) << items;
+    EXPECT_LE(r->ok, 21) << items;
+  }
+}
+
+TEST_F(LoadTest, BadOptionsAreRefused) {
+  LoadOptions o = Options();
+  EXPECT_TRUE(absl::IsInvalidArgument(RunLoad(o).status()));  // neither rate nor concurrency
+  o.rate = 1;
+  o.concurrency = 1;
+  EXPECT_TRUE(absl::IsInvalidArgument(RunLoad(o).status()));  // both
+  o.rate = 0;
+  o.items = "embedding";
+  o.hidden = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(RunLoad(o).status()));
+}
+
+}  // namespace
+}  // namespace rankd::bench
