@@ -1,45 +1,72 @@
 #!/usr/bin/env bash
-# On the GPU host (see README, "Measuring"): the standard workload through rankd-bench and the HF
-# peers in one run. Uses the relocatable bundle (scripts/make_bundle.sh) and writes JSON + a log to
-# ${OUT:-/tmp/rankd-bench-out}.
-#   scripts/gpu_bench.sh [quick]     quick: rankd only, no torch.compile peers
+# The numbers of bench/RESULTS.md in one command, on a GPU host, from the relocatable bundle
+# (scripts/make_bundle.sh --archive BUILD bundle) in the repository root:
+#   1. the standard workload (ARCHITECTURE.md "Measuring": 379M Llama, Tq=50, Ti=150) through
+#      bench/compare_hf.py: HF eager, HF with prefix-cache reuse, HF under torch.compile, and
+#      rankd-bench engine (ibpc and multi-item x graphs on/off), Ni=50 and Ni=250, same run;
+#   2. embedding items (one hidden-size vector per item), Ni=250, the same way;
+#   3. `rankd serve --backend cuda` under `rankd-bench load`: closed loop to find the peak, then
+#      open loop at 50/70/90% of it for p99 latency;
+# Everything lands in ${OUT:-/tmp/rankd-bench-out}: bench.log and results.tgz (the JSON files).
+#   scripts/gpu_bench.sh [quick]        quick: skip torch.compile (no HF compile peers)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUNDLE=${BUNDLE:-bundle}
 OUT=${OUT:-/tmp/rankd-bench-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONUNBUFFERED=1
-BENCH=$PWD/$BUNDLE/bin/rankd-bench
+BUNDLE=${BUNDLE:-bundle}
 MODEL=${MODEL:-/tmp/rankd-379m}
-log() { echo "== $*" | tee -a "$OUT/bench.log"; }
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/bench.log"
-[[ -f $MODEL/model.safetensors ]] || "$BENCH" make-model --preset 379m --out "$MODEL" \
-  --tokenizer-from tests/data/models/llama-cls | tee -a "$OUT/bench.log"
-
-if [[ ${1:-} == quick ]]; then
-  for strategy in ibpc multi-item; do
-    for graphs in --graphs --no-graphs; do
-      for ni in 50 250; do
-        log "rankd engine $strategy $graphs ni=$ni"
-        "$BENCH" engine --backend cuda --model "$MODEL" --tq 50 --ti 150 --ni $ni --iters 50 \
-          --strategy $strategy $graphs --json "$OUT/engine_${strategy}_${graphs#--}_$ni.json" \
-          2>&1 | tee -a "$OUT/bench.log"
-      done
-    done
-  done
-  log "rankd engine embedding items ni=250"
-  "$BENCH" engine --backend cuda --model "$MODEL" --tq 50 --ni 250 --items embedding --iters 100 \
-    --json "$OUT/engine_embedding_250.json" 2>&1 | tee -a "$OUT/bench.log"
-  exit 0
+mkdir -p "$OUT" "$OUT/json"
+LOG=$OUT/bench.log
+if [[ ! -d $BUNDLE/bin && -f $BUNDLE/rankd-bundle.tar.xz ]]; then
+  tar -C "$BUNDLE" -xJf "$BUNDLE/rankd-bundle.tar.xz" || exit 1
 fi
+BUNDLE=$(realpath "$BUNDLE")
+export LD_LIBRARY_PATH=$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONUNBUFFERED=1
+BIN=$BUNDLE/bin
+log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
+COMPILE=()
+[[ ${1:-} == quick ]] && COMPILE=(--no-compile)
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
+[[ -f $MODEL/model.safetensors ]] || "$BIN/rankd-bench" make-model --preset 379m --out "$MODEL" \
+  --tokenizer-from tests/data/models/llama-cls | tee -a "$LOG"
 
 for ni in 50 250; do
-  log "compare ni=$ni"
+  log "compare ids ni=$ni"
   python3 bench/compare_hf.py --model "$MODEL" --tq 50 --ti 150 --ni $ni --iters 20 \
-    --rankd-bench "$BENCH" --json "$OUT/compare_ni$ni.json" 2>&1 | tee -a "$OUT/bench.log"
+    "${COMPILE[@]}" --rankd-bench "$BIN/rankd-bench" --json "$OUT/json/compare_ni$ni.json" \
+    2>&1 | grep -v Warning | tee -a "$LOG"
 done
 log "compare embedding items ni=250"
 python3 bench/compare_hf.py --model "$MODEL" --tq 50 --ni 250 --embedding-items --iters 20 \
-  --rankd-bench "$BENCH" --json "$OUT/compare_embedding.json" 2>&1 | tee -a "$OUT/bench.log"
+  "${COMPILE[@]}" --rankd-bench "$BIN/rankd-bench" --json "$OUT/json/compare_embedding.json" \
+  2>&1 | grep -v Warning | tee -a "$LOG"
+
+log "serve under load"
+ready=/tmp/rankd-bench-ready.json
+rm -f "$ready"
+"$BIN/rankd" serve --backend cuda --model "$MODEL" --workers 1 --listen 127.0.0.1:0 \
+  --metrics-listen 127.0.0.1:0 --ready-file "$ready" --log-level warn >>"$OUT/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 120); do [[ -s $ready ]] && break; sleep 0.5; done
+if [[ -s $ready ]]; then
+  port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc_port"])' "$ready")
+  target=127.0.0.1:$port
+  load() { "$BIN/rankd-bench" load --target "$target" --tq 50 --ti 150 --ni 50 --vocab 32000 "$@" \
+             2>&1 | tee -a "$LOG"; }
+  load --concurrency 2 --duration 5 >/dev/null   # warm-up: graphs captured, prefix pool grown
+  load --concurrency 8 --duration 15 --json "$OUT/json/load_closed_c8.json"
+  peak_rps=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests_per_s"])' \
+    "$OUT/json/load_closed_c8.json")
+  for pct in 50 70 90; do
+    rate=$(python3 -c "print(round($peak_rps * $pct / 100, 2))")
+    log "open loop at $pct% of the closed-loop peak: $rate requests/s"
+    load --rate "$rate" --duration 20 --json "$OUT/json/load_open_$pct.json"
+  done
+else
+  log "rankd serve did not get ready"
+fi
+kill -TERM "$server" 2>/dev/null
+wait "$server"
+tar -C "$OUT" -czf "$OUT/results.tgz" json && rm -rf "$OUT/json"
+log "done"
