@@ -74,6 +74,14 @@ def run_embedding(model, prefix, embeds):
 
 
 def time_peer(name, fn, reqs, args):
+    try:
+        return _time_peer(name, fn, reqs, args)
+    except Exception as e:  # one peer failing must not lose the others' rows
+        print(f"{name} failed: {type(e).__name__}: {e}", flush=True)
+        return dict(peer=name + " (failed)", items_per_s=0.0, p50_ms=0.0, p99_ms=0.0)
+
+
+def _time_peer(name, fn, reqs, args):
     with torch.inference_mode():
         for r in reqs[:args.warmup]:
             fn(*r)
