@@ -55,7 +55,10 @@ struct PrefixAttentionParams {
   int num_q_heads = 0;                 // Nq, a multiple of Nkv
   int num_kv_heads = 0;                // Nkv
   int head_dim = 0;                    // D, see PrefixAttentionSupportsHeadDim
-  int blocks = 0;                      // persistent blocks, see PrefixAttentionBlocks
+  int warp_rows = 0;                   // query rows per warp: 16, 32 (D <= 64 only; 16 above),
+                                       // or 0: the default (32 where D <= 64)
+  int blocks = 0;                      // persistent blocks, see PrefixAttentionBlocks (same
+                                       // head_dim and warp_rows)
   __nv_bfloat16* out = nullptr;        // [T, Nq, D] bf16
 };
 
@@ -63,8 +66,9 @@ struct PrefixAttentionParams {
 bool PrefixAttentionSupportsHeadDim(int head_dim);
 
 // The number of blocks that are resident on the current device at once for `head_dim`: the grid a
-// launch needs to keep the device busy, whatever the number of work units. 0 on error.
-int PrefixAttentionBlocks(int head_dim);
+// launch needs to keep the device busy, whatever the number of work units, for the launches with
+// this head_dim and warp_rows (see PrefixAttentionParams). 0 on error.
+int PrefixAttentionBlocks(int head_dim, int warp_rows = 0);
 
 // The number of keys (context plus own rows) tile (run r, first row row0) walks: its cost.
 inline int AttentionTileKeys(const AttentionRun* runs, const int32_t* seg_start, int group,
@@ -97,8 +101,9 @@ inline int FillAttentionTiles(const AttentionRun* runs, int num_runs, const int3
   return n;
 }
 
-// Grid (p.blocks), 128 threads; each block takes work units (tile, kv head) from the queue until
-// it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping.
+// Grid (p.blocks), 128 threads (64 with 32 rows per warp); each block takes work units (tile,
+// kv head) from the queue until it is empty. cudaErrorInvalidValue for an unsupported head_dim or
+// grouping.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream);
 
 }  // namespace rankd::kernels

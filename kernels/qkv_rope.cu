@@ -4,8 +4,9 @@
 // i = 8c..8c+7, of kHeadsPerLane head slots of its part: slots part * S + j + s * (32 / P) for
 // s < kHeadsPerLane, S = kHeadsPerLane * 32 / P slots a part (Nq + 2 Nkv slots: q heads, then k
 // heads, then v heads). The lane loads its 8 (cos, sin) pairs once (4 float4) for its heads; per
-// head it moves one 16-byte load and store of each half (16-byte bias and norm weight loads too).
-// Parts keep enough warps in flight per row for the loads to overlap. The q/k norm's sum of
+// head it moves one 16-byte load and store of each half (16-byte bias and norm weight loads too),
+// all its heads' loads issued before any math or store. v heads with no bias and no K/V cache to
+// fill (score passes) are neither read nor written. The q/k norm's sum of
 // squares is a reduction over the head's P lanes (shuffles); padding lanes (c >= C), slots past
 // the part's last and rows past the live count join the shuffles with zeros.
 #include "kernels/common.cuh"
@@ -42,7 +43,7 @@ __device__ __forceinline__ void Store8(__nv_bfloat16* p, const Bf16x8& x) {
 }
 
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
-constexpr int kHeadsPerLane = 2;
+constexpr int kHeadsPerLane = 4;  // head slots per lane, loaded together
 
 __global__ void __launch_bounds__(kThreads)
     QkvRopeKernel(QkvRopeParams p, int chunks, int chunks_pow2, int parts) {
@@ -73,64 +74,76 @@ __global__ void __launch_bounds__(kThreads)
   KvLayers kv;
   if (p.kv_out != nullptr) kv = *p.kv_out;
   __nv_bfloat16* row = p.qkv + static_cast<int64_t>(t) * slots * D;
-
   const int slot_begin = part * kHeadsPerLane * heads_per_step;
   const int slot_end = min(slots, slot_begin + kHeadsPerLane * heads_per_step);
-  for (int slot0 = slot_begin; slot0 < slot_end; slot0 += heads_per_step) {
-    const int slot = slot0 + j;
-    const bool active = chunk && slot < slot_end;
+  // A v head with no bias and no cache to go to needs nothing: left alone, never read.
+  const bool v_work = p.bias != nullptr || kv.k != nullptr;
+
+  // Every load of the lane's heads first (2 kHeadsPerLane 16-byte loads in flight), then the math
+  // and the stores: the in-place stores would otherwise keep the next head's loads behind them.
+  Bf16x8 a[kHeadsPerLane], b[kHeadsPerLane];  // x[8c + k], x[half + 8c + k] of each head
+  bool active[kHeadsPerLane];
+#pragma unroll
+  for (int s = 0; s < kHeadsPerLane; ++s) {
+    const int slot = slot_begin + s * heads_per_step + j;
+    active[s] = chunk && slot < slot_end && (slot < p.num_q_heads + p.num_kv_heads || v_work);
+    a[s] = Bf16x8{};
+    b[s] = Bf16x8{};
+    if (active[s]) {
+      a[s] = Load8(row + slot * D + 8 * c);
+      b[s] = Load8(row + slot * D + half + 8 * c);
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kHeadsPerLane; ++s) {
+    const int slot = slot_begin + s * heads_per_step + j;
     const bool is_q = slot < p.num_q_heads;
     const bool is_k = !is_q && slot < p.num_q_heads + p.num_kv_heads;
-    __nv_bfloat16* head = row + slot * D;
-    Bf16x8 a{}, b{};  // x[8c + k], x[half + 8c + k]
-    if (active) {
-      a = Load8(head + 8 * c);
-      b = Load8(head + half + 8 * c);
-      if (p.bias) {
-        const Bf16x8 ba = Load8(p.bias + slot * D + 8 * c);
-        const Bf16x8 bb = Load8(p.bias + slot * D + half + 8 * c);
+    if (p.bias && active[s]) {
+      const Bf16x8 ba = Load8(p.bias + slot * D + 8 * c);
+      const Bf16x8 bb = Load8(p.bias + slot * D + half + 8 * c);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          a.v[k] += ba.v[k];
-          b.v[k] += bb.v[k];
-        }
+      for (int k = 0; k < 8; ++k) {
+        a[s].v[k] += ba.v[k];
+        b[s].v[k] += bb.v[k];
       }
     }
     if (p.q_norm) {  // uniform: every lane takes part in the shuffles
       float ss = 0.0f;
 #pragma unroll
-      for (int k = 0; k < 8; ++k) ss += a.v[k] * a.v[k] + b.v[k] * b.v[k];
+      for (int k = 0; k < 8; ++k) ss += a[s].v[k] * a[s].v[k] + b[s].v[k] * b[s].v[k];
       for (int o = 1; o < chunks_pow2; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
       const float inv = rsqrtf(ss / static_cast<float>(D) + p.eps);
-      if (active && (is_q || is_k)) {
+      if (active[s] && (is_q || is_k)) {
         const __nv_bfloat16* w = is_q ? p.q_norm : p.k_norm;
         const Bf16x8 wa = Load8(w + 8 * c), wb = Load8(w + half + 8 * c);
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-          a.v[k] *= inv * wa.v[k];
-          b.v[k] *= inv * wb.v[k];
+          a[s].v[k] *= inv * wa.v[k];
+          b[s].v[k] *= inv * wb.v[k];
         }
       }
     }
-    if (!active) continue;
+    if (!active[s]) continue;
     if (is_q || is_k) {
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        const float x = a.v[k], y = b.v[k];
-        a.v[k] = x * cs[k] - y * sn[k];
-        b.v[k] = y * cs[k] + x * sn[k];
+        const float x = a[s].v[k], y = b[s].v[k];
+        a[s].v[k] = x * cs[k] - y * sn[k];
+        b[s].v[k] = y * cs[k] + x * sn[k];
       }
     }
+    __nv_bfloat16* head = row + slot * D;
     if (is_q || is_k || p.bias) {
-      Store8(head + 8 * c, a);
-      Store8(head + half + 8 * c, b);
+      Store8(head + 8 * c, a[s]);
+      Store8(head + half + 8 * c, b[s]);
     }
     if (!is_q && kv.k != nullptr) {
       const int h = is_k ? slot - p.num_q_heads : slot - p.num_q_heads - p.num_kv_heads;
       __nv_bfloat16* dst =
           (is_k ? kv.k : kv.v) + p.layer * kv.layer_stride + t * kv.row_stride + h * D;
-      Store8(dst + 8 * c, a);
-      Store8(dst + half + 8 * c, b);
+      Store8(dst + 8 * c, a[s]);
+      Store8(dst + half + 8 * c, b[s]);
     }
   }
 }

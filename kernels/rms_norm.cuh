@@ -8,7 +8,7 @@
 namespace rankd::kernels {
 
 // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w, computed in fp32, rounded once to bf16.
-//   x [rows, dim] fp32 row-major (16-byte aligned when dim % 128 == 0); w [dim] bf16;
+//   x [rows, dim] fp32 row-major, w [dim] bf16 and out 16-byte aligned when dim % 128 == 0;
 //   out [rows, dim] bf16 row-major.
 // The residual add that precedes each norm happens in the GEMM epilogue (Gemm::LinearAccumulate
 // adds o_proj / down_proj output into the fp32 stream), so this kernel reads one stream only.

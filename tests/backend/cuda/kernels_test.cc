@@ -75,8 +75,8 @@ TEST_F(KernelTest, EmbeddingGatherWithInjectedRows) {
 }
 
 TEST_F(KernelTest, RmsNorm) {
-  // 1024, 128 and 4096 take the register path; 1152 (9 float4s a lane), 72, 1000, 4097 and 16
-  // the strided one.
+  // 1024 and 2048 take the register path 8 floats at a time, 128 and 1152 (9 float4s a lane) 4
+  // at a time; 4096, 72, 1000, 4097 and 16 the strided one.
   for (const auto& [rows, dim] : {std::pair{37, 72},
                                   {5, 1000},
                                   {3, 4097},
@@ -84,6 +84,7 @@ TEST_F(KernelTest, RmsNorm) {
                                   {19, 1024},
                                   {3, 128},
                                   {2, 4096},
+                                  {6, 2048},
                                   {4, 1152}}) {
     SCOPED_TRACE(::testing::Message() << "rows=" << rows << " dim=" << dim);
     const std::vector<float> x = rng_.Floats(static_cast<size_t>(rows) * dim, 4.0f);
@@ -229,6 +230,24 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
     EXPECT_EQ(cv, gv) << "cached v = v";
     for (size_t e = static_cast<size_t>(live) * W; e < got.size(); ++e) {
       ASSERT_EQ(got[e], qkv[e]) << "row " << e / W << " is past the live rows";
+    }
+
+    // A score pass: no cache to fill (null k). Same q and k; v heads are rewritten only with a
+    // bias, and left bitwise alone without one.
+    d_qkv.Upload(ToBf16(qkv));
+    d_kv_out.Upload(std::vector<kernels::KvLayers>{kernels::KvLayers{}});
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(p, nullptr));
+    Sync();
+    const std::vector<float> got2 = FromBf16(d_qkv.Download());
+    for (int t = 0; t < live; ++t) {
+      for (int e = 0; e < W; ++e) {
+        const size_t i = static_cast<size_t>(t) * W + e;
+        if (e < Q + KV || c.bias) {
+          ASSERT_EQ(got2[i], got[i]) << "row " << t << " column " << e << ", no cache";
+        } else {
+          ASSERT_EQ(got2[i], qkv[i]) << "row " << t << " v column " << e << ", no cache or bias";
+        }
+      }
     }
   }
 }
@@ -418,27 +437,33 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
       d_counter(std::vector<int32_t>{0});
   DeviceArray<int2> d_tiles(tiles);
   DeviceArray<bf16> d_out(ref.size());
-  d_out.Poison();
-  kernels::PrefixAttentionParams p;
-  p.q = d_wide.get();
-  p.q_row_stride = W;
-  p.own = own;
-  p.contexts = d_ctx.get();
-  p.runs = d_runs.get();
-  p.seg_start = d_seg.get();
-  p.tiles = d_tiles.get();
-  p.num_units = d_units.get();
-  p.unit_counter = d_counter.get();
-  p.layer = kLayer;
-  p.num_q_heads = c.Nq;
-  p.num_kv_heads = c.Nkv;
-  p.head_dim = c.D;
-  p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D);
-  p.out = d_out.get();
-  ASSERT_GT(p.blocks, 0);
-  RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
-  RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
+  // Both warp layouts: 16 query rows per warp, and 32 (two mma row blocks; 16 again for D > 64).
+  for (const int warp_rows : {16, 32}) {
+    SCOPED_TRACE(testing::Message() << "warp_rows " << warp_rows);
+    d_out.Poison();
+    d_counter.Upload(std::vector<int32_t>{0});
+    kernels::PrefixAttentionParams p;
+    p.q = d_wide.get();
+    p.q_row_stride = W;
+    p.own = own;
+    p.contexts = d_ctx.get();
+    p.runs = d_runs.get();
+    p.seg_start = d_seg.get();
+    p.tiles = d_tiles.get();
+    p.num_units = d_units.get();
+    p.unit_counter = d_counter.get();
+    p.layer = kLayer;
+    p.num_q_heads = c.Nq;
+    p.num_kv_heads = c.Nkv;
+    p.head_dim = c.D;
+    p.warp_rows = warp_rows;
+    p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, warp_rows);
+    p.out = d_out.get();
+    ASSERT_GT(p.blocks, 0);
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
+    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
+  }
 }
 
 // IBPC: every run's context is a separate prefix cache (several requests, each its own prefix).
