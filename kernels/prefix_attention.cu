@@ -1,8 +1,9 @@
 // Prefix attention, FlashAttention-2 style on mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
 //
-// Thread mapping: a persistent grid of blocks of 64 / (16 RB) warps, RB = row blocks per warp (2
-// for D <= 64: 2 warps of 32 rows, so each K/V fragment loaded feeds two mma row blocks and each
-// warp has two independent mma chains; 1 otherwise: 4 warps of 16 rows); each block takes work
+// Thread mapping: a persistent grid of blocks of 64 / (16 RB) warps, RB = row blocks per warp (1 by
+// default: 4 warps of 16 rows; 2 on request for D <= 64: 2 warps of 32 rows, so each K/V fragment
+// loaded feeds two mma row blocks and each warp has two independent mma chains; an RB = 1 variant
+// capped at 128 registers for 4 resident blocks a multiprocessor on request); each block takes work
 // units from a queue (an atomic counter): unit u is tile u / Nkv of the tile list (64 consecutive
 // query rows of one run, row r = token r / G, q head kv_head * G + r % G) for kv head u % Nkv.
 // Warp w owns rows 16 RB w..16 RB w + 16 RB - 1 of the tile, row block rb its rows 16 rb..+15 of
@@ -93,8 +94,8 @@ __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int D, int RB>
-__global__ void __launch_bounds__(kThreads<RB>) PrefixAttentionKernel(PrefixAttentionParams p) {
+template <int D, int RB, int MB>
+__global__ void __launch_bounds__(kThreads<RB>, MB) PrefixAttentionKernel(PrefixAttentionParams p) {
   constexpr int kThreadsB = kThreads<RB>;
   constexpr int kStride = D + 8;          // smem row: one key's D dims (+ 16-byte pad)
   constexpr int kTile = kKeys * kStride;  // one K or V tile
@@ -401,33 +402,33 @@ __global__ void __launch_bounds__(kThreads<RB>) PrefixAttentionKernel(PrefixAtte
   }
 }
 
-// Row blocks per warp: 2 (32 rows) where the warp's registers hold two blocks' Q, S and O
-// fragments without spilling (D <= 64), when asked for.
+// Row blocks per warp: 2 (32 rows) when asked for and D <= 64, else 1. With two, the Q, S and O
+// fragments of both blocks take 255 registers and spill a little at D = 64 (ptxas), and a block
+// has 2 warps: on the H200 this layout was 22% slower than 16 rows per warp (RESULTS.md).
 template <int D>
 inline constexpr int kMaxRowBlocks = D <= 64 ? 2 : 1;
 
-int RowBlocks(int head_dim, int warp_rows) {
-  const int max_rb = head_dim <= 64 ? 2 : 1;
-  return warp_rows == 16 ? 1 : max_rb;
-}
+int RowBlocks(int head_dim, int warp_rows) { return warp_rows == 32 && head_dim <= 64 ? 2 : 1; }
 
 template <int D>
 cudaError_t Launch(const PrefixAttentionParams& p, cudaStream_t stream) {
   if (RowBlocks(D, p.warp_rows) == 2) {
-    PrefixAttentionKernel<D, kMaxRowBlocks<D>>
+    PrefixAttentionKernel<D, kMaxRowBlocks<D>, 1>
         <<<p.blocks, kThreads<kMaxRowBlocks<D>>, 0, stream>>>(p);
+  } else if (p.min_blocks_per_sm == 4) {
+    PrefixAttentionKernel<D, 1, 4><<<p.blocks, kThreads<1>, 0, stream>>>(p);
   } else {
-    PrefixAttentionKernel<D, 1><<<p.blocks, kThreads<1>, 0, stream>>>(p);
+    PrefixAttentionKernel<D, 1, 1><<<p.blocks, kThreads<1>, 0, stream>>>(p);
   }
   return cudaGetLastError();
 }
 
-template <int D, int RB>
+template <int D, int RB, int MB>
 int ResidentBlocks() {
   int device = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PrefixAttentionKernel<D, RB>,
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PrefixAttentionKernel<D, RB, MB>,
                                                     kThreads<RB>, 0) != cudaSuccess) {
     return 0;
   }
@@ -435,9 +436,9 @@ int ResidentBlocks() {
 }
 
 template <int D>
-int ResidentBlocksFor(int warp_rows) {
-  return RowBlocks(D, warp_rows) == 2 ? ResidentBlocks<D, kMaxRowBlocks<D>>()
-                                      : ResidentBlocks<D, 1>();
+int ResidentBlocksFor(int warp_rows, int min_blocks_per_sm) {
+  if (RowBlocks(D, warp_rows) == 2) return ResidentBlocks<D, kMaxRowBlocks<D>, 1>();
+  return min_blocks_per_sm == 4 ? ResidentBlocks<D, 1, 4>() : ResidentBlocks<D, 1, 1>();
 }
 
 // Calls f.template operator()<D>() for the supported head_dim D; `fallback` otherwise.
@@ -471,14 +472,17 @@ bool PrefixAttentionSupportsHeadDim(int head_dim) {
   return head_dim >= 16 && head_dim <= 128 && head_dim % 16 == 0;
 }
 
-int PrefixAttentionBlocks(int head_dim, int warp_rows) {
+int PrefixAttentionBlocks(int head_dim, int warp_rows, int min_blocks_per_sm) {
   return DispatchHeadDim(
-      head_dim, [&](auto d) { return ResidentBlocksFor<decltype(d)::value>(warp_rows); }, 0);
+      head_dim,
+      [&](auto d) { return ResidentBlocksFor<decltype(d)::value>(warp_rows, min_blocks_per_sm); },
+      0);
 }
 
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream) {
   if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0 ||
-      (p.warp_rows != 0 && p.warp_rows != 16 && p.warp_rows != 32)) {
+      (p.warp_rows != 0 && p.warp_rows != 16 && p.warp_rows != 32) ||
+      (p.min_blocks_per_sm != 0 && p.min_blocks_per_sm != 4)) {
     return cudaErrorInvalidValue;
   }
   return DispatchHeadDim(

@@ -55,10 +55,12 @@ struct PrefixAttentionParams {
   int num_q_heads = 0;                 // Nq, a multiple of Nkv
   int num_kv_heads = 0;                // Nkv
   int head_dim = 0;                    // D, see PrefixAttentionSupportsHeadDim
-  int warp_rows = 0;                   // query rows per warp: 16, 32 (D <= 64 only; 16 above),
-                                       // or 0: the default (32 where D <= 64)
+  int warp_rows = 0;                   // query rows per warp: 0 or 16 (default), or 32 (taken
+                                       // for D <= 64 only; 16 above)
+  int min_blocks_per_sm = 0;           // 0 (default), or 4: 16 rows per warp, registers capped at
+                                       // 128 so that 4 blocks fit a multiprocessor (may spill)
   int blocks = 0;                      // persistent blocks, see PrefixAttentionBlocks (same
-                                       // head_dim and warp_rows)
+                                       // head_dim, warp_rows and min_blocks_per_sm)
   __nv_bfloat16* out = nullptr;        // [T, Nq, D] bf16
 };
 
@@ -67,8 +69,8 @@ bool PrefixAttentionSupportsHeadDim(int head_dim);
 
 // The number of blocks that are resident on the current device at once for `head_dim`: the grid a
 // launch needs to keep the device busy, whatever the number of work units, for the launches with
-// this head_dim and warp_rows (see PrefixAttentionParams). 0 on error.
-int PrefixAttentionBlocks(int head_dim, int warp_rows = 0);
+// this head_dim, warp_rows and min_blocks_per_sm (see PrefixAttentionParams). 0 on error.
+int PrefixAttentionBlocks(int head_dim, int warp_rows = 0, int min_blocks_per_sm = 0);
 
 // The number of keys (context plus own rows) tile (run r, first row row0) walks: its cost.
 inline int AttentionTileKeys(const AttentionRun* runs, const int32_t* seg_start, int group,
