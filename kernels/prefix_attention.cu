@@ -1,20 +1,14 @@
 // Prefix attention, FlashAttention-2 style on mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
 //
-// Thread mapping: a persistent grid of blocks of 64 / (16 RB) warps, RB = row blocks per warp (1 by
-// default: 4 warps of 16 rows; 2 on request for D <= 64: 2 warps of 32 rows, so each K/V fragment
-// loaded feeds two mma row blocks and each warp has two independent mma chains; an RB = 1 variant
-// capped at 128 registers for 4 resident blocks a multiprocessor on request); each block takes work
-// units from a queue (an atomic counter): unit u is tile u / Nkv of the tile list (64 consecutive
-// query rows of one run, row r = token r / G, q head kv_head * G + r % G) for kv head u % Nkv.
-// Warp w owns rows 16 RB w..16 RB w + 16 RB - 1 of the tile, row block rb its rows 16 rb..+15 of
-// those. In the mma fragments, lane (g = lane / 4, c = lane % 4) holds rows g and g + 8 of a row
-// block and, of each 8-key (or 8-dim) column group, columns 2c and 2c + 1. The block walks the
-// tile's keys [run context ++ own rows from the segment start of its first token to its last
-// token] in tiles of 64: all threads copy the K and V tiles ([key][dim] each, 16-byte cp.async,
-// zero-filled past the end) into shared memory, two stages deep where both stages fit in 48 KB
-// (D <= 64), so the next tile's copy overlaps this tile's math. A warp skips (warp-uniform) a key
-// tile that none of its rows sees (an earlier segment's rows, for the rows of a later segment of
-// a tile that spans a segment boundary): its m, l and O are unchanged by it. Each warp computes
+// Thread mapping: a persistent grid of 128-thread blocks (4 warps); each block takes work units
+// from a queue (an atomic counter): unit u is tile u / Nkv of the tile list (64 consecutive query
+// rows of one run, row r = token r / G, q head kv_head * G + r % G) for kv head u % Nkv. Warp w
+// owns rows 16w..16w+15 of the tile. In the mma fragments, lane (g = lane / 4, c = lane % 4) holds
+// rows g and g + 8 and, of each 8-key (or 8-dim) column group, columns 2c and 2c + 1. The block
+// walks the tile's keys [run context ++ own rows from the segment start of its first token to its
+// last token] in tiles of 64: all 128 threads copy the K and V tiles ([key][dim] each, 16-byte
+// cp.async, zero-filled past the end) into shared memory, two stages deep where both stages fit in
+// 48 KB (D <= 64), so the next tile's copy overlaps this tile's math. Each warp computes
 // S = Q K^T (Q fragments stay in registers; K fragments by ldmatrix), masks (context, then own
 // rows of the query's segment up to the query), updates the running row max and sum (online
 // softmax in fp32, exp2 domain), rescales its O accumulators, and adds P V with P re-packed from
@@ -29,13 +23,10 @@
 namespace rankd::kernels {
 namespace {
 
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarpSize;
 constexpr int kKeys = 64;  // keys per K/V tile
-// Warps per block for RB 16-row mma row blocks per warp: the tile's rows, 16 RB per warp.
-template <int RB>
-inline constexpr int kWarps = kAttentionTileRows / (16 * RB);
-template <int RB>
-inline constexpr int kThreads = kWarps<RB>* kWarpSize;
-static_assert(kAttentionTileRows % 32 == 0, "whole 16-row mma blocks for RB = 1 and 2");
+static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
 
 // Shared-memory stages of K/V tiles: two when both fit in the 48 KB of static shared memory.
 template <int D>
@@ -94,9 +85,8 @@ __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int D, int RB, int MB>
-__global__ void __launch_bounds__(kThreads<RB>, MB) PrefixAttentionKernel(PrefixAttentionParams p) {
-  constexpr int kThreadsB = kThreads<RB>;
+template <int D>
+__global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentionParams p) {
   constexpr int kStride = D + 8;          // smem row: one key's D dims (+ 16-byte pad)
   constexpr int kTile = kKeys * kStride;  // one K or V tile
   __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kTile];  // [stage][64 keys][D] bf16
@@ -131,21 +121,18 @@ __global__ void __launch_bounds__(kThreads<RB>, MB) PrefixAttentionKernel(Prefix
     }
     const int rows = (run.end - run.begin) * group;
 
-    // The query rows of this thread: [rb][0] = row g, [rb][1] = row g + 8 of row block rb's 16.
-    // tok is the row of the pass, lo the first row of its segment.
-    // Padding rows (pr >= rows) compute a copy of the last row. Token and head are recomputed for
-    // the output, so that they take no registers across the key loop.
-    auto row_of = [&](int rb, int r) { return row0 + (warp * RB + rb) * 16 + g + 8 * r; };
-    auto tok_of = [&](int pr) { return run.begin + min(pr, rows - 1) / group; };
-    auto head_of = [&](int pr) { return kvh * group + min(pr, rows - 1) % group; };
-    int tok[RB][2], lo[RB][2];
+    // The two query rows of this thread: [0] = row g, [1] = row g + 8 of the warp's 16. tok is
+    // the row of the pass, lo the first row of its segment.
+    int tok[2], head[2], lo[2];
+    bool valid[2];
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tok[rb][r] = tok_of(row_of(rb, r));
-        lo[rb][r] = p.seg_start[tok[rb][r]];
-      }
+    for (int r = 0; r < 2; ++r) {
+      const int pr = row0 + warp * 16 + g + 8 * r;
+      valid[r] = pr < rows;
+      const int prc = valid[r] ? pr : rows - 1;  // padding rows compute a copy of the last row
+      tok[r] = run.begin + prc / group;
+      head[r] = kvh * group + prc % group;
+      lo[r] = p.seg_start[tok[r]];
     }
 
     // Keys of this tile: the whole context, then own rows own_lo..last_tok.
@@ -165,7 +152,7 @@ __global__ void __launch_bounds__(kThreads<RB>, MB) PrefixAttentionKernel(Prefix
       __nv_bfloat16* kdst = ks + st * kTile;
       __nv_bfloat16* vdst = vs + st * kTile;
 #pragma unroll
-      for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreadsB) {
+      for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
         const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
         const int j = kt * kKeys + i;
         const __nv_bfloat16 *kp = own_k0, *vp = own_v0;  // readable; not read past the end
@@ -185,47 +172,30 @@ __global__ void __launch_bounds__(kThreads<RB>, MB) PrefixAttentionKernel(Prefix
     load_tile(0, 0);
 
     // Q as A fragments: qf[kk] covers dims 16kk..16kk+15.
-    uint32_t qf[RB][D / 16][4];
+    uint32_t qf[D / 16][4];
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
+    for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const __nv_bfloat16* qrow =
-              p.q + tok[rb][r] * p.q_row_stride + head_of(row_of(rb, r)) * D + kk * 16 + 2 * c;
-          qf[rb][kk][r] = Load32(qrow);
-          qf[rb][kk][2 + r] = Load32(qrow + 8);
-        }
+      for (int r = 0; r < 2; ++r) {
+        const __nv_bfloat16* qrow = p.q + tok[r] * p.q_row_stride + head[r] * D + kk * 16 + 2 * c;
+        qf[kk][r] = Load32(qrow);
+        qf[kk][2 + r] = Load32(qrow + 8);
       }
     }
 
-    float o[RB][D / 8][4];
+    float o[D / 8][4];
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[rb][dt][0] = o[rb][dt][1] = o[rb][dt][2] = o[rb][dt][3] = 0.0f;
-      }
-    }
-    float m[RB][2], l[RB][2];  // running row max (scaled, log2 domain), row sum (own columns)
+    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
+    float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
     // Row r sees key j (an index into [context ++ own rows from own_lo]) iff j < ctx or
     // vis_lo[r] <= j <= vis_hi[r]: its own segment's rows up to itself.
-    int vis_lo[RB][2], vis_hi[RB][2];
+    int vis_lo[2], vis_hi[2];
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        m[rb][r] = -INFINITY;
-        l[rb][r] = 0.0f;
-        vis_lo[rb][r] = ctx + lo[rb][r] - own_lo;
-        vis_hi[rb][r] = ctx + tok[rb][r] - own_lo;
-      }
+    for (int r = 0; r < 2; ++r) {
+      vis_lo[r] = ctx + lo[r] - own_lo;
+      vis_hi[r] = ctx + tok[r] - own_lo;
     }
-    // The warp's rows see own keys in [warp_lo, warp_hi] at most (segment starts and tokens grow
-    // with the row): its first row's lo (lane 0) and its last row's token (lane 28).
-    const int warp_lo = __shfl_sync(0xffffffffu, vis_lo[0][0], 0);
-    const int warp_hi = __shfl_sync(0xffffffffu, vis_hi[RB - 1][1], 28);
 
     for (int kt = 0; kt < num_key_tiles; ++kt) {
       if (kStages<D> == 1) {
@@ -242,203 +212,145 @@ __global__ void __launch_bounds__(kThreads<RB>, MB) PrefixAttentionKernel(Prefix
       const __nv_bfloat16* vt_s = vs + (kt % kStages<D>)*kTile;
       const int key0 = kt * kKeys;
 
-      // Warp-uniform: does any row of the warp see a key of this tile?
-      if (key0 < ctx || (key0 <= warp_hi && key0 + kKeys - 1 >= warp_lo)) {
-        // S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4;
-        // each fragment feeds the warp's RB row blocks.
-        float s[RB][kKeys / 8][4];
+      // S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4.
+      float s[kKeys / 8][4];
 #pragma unroll
-        for (int rb = 0; rb < RB; ++rb) {
+      for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-          for (int nt = 0; nt < kKeys / 8; ++nt) {
-            s[rb][nt][0] = s[rb][nt][1] = s[rb][nt][2] = s[rb][nt][3] = 0.0f;
-          }
+      for (int np = 0; np < kKeys / 16; ++np) {
+        // All of this key pair's fragments first, so the loads overlap one another.
+        uint32_t b[D / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          LoadMatrix4(b[kk], &kt_s[((2 * np + (lane >> 4)) * 8 + (lane & 7)) * kStride + kk * 16 +
+                                   ((lane >> 3) & 1) * 8]);
         }
 #pragma unroll
-        for (int np = 0; np < kKeys / 16; ++np) {
-          // All of this key pair's fragments first, so the loads overlap one another.
-          uint32_t b[D / 16][4];
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
-            LoadMatrix4(b[kk], &kt_s[((2 * np + (lane >> 4)) * 8 + (lane & 7)) * kStride + kk * 16 +
-                                     ((lane >> 3) & 1) * 8]);
-          }
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-            for (int rb = 0; rb < RB; ++rb) {
-              Mma16816(s[rb][2 * np], qf[rb][kk], b[kk][0], b[kk][1]);
-              Mma16816(s[rb][2 * np + 1], qf[rb][kk], b[kk][2], b[kk][3]);
-            }
-          }
+        for (int kk = 0; kk < D / 16; ++kk) {
+          Mma16816(s[2 * np], qf[kk], b[kk][0], b[kk][1]);
+          Mma16816(s[2 * np + 1], qf[kk], b[kk][2], b[kk][3]);
         }
+      }
 
-        // Mask and row max over the quad (the 4 lanes that share rows g and g + 8), on the raw
-        // scores (scale > 0 commutes with max). A key tile that every row of the tile sees whole
-        // (context, or own rows at or before the tile's first token and in the segment of its
-        // last token) needs no mask. Element (nt, e) is key key0 + 2c + nt * 8 + (e & 1); the
-        // bounds are shifted by key0 + 2c once, so each test compares with a constant.
-        const int own_first = own_lo + max(key0, ctx) - ctx;
-        const int own_last = own_lo + key0 + kKeys - 1 - ctx;
-        const bool whole = key0 + kKeys <= num_keys &&
-                           (key0 + kKeys <= ctx || (own_first >= last_lo && own_last <= first_tok));
-        float mx[RB][2];
+      // Mask and row max over the quad (the 4 lanes that share rows g and g + 8), on the raw
+      // scores (scale > 0 commutes with max). A key tile that every row of the tile sees whole
+      // (context, or own rows at or before the tile's first token and in the segment of its
+      // last token) needs no mask. Element (nt, e) is key key0 + 2c + nt * 8 + (e & 1); the
+      // bounds are shifted by key0 + 2c once, so each test compares with a constant.
+      const int own_first = own_lo + max(key0, ctx) - ctx;
+      const int own_last = own_lo + key0 + kKeys - 1 - ctx;
+      const bool whole = key0 + kKeys <= num_keys &&
+                         (key0 + kKeys <= ctx || (own_first >= last_lo && own_last <= first_tok));
+      float mx[2] = {-INFINITY, -INFINITY};
+      if (whole) {
 #pragma unroll
-        for (int rb = 0; rb < RB; ++rb) mx[rb][0] = mx[rb][1] = -INFINITY;
-        if (whole) {
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-          for (int rb = 0; rb < RB; ++rb) {
+          for (int e = 0; e < 4; ++e) mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+        }
+      } else {
+        const int base = key0 + 2 * c;
+        const int ctx_end = ctx - base;
+        const int lo_r[2] = {vis_lo[0] - base, vis_lo[1] - base};
+        const int hi_r[2] = {vis_hi[0] - base, vis_hi[1] - base};
 #pragma unroll
-            for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-              for (int e = 0; e < 4; ++e) mx[rb][e / 2] = fmaxf(mx[rb][e / 2], s[rb][nt][e]);
-            }
-          }
-        } else {
-          const int base = key0 + 2 * c;
-          const int ctx_end = ctx - base;
-#pragma unroll
-          for (int rb = 0; rb < RB; ++rb) {
-            const int lo_r[2] = {vis_lo[rb][0] - base, vis_lo[rb][1] - base};
-            const int hi_r[2] = {vis_hi[rb][0] - base, vis_hi[rb][1] - base};
-#pragma unroll
-            for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int r = e / 2, k = nt * 8 + (e & 1);
-                const bool visible = k < ctx_end || (k >= lo_r[r] && k <= hi_r[r]);
-                s[rb][nt][e] = visible ? s[rb][nt][e] : -INFINITY;
-                mx[rb][r] = fmaxf(mx[rb][r], s[rb][nt][e]);
-              }
-            }
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2, k = nt * 8 + (e & 1);
+            const bool visible = k < ctx_end || (k >= lo_r[r] && k <= hi_r[r]);
+            s[nt][e] = visible ? s[nt][e] : -INFINITY;
+            mx[r] = fmaxf(mx[r], s[nt][e]);
           }
         }
+      }
+      float alpha[2], m_sub[2];
 #pragma unroll
-        for (int rb = 0; rb < RB; ++rb) {
-          float alpha[2], m_sub[2];
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float m_new = fmaxf(m[r], mx[r] * scale);
+        // A row sees no key of a tile when the tile holds only an earlier segment's rows: its
+        // max stays -inf, and subtracting 0 instead keeps exp2(-inf) = 0 rather than NaN.
+        alpha[r] = m_new == -INFINITY ? 1.0f : Exp2(m[r] - m_new);
+        m[r] = m_new;
+        m_sub[r] = m_new == -INFINITY ? 0.0f : m_new;
+      }
+      float rs[2] = {0.0f, 0.0f};
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            float x = mx[rb][r];
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-            const float m_new = fmaxf(m[rb][r], x * scale);
-            // A row sees no key of a tile when the tile holds only an earlier segment's rows: its
-            // max stays -inf, and subtracting 0 instead keeps exp2(-inf) = 0 rather than NaN.
-            alpha[r] = m_new == -INFINITY ? 1.0f : Exp2(m[rb][r] - m_new);
-            m[rb][r] = m_new;
-            m_sub[r] = m_new == -INFINITY ? 0.0f : m_new;
-          }
-          float rs[2] = {0.0f, 0.0f};
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-          for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = e / 2;
-              s[rb][nt][e] = Exp2(fmaf(s[rb][nt][e], scale, -m_sub[r]));
-              rs[r] += s[rb][nt][e];
-            }
-          }
-#pragma unroll
-          for (int r = 0; r < 2; ++r) l[rb][r] = l[rb][r] * alpha[r] + rs[r];
-#pragma unroll
-          for (int dt = 0; dt < D / 8; ++dt) {
-            o[rb][dt][0] *= alpha[0];
-            o[rb][dt][1] *= alpha[0];
-            o[rb][dt][2] *= alpha[1];
-            o[rb][dt][3] *= alpha[1];
-          }
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          s[nt][e] = Exp2(fmaf(s[nt][e], scale, -m_sub[r]));
+          rs[r] += s[nt][e];
         }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][0] *= alpha[0];
+        o[dt][1] *= alpha[0];
+        o[dt][2] *= alpha[1];
+        o[dt][3] *= alpha[1];
+      }
 
-        // O += P V: P's 16-key slices become A fragments straight from the S accumulators; V's
-        // fragments (two 8-dim column groups per ldmatrix.x4.trans) from the [key][dim] tile,
-        // each feeding the warp's RB row blocks.
+      // O += P V: P's 16-key slices become A fragments straight from the S accumulators; V's
+      // fragments (two 8-dim column groups per ldmatrix.x4.trans) from the [key][dim] tile.
 #pragma unroll
-        for (int kk = 0; kk < kKeys / 16; ++kk) {
-          uint32_t pa[RB][4];
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
+        const uint32_t pa[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]),
+                                PackBf16(s[2 * kk][2], s[2 * kk][3]),
+                                PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        uint32_t b[D / 16][4];
 #pragma unroll
-          for (int rb = 0; rb < RB; ++rb) {
-            pa[rb][0] = PackBf16(s[rb][2 * kk][0], s[rb][2 * kk][1]);
-            pa[rb][1] = PackBf16(s[rb][2 * kk][2], s[rb][2 * kk][3]);
-            pa[rb][2] = PackBf16(s[rb][2 * kk + 1][0], s[rb][2 * kk + 1][1]);
-            pa[rb][3] = PackBf16(s[rb][2 * kk + 1][2], s[rb][2 * kk + 1][3]);
-          }
-          uint32_t b[D / 16][4];
+        for (int dp = 0; dp < D / 16; ++dp) {
+          LoadMatrix4Trans(b[dp], &vt_s[(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
+                                        (2 * dp + (lane >> 4)) * 8]);
+        }
 #pragma unroll
-          for (int dp = 0; dp < D / 16; ++dp) {
-            LoadMatrix4Trans(b[dp], &vt_s[(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
-                                          (2 * dp + (lane >> 4)) * 8]);
-          }
-#pragma unroll
-          for (int dp = 0; dp < D / 16; ++dp) {
-#pragma unroll
-            for (int rb = 0; rb < RB; ++rb) {
-              Mma16816(o[rb][2 * dp], pa[rb], b[dp][0], b[dp][1]);
-              Mma16816(o[rb][2 * dp + 1], pa[rb], b[dp][2], b[dp][3]);
-            }
-          }
+        for (int dp = 0; dp < D / 16; ++dp) {
+          Mma16816(o[2 * dp], pa, b[dp][0], b[dp][1]);
+          Mma16816(o[2 * dp + 1], pa, b[dp][2], b[dp][3]);
         }
       }
       __syncthreads();  // every warp is done with this stage before it is copied over
     }
 
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
+    for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+      if (!valid[r]) continue;
+      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+      __nv_bfloat16* orow = p.out + tok[r] * q_stride + head[r] * D + 2 * c;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float sum = l[rb][r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const int pr = row_of(rb, r);
-        if (pr >= rows) continue;  // padding row
-        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        __nv_bfloat16* orow = p.out + tok_of(pr) * q_stride + head_of(pr) * D + 2 * c;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          *reinterpret_cast<uint32_t*>(orow + dt * 8) =
-              PackBf16(o[rb][dt][2 * r] * inv, o[rb][dt][2 * r + 1] * inv);
-        }
+      for (int dt = 0; dt < D / 8; ++dt) {
+        *reinterpret_cast<uint32_t*>(orow + dt * 8) =
+            PackBf16(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
       }
     }
   }
 }
 
-// Row blocks per warp: 2 (32 rows) when asked for and D <= 64, else 1. With two, the Q, S and O
-// fragments of both blocks take 255 registers and spill a little at D = 64 (ptxas), and a block
-// has 2 warps: on the H200 this layout was 22% slower than 16 rows per warp (RESULTS.md).
-template <int D>
-inline constexpr int kMaxRowBlocks = D <= 64 ? 2 : 1;
-
-int RowBlocks(int head_dim, int warp_rows) { return warp_rows == 32 && head_dim <= 64 ? 2 : 1; }
-
 template <int D>
 cudaError_t Launch(const PrefixAttentionParams& p, cudaStream_t stream) {
-  if (RowBlocks(D, p.warp_rows) == 2) {
-    PrefixAttentionKernel<D, kMaxRowBlocks<D>, 1>
-        <<<p.blocks, kThreads<kMaxRowBlocks<D>>, 0, stream>>>(p);
-  } else if (p.min_blocks_per_sm == 4) {
-    PrefixAttentionKernel<D, 1, 4><<<p.blocks, kThreads<1>, 0, stream>>>(p);
-  } else {
-    PrefixAttentionKernel<D, 1, 1><<<p.blocks, kThreads<1>, 0, stream>>>(p);
-  }
+  PrefixAttentionKernel<D><<<p.blocks, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
-template <int D, int RB, int MB>
+template <int D>
 int ResidentBlocks() {
   int device = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PrefixAttentionKernel<D, RB, MB>,
-                                                    kThreads<RB>, 0) != cudaSuccess) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PrefixAttentionKernel<D>, kThreads,
+                                                    0) != cudaSuccess) {
     return 0;
   }
   return sms * per_sm;
-}
-
-template <int D>
-int ResidentBlocksFor(int warp_rows, int min_blocks_per_sm) {
-  if (RowBlocks(D, warp_rows) == 2) return ResidentBlocks<D, kMaxRowBlocks<D>, 1>();
-  return min_blocks_per_sm == 4 ? ResidentBlocks<D, 1, 4>() : ResidentBlocks<D, 1, 1>();
 }
 
 // Calls f.template operator()<D>() for the supported head_dim D; `fallback` otherwise.
@@ -472,17 +384,13 @@ bool PrefixAttentionSupportsHeadDim(int head_dim) {
   return head_dim >= 16 && head_dim <= 128 && head_dim % 16 == 0;
 }
 
-int PrefixAttentionBlocks(int head_dim, int warp_rows, int min_blocks_per_sm) {
+int PrefixAttentionBlocks(int head_dim) {
   return DispatchHeadDim(
-      head_dim,
-      [&](auto d) { return ResidentBlocksFor<decltype(d)::value>(warp_rows, min_blocks_per_sm); },
-      0);
+      head_dim, [](auto d) { return ResidentBlocks<decltype(d)::value>(); }, 0);
 }
 
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream) {
-  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0 ||
-      (p.warp_rows != 0 && p.warp_rows != 16 && p.warp_rows != 32) ||
-      (p.min_blocks_per_sm != 0 && p.min_blocks_per_sm != 4)) {
+  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0) {
     return cudaErrorInvalidValue;
   }
   return DispatchHeadDim(

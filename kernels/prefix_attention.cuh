@@ -55,12 +55,7 @@ struct PrefixAttentionParams {
   int num_q_heads = 0;                 // Nq, a multiple of Nkv
   int num_kv_heads = 0;                // Nkv
   int head_dim = 0;                    // D, see PrefixAttentionSupportsHeadDim
-  int warp_rows = 0;                   // query rows per warp: 0 or 16 (default), or 32 (taken
-                                       // for D <= 64 only; 16 above)
-  int min_blocks_per_sm = 0;           // 0 (default), or 4: 16 rows per warp, registers capped at
-                                       // 128 so that 4 blocks fit a multiprocessor (may spill)
-  int blocks = 0;                      // persistent blocks, see PrefixAttentionBlocks (same
-                                       // head_dim, warp_rows and min_blocks_per_sm)
+  int blocks = 0;                      // persistent blocks, see PrefixAttentionBlocks
   __nv_bfloat16* out = nullptr;        // [T, Nq, D] bf16
 };
 
@@ -68,9 +63,8 @@ struct PrefixAttentionParams {
 bool PrefixAttentionSupportsHeadDim(int head_dim);
 
 // The number of blocks that are resident on the current device at once for `head_dim`: the grid a
-// launch needs to keep the device busy, whatever the number of work units, for the launches with
-// this head_dim, warp_rows and min_blocks_per_sm (see PrefixAttentionParams). 0 on error.
-int PrefixAttentionBlocks(int head_dim, int warp_rows = 0, int min_blocks_per_sm = 0);
+// launch needs to keep the device busy, whatever the number of work units. 0 on error.
+int PrefixAttentionBlocks(int head_dim);
 
 // The number of keys (context plus own rows) tile (run r, first row row0) walks: its cost.
 inline int AttentionTileKeys(const AttentionRun* runs, const int32_t* seg_start, int group,
@@ -103,9 +97,8 @@ inline int FillAttentionTiles(const AttentionRun* runs, int num_runs, const int3
   return n;
 }
 
-// Grid (p.blocks), 128 threads (64 with 32 rows per warp); each block takes work units (tile,
-// kv head) from the queue until it is empty. cudaErrorInvalidValue for an unsupported head_dim or
-// grouping.
+// Grid (p.blocks), 128 threads; each block takes work units (tile, kv head) from the queue until
+// it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream);
 
 }  // namespace rankd::kernels

@@ -12,9 +12,6 @@
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
-#   ab         the attention kernel's variants (RANKD_CUDA_ATTN_WARP_ROWS=16|32,
-#              RANKD_CUDA_ATTN_MIN_BLOCKS=4): standard workload at Ni=50 (both strategies) and
-#              the ibpc per-stage profile
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
 # The bundle must hold rankd, rankd-client, rankd-bench and the GPU test binaries.
 #
@@ -195,26 +192,6 @@ PY
           engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --iters 10 $args
       done
       grep -v '^=====' "$OUT/profile.log" >>"$SUMMARY"
-      ;;
-    ab)
-      # A/B of the attention kernel's variants (16 rows per warp, the default; 32; 16 with
-      # registers capped for 4 blocks a multiprocessor): the standard workload at Ni=50, graphs on
-      # (both strategies), then the eager per-stage profile of an ibpc score pass.
-      make_model
-      for v in RANKD_CUDA_ATTN_WARP_ROWS=16 RANKD_CUDA_ATTN_WARP_ROWS=32 \
-          RANKD_CUDA_ATTN_MIN_BLOCKS=4; do
-        for strategy in ibpc multi-item; do
-          run "ab $v engine $strategy ni=50" "$OUT/ab.log" 300 \
-            env $v "$BIN/rankd-bench" engine --backend cuda \
-            --model "$MODEL_379M" --tq 50 --ti 150 --ni 50 --iters 20 --strategy $strategy &&
-            grep -A1 '^backend' "$OUT/ab.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
-        done
-        echo "===== ab profile $v" >>"$OUT/ab_profile.log"
-        run "ab $v profile ibpc ni=50" "$OUT/ab_profile.log" 300 \
-          env $v RANKD_CUDA_PROFILE=1 "$BIN/rankd-bench" engine \
-          --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --ni 50 --iters 10 --strategy ibpc
-      done
-      grep -E '^=====|attention|qkv_rope|rms_norm|^ +sum' "$OUT/ab_profile.log" >>"$SUMMARY"
       ;;
     memcheck)
       for t in "${GPU_TESTS[@]}"; do

@@ -292,9 +292,7 @@ class CudaBackend final : public engine::Backend {
   const bf16* head_rows_ = nullptr;   // [1 or 2, H] classifier row, or lm_head[yes], lm_head[no]
   const float* inv_freq_ = nullptr;   // [D / 2] fp32
   std::unique_ptr<Gemm> gemm_;
-  int attention_warp_rows_ = 0;   // query rows per warp of the attention kernel (0: default)
-  int attention_min_blocks_ = 0;  // its min_blocks_per_sm (0: default)
-  int attention_blocks_ = 0;      // persistent grid of the attention kernel
+  int attention_blocks_ = 0;  // persistent grid of the attention kernel
 
   // Workspace (device) and staging (pinned host), sized for `cap_` (Tc tokens, Rc embedding
   // rows). The metadata regions are carved per pass shape from their bases.
@@ -441,14 +439,7 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   RANKD_ASSIGN_OR_RETURN(
       gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes, !EnvIs("RANKD_CUDA_GEMM_TUNE", "0")));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
-  // Attention kernel variants for A/B runs (unset: the kernel's default layout):
-  // RANKD_CUDA_ATTN_WARP_ROWS=16|32 (query rows per warp), RANKD_CUDA_ATTN_MIN_BLOCKS=4 (16 rows
-  // per warp, registers capped for 4 resident blocks a multiprocessor).
-  if (EnvIs("RANKD_CUDA_ATTN_WARP_ROWS", "16")) attention_warp_rows_ = 16;
-  if (EnvIs("RANKD_CUDA_ATTN_WARP_ROWS", "32")) attention_warp_rows_ = 32;
-  if (EnvIs("RANKD_CUDA_ATTN_MIN_BLOCKS", "4")) attention_min_blocks_ = 4;
-  attention_blocks_ =
-      kernels::PrefixAttentionBlocks(config_.head_dim, attention_warp_rows_, attention_min_blocks_);
+  attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
   if (attention_blocks_ <= 0) {
     return absl::InternalError("cannot size the attention kernel's grid on this device");
   }
@@ -676,8 +667,6 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.num_q_heads = config_.num_heads;
     a.num_kv_heads = config_.num_kv_heads;
     a.head_dim = D;
-    a.warp_rows = attention_warp_rows_;
-    a.min_blocks_per_sm = attention_min_blocks_;
     a.blocks = attention_blocks_;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, 4 * q * work.attended,

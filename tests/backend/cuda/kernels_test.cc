@@ -437,35 +437,27 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
       d_counter(std::vector<int32_t>{0});
   DeviceArray<int2> d_tiles(tiles);
   DeviceArray<bf16> d_out(ref.size());
-  // Every kernel variant: 16 query rows per warp (default), 32 (two mma row blocks; 16 again for
-  // D > 64), and 16 with registers capped for 4 blocks a multiprocessor.
-  for (const auto& [warp_rows, min_blocks] : {std::pair{0, 0}, {32, 0}, {16, 4}}) {
-    SCOPED_TRACE(testing::Message() << "warp_rows " << warp_rows << " min_blocks " << min_blocks);
-    d_out.Poison();
-    d_counter.Upload(std::vector<int32_t>{0});
-    kernels::PrefixAttentionParams p;
-    p.q = d_wide.get();
-    p.q_row_stride = W;
-    p.own = own;
-    p.contexts = d_ctx.get();
-    p.runs = d_runs.get();
-    p.seg_start = d_seg.get();
-    p.tiles = d_tiles.get();
-    p.num_units = d_units.get();
-    p.unit_counter = d_counter.get();
-    p.layer = kLayer;
-    p.num_q_heads = c.Nq;
-    p.num_kv_heads = c.Nkv;
-    p.head_dim = c.D;
-    p.warp_rows = warp_rows;
-    p.min_blocks_per_sm = min_blocks;
-    p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, warp_rows, min_blocks);
-    p.out = d_out.get();
-    ASSERT_GT(p.blocks, 0);
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
-    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
-  }
+  d_out.Poison();
+  kernels::PrefixAttentionParams p;
+  p.q = d_wide.get();
+  p.q_row_stride = W;
+  p.own = own;
+  p.contexts = d_ctx.get();
+  p.runs = d_runs.get();
+  p.seg_start = d_seg.get();
+  p.tiles = d_tiles.get();
+  p.num_units = d_units.get();
+  p.unit_counter = d_counter.get();
+  p.layer = kLayer;
+  p.num_q_heads = c.Nq;
+  p.num_kv_heads = c.Nkv;
+  p.head_dim = c.D;
+  p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D);
+  p.out = d_out.get();
+  ASSERT_GT(p.blocks, 0);
+  RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
+  RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
 }
 
 // IBPC: every run's context is a separate prefix cache (several requests, each its own prefix).
