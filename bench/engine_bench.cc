@@ -118,10 +118,10 @@ absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const Engi
       groups[r] = {states[r].get(), &batches[r], absl::MakeSpan(scores[r])};
     }
     std::vector<double> done_at;  // seconds from t0, per request in order
-    absl::Status s =
-        engine::ScoreGroupsInPasses(backend, groups, o.max_batch_tokens, [&](size_t done) {
+    absl::Status s = engine::ScoreGroupsInPasses(
+        backend, groups, o.max_batch_tokens, [&](const engine::PassInfo& pass) {
           const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-          while (done_at.size() < done) done_at.push_back(t);
+          while (done_at.size() < pass.groups_done) done_at.push_back(t);
         });
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!s.ok()) return Annotate(s, absl::StrCat("step ", it));

@@ -232,7 +232,7 @@ ItemBatch Slice(const ItemBatch& all, int begin, int end, int hidden) {
 
 absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::ScoreGroup> groups,
                                  int max_batch_tokens,
-                                 const std::function<void(size_t groups_done)>& after_pass) {
+                                 const std::function<void(const PassInfo&)>& after_pass) {
   const int hidden = backend.config().hidden_size;
   std::vector<Backend::ScoreGroup> pass;
   std::deque<ItemBatch> slices;  // the parts of split groups in `pass` (stable addresses)
@@ -241,10 +241,15 @@ absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::Sco
   auto flush = [&](size_t groups_done) -> absl::Status {
     if (pass.empty()) return absl::OkStatus();
     RANKD_RETURN_IF_ERROR(backend.ScoreGroups(pass));
+    PassInfo info;
+    info.groups_done = groups_done;
+    info.groups = static_cast<int>(pass.size());
+    for (const Backend::ScoreGroup& g : pass) info.items += g.items->num_items();
+    info.tokens = pass_tokens;
     pass.clear();
     slices.clear();
     pass_tokens = 0;
-    if (after_pass) after_pass(groups_done);
+    if (after_pass) after_pass(info);
     return absl::OkStatus();
   };
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -305,7 +310,8 @@ absl::StatusOr<Engine::Prepared> Engine::Prepare(const ScoreRequest& request) {
   return p;
 }
 
-void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done) {
+void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done,
+                       const std::function<void(const PassInfo&)>& on_pass) {
   std::vector<Prepared> ready;
   ready.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -330,8 +336,9 @@ void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneF
   };
   size_t answered = 0;
   const absl::Status s =
-      ScoreGroupsInPasses(*backend_, groups, max_batch_tokens_, [&](size_t groups_done) {
-        for (; answered < groups_done; ++answered) answer(ready[answered]);
+      ScoreGroupsInPasses(*backend_, groups, max_batch_tokens_, [&](const PassInfo& pass) {
+        if (on_pass) on_pass(pass);
+        for (; answered < pass.groups_done; ++answered) answer(ready[answered]);
       });
   if (s.ok()) {
     for (; answered < ready.size(); ++answered) answer(ready[answered]);

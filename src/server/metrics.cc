@@ -180,12 +180,12 @@ ServerMetrics::ServerMetrics(MetricsRegistry* r)
       worker_queue_seconds(r->GetHistogram(
           "rankd_worker_queue_duration_seconds",
           "Time a worker call waited in the worker for the engine.", DurationBuckets())),
-      worker_step_requests(r->GetHistogram(
+      worker_pass_requests(r->GetHistogram(
           "rankd_worker_batch_requests",
-          "Worker calls (requests or stream chunks) scored together in one engine step.",
+          "Worker calls (requests or stream chunks) with items in one forward pass of a worker.",
           PowersOfTwoBuckets(256))),
-      worker_step_items(r->GetHistogram("rankd_worker_batch_items",
-                                        "Items scored together in one engine step.",
+      worker_pass_items(r->GetHistogram("rankd_worker_batch_items",
+                                        "Items in one forward pass of a worker.",
                                         PowersOfTwoBuckets(65536))),
       items_scored(r->GetCounter("rankd_items_scored_total", "Items scored.")),
       prefix_tokens(r->GetCounter("rankd_tokens_total", "Tokens scored, by part of the sequence.",

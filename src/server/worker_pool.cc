@@ -341,9 +341,10 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
       metrics_->batch_items->Observe(work->num_items());
       metrics_->batch_tokens->Observe(static_cast<double>(result.item_tokens()));
       metrics_->worker_queue_seconds->Observe(result.wait_seconds());
-      if (result.batch_first()) {  // once per engine step
-        metrics_->worker_step_requests->Observe(result.batch_requests());
-        metrics_->worker_step_items->Observe(result.batch_items());
+      for (int p = 0; p < result.pass_requests_size(); ++p) {  // each pass once
+        metrics_->worker_pass_requests->Observe(result.pass_requests(p));
+        metrics_->worker_pass_items->Observe(p < result.pass_items_size() ? result.pass_items(p)
+                                                                          : 0);
       }
       metrics_->items_scored->Add(work->num_items());
       metrics_->prefix_tokens->Add(result.prefix_tokens());

@@ -132,9 +132,6 @@ absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem&
   result.set_prefix_tokens(scored->prefix_tokens);
   result.set_item_tokens(scored->item_tokens);
   result.set_compute_seconds(SecondsSince(start));
-  result.set_batch_requests(1);
-  result.set_batch_items(static_cast<int32_t>(scored->scores.size()));
-  result.set_batch_first(true);
   return result;
 }
 
@@ -330,16 +327,16 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     const Clock::time_point start = Clock::now();
     std::vector<engine::ScoreRequest> requests;
     int64_t step_tokens = 0;
-    int step_items = 0;
     requests.reserve(step.size());
     for (Job& job : step) {
       requests.push_back(std::move(*job.prepared));
       step_tokens += job.tokens;
-      step_items += job.items;
     }
     std::vector<Clock::time_point> answered_at(step.size());
     std::vector<size_t> ok;
-    engine_->ScoreMany(requests, [&](size_t i, absl::StatusOr<engine::ScoreResult> scored) {
+    std::vector<engine::PassInfo> unreported;  // passes not yet attached to an answer
+    auto on_pass = [&](const engine::PassInfo& pass) { unreported.push_back(pass); };
+    auto on_done = [&](size_t i, absl::StatusOr<engine::ScoreResult> scored) {
       Job& job = step[i];
       answered_at[i] = Clock::now();
       if (!scored.ok()) {
@@ -353,16 +350,19 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       result.set_prefix_tokens(scored->prefix_tokens);
       result.set_item_tokens(scored->item_tokens);
       result.set_wait_seconds(std::chrono::duration<double>(start - job.enqueued_at).count());
-      result.set_batch_requests(static_cast<int32_t>(step.size()));
-      result.set_batch_items(step_items);
-      result.set_batch_first(ok.empty());
+      for (const engine::PassInfo& pass : unreported) {
+        result.add_pass_requests(pass.groups);
+        result.add_pass_items(pass.items);
+      }
+      unreported.clear();
       // The step's time by tokens so far (the answer cannot wait for the whole step's).
       result.set_compute_seconds(std::chrono::duration<double>(answered_at[i] - start).count() *
                                  static_cast<double>(job.tokens) /
                                  static_cast<double>(std::max<int64_t>(1, TokensUpTo(step, i))));
       ok.push_back(i);
       Finish(job, grpc::Status::OK);
-    });
+    };
+    engine_->ScoreMany(requests, on_done, on_pass);
     const double seconds = SecondsSince(start);
     if (!ok.empty() && step_tokens > 0) {
       const double per_token = seconds / static_cast<double>(step_tokens);

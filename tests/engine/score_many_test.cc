@@ -181,8 +181,11 @@ TEST_F(ScoreManyTest, PassesStayWithinTheTokenBudgetAndSplitGroups) {
     groups.push_back({prefixes[g].get(), &batches[g], absl::MakeSpan(scores[g])});
   }
   std::vector<size_t> done_after;
-  ASSERT_TRUE(
-      ScoreGroupsInPasses(*rec, groups, kBudget, [&](size_t d) { done_after.push_back(d); }).ok());
+  std::vector<PassInfo> passes;
+  ASSERT_TRUE(ScoreGroupsInPasses(*rec, groups, kBudget, [&](const PassInfo& pass) {
+                done_after.push_back(pass.groups_done);
+                passes.push_back(pass);
+              }).ok());
   ASSERT_EQ(rec->pass_tokens.size(), done_after.size());
   bool shared_pass = false;
   int group_parts = 0;
@@ -192,6 +195,8 @@ TEST_F(ScoreManyTest, PassesStayWithinTheTokenBudgetAndSplitGroups) {
     shared_pass |= rec->pass_groups[p] > 1;
     group_parts += rec->pass_groups[p];
     if (p > 0) EXPECT_GE(done_after[p], done_after[p - 1]);
+    EXPECT_EQ(passes[p].tokens, rec->pass_tokens[p]);
+    EXPECT_EQ(passes[p].groups, rec->pass_groups[p]);
   }
   EXPECT_TRUE(shared_pass) << "no pass held items of two groups";
   EXPECT_GT(group_parts, 4) << "no group was split across passes";

@@ -85,14 +85,22 @@ struct EngineOptions {
   size_t prefix_cache_bytes = 256 << 20;
 };
 
+// One forward pass of ScoreGroupsInPasses.
+struct PassInfo {
+  size_t groups_done = 0;  // leading groups whose items are all scored after this pass
+  int groups = 0;          // groups with items in this pass (a split group counts in each)
+  int items = 0;
+  int tokens = 0;  // item tokens
+};
+
 // Scores `groups` through backend.ScoreGroups in passes of at most `max_batch_tokens` item tokens:
 // groups are packed in order, and a group that does not fit the rest of a pass is split (its
 // first items in this pass, the others in the next); an item longer than the budget goes alone.
-// `after_pass(end)`, if set, runs after each pass with the number of leading groups whose items
-// are all scored by then. The first failing pass ends it with that pass's error.
+// `after_pass`, if set, runs after each pass with what it held and how many leading groups have all
+// their items scored by then. The first failing pass ends it with that pass's error.
 absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::ScoreGroup> groups,
                                  int max_batch_tokens,
-                                 const std::function<void(size_t groups_done)>& after_pass = {});
+                                 const std::function<void(const PassInfo&)>& after_pass = {});
 
 // Parses a head spec. YES/NO may be token ids or tokenizer pieces (resolved via `tok`).
 absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::ModelConfig& config,
@@ -112,8 +120,10 @@ class Engine {
   // others in index order as soon as the pass holding their last item has finished. When a pass
   // fails, the requests not yet answered are scored again one by one, so that a backend error
   // fails only the request that causes it.
+  // `on_pass`, if set, runs after each forward pass, before the answers that pass completes.
   using ScoreDoneFn = std::function<void(size_t index, absl::StatusOr<ScoreResult> result)>;
-  void ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done);
+  void ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done,
+                 const std::function<void(const PassInfo&)>& on_pass = {});
   std::vector<absl::StatusOr<ScoreResult>> ScoreMany(absl::Span<const ScoreRequest> requests);
 
   // The prefix ids of a query text (query template applied, BOS as the tokenizer adds it).

@@ -109,8 +109,8 @@ struct ServerMetrics {
   Histogram* batch_items;           // items per worker call
   Histogram* batch_tokens;          // item tokens per worker call
   Histogram* worker_queue_seconds;  // waiting for the engine inside the worker
-  Histogram* worker_step_requests;  // worker calls scored together in one engine step
-  Histogram* worker_step_items;     // items scored in one engine step
+  Histogram* worker_pass_requests;  // worker calls with items in one forward pass of a worker
+  Histogram* worker_pass_items;     // items in one forward pass of a worker
   Counter* items_scored;
   Counter* prefix_tokens;
   Counter* item_tokens;
