@@ -7,8 +7,10 @@
 #   2. embedding items (one hidden-size vector per item), Ni=250, the same way;
 #   3. `rankd serve --backend cuda` under `rankd-bench load`: closed loop to find the peak, then
 #      open loop at 50/70/90% of it for p99 latency;
-# Everything lands in ${OUT:-/tmp/rankd-bench-out}: bench.log and results.tgz (the JSON files).
-#   scripts/gpu_bench.sh [quick]        quick: skip torch.compile (no HF compile peers)
+#   4. rankd-bench sweep: items/s and p99 vs Ni (engine), p99 and items/s vs offered load (serve),
+#      as CSV and SVG plots.
+# Everything lands in ${OUT:-/tmp/rankd-bench-out}: bench.log and results.tgz (JSON, CSV, SVG).
+#   scripts/gpu_bench.sh [compare] [load] [quick]    phases (default both); quick: no torch.compile
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/rankd-bench-out}
@@ -25,12 +27,22 @@ export PYTHONUNBUFFERED=1
 BIN=$BUNDLE/bin
 log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
 COMPILE=()
-[[ ${1:-} == quick ]] && COMPILE=(--no-compile)
+PHASES=()
+for a in "$@"; do
+  case $a in
+    quick) COMPILE=(--no-compile) ;;
+    compare | load) PHASES+=("$a") ;;
+    *) echo "gpu_bench: unknown argument $a" >&2; exit 2 ;;
+  esac
+done
+[[ ${#PHASES[@]} == 0 ]] && PHASES=(compare load)
+has() { [[ " ${PHASES[*]} " == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
 [[ -f $MODEL/model.safetensors ]] || "$BIN/rankd-bench" make-model --preset 379m --out "$MODEL" \
   --tokenizer-from tests/data/models/llama-cls | tee -a "$LOG"
 
+if has compare; then
 for ni in 50 250; do
   log "compare ids ni=$ni"
   python3 bench/compare_hf.py --model "$MODEL" --tq 50 --ti 150 --ni $ni --iters 20 \
@@ -41,7 +53,9 @@ log "compare embedding items ni=250"
 python3 bench/compare_hf.py --model "$MODEL" --tq 50 --ni 250 --embedding-items --iters 20 \
   "${COMPILE[@]}" --rankd-bench "$BIN/rankd-bench" --json "$OUT/json/compare_embedding.json" \
   2>&1 | grep -v Warning | tee -a "$LOG"
+fi
 
+if has load; then
 log "serve under load"
 ready=/tmp/rankd-bench-ready.json
 rm -f "$ready"
@@ -58,15 +72,16 @@ if [[ -s $ready ]]; then
   load --concurrency 8 --duration 15 --json "$OUT/json/load_closed_c8.json"
   peak_rps=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests_per_s"])' \
     "$OUT/json/load_closed_c8.json")
-  for pct in 50 70 90; do
-    rate=$(python3 -c "print(round($peak_rps * $pct / 100, 2))")
-    log "open loop at $pct% of the closed-loop peak: $rate requests/s"
-    load --rate "$rate" --duration 20 --json "$OUT/json/load_open_$pct.json"
-  done
+  rates=$(python3 -c "print(','.join(str(round($peak_rps * p / 100, 2)) for p in (30, 50, 70, 90)))")
+  log "sweep: engine over Ni, then serve at 30/50/70/90% of the closed-loop peak ($rates req/s)"
+  "$BIN/rankd-bench" sweep --backend cuda --model "$MODEL" --strategy multi-item \
+    --ni-list 10,50,100,250 --iters 10 --target "$target" --rates "$rates" --duration 15 \
+    --warmup-s 2 --load-ni 50 --vocab 32000 --out "$OUT/json/sweep" 2>&1 | tee -a "$LOG"
 else
   log "rankd serve did not get ready"
 fi
 kill -TERM "$server" 2>/dev/null
 wait "$server"
+fi
 tar -C "$OUT" -czf "$OUT/results.tgz" json && rm -rf "$OUT/json"
 log "done"
