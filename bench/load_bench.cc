@@ -19,7 +19,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "flag_set.h"
+#include "rankd/common/status.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "rankd/v1/scorer.grpc.pb.h"
 
 namespace rankd::bench {
@@ -124,6 +128,31 @@ nlohmann::json LoadResult::ToJson(const LoadOptions& o) const {
   };
 }
 
+
+// A server that listens is not yet ready to score (workers load the model first): wait until the
+// health service reports rankd.v1.Scorer SERVING, so the first requests measure scoring, not
+// start-up refusals.
+absl::Status WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel,
+                              absl::Duration limit) {
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  const absl::Time give_up = absl::Now() + limit;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service("rankd.v1.Scorer");
+    grpc::health::v1::HealthCheckResponse resp;
+    const grpc::Status st = health->Check(&ctx, req, &resp);
+    if (st.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::OkStatus();
+    }
+    if (absl::Now() > give_up) {
+      return absl::UnavailableError("the server did not report rankd.v1.Scorer SERVING in time");
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
 absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   if ((o.rate > 0) == (o.concurrency > 0) || o.duration <= 0 || o.warmup < 0 || o.ni < 1 ||
       o.tq < 1 || o.ti < 1 || o.connections < 1) {
@@ -145,6 +174,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       return absl::UnavailableError(absl::StrCat("cannot connect to ", o.target));
     }
+    if (c == 0) RANKD_RETURN_IF_ERROR(WaitUntilServing(channel, absl::Seconds(120)));
     stubs.push_back(rankd::v1::Scorer::NewStub(channel));
   }
   // A pool of prepared requests, reused round-robin (building them is not what we measure).
