@@ -271,7 +271,6 @@ class CudaBackend final : public engine::Backend {
   void CaptureGraph(const PassShape& shape, const PassWork& work);
   void ClearGraphs();
   std::string StatsLine() const;
-  absl::Status CheckItems(const ItemBatch& items, size_t num_scores) const;
   absl::StatusOr<const CudaPrefix*> CheckPrefix(const PrefixState* prefix) const;
   // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
   absl::Status Mark(Stage stage, double flops, double bytes) {
@@ -755,36 +754,6 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
   return std::shared_ptr<const PrefixState>(std::move(prefix));
 }
 
-absl::Status CudaBackend::CheckItems(const ItemBatch& items, size_t num_scores) const {
-  const int N = items.num_items(), H = config_.hidden_size;
-  if (num_scores != static_cast<size_t>(N)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scores has ", num_scores, " slots for ", N, " items"));
-  }
-  if (items.offsets.empty() || items.offsets[0] != 0 ||
-      items.offsets.back() != items.num_tokens()) {
-    return absl::InvalidArgumentError("item offsets do not cover the tokens");
-  }
-  for (int i = 0; i < N; ++i) {
-    if (items.item_length(i) <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("item ", i, " has no tokens"));
-    }
-  }
-  if (items.embeddings.size() % H != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("embeddings hold ", items.embeddings.size(),
-                                                   " values, not a multiple of hidden_size ", H));
-  }
-  const int64_t rows = static_cast<int64_t>(items.embeddings.size()) / H;
-  for (int32_t tok : items.tokens) {
-    if (tok >= config_.vocab_size || (tok < 0 && -static_cast<int64_t>(tok) > rows)) {
-      return absl::InvalidArgumentError(absl::StrCat("token ", tok, " is out of range (vocab ",
-                                                     config_.vocab_size, ", ", rows,
-                                                     " embedding rows)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<const CudaPrefix*> CudaBackend::CheckPrefix(const PrefixState* prefix_base) const {
   const auto* prefix = dynamic_cast<const CudaPrefix*>(prefix_base);
   if (prefix == nullptr || prefix->owner() != this) {
@@ -812,7 +781,7 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
       return absl::InvalidArgumentError("ScoreGroups: a group has no prefix or no items");
     }
     RANKD_ASSIGN_OR_RETURN(const CudaPrefix* prefix, CheckPrefix(g.prefix));
-    RANKD_RETURN_IF_ERROR(CheckItems(*g.items, g.scores.size()));
+    RANKD_RETURN_IF_ERROR(engine::ValidateItemBatch(config_, *g.items, g.scores.size()));
     prefixes.push_back(prefix);
     if (g.items->num_items() == 0) continue;  // no rows, no run, no context
     total_rows += (multi ? prefix->num_tokens() : 0) + g.items->num_tokens();
