@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -31,26 +32,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// gRPC's status codes are absl's, number for number.
 std::string CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  const int c = static_cast<int>(code);
-  return c >= 0 && c < 17 ? kNames[c] : absl::StrCat("CODE_", c);
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
 double Percentile(std::vector<double> v, double q) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "flag_set.h"
@@ -44,26 +45,9 @@ std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 
+// gRPC's status codes are absl's, number for number.
 std::string CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  const int c = static_cast<int>(code);
-  return c >= 0 && c <= 16 ? kNames[c] : absl::StrCat("CODE_", c);
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
 std::string JsonEscape(const std::string& s) {
