@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "flag_set.h"
+#include "percentile.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/engine/engine.h"
@@ -27,13 +28,6 @@ double ItemFlops(const model::ModelConfig& c, int tq, int ti) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5));
-  return v[i];
-}
 
 int ItemTokens(const EngineBenchOptions& o) { return o.items == "embedding" ? 1 : o.ti; }
 

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "flag_set.h"
+#include "percentile.h"
 #include "rankd/common/status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rankd/v1/scorer.grpc.pb.h"
@@ -35,12 +36,6 @@ using Clock = std::chrono::steady_clock;
 // gRPC's status codes are absl's, number for number.
 std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-}
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
 }
 
 // Words for text items and queries (a fixed seed: every run sends the same texts).

@@ -1,6 +1,6 @@
 #include "rankd/engine/engine.h"
 
-#include <sys/stat.h>
+#include <filesystem>
 
 #include <cmath>
 #include <deque>
@@ -51,9 +51,8 @@ ModelSettings ModelSettings::MergedWith(const ModelSettings& over) const {
 
 absl::StatusOr<ModelSettings> ModelSettings::FromModelDir(const std::string& model_dir) {
   const std::string path = model_dir + "/rankd.yaml";
-  struct stat st;
   ModelSettings s;
-  if (::stat(path.c_str(), &st) != 0) return s;
+  if (!std::filesystem::exists(path)) return s;
   try {
     YAML::Node root = YAML::LoadFile(path);
     if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a mapping"));

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -31,10 +32,6 @@ absl::StatusOr<DType> ParseDType(absl::string_view s) {
   return absl::UnimplementedError(absl::StrCat("dtype ", s, " is not supported (F32, F16, BF16)"));
 }
 
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 }  // namespace
 
@@ -165,7 +162,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::OpenDir(absl
   const std::string single = absl::StrCat(dir, "/model.safetensors");
   const std::string index_path = absl::StrCat(dir, "/model.safetensors.index.json");
   std::vector<std::string> shard_paths;
-  if (FileExists(index_path)) {
+  if (std::filesystem::exists(index_path)) {
     std::ifstream in(index_path);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -183,7 +180,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::OpenDir(absl
       shards.insert(file.get<std::string>());
     }
     for (const auto& s : shards) shard_paths.push_back(absl::StrCat(dir, "/", s));
-  } else if (FileExists(single)) {
+  } else if (std::filesystem::exists(single)) {
     shard_paths.push_back(single);
   } else {
     return absl::NotFoundError(absl::StrCat(dir, ": neither model.safetensors nor ",

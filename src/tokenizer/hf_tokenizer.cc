@@ -1,6 +1,6 @@
 #include "hf_tokenizer.h"
 
-#include <sys/stat.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <array>
@@ -1043,8 +1043,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   // transformers 5 rebuilds the post-processor from tokenizer_config.json when that file sets
   // add_bos_token or add_eos_token, or when tokenizer.json has none.
   std::optional<Json> config;
-  struct stat st;
-  if (::stat(config_path.c_str(), &st) == 0) {
+  if (std::filesystem::exists(config_path)) {
     JsonFile cf(config_path);
     RANKD_ASSIGN_OR_RETURN(config, cf.Parse());
   }

@@ -1,7 +1,6 @@
 #include "rankd/tokenizer/tokenizer.h"
 
-#include <sys/stat.h>
-
+#include <filesystem>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -10,15 +9,6 @@
 #include "rankd/common/status.h"
 
 namespace rankd::tokenizer {
-namespace {
-
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-}  // namespace
-
 absl::StatusOr<std::vector<std::vector<int32_t>>> Tokenizer::EncodeBatch(
     absl::Span<const std::string> texts, bool add_special_tokens, int num_threads) const {
   std::vector<std::vector<int32_t>> out(texts.size());
@@ -40,10 +30,10 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> Tokenizer::EncodeBatch(
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(absl::string_view model_dir) {
   const std::string json_path = absl::StrCat(model_dir, "/tokenizer.json");
   const std::string sp_path = absl::StrCat(model_dir, "/tokenizer.model");
-  if (FileExists(json_path)) {
+  if (std::filesystem::exists(json_path)) {
     return LoadHfTokenizer(json_path, absl::StrCat(model_dir, "/tokenizer_config.json"));
   }
-  if (FileExists(sp_path)) return LoadSentencePiece(sp_path, /*add_bos=*/true);
+  if (std::filesystem::exists(sp_path)) return LoadSentencePiece(sp_path, /*add_bos=*/true);
   return absl::NotFoundError(
       absl::StrCat(model_dir, ": no tokenizer (tokenizer.json or tokenizer.model)"));
 }
