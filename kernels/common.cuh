@@ -31,6 +31,16 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return WarpSum(v);
 }
 
+// RoPE of one (x, y) = (x[i], x[i + D/2]) pair by the angle whose (cos, sin) is (c, s), in fp32
+// with the roundings spelled out, so that every kernel that rotates (QkvRope for k, attention for
+// q) gets the same bits from the same inputs whatever the compiler would contract.
+__device__ __forceinline__ void RotatePair(float& x, float& y, float c, float s) {
+  const float nx = __fmaf_rn(x, c, -__fmul_rn(y, s));
+  const float ny = __fmaf_rn(y, c, __fmul_rn(x, s));
+  x = nx;
+  y = ny;
+}
+
 inline unsigned CeilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
 }  // namespace rankd::kernels

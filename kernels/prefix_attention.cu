@@ -9,12 +9,14 @@
 // last token] in tiles of 64: all 128 threads copy the K and V tiles ([key][dim] each, 16-byte
 // cp.async, zero-filled past the end) into shared memory, two stages deep where both stages fit in
 // 48 KB (D <= 64), so the next tile's copy overlaps this tile's math. Each warp computes
-// S = Q K^T (Q fragments stay in registers; K fragments by ldmatrix), masks (context, then own
-// rows of the query's segment up to the query), updates the running row max and sum (online
+// S = Q K^T (Q fragments stay in registers, rotated there by RoPE when q_rotations is given; K
+// fragments by ldmatrix), masks (context, then own rows of the query's segment up to the query;
+// only in key tiles that some row of the warp does not see whole), updates the running row max and sum (online
 // softmax in fp32, exp2 domain), rescales its O accumulators, and adds P V with P re-packed from
 // the S accumulators to bf16 A fragments and V fragments by ldmatrix.trans (no transposed copy).
 // Rows of the shared-memory tiles are padded by 8 bf16 (16 bytes), so the 8 row addresses of each
-// ldmatrix fall in distinct bank groups.
+// ldmatrix fall in distinct bank groups. Thread 0 takes the block's next unit from the queue while
+// the block works on the current one.
 #include <type_traits>
 
 #include "kernels/common.cuh"
@@ -26,6 +28,11 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
 constexpr int kKeys = 64;  // keys per K/V tile
+// Resident blocks a multiprocessor is asked for. For D <= 64, 3 caps registers at 168 a thread
+// (the compiler would take ~180 and fit only 2 blocks); wider heads keep what the compiler picks
+// (a cap spills there).
+template <int D>
+inline constexpr int kMinBlocks = D <= 64 ? 3 : 1;
 static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
 
 // Shared-memory stages of K/V tiles: two when both fit in the 48 KB of static shared memory.
@@ -85,13 +92,39 @@ __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Max / sum of row r's (0: g, 1: g + 8) N * 2 accumulator values of s[N][4], as a tree.
+template <int R, int N>
+__device__ __forceinline__ float TreeMax(const float (&s)[N][4]) {
+  float v[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = fmaxf(s[i][2 * R], s[i][2 * R + 1]);
+#pragma unroll
+  for (int w = N / 2; w > 0; w /= 2) {
+#pragma unroll
+    for (int i = 0; i < w; ++i) v[i] = fmaxf(v[i], v[i + w]);
+  }
+  return v[0];
+}
+template <int R, int N>
+__device__ __forceinline__ float TreeSum(const float (&s)[N][4]) {
+  float v[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = s[i][2 * R] + s[i][2 * R + 1];
+#pragma unroll
+  for (int w = N / 2; w > 0; w /= 2) {
+#pragma unroll
+    for (int i = 0; i < w; ++i) v[i] += v[i + w];
+  }
+  return v[0];
+}
+
 template <int D>
-__global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel(PrefixAttentionParams p) {
   constexpr int kStride = D + 8;          // smem row: one key's D dims (+ 16-byte pad)
   constexpr int kTile = kKeys * kStride;  // one K or V tile
   __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kTile];  // [stage][64 keys][D] bf16
   __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kTile];  // [stage][64 keys][D] bf16
-  __shared__ int next_unit;
+  __shared__ int units[2];  // this block's current and next work unit
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int g = lane / 4, c = lane % 4;
@@ -102,11 +135,16 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
   const __nv_bfloat16* own_v = p.own.v + p.layer * p.own.layer_stride;
   const float scale = rsqrtf(static_cast<float>(D)) * 1.4426950408889634f;  // 1/sqrt(D) * log2(e)
 
-  for (;;) {
-    if (threadIdx.x == 0) next_unit = atomicAdd(p.unit_counter, 1);
-    __syncthreads();
-    const int unit = next_unit;  // the next write to next_unit follows the unit's last barrier
+  // The queue is read one unit ahead: thread 0 takes the next unit while the block works on this
+  // one, so the atomic's round trip to L2 is off the critical path. units[i % 2] is written in
+  // iteration i - 1 before that iteration's key-tile barriers and read after them; it is written
+  // again in iteration i + 1, after every thread has passed iteration i's barriers.
+  if (threadIdx.x == 0) units[0] = atomicAdd(p.unit_counter, 1);
+  __syncthreads();
+  for (int it = 0;; ++it) {
+    const int unit = units[it % 2];
     if (unit >= num_units) break;
+    if (threadIdx.x == 0) units[(it + 1) % 2] = atomicAdd(p.unit_counter, 1);
     const int2 tile = p.tiles[unit / p.num_kv_heads];
     const int kvh = unit % p.num_kv_heads;
     const AttentionRun run = p.runs[tile.x];
@@ -124,12 +162,10 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
     // The two query rows of this thread: [0] = row g, [1] = row g + 8 of the warp's 16. tok is
     // the row of the pass, lo the first row of its segment.
     int tok[2], head[2], lo[2];
-    bool valid[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int pr = row0 + warp * 16 + g + 8 * r;
-      valid[r] = pr < rows;
-      const int prc = valid[r] ? pr : rows - 1;  // padding rows compute a copy of the last row
+      const int prc = pr < rows ? pr : rows - 1;  // padding rows compute a copy of the last row
       tok[r] = run.begin + prc / group;
       head[r] = kvh * group + prc % group;
       lo[r] = p.seg_start[tok[r]];
@@ -139,7 +175,6 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
     const int first_tok = run.begin + row0 / group;
     const int last_tok = run.begin + (min(rows, row0 + kAttentionTileRows) - 1) / group;
     const int own_lo = p.seg_start[first_tok];
-    const int last_lo = p.seg_start[last_tok];  // the latest segment start of the tile's rows
     const int num_keys = ctx + last_tok - own_lo + 1;
     const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
 
@@ -182,6 +217,28 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
         qf[kk][2 + r] = Load32(qrow + 8);
       }
     }
+    if (p.q_rotations != nullptr) {
+      // RoPE in registers. Register qf[b / 2][2 (b % 2) + r] holds dims 8b + 2c and 8b + 2c + 1 of
+      // row r; their partners (+ D/2) sit in block b + D/16 of the same lane, and the two pairs'
+      // (cos, sin) are one float4 of the rotation table.
+#pragma unroll
+      for (int b = 0; b < D / 16; ++b) {
+        constexpr int kHalfBlocks = D / 16;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float4 cs = *reinterpret_cast<const float4*>(
+              p.q_rotations + static_cast<int64_t>(tok[r]) * (D / 2) + 8 * b + 2 * c);
+          uint32_t& lo = qf[b / 2][2 * (b % 2) + r];
+          uint32_t& hi = qf[(b + kHalfBlocks) / 2][2 * ((b + kHalfBlocks) % 2) + r];
+          float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&lo));
+          float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&hi));
+          RotatePair(x.x, y.x, cs.x, cs.y);
+          RotatePair(x.y, y.y, cs.z, cs.w);
+          lo = PackBf16(x.x, x.y);
+          hi = PackBf16(y.x, y.y);
+        }
+      }
+    }
 
     float o[D / 8][4];
 #pragma unroll
@@ -190,6 +247,11 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
     float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
     // Row r sees key j (an index into [context ++ own rows from own_lo]) iff j < ctx or
     // vis_lo[r] <= j <= vis_hi[r]: its own segment's rows up to itself.
+    // Every row of the warp (consecutive rows: tokens and segment starts never decrease) sees own
+    // tokens [w_last_lo, w_first_tok] (maybe none): a key tile within them needs no mask, decided
+    // per warp. (Skipping the tiles no row of a warp sees measured no faster: bench/RESULTS.md.)
+    const int w_first_tok = __shfl_sync(0xffffffffu, tok[0], 0);  // lane 0: row 0
+    const int w_last_lo = __shfl_sync(0xffffffffu, lo[1], 28);    // lane 28: row 15
     int vis_lo[2], vis_hi[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -233,22 +295,15 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
       }
 
       // Mask and row max over the quad (the 4 lanes that share rows g and g + 8), on the raw
-      // scores (scale > 0 commutes with max). A key tile that every row of the tile sees whole
-      // (context, or own rows at or before the tile's first token and in the segment of its
-      // last token) needs no mask. Element (nt, e) is key key0 + 2c + nt * 8 + (e & 1); the
+      // scores (scale > 0 commutes with max). A key tile that every row of the warp sees whole
+      // (context, or own rows at or before the warp's first token and in the segment of its
+      // last row) needs no mask. Element (nt, e) is key key0 + 2c + nt * 8 + (e & 1); the
       // bounds are shifted by key0 + 2c once, so each test compares with a constant.
-      const int own_first = own_lo + max(key0, ctx) - ctx;
+      const int own_first = own_lo + max(key0, ctx) - ctx;  // own tokens of the tile's keys
       const int own_last = own_lo + key0 + kKeys - 1 - ctx;
       const bool whole = key0 + kKeys <= num_keys &&
-                         (key0 + kKeys <= ctx || (own_first >= last_lo && own_last <= first_tok));
-      float mx[2] = {-INFINITY, -INFINITY};
-      if (whole) {
-#pragma unroll
-        for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
-        }
-      } else {
+                         (key0 + kKeys <= ctx || (own_first >= w_last_lo && own_last <= w_first_tok));
+      if (!whole) {
         const int base = key0 + 2 * c;
         const int ctx_end = ctx - base;
         const int lo_r[2] = {vis_lo[0] - base, vis_lo[1] - base};
@@ -260,10 +315,12 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
             const int r = e / 2, k = nt * 8 + (e & 1);
             const bool visible = k < ctx_end || (k >= lo_r[r] && k <= hi_r[r]);
             s[nt][e] = visible ? s[nt][e] : -INFINITY;
-            mx[r] = fmaxf(mx[r], s[nt][e]);
           }
         }
       }
+      // Row maxima as trees (a chain of 16 dependent max per row would stall a warp that has few
+      // neighbours to hide it behind).
+      float mx[2] = {TreeMax<0>(s), TreeMax<1>(s)};
       float alpha[2], m_sub[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -276,16 +333,12 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
         m[r] = m_new;
         m_sub[r] = m_new == -INFINITY ? 0.0f : m_new;
       }
-      float rs[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2;
-          s[nt][e] = Exp2(fmaf(s[nt][e], scale, -m_sub[r]));
-          rs[r] += s[nt][e];
-        }
+        for (int e = 0; e < 4; ++e) s[nt][e] = Exp2(fmaf(s[nt][e], scale, -m_sub[e / 2]));
       }
+      const float rs[2] = {TreeSum<0>(s), TreeSum<1>(s)};
 #pragma unroll
       for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
 #pragma unroll
@@ -323,9 +376,12 @@ __global__ void __launch_bounds__(kThreads) PrefixAttentionKernel(PrefixAttentio
     for (int r = 0; r < 2; ++r) {
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-      if (!valid[r]) continue;
+      // The row's token and head again (cheaper than keeping them live through the key loop).
+      const int pr = row0 + warp * 16 + g + 8 * r;
+      if (pr >= rows) continue;
+      const int out_tok = run.begin + pr / group, out_head = kvh * group + pr % group;
       const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      __nv_bfloat16* orow = p.out + tok[r] * q_stride + head[r] * D + 2 * c;
+      __nv_bfloat16* orow = p.out + out_tok * q_stride + out_head * D + 2 * c;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         *reinterpret_cast<uint32_t*>(orow + dt * 8) =

@@ -42,8 +42,10 @@ struct AttentionRun {
 };
 
 struct PrefixAttentionParams {
-  const __nv_bfloat16* q = nullptr;    // [T, q_row_stride] bf16 (after RoPE): head h at h * D
+  const __nv_bfloat16* q = nullptr;    // [T, q_row_stride] bf16: head h at h * D
   int64_t q_row_stride = 0;            // elements
+  const float2* q_rotations = nullptr;  // [T, D / 2] (cos, sin) (LaunchRopeRotations), or null:
+                                        // q is rotated (RoPE) as it is loaded; null: q is roped
   KvLayers own;                        // the rows' own K/V (after RoPE)
   const KvLayers* contexts = nullptr;  // device [C]: context K/V (prefix caches, or own rows)
   const AttentionRun* runs = nullptr;  // device [R]

@@ -1,9 +1,9 @@
 // q/k/v bias + q/k RMSNorm + RoPE, in place. Thread mapping: one warp per (row t, part), 8 warps
 // per 256-thread block. A head's D dims are C = D / 16 chunks, padded to a power of two P; lane
 // (j = lane / P, c = lane % P) owns chunk c, i.e. the 8 rotation pairs (i, i + D/2) for
-// i = 8c..8c+7, of kHeadsPerLane head slots of its part: slots part * S + j + s * (32 / P) for
-// s < kHeadsPerLane, S = kHeadsPerLane * 32 / P slots a part (Nq + 2 Nkv slots: q heads, then k
-// heads, then v heads). The lane loads its 8 (cos, sin) pairs once (4 float4) for its heads; per
+// i = 8c..8c+7, of kHeadsPerLane head slots of its part: slots first + part * S + j + s * (32 / P)
+// for s < kHeadsPerLane, S = kHeadsPerLane * 32 / P slots a part (Nq + 2 Nkv slots: q heads, then
+// k heads, then v heads; first = Nq when q is skipped, else 0). The lane loads its 8 (cos, sin) pairs once (4 float4) for its heads; per
 // head it moves one 16-byte load and store of each half (16-byte bias and norm weight loads too),
 // all its heads' loads issued before any math or store. v heads with no bias and no K/V cache to
 // fill (score passes) are neither read nor written. The q/k norm's sum of
@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(kThreads)
   const int c = lane % chunks_pow2, j = lane / chunks_pow2,
             heads_per_step = kWarpSize / chunks_pow2;
   const int slots = p.num_q_heads + 2 * p.num_kv_heads;
+  const int first = p.skip_q ? p.num_q_heads : 0;
   const int D = p.head_dim, half = D / 2;
   // Uniform over the warp, so the whole warp takes part in the shuffles below or none of it does.
   if (t >= p.num_tokens || t >= *p.num_rows) return;
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
   KvLayers kv;
   if (p.kv_out != nullptr) kv = *p.kv_out;
   __nv_bfloat16* row = p.qkv + static_cast<int64_t>(t) * slots * D;
-  const int slot_begin = part * kHeadsPerLane * heads_per_step;
+  const int slot_begin = first + part * kHeadsPerLane * heads_per_step;
   const int slot_end = min(slots, slot_begin + kHeadsPerLane * heads_per_step);
   // A v head with no bias and no cache to go to needs nothing: left alone, never read.
   const bool v_work = p.bias != nullptr || kv.k != nullptr;
@@ -127,11 +128,7 @@ __global__ void __launch_bounds__(kThreads)
     if (!active[s]) continue;
     if (is_q || is_k) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const float x = a[s].v[k], y = b[s].v[k];
-        a[s].v[k] = x * cs[k] - y * sn[k];
-        b[s].v[k] = y * cs[k] + x * sn[k];
-      }
+      for (int k = 0; k < 8; ++k) RotatePair(a[s].v[k], b[s].v[k], cs[k], sn[k]);
     }
     __nv_bfloat16* head = row + slot * D;
     if (is_q || is_k || p.bias) {
@@ -168,8 +165,9 @@ cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   const int chunks = p.head_dim / 16;
   int chunks_pow2 = 1;
   while (chunks_pow2 < chunks) chunks_pow2 *= 2;
+  if (p.skip_q && (p.bias != nullptr || p.q_norm != nullptr)) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
-  const int slots = p.num_q_heads + 2 * p.num_kv_heads;
+  const int slots = p.num_kv_heads * 2 + (p.skip_q ? 0 : p.num_q_heads);
   const int parts = static_cast<int>(CeilDiv(slots, kHeadsPerLane * (kWarpSize / chunks_pow2)));
   QkvRopeKernel<<<CeilDiv(static_cast<int64_t>(p.num_tokens) * parts, kWarpsPerBlock), kThreads, 0,
                   stream>>>(p, chunks, chunks_pow2, parts);

@@ -27,6 +27,8 @@ struct QkvRopeParams {
   const KvLayers* kv_out = nullptr;       // device, 1, or null: where the rows' k and v also go
                                           // (layer `layer`; a null k in the entry: nowhere)
   int layer = 0;
+  bool skip_q = false;   // q heads are neither read nor written: the attention kernel rotates
+                         // them (PrefixAttentionParams::q_rotations); needs no bias and no q/k norm
   int num_tokens = 0;    // T, the rows the launch covers
   int num_q_heads = 0;   // Nq
   int num_kv_heads = 0;  // Nkv
@@ -38,7 +40,9 @@ struct QkvRopeParams {
 // x = RMSNorm(x) * norm (when q_norm is set), then x[i], x[i + D/2] rotated by the angle whose
 // (cos, sin) is rotations[t, i]. Everything in fp32, each output rounded once to bf16, written back
 // in place (v heads only when there is a bias) and, for k and v, to kv_out's row t.
-// cudaErrorInvalidValue for a head_dim that is not a multiple of 16 or above kQkvRopeMaxHeadDim.
+// With skip_q, only the k and v heads are handled (q is rotated where attention loads it).
+// cudaErrorInvalidValue for a head_dim that is not a multiple of 16 or above kQkvRopeMaxHeadDim,
+// and for skip_q with a bias or a q/k norm.
 cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream);
 
 // rotations[t, i] = (cos, sin)(positions[t] * inv_freq[i]) in fp32, for t < num_tokens and

@@ -8,6 +8,9 @@
 #              through rankd-client, compared with the golden scores
 #   bench      the standard workload (ARCHITECTURE.md, "Measuring") through rankd-bench engine,
 #              both strategies x graphs on/off x Ni 50/250, and embedding items (Ni=250)
+#   variants   A/B of backend switches: the standard workload (Ni=50, both strategies, graphs on)
+#              once per entry of $VARIANTS ('|'-separated env assignments, '-' for none; default
+#              "-"), each run twice, interleaved, so that clock drift shows as spread
 #   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
@@ -180,6 +183,23 @@ PY
             --tq 50 --ni 250 --items embedding --iters 100 --strategy $strategy $graphs &&
             grep -A1 '^backend' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
           grep 'cuda backend stats' "$OUT/bench.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+        done
+      done
+      ;;
+    variants)
+      make_model
+      IFS='|' read -r -a variants <<<"${VARIANTS:--}"
+      for round in 1 2; do
+        for v in "${variants[@]}"; do
+          envs=()
+          [[ $v != - ]] && read -r -a envs <<<"$v"
+          for strategy in multi-item ibpc; do
+            run "variant [$v] $strategy round $round" "$OUT/variants.log" 300 env "${envs[@]}" \
+              "$BIN/rankd-bench" engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 \
+              --ni 50 --iters 30 --strategy $strategy --graphs &&
+              grep -A1 '^backend' "$OUT/variants.log" | tail -n 1 | sed 's/^/    /' |
+              tee -a "$SUMMARY"
+          done
         done
       done
       ;;

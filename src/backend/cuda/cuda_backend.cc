@@ -292,6 +292,9 @@ class CudaBackend final : public engine::Backend {
   const float* inv_freq_ = nullptr;   // [D / 2] fp32
   std::unique_ptr<Gemm> gemm_;
   int attention_blocks_ = 0;  // persistent grid of the attention kernel
+  // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
+  // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
+  bool q_rope_in_attention_ = false;
 
   // Workspace (device) and staging (pinned host), sized for `cap_` (Tc tokens, Rc embedding
   // rows). The metadata regions are carved per pass shape from their bases.
@@ -435,10 +438,14 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_dev, inv_freq.data(),
                                         inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
   inv_freq_ = inv_freq_dev;
-  RANKD_ASSIGN_OR_RETURN(
-      gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes, !EnvIs("RANKD_CUDA_GEMM_TUNE", "0")));
+  const char* candidates = std::getenv("RANKD_CUDA_GEMM_CANDIDATES");
+  RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes,
+                                             !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
+                                             candidates != nullptr ? std::atoi(candidates) : 0));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
+  q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm &&
+                         !EnvIs("RANKD_CUDA_FUSE_Q_ROPE", "0");
   if (attention_blocks_ <= 0) {
     return absl::InternalError("cannot size the attention kernel's grid on this device");
   }
@@ -643,18 +650,22 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     r.num_rows = &m.counts->rows;
     r.kv_out = &m.counts->kv_out;
     r.layer = l;
+    r.skip_q = q_rope_in_attention_;
     r.num_tokens = Tb;
     r.num_q_heads = config_.num_heads;
     r.num_kv_heads = config_.num_kv_heads;
     r.head_dim = D;
     r.eps = eps;
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, 4 * t * (q + kv) + (encode ? 4 * t * kv : 0)));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0,
+                               4 * t * ((q_rope_in_attention_ ? 0 : q) + kv) +
+                                   (encode ? 4 * t * kv : 0)));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
     if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
 
     kernels::PrefixAttentionParams a;
     a.q = wide_;
     a.q_row_stride = W;
+    a.q_rotations = q_rope_in_attention_ ? rotations_ : nullptr;
     a.own = own;
     a.contexts = m.contexts;
     a.runs = m.runs;

@@ -1,5 +1,7 @@
 #include "rankd/backend/cuda/gemm.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/common/status.h"
@@ -7,14 +9,15 @@
 namespace rankd::cuda {
 
 absl::StatusOr<std::unique_ptr<Gemm>> Gemm::Create(void* workspace, size_t workspace_bytes,
-                                                   bool tune) {
+                                                   bool tune, int candidates) {
   if (reinterpret_cast<uintptr_t>(workspace) % kGemmWorkspaceAlignment != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cuBLASLt workspace is not ", kGemmWorkspaceAlignment, "-byte aligned"));
   }
   cublasLtHandle_t handle = nullptr;
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle));
-  return std::unique_ptr<Gemm>(new Gemm(handle, workspace, workspace_bytes, tune));
+  candidates = candidates > 0 ? std::min(candidates, kMaxTuneCandidates) : kTuneCandidates;
+  return std::unique_ptr<Gemm>(new Gemm(handle, workspace, workspace_bytes, tune, candidates));
 }
 
 namespace {
@@ -93,9 +96,9 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const void* x,
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
   // Few rows leave most of the device idle unless the algorithm splits K; the heuristic ranks
   // those lower, so small shapes look further down its list.
-  const int candidates = T <= kSmallT ? kTuneCandidatesSmallT : kTuneCandidates;
+  const int candidates = T <= kSmallT ? kTuneCandidatesSmallT : candidates_;
   const int wanted = tune_ && capture == cudaStreamCaptureStatusNone ? candidates : 1;
-  cublasLtMatmulHeuristicResult_t results[kTuneCandidatesSmallT];
+  cublasLtMatmulHeuristicResult_t results[kMaxTuneCandidates];
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
     st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref, wanted,

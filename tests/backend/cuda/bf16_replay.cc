@@ -7,8 +7,10 @@
 // Rounding points of the CUDA backend (kernels/ and src/backend/cuda): weights; the RMSNorm
 // outputs (GEMM inputs); the q/k/v GEMM output; q, k, v after bias/norm/RoPE; the attention
 // probabilities (P of P.V); the attention output; the gate/up GEMM output; the SwiGLU output.
-// The residual stream, the final norm and the head stay fp32. The "hf" variant adds what HF's bf16
-// forward rounds on top: the residual stream after every add and the logits.
+// The residual stream, the final norm and the head stay fp32. "bf16-residual" rounds the residual
+// stream after every add (one rounding of GEMM + residual, as a bf16 GEMM epilogue with beta = 1
+// would); "hf-like" adds what HF's bf16 forward rounds on top: the projection before the add and
+// the logits.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -26,16 +28,17 @@ namespace {
 
 struct Rounding {
   const char* name;
-  bool weights, normed, qkv, qkv_out, probs, attn, gate_up, act, residual, logits;
+  bool weights, normed, qkv, qkv_out, probs, attn, gate_up, act, proj, residual, logits;
 };
 
 // clang-format off
 constexpr Rounding kVariants[] = {
-    // name            w  norm qkv  q/k/v  P  attn  g/u  act  resid logits
-    {"fp32",           0, 0,   0,   0,     0, 0,    0,   0,   0,    0},
-    {"weights-only",   1, 0,   0,   0,     0, 0,    0,   0,   0,    0},
-    {"cuda-backend",   1, 1,   1,   1,     1, 1,    1,   1,   0,    0},
-    {"hf-like",        1, 1,   1,   1,     1, 1,    1,   1,   1,    1},
+    // name            w  norm qkv  q/k/v  P  attn  g/u  act  proj resid logits
+    {"fp32",           0, 0,   0,   0,     0, 0,    0,   0,   0,   0,    0},
+    {"weights-only",   1, 0,   0,   0,     0, 0,    0,   0,   0,   0,    0},
+    {"cuda-backend",   1, 1,   1,   1,     1, 1,    1,   1,   0,   0,    0},
+    {"bf16-residual",  1, 1,   1,   1,     1, 1,    1,   1,   0,   1,    0},
+    {"hf-like",        1, 1,   1,   1,     1, 1,    1,   1,   1,   1,    1},
 };
 // clang-format on
 
@@ -123,7 +126,7 @@ double Score(const model::ModelConfig& c, const model::ModelTensors& t,
     }
     Round(attn, r.attn);
     cpu::Linear(attn.data(), Load(w.o_proj, r.weights).data(), nullptr, T, Q, H, proj.data());
-    Round(proj, r.residual);
+    Round(proj, r.proj);
     cpu::AddInPlace(x.data(), proj.data(), static_cast<int64_t>(x.size()));
     Round(x, r.residual);
 
@@ -136,7 +139,7 @@ double Score(const model::ModelConfig& c, const model::ModelTensors& t,
     cpu::SwiGlu(gate.data(), up.data(), static_cast<int64_t>(act.size()), act.data());
     Round(act, r.act);
     cpu::Linear(act.data(), Load(w.down_proj, r.weights).data(), nullptr, T, I, H, proj.data());
-    Round(proj, r.residual);
+    Round(proj, r.proj);
     cpu::AddInPlace(x.data(), proj.data(), static_cast<int64_t>(x.size()));
     Round(x, r.residual);
   }

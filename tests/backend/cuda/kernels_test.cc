@@ -75,8 +75,8 @@ TEST_F(KernelTest, EmbeddingGatherWithInjectedRows) {
 }
 
 TEST_F(KernelTest, RmsNorm) {
-  // 1024 and 2048 take the register path 8 floats at a time, 128 and 1152 (9 float4s a lane) 4
-  // at a time; 4096, 72, 1000, 4097 and 16 the strided one.
+  // Multiples of 128 up to 2048 keep the row in registers (1, 8, 9 and 16 float4s a lane here);
+  // 4096, 72, 1000, 4097 and 16 take the strided path.
   for (const auto& [rows, dim] : {std::pair{37, 72},
                                   {5, 1000},
                                   {3, 4097},
@@ -249,6 +249,24 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
         }
       }
     }
+
+    // skip_q (attention rotates q): the q columns are left bitwise alone, k is rotated to the
+    // same bits, v as before; refused with a bias or a q/k norm.
+    d_qkv.Upload(ToBf16(qkv));
+    p.skip_q = true;
+    if (c.bias || c.qk_norm) {
+      EXPECT_EQ(kernels::LaunchQkvRope(p, nullptr), cudaErrorInvalidValue);
+      continue;
+    }
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(p, nullptr));
+    Sync();
+    const std::vector<float> got3 = FromBf16(d_qkv.Download());
+    for (int t = 0; t < live; ++t) {
+      for (int e = 0; e < W; ++e) {
+        const size_t i = static_cast<size_t>(t) * W + e;
+        ASSERT_EQ(got3[i], e < Q ? qkv[i] : got2[i]) << "row " << t << " column " << e << ", skip_q";
+      }
+    }
   }
 }
 
@@ -346,6 +364,8 @@ struct AttentionCase {
   std::vector<int> ctx;                // per run: -1 none, c >= 0 cache c, -2 - r own run r
   std::vector<std::vector<int>> lens;  // per run: segment lengths
   int blocks = 0;                      // 0: the resident grid
+  bool rope = false;  // q and k get RoPE first; q also as attention loads it (q_rotations),
+                      // which must give the same bits as QkvRope's rotation
 };
 
 void CheckAttention(const AttentionCase& c, Rng& rng) {
@@ -364,14 +384,38 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
     run.end = T;
     runs.push_back(run);
   }
-  const std::vector<float> wide = rng.Bf16Values(static_cast<size_t>(T) * W, 2.0f);
+  std::vector<float> wide = rng.Bf16Values(static_cast<size_t>(T) * W, 2.0f);
+  DeviceArray<bf16> d_wide(ToBf16(wide)), d_raw_q(ToBf16(wide));
+  DeviceArray<float2> d_rot(static_cast<size_t>(T) * c.D / 2);
+  if (c.rope) {
+    // d_wide: q and k rotated by QkvRope; d_raw_q: only k (skip_q), q left for attention.
+    std::vector<int32_t> positions(T);
+    for (int32_t& pos : positions) pos = rng.Int(0, 5000);
+    DeviceArray<int32_t> d_pos(positions), d_live(std::vector<int32_t>{T});
+    DeviceArray<float> d_inv(cpu::RopeInverseFrequencies(model::RopeConfig{}, c.D));
+    RANKD_EXPECT_CUDA_OK(
+        kernels::LaunchRopeRotations(d_pos.get(), d_inv.get(), T, c.D / 2, d_rot.get(), nullptr));
+    kernels::QkvRopeParams r;
+    r.rotations = d_rot.get();
+    r.num_rows = d_live.get();
+    r.num_tokens = T;
+    r.num_q_heads = c.Nq;
+    r.num_kv_heads = c.Nkv;
+    r.head_dim = c.D;
+    r.qkv = d_wide.get();
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+    r.qkv = d_raw_q.get();
+    r.skip_q = true;
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+    wide = FromBf16(d_wide.Download());  // the reference sees the rotated q and k
+  }
   std::vector<std::vector<float>> caches;
   std::vector<std::unique_ptr<DeviceArray<bf16>>> d_caches;
   for (int P : c.cache_rows) {
     caches.push_back(rng.Bf16Values(static_cast<size_t>(kLayers) * 2 * P * KV, 1.5f));
     d_caches.push_back(std::make_unique<DeviceArray<bf16>>(ToBf16(caches.back())));
   }
-  DeviceArray<bf16> d_wide(ToBf16(wide));
   const kernels::KvLayers own{d_wide.get() + Q, d_wide.get() + Q + KV, 0, W};
   // Contexts: one table entry per run that has one.
   std::vector<kernels::KvLayers> contexts;
@@ -457,7 +501,19 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
   ASSERT_GT(p.blocks, 0);
   RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
   RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kAttention);
+  const std::vector<float> got = FromBf16(d_out.Download());
+  EXPECT_LT(RelNormError(got, ref), kAttention);
+  if (c.rope) {
+    // Unrotated q, rotated as it is loaded: the same bits as attention over QkvRope's q. (k and v
+    // of d_raw_q equal d_wide's bit for bit, so K/V keep coming from d_wide.)
+    p.q = d_raw_q.get();
+    p.q_rotations = d_rot.get();
+    d_counter.Upload(std::vector<int32_t>{0});
+    d_out.Poison();
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
+    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(FromBf16(d_out.Download()), got) << "q rotated in attention";
+  }
 }
 
 // IBPC: every run's context is a separate prefix cache (several requests, each its own prefix).
@@ -485,6 +541,24 @@ TEST_F(KernelTest, PrefixAttentionPackedMultiItem) {
   const AttentionCase cases[] = {
       {6, 2, 16, {}, {-1, -2}, {{11}, {20, 1, 33}}},
       {4, 1, 64, {}, {-1, -2, -1, -4}, {{70}, {9, 80}, {5}, {1, 1, 2}}},
+  };
+  for (const AttentionCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D);
+    CheckAttention(c, rng_);
+  }
+}
+
+// RoPE of q as attention loads it equals QkvRope's, bit for bit, for every head_dim and grouping.
+TEST_F(KernelTest, PrefixAttentionRotatesQ) {
+  const AttentionCase cases[] = {
+      {4, 4, 16, {6}, {0}, {{27, 1, 39}}, 0, true},
+      {4, 2, 32, {}, {-1, -2}, {{31}, {20, 1, 33}}, 0, true},
+      {3, 1, 48, {9}, {0}, {{1, 2, 3, 100}}, 0, true},
+      {16, 16, 64, {}, {-1, -2}, {{50}, {150, 150, 3}}, 0, true},
+      {8, 1, 80, {13}, {0}, {{65}}, 0, true},
+      {12, 4, 96, {64}, {0}, {{64, 63}}, 0, true},
+      {6, 2, 112, {}, {-1}, {{40, 7}}, 0, true},
+      {8, 2, 128, {77}, {0}, {{130, 17, 1}}, 0, true},
   };
   for (const AttentionCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D);

@@ -25,10 +25,12 @@ class Gemm {
  public:
   // `workspace` (device, `workspace_bytes`, kGemmWorkspaceAlignment-aligned) is cuBLASLt's
   // scratch; it must outlive the Gemm and be used by one stream at a time. With `tune`, the first
-  // call of each shape times cuBLASLt's top few algorithms on the call's operands
-  // (output to a scratch buffer) and keeps the fastest; otherwise the heuristic's first pick.
+  // call of each shape times cuBLASLt's top algorithms on the call's operands (output to a
+  // scratch buffer) and keeps the fastest; otherwise the heuristic's first pick. `candidates`
+  // (> 0) overrides how many of the heuristic's list are timed for shapes of more than kSmallT
+  // rows (kTuneCandidates by default).
   static absl::StatusOr<std::unique_ptr<Gemm>> Create(void* workspace, size_t workspace_bytes,
-                                                      bool tune = false);
+                                                      bool tune = false, int candidates = 0);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -51,10 +53,16 @@ class Gemm {
 
   static constexpr int kTuneCandidates = 8;
   static constexpr int kTuneCandidatesSmallT = 32;  // for T <= kSmallT rows
+  static constexpr int kMaxTuneCandidates = 64;
   static constexpr int kSmallT = 512;
 
-  explicit Gemm(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes, bool tune)
-      : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes), tune_(tune) {}
+  explicit Gemm(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes, bool tune,
+                int candidates)
+      : handle_(handle),
+        workspace_(workspace),
+        workspace_bytes_(workspace_bytes),
+        tune_(tune),
+        candidates_(candidates) {}
   absl::StatusOr<const Plan*> GetPlan(int T, int in, int out, bool f32_out, const void* x,
                                       const void* w, cudaStream_t stream);
   absl::Status MakePlan(int T, int in, int out, bool f32_out, const void* x, const void* w,
@@ -70,6 +78,7 @@ class Gemm {
   void* workspace_;
   size_t workspace_bytes_;
   bool tune_;
+  int candidates_;  // timed for T > kSmallT
   std::map<Key, Plan> plans_;
 };
 
