@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/fast_divmod.h"
+
 namespace rankd::kernels {
 
 inline constexpr int kWarpSize = 32;

@@ -119,7 +119,8 @@ __device__ __forceinline__ float TreeSum(const float (&s)[N][4]) {
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel(PrefixAttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
+    PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
   constexpr int kStride = D + 8;          // smem row: one key's D dims (+ 16-byte pad)
   constexpr int kTile = kKeys * kStride;  // one K or V tile
   __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kTile];  // [stage][64 keys][D] bf16
@@ -145,17 +146,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel
     const int unit = units[it % 2];
     if (unit >= num_units) break;
     if (threadIdx.x == 0) units[(it + 1) % 2] = atomicAdd(p.unit_counter, 1);
-    const int2 tile = p.tiles[unit / p.num_kv_heads];
-    const int kvh = unit % p.num_kv_heads;
+    const int tile_index = kv_div.Div(unit);
+    const int2 tile = p.tiles[tile_index];
+    const int kvh = kv_div.Mod(unit, tile_index);
     const AttentionRun run = p.runs[tile.x];
     const int row0 = tile.y, ctx = run.ctx_len;
     const __nv_bfloat16 *ctx_k = nullptr, *ctx_v = nullptr;
-    int64_t ctx_stride = 0;
+    int ctx_stride = 0;  // elements (row strides are far below 2^31)
     if (ctx > 0) {
       const KvLayers cl = p.contexts[run.ctx];
       ctx_k = cl.k + p.layer * cl.layer_stride;
       ctx_v = cl.v + p.layer * cl.layer_stride;
-      ctx_stride = cl.row_stride;
+      ctx_stride = static_cast<int>(cl.row_stride);
     }
     const int rows = (run.end - run.begin) * group;
 
@@ -166,14 +168,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel
     for (int r = 0; r < 2; ++r) {
       const int pr = row0 + warp * 16 + g + 8 * r;
       const int prc = pr < rows ? pr : rows - 1;  // padding rows compute a copy of the last row
-      tok[r] = run.begin + prc / group;
-      head[r] = kvh * group + prc % group;
+      const int t = group_div.Div(prc);
+      tok[r] = run.begin + t;
+      head[r] = kvh * group + group_div.Mod(prc, t);
       lo[r] = p.seg_start[tok[r]];
     }
 
     // Keys of this tile: the whole context, then own rows own_lo..last_tok.
-    const int first_tok = run.begin + row0 / group;
-    const int last_tok = run.begin + (min(rows, row0 + kAttentionTileRows) - 1) / group;
+    const int first_tok = run.begin + group_div.Div(row0);
+    const int last_tok = run.begin + group_div.Div(min(rows, row0 + kAttentionTileRows) - 1);
     const int own_lo = p.seg_start[first_tok];
     const int num_keys = ctx + last_tok - own_lo + 1;
     const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
@@ -183,6 +186,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel
     const __nv_bfloat16* ctx_v0 = ctx_v + kvh * D;
     const __nv_bfloat16* own_k0 = own_k + kvh * D;
     const __nv_bfloat16* own_v0 = own_v + kvh * D;
+    // Key j is context row j (j < ctx) or own row j + own_shift; past num_keys, zeros (the source
+    // is then own row 0, never read). Branch-free: selects, one wide multiply per key.
+    const int own_shift = own_lo - ctx;
+    const int own_stride = static_cast<int>(p.own.row_stride);
     auto load_tile = [&](int kt, int st) {
       __nv_bfloat16* kdst = ks + st * kTile;
       __nv_bfloat16* vdst = vs + st * kTile;
@@ -190,17 +197,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel
       for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
         const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
         const int j = kt * kKeys + i;
-        const __nv_bfloat16 *kp = own_k0, *vp = own_v0;  // readable; not read past the end
-        if (j < ctx) {
-          kp = ctx_k0 + j * ctx_stride + d0;
-          vp = ctx_v0 + j * ctx_stride + d0;
-        } else if (j < num_keys) {
-          const int64_t off = (own_lo + j - ctx) * p.own.row_stride + d0;
-          kp = own_k0 + off;
-          vp = own_v0 + off;
-        }
-        CopyAsync16(&kdst[i * kStride + d0], kp, j < num_keys);
-        CopyAsync16(&vdst[i * kStride + d0], vp, j < num_keys);
+        const bool in_ctx = j < ctx, valid = j < num_keys;
+        const int row = in_ctx ? j : (valid ? j + own_shift : 0);
+        const int64_t off = static_cast<int64_t>(row) * (in_ctx ? ctx_stride : own_stride) + d0;
+        CopyAsync16(&kdst[i * kStride + d0], (in_ctx ? ctx_k0 : own_k0) + off, valid);
+        CopyAsync16(&vdst[i * kStride + d0], (in_ctx ? ctx_v0 : own_v0) + off, valid);
       }
       CopyAsyncCommit();
     };
@@ -304,17 +305,33 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel
       const bool whole = key0 + kKeys <= num_keys &&
                          (key0 + kKeys <= ctx || (own_first >= w_last_lo && own_last <= w_first_tok));
       if (!whole) {
+        // Branch-free (a short-circuit || here compiled to a branch per element): k sees its
+        // row iff k < ctx_end or k - lo_r, as unsigned, <= span_r (vis_lo <= vis_hi always).
         const int base = key0 + 2 * c;
         const int ctx_end = ctx - base;
         const int lo_r[2] = {vis_lo[0] - base, vis_lo[1] - base};
-        const int hi_r[2] = {vis_hi[0] - base, vis_hi[1] - base};
+        const unsigned span_r[2] = {static_cast<unsigned>(vis_hi[0] - vis_lo[0]),
+                                    static_cast<unsigned>(vis_hi[1] - vis_lo[1])};
+        if (key0 >= ctx) {  // no context key in the tile (uniform)
 #pragma unroll
-        for (int nt = 0; nt < kKeys / 8; ++nt) {
+          for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2, k = nt * 8 + (e & 1);
-            const bool visible = k < ctx_end || (k >= lo_r[r] && k <= hi_r[r]);
-            s[nt][e] = visible ? s[nt][e] : -INFINITY;
+            for (int e = 0; e < 4; ++e) {
+              const int r = e / 2, k = nt * 8 + (e & 1);
+              const bool visible = static_cast<unsigned>(k - lo_r[r]) <= span_r[r];
+              s[nt][e] = visible ? s[nt][e] : -INFINITY;
+            }
+          }
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = e / 2, k = nt * 8 + (e & 1);
+              const bool visible =
+                  (k < ctx_end) | (static_cast<unsigned>(k - lo_r[r]) <= span_r[r]);
+              s[nt][e] = visible ? s[nt][e] : -INFINITY;
+            }
           }
         }
       }
@@ -379,7 +396,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel
       // The row's token and head again (cheaper than keeping them live through the key loop).
       const int pr = row0 + warp * 16 + g + 8 * r;
       if (pr >= rows) continue;
-      const int out_tok = run.begin + pr / group, out_head = kvh * group + pr % group;
+      const int t = group_div.Div(pr);
+      const int out_tok = run.begin + t, out_head = kvh * group + group_div.Mod(pr, t);
       const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       __nv_bfloat16* orow = p.out + out_tok * q_stride + out_head * D + 2 * c;
 #pragma unroll
@@ -393,7 +411,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) PrefixAttentionKernel
 
 template <int D>
 cudaError_t Launch(const PrefixAttentionParams& p, cudaStream_t stream) {
-  PrefixAttentionKernel<D><<<p.blocks, kThreads, 0, stream>>>(p);
+  PrefixAttentionKernel<D><<<p.blocks, kThreads, 0, stream>>>(
+      p, FastDivmod(p.num_q_heads / p.num_kv_heads), FastDivmod(p.num_kv_heads));
   return cudaGetLastError();
 }
 
