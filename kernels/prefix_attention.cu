@@ -43,6 +43,15 @@ __device__ __forceinline__ uint32_t Load32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
+// 16 bytes from global memory that the compiler must load again here.
+__device__ __forceinline__ int4 LoadVolatile16(const void* p) {
+  int4 v;
+  asm volatile("ld.global.v4.s32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
@@ -147,47 +156,90 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     if (unit >= num_units) break;
     if (threadIdx.x == 0) units[(it + 1) % 2] = atomicAdd(p.unit_counter, 1);
     const int tile_index = kv_div.Div(unit);
-    const int2 tile = p.tiles[tile_index];
+    const AttentionTile tile = p.tiles[tile_index];  // the unit's only dependent load
     const int kvh = kv_div.Mod(unit, tile_index);
-    const AttentionRun run = p.runs[tile.x];
-    const int row0 = tile.y, ctx = run.ctx_len;
-    const __nv_bfloat16 *ctx_k = nullptr, *ctx_v = nullptr;
-    int ctx_stride = 0;  // elements (row strides are far below 2^31)
-    if (ctx > 0) {
-      const KvLayers cl = p.contexts[run.ctx];
-      ctx_k = cl.k + p.layer * cl.layer_stride;
-      ctx_v = cl.v + p.layer * cl.layer_stride;
-      ctx_stride = static_cast<int>(cl.row_stride);
-    }
-    const int rows = (run.end - run.begin) * group;
+    const int row0 = tile.row0, rows = tile.rows, ctx = tile.ctx_len;
+    const int own_lo = tile.own_lo, num_keys = tile.num_keys;
+    const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
 
+    // Every load that needs only the tile goes out before anything waits on one (a warp issues
+    // in order and stalls at the first instruction that needs a pending result): the rows'
+    // segment starts, the context's entry, q and its rotations. The rotation then waits for q;
+    // the first K/V copy, for the context's pointers.
     // The two query rows of this thread: [0] = row g, [1] = row g + 8 of the warp's 16. tok is
     // the row of the pass, lo the first row of its segment.
-    int tok[2], head[2], lo[2];
+    int tok[2], head[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int pr = row0 + warp * 16 + g + 8 * r;
       const int prc = pr < rows ? pr : rows - 1;  // padding rows compute a copy of the last row
       const int t = group_div.Div(prc);
-      tok[r] = run.begin + t;
+      tok[r] = tile.begin + t;
       head[r] = kvh * group + group_div.Mod(prc, t);
-      lo[r] = p.seg_start[tok[r]];
+    }
+    const int lo[2] = {p.seg_start[tok[0]], p.seg_start[tok[1]]};
+    const __nv_bfloat16 *ctx_k = nullptr, *ctx_v = nullptr;
+    int ctx_stride = 0;  // elements (row strides are far below 2^31)
+    if (ctx > 0) {
+      const KvLayers cl = p.contexts[tile.ctx];
+      ctx_k = cl.k + p.layer * cl.layer_stride;
+      ctx_v = cl.v + p.layer * cl.layer_stride;
+      ctx_stride = static_cast<int>(cl.row_stride);
     }
 
-    // Keys of this tile: the whole context, then own rows own_lo..last_tok.
-    const int first_tok = run.begin + group_div.Div(row0);
-    const int last_tok = run.begin + group_div.Div(min(rows, row0 + kAttentionTileRows) - 1);
-    const int own_lo = p.seg_start[first_tok];
-    const int num_keys = ctx + last_tok - own_lo + 1;
-    const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
+    // Q as A fragments: qf[kk] covers dims 16kk..16kk+15.
+    uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const __nv_bfloat16* qrow = p.q + tok[r] * p.q_row_stride + head[r] * D + kk * 16 + 2 * c;
+        qf[kk][r] = Load32(qrow);
+        qf[kk][2 + r] = Load32(qrow + 8);
+      }
+    }
+    // RoPE of q: register qf[b / 2][2 (b % 2) + r] holds dims 8b + 2c and 8b + 2c + 1 of row r;
+    // their partners (+ D/2) sit in block b + D/16 of the same lane, and the two pairs' (cos, sin)
+    // are one float4 of the rotation table.
+    constexpr int kHalfBlocks = D / 16;
+    float4 rot[kHalfBlocks][2];
+    const bool rotate_q = p.q_rotations != nullptr;
+    if (rotate_q) {
+#pragma unroll
+      for (int b = 0; b < kHalfBlocks; ++b) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          rot[b][r] = *reinterpret_cast<const float4*>(
+              p.q_rotations + static_cast<int64_t>(tok[r]) * (D / 2) + 8 * b + 2 * c);
+        }
+      }
+    }
+    // (Rotating before the first K/V copy is issued frees the rotations' registers.)
+    if (rotate_q) {
+#pragma unroll
+      for (int b = 0; b < kHalfBlocks; ++b) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          uint32_t& x2 = qf[b / 2][2 * (b % 2) + r];
+          uint32_t& y2 = qf[(b + kHalfBlocks) / 2][2 * ((b + kHalfBlocks) % 2) + r];
+          float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x2));
+          float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&y2));
+          RotatePair(x.x, y.x, rot[b][r].x, rot[b][r].y);
+          RotatePair(x.y, y.y, rot[b][r].z, rot[b][r].w);
+          x2 = PackBf16(x.x, x.y);
+          y2 = PackBf16(y.x, y.y);
+        }
+      }
+    }
 
     // Copies key tile `kt` into stage `st` (one commit group): 16-byte chunks, D / 8 per key.
+    // Keys: the whole context, then own rows own_lo .. the tile's last token. Key j is context
+    // row j (j < ctx) or own row j + own_shift; past num_keys, zeros (the source is then own
+    // row 0, never read). Branch-free: selects, one wide multiply per key.
     const __nv_bfloat16* ctx_k0 = ctx_k + kvh * D;
     const __nv_bfloat16* ctx_v0 = ctx_v + kvh * D;
     const __nv_bfloat16* own_k0 = own_k + kvh * D;
     const __nv_bfloat16* own_v0 = own_v + kvh * D;
-    // Key j is context row j (j < ctx) or own row j + own_shift; past num_keys, zeros (the source
-    // is then own row 0, never read). Branch-free: selects, one wide multiply per key.
     const int own_shift = own_lo - ctx;
     const int own_stride = static_cast<int>(p.own.row_stride);
     auto load_tile = [&](int kt, int st) {
@@ -206,40 +258,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
       CopyAsyncCommit();
     };
     load_tile(0, 0);
-
-    // Q as A fragments: qf[kk] covers dims 16kk..16kk+15.
-    uint32_t qf[D / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const __nv_bfloat16* qrow = p.q + tok[r] * p.q_row_stride + head[r] * D + kk * 16 + 2 * c;
-        qf[kk][r] = Load32(qrow);
-        qf[kk][2 + r] = Load32(qrow + 8);
-      }
-    }
-    if (p.q_rotations != nullptr) {
-      // RoPE in registers. Register qf[b / 2][2 (b % 2) + r] holds dims 8b + 2c and 8b + 2c + 1 of
-      // row r; their partners (+ D/2) sit in block b + D/16 of the same lane, and the two pairs'
-      // (cos, sin) are one float4 of the rotation table.
-#pragma unroll
-      for (int b = 0; b < D / 16; ++b) {
-        constexpr int kHalfBlocks = D / 16;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float4 cs = *reinterpret_cast<const float4*>(
-              p.q_rotations + static_cast<int64_t>(tok[r]) * (D / 2) + 8 * b + 2 * c);
-          uint32_t& lo = qf[b / 2][2 * (b % 2) + r];
-          uint32_t& hi = qf[(b + kHalfBlocks) / 2][2 * ((b + kHalfBlocks) % 2) + r];
-          float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&lo));
-          float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&hi));
-          RotatePair(x.x, y.x, cs.x, cs.y);
-          RotatePair(x.y, y.y, cs.z, cs.w);
-          lo = PackBf16(x.x, x.y);
-          hi = PackBf16(y.x, y.y);
-        }
-      }
-    }
 
     float o[D / 8][4];
 #pragma unroll
@@ -389,15 +407,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
       __syncthreads();  // every warp is done with this stage before it is copied over
     }
 
+    // The tile's first 16 bytes again (an L1 hit; volatile, so not merged with the first load)
+    // rather than its fields kept live through the key loop.
+    const int4 out_tile = LoadVolatile16(p.tiles + tile_index);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
       // The row's token and head again (cheaper than keeping them live through the key loop).
-      const int pr = row0 + warp * 16 + g + 8 * r;
-      if (pr >= rows) continue;
+      const int pr = out_tile.x + warp * 16 + g + 8 * r;  // row0
+      if (pr >= out_tile.z) continue;                       // rows
       const int t = group_div.Div(pr);
-      const int out_tok = run.begin + t, out_head = kvh * group + group_div.Mod(pr, t);
+      const int out_tok = out_tile.y + t, out_head = kvh * group + group_div.Mod(pr, t);
       const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       __nv_bfloat16* orow = p.out + out_tok * q_stride + out_head * D + 2 * c;
 #pragma unroll

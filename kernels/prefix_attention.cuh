@@ -10,8 +10,9 @@
 //                        whose context is the prefix's rows of the same packed own K/V.
 // Several requests (each with its own prefix) mix in one batch, one run (or two) each. Tiles are 64
 // consecutive query rows of a run, across segment boundaries, so short segments (one-token items)
-// share tiles instead of each padding a tile of its own. Everything a launch reads besides its
-// fixed arguments (runs, tiles, the number of work units, the context table) is in device memory,
+// share tiles instead of each padding a tile of its own; the host describes each tile completely
+// (AttentionTile). Everything a launch reads besides its fixed arguments (tiles, segment starts,
+// the number of work units, the context table) is in device memory,
 // so a captured graph replays any batch that fits its buffers without re-capture. Softmax and
 // accumulation are fp32; q, k, v, probabilities and the output are bf16.
 #ifndef RANKD_KERNELS_PREFIX_ATTENTION_CUH_
@@ -41,6 +42,20 @@ struct AttentionRun {
   int32_t ctx = 0;
 };
 
+// One tile of the work list: kAttentionTileRows query rows of a run, with what the kernel needs of
+// its run and its keys worked out on the host, so that a work unit starts with one 32-byte load
+// instead of a chain of dependent ones (tile -> run -> segment starts).
+struct alignas(16) AttentionTile {  // (the kernel reads the first three fields again as an int4)
+  int32_t row0 = 0;      // first query row of the tile within its run
+  int32_t begin = 0;     // the run's first row of the pass
+  int32_t rows = 0;      // the run's query rows: (end - begin) * G
+  int32_t ctx_len = 0;   // the run's context rows
+  int32_t ctx = 0;       // the run's entry of the context table (read when ctx_len > 0)
+  int32_t own_lo = 0;    // first own row the tile's keys start at: its first token's segment start
+  int32_t num_keys = 0;  // keys the tile walks: ctx_len + own rows own_lo .. its last token
+  int32_t pad = 0;
+};
+
 struct PrefixAttentionParams {
   const __nv_bfloat16* q = nullptr;    // [T, q_row_stride] bf16: head h at h * D
   int64_t q_row_stride = 0;            // elements
@@ -48,9 +63,8 @@ struct PrefixAttentionParams {
                                         // q is rotated (RoPE) as it is loaded; null: q is roped
   KvLayers own;                        // the rows' own K/V (after RoPE)
   const KvLayers* contexts = nullptr;  // device [C]: context K/V (prefix caches, or own rows)
-  const AttentionRun* runs = nullptr;  // device [R]
   const int32_t* seg_start = nullptr;  // device [T] int32: first row of each row's segment
-  const int2* tiles = nullptr;         // device [tiles] (run, first query row of the run)
+  const AttentionTile* tiles = nullptr;  // device [tiles], see FillAttentionTiles
   const int32_t* num_units = nullptr;  // device, 1: work units = tiles * Nkv
   int32_t* unit_counter = nullptr;     // device, 1, zero at launch: the launch's work queue
   int layer = 0;                       // which layer of `own` and `contexts`
@@ -68,14 +82,20 @@ bool PrefixAttentionSupportsHeadDim(int head_dim);
 // launch needs to keep the device busy, whatever the number of work units. 0 on error.
 int PrefixAttentionBlocks(int head_dim);
 
-// The number of keys (context plus own rows) tile (run r, first row row0) walks: its cost.
-inline int AttentionTileKeys(const AttentionRun* runs, const int32_t* seg_start, int group,
-                             int2 tile) {
-  const AttentionRun& run = runs[tile.x];
-  const int rows = (run.end - run.begin) * group;
-  const int first_tok = run.begin + tile.y / group;
-  const int last_tok = run.begin + (std::min(rows, tile.y + kAttentionTileRows) - 1) / group;
-  return run.ctx_len + last_tok - seg_start[first_tok] + 1;
+// The tile of `run` whose first query row is row0.
+inline AttentionTile MakeAttentionTile(const AttentionRun& run, int row0, const int32_t* seg_start,
+                                       int group) {
+  AttentionTile t;
+  t.row0 = row0;
+  t.begin = run.begin;
+  t.rows = (run.end - run.begin) * group;
+  t.ctx_len = run.ctx_len;
+  t.ctx = run.ctx;
+  const int first_tok = run.begin + row0 / group;
+  const int last_tok = run.begin + (std::min(t.rows, row0 + kAttentionTileRows) - 1) / group;
+  t.own_lo = seg_start[first_tok];
+  t.num_keys = run.ctx_len + last_tok - t.own_lo + 1;
+  return t;
 }
 
 // Upper bound on the tiles of `tokens` rows in `runs` runs.
@@ -83,18 +103,19 @@ inline int MaxAttentionTiles(int tokens, int runs, int group) {
   return tokens * group / kAttentionTileRows + runs;
 }
 
-// The tiles of the runs, kAttentionTileRows query rows each, the most expensive (most keys)
-// first, so that the work queue ends on short tiles. Returns the number of tiles.
+// The tiles of the runs, kAttentionTileRows query rows each, the most expensive (most keys,
+// num_keys) first, so that the work queue ends on short tiles. Returns the number of tiles.
 inline int FillAttentionTiles(const AttentionRun* runs, int num_runs, const int32_t* seg_start,
-                              int group, int2* tiles) {
+                              int group, AttentionTile* tiles) {
   int n = 0;
   for (int r = 0; r < num_runs; ++r) {
     const int rows = (runs[r].end - runs[r].begin) * group;
-    for (int row0 = 0; row0 < rows; row0 += kAttentionTileRows) tiles[n++] = make_int2(r, row0);
+    for (int row0 = 0; row0 < rows; row0 += kAttentionTileRows) {
+      tiles[n++] = MakeAttentionTile(runs[r], row0, seg_start, group);
+    }
   }
-  std::stable_sort(tiles, tiles + n, [&](int2 a, int2 b) {
-    return AttentionTileKeys(runs, seg_start, group, a) >
-           AttentionTileKeys(runs, seg_start, group, b);
+  std::stable_sort(tiles, tiles + n, [](const AttentionTile& a, const AttentionTile& b) {
+    return a.num_keys > b.num_keys;
   });
   return n;
 }

@@ -192,9 +192,9 @@ struct Meta {
   int32_t* positions = nullptr;      // [Tb] RoPE positions
   int32_t* seg_start = nullptr;      // [Tb] first row of each row's segment
   int32_t* last_rows = nullptr;      // [Nb] row of each item's last token
-  AttentionRun* runs = nullptr;      // [2 Nb + 1] attention runs
+  AttentionRun* runs = nullptr;      // [2 Nb + 1] attention runs (host side: tiles are made of them)
   KvLayers* contexts = nullptr;      // [Nb + 1] context K/V of each run
-  int2* tiles = nullptr;             // [MaxAttentionTiles(Tb, 2 Nb + 1, G)] attention work list
+  kernels::AttentionTile* tiles = nullptr;  // [MaxAttentionTiles(Tb, 2 Nb + 1, G)] work list
   PassCounts* counts = nullptr;      // [1]
   int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
 };
@@ -467,7 +467,7 @@ Meta CudaBackend::CarveMeta(Carver& c, int rows, int items) const {
   m.last_rows = c.Take<int32_t>(items);
   m.runs = c.Take<AttentionRun>(runs);
   m.contexts = c.Take<KvLayers>(items + 1);
-  m.tiles = c.Take<int2>(kernels::MaxAttentionTiles(rows, runs, group()));
+  m.tiles = c.Take<kernels::AttentionTile>(kernels::MaxAttentionTiles(rows, runs, group()));
   m.counts = c.Take<PassCounts>(1);
   m.unit_counters = c.Take<int32_t>(config_.num_layers);
   return m;
@@ -668,7 +668,6 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.q_rotations = q_rope_in_attention_ ? rotations_ : nullptr;
     a.own = own;
     a.contexts = m.contexts;
-    a.runs = m.runs;
     a.seg_start = m.seg_start;
     a.tiles = m.tiles;
     a.num_units = &m.counts->units;

@@ -465,21 +465,31 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
       begin += len;
     }
   }
-  std::vector<int2> tiles(kernels::MaxAttentionTiles(T, static_cast<int>(runs.size()), G));
+  std::vector<kernels::AttentionTile> tiles(
+      kernels::MaxAttentionTiles(T, static_cast<int>(runs.size()), G));
   const int num_tiles = kernels::FillAttentionTiles(runs.data(), static_cast<int>(runs.size()),
                                                     seg_start.data(), G, tiles.data());
   tiles.resize(num_tiles);
-  for (int i = 1; i < num_tiles; ++i) {
-    ASSERT_GE(kernels::AttentionTileKeys(runs.data(), seg_start.data(), G, tiles[i - 1]),
-              kernels::AttentionTileKeys(runs.data(), seg_start.data(), G, tiles[i]))
-        << "tiles are not in decreasing cost order";
+  int tile_rows = 0;
+  for (int i = 0; i < num_tiles; ++i) {
+    const kernels::AttentionTile& t = tiles[i];
+    if (i > 0) {
+      ASSERT_GE(tiles[i - 1].num_keys, t.num_keys) << "tiles are not in decreasing cost order";
+    }
+    // The precomputed keys: the context, then own rows from the first token's segment start to
+    // the last token.
+    const int first = t.begin + t.row0 / G;
+    const int last = t.begin + (std::min(t.rows, t.row0 + kernels::kAttentionTileRows) - 1) / G;
+    ASSERT_EQ(t.own_lo, seg_start[first]);
+    ASSERT_EQ(t.num_keys, t.ctx_len + last - seg_start[first] + 1);
+    tile_rows += std::min(kernels::kAttentionTileRows, t.rows - t.row0);
   }
+  ASSERT_EQ(tile_rows, T * G) << "every query row in exactly one tile";
   DeviceArray<kernels::KvLayers> d_ctx(contexts.empty() ? std::vector<kernels::KvLayers>(1)
                                                         : contexts);
-  DeviceArray<kernels::AttentionRun> d_runs(runs);
   DeviceArray<int32_t> d_seg(seg_start), d_units(std::vector<int32_t>{num_tiles * c.Nkv}),
       d_counter(std::vector<int32_t>{0});
-  DeviceArray<int2> d_tiles(tiles);
+  DeviceArray<kernels::AttentionTile> d_tiles(tiles);
   DeviceArray<bf16> d_out(ref.size());
   d_out.Poison();
   kernels::PrefixAttentionParams p;
@@ -487,7 +497,6 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
   p.q_row_stride = W;
   p.own = own;
   p.contexts = d_ctx.get();
-  p.runs = d_runs.get();
   p.seg_start = d_seg.get();
   p.tiles = d_tiles.get();
   p.num_units = d_units.get();
