@@ -1,8 +1,6 @@
 #include "rankd/backend/cuda/gemm.h"
 
 #include <algorithm>
-#include <limits>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "rankd/backend/cuda/cuda_status.h"
@@ -124,7 +122,7 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const void* x,
 absl::StatusOr<int> Gemm::Fastest(const Plan& p, const cublasLtMatmulHeuristicResult_t* candidates,
                                   int n, int T, int out, bool f32_out, const void* x, const void* w,
                                   cudaStream_t stream) {
-  constexpr int kRounds = 3, kRuns = 3;
+  constexpr int kRuns = 3;
   const size_t bytes = static_cast<size_t>(T) * out * (f32_out ? 4 : 2);
   void* scratch = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -139,40 +137,28 @@ absl::StatusOr<int> Gemm::Fastest(const Plan& p, const cublasLtMatmulHeuristicRe
     RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
     RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
     const float alpha = 1.0f, beta = f32_out ? 1.0f : 0.0f;
-    // Each candidate is timed in several rounds, interleaved with the others, and keeps its
-    // best round: one slow round (a clock ramp, another process) no longer decides the pick.
-    std::vector<float> best_ms(n, -1);  // -1: not usable
+    int fastest = 0;
+    float fastest_ms = -1;  // none timed yet
     for (int i = 0; i < n; ++i) {
       if (candidates[i].state != CUBLAS_STATUS_SUCCESS ||
           candidates[i].workspaceSize > workspace_bytes_) {
         continue;
       }
-      // A candidate that refuses is skipped.
-      if (cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch, p.c,
-                         &candidates[i].algo, workspace_, workspace_bytes_,
-                         stream) == CUBLAS_STATUS_SUCCESS) {
-        best_ms[i] = std::numeric_limits<float>::infinity();
+      auto launch = [&] {
+        return cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch,
+                              p.c, &candidates[i].algo, workspace_, workspace_bytes_, stream);
+      };
+      if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses is skipped
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
+      for (int r = 0; r < kRuns; ++r) RANKD_CUBLAS_RETURN_IF_ERROR(launch());
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, stream));
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+      float ms = 0;
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+      if (fastest_ms < 0 || ms < fastest_ms) {
+        fastest = i;
+        fastest_ms = ms;
       }
-    }
-    for (int round = 0; round < kRounds; ++round) {
-      for (int i = 0; i < n; ++i) {
-        if (best_ms[i] < 0) continue;
-        RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
-        for (int r = 0; r < kRuns; ++r) {
-          RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
-              handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch, p.c,
-              &candidates[i].algo, workspace_, workspace_bytes_, stream));
-        }
-        RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, stream));
-        RANKD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-        float ms = 0;
-        RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-        best_ms[i] = std::min(best_ms[i], ms);
-      }
-    }
-    int fastest = 0;
-    for (int i = 0; i < n; ++i) {
-      if (best_ms[i] >= 0 && (best_ms[fastest] < 0 || best_ms[i] < best_ms[fastest])) fastest = i;
     }
     return fastest;
   }();
