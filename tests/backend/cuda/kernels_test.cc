@@ -232,6 +232,16 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
       ASSERT_EQ(got[e], qkv[e]) << "row " << e / W << " is past the live rows";
     }
 
+    // Every live row's every column of `now` against want(column, index), bit for bit.
+    auto expect_live = [&](const std::vector<float>& now, auto want, const char* what) {
+      for (int t = 0; t < live; ++t) {
+        for (int e = 0; e < W; ++e) {
+          const size_t i = static_cast<size_t>(t) * W + e;
+          ASSERT_EQ(now[i], want(e, i)) << "row " << t << " column " << e << ", " << what;
+        }
+      }
+    };
+
     // A score pass: no cache to fill (null k). Same q and k; v heads are rewritten only with a
     // bias, and left bitwise alone without one.
     d_qkv.Upload(ToBf16(qkv));
@@ -239,16 +249,9 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
     RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(p, nullptr));
     Sync();
     const std::vector<float> got2 = FromBf16(d_qkv.Download());
-    for (int t = 0; t < live; ++t) {
-      for (int e = 0; e < W; ++e) {
-        const size_t i = static_cast<size_t>(t) * W + e;
-        if (e < Q + KV || c.bias) {
-          ASSERT_EQ(got2[i], got[i]) << "row " << t << " column " << e << ", no cache";
-        } else {
-          ASSERT_EQ(got2[i], qkv[i]) << "row " << t << " v column " << e << ", no cache or bias";
-        }
-      }
-    }
+    expect_live(
+        got2, [&](int e, size_t i) { return e < Q + KV || c.bias ? got[i] : qkv[i]; },
+        "no cache (v rewritten only with a bias)");
 
     // skip_q (attention rotates q): the q columns are left bitwise alone, k is rotated to the
     // same bits, v as before; refused with a bias or a q/k norm.
@@ -260,13 +263,9 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
     }
     RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(p, nullptr));
     Sync();
-    const std::vector<float> got3 = FromBf16(d_qkv.Download());
-    for (int t = 0; t < live; ++t) {
-      for (int e = 0; e < W; ++e) {
-        const size_t i = static_cast<size_t>(t) * W + e;
-        ASSERT_EQ(got3[i], e < Q ? qkv[i] : got2[i]) << "row " << t << " column " << e << ", skip_q";
-      }
-    }
+    expect_live(
+        FromBf16(d_qkv.Download()), [&](int e, size_t i) { return e < Q ? qkv[i] : got2[i]; },
+        "skip_q");
   }
 }
 
