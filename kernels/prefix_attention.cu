@@ -11,12 +11,12 @@
 // 48 KB (D <= 64), so the next tile's copy overlaps this tile's math. Each warp computes
 // S = Q K^T (Q fragments stay in registers, rotated there by RoPE when q_rotations is given; K
 // fragments by ldmatrix), masks (context, then own rows of the query's segment up to the query;
-// only in key tiles that some row of the warp does not see whole), updates the running row max and sum (online
-// softmax in fp32, exp2 domain), rescales its O accumulators, and adds P V with P re-packed from
-// the S accumulators to bf16 A fragments and V fragments by ldmatrix.trans (no transposed copy).
-// Rows of the shared-memory tiles are padded by 8 bf16 (16 bytes), so the 8 row addresses of each
-// ldmatrix fall in distinct bank groups. Thread 0 takes the block's next unit from the queue while
-// the block works on the current one.
+// only in key tiles that some row of the warp does not see whole), updates the running row max and
+// sum (online softmax in fp32, exp2 domain), rescales its O accumulators, and adds P V with P
+// re-packed from the S accumulators to bf16 A fragments and V fragments by ldmatrix.trans (no
+// transposed copy). Rows of the shared-memory tiles are padded by 8 bf16 (16 bytes), so the 8 row
+// addresses of each ldmatrix fall in distinct bank groups. Thread 0 takes the block's next unit
+// from the queue while the block works on the current one.
 #include <type_traits>
 
 #include "kernels/common.cuh"
@@ -28,9 +28,9 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
 constexpr int kKeys = 64;  // keys per K/V tile
-// Resident blocks a multiprocessor is asked for. For D <= 64, 3 caps registers at 168 a thread
-// (the compiler would take ~180 and fit only 2 blocks); wider heads keep what the compiler picks
-// (a cap spills there).
+// Resident blocks a multiprocessor is asked for. For D <= 64, 3 keeps registers at or below 168 a
+// thread whatever the compiler would pick (162 today; at ~180 only 2 blocks fit, and 4 blocks at
+// 128 registers measured slower); wider heads keep what the compiler picks (a cap spills there).
 template <int D>
 inline constexpr int kMinBlocks = D <= 64 ? 3 : 1;
 static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
@@ -320,8 +320,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
       // bounds are shifted by key0 + 2c once, so each test compares with a constant.
       const int own_first = own_lo + max(key0, ctx) - ctx;  // own tokens of the tile's keys
       const int own_last = own_lo + key0 + kKeys - 1 - ctx;
-      const bool whole = key0 + kKeys <= num_keys &&
-                         (key0 + kKeys <= ctx || (own_first >= w_last_lo && own_last <= w_first_tok));
+      const bool whole =
+          key0 + kKeys <= num_keys &&
+          (key0 + kKeys <= ctx || (own_first >= w_last_lo && own_last <= w_first_tok));
       if (!whole) {
         // Branch-free (a short-circuit || here compiled to a branch per element): k sees its
         // row iff k < ctx_end or k - lo_r, as unsigned, <= span_r (vis_lo <= vis_hi always).
@@ -416,7 +417,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
       // The row's token and head again (cheaper than keeping them live through the key loop).
       const int pr = out_tile.x + warp * 16 + g + 8 * r;  // row0
-      if (pr >= out_tile.z) continue;                       // rows
+      if (pr >= out_tile.z) continue;                     // rows
       const int t = group_div.Div(pr);
       const int out_tok = out_tile.y + t, out_head = kvh * group + group_div.Mod(pr, t);
       const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;

@@ -46,33 +46,33 @@ struct AttentionRun {
 // its run and its keys worked out on the host, so that a work unit starts with one 32-byte load
 // instead of a chain of dependent ones (tile -> run -> segment starts).
 struct alignas(16) AttentionTile {  // (the kernel reads the first three fields again as an int4)
-  int32_t row0 = 0;      // first query row of the tile within its run
-  int32_t begin = 0;     // the run's first row of the pass
-  int32_t rows = 0;      // the run's query rows: (end - begin) * G
-  int32_t ctx_len = 0;   // the run's context rows
-  int32_t ctx = 0;       // the run's entry of the context table (read when ctx_len > 0)
+  int32_t row0 = 0;                 // first query row of the tile within its run
+  int32_t begin = 0;                // the run's first row of the pass
+  int32_t rows = 0;                 // the run's query rows: (end - begin) * G
+  int32_t ctx_len = 0;              // the run's context rows
+  int32_t ctx = 0;                  // the run's entry of the context table (read when ctx_len > 0)
   int32_t own_lo = 0;    // first own row the tile's keys start at: its first token's segment start
   int32_t num_keys = 0;  // keys the tile walks: ctx_len + own rows own_lo .. its last token
   int32_t pad = 0;
 };
 
 struct PrefixAttentionParams {
-  const __nv_bfloat16* q = nullptr;    // [T, q_row_stride] bf16: head h at h * D
-  int64_t q_row_stride = 0;            // elements
-  const float2* q_rotations = nullptr;  // [T, D / 2] (cos, sin) (LaunchRopeRotations), or null:
-                                        // q is rotated (RoPE) as it is loaded; null: q is roped
-  KvLayers own;                        // the rows' own K/V (after RoPE)
-  const KvLayers* contexts = nullptr;  // device [C]: context K/V (prefix caches, or own rows)
-  const int32_t* seg_start = nullptr;  // device [T] int32: first row of each row's segment
+  const __nv_bfloat16* q = nullptr;      // [T, q_row_stride] bf16: head h at h * D
+  int64_t q_row_stride = 0;              // elements
+  const float2* q_rotations = nullptr;   // [T, D / 2] (cos, sin) (LaunchRopeRotations), or null:
+                                         // q is rotated (RoPE) as it is loaded; null: q is roped
+  KvLayers own;                          // the rows' own K/V (after RoPE)
+  const KvLayers* contexts = nullptr;    // device [C]: context K/V (prefix caches, or own rows)
+  const int32_t* seg_start = nullptr;    // device [T] int32: first row of each row's segment
   const AttentionTile* tiles = nullptr;  // device [tiles], see FillAttentionTiles
-  const int32_t* num_units = nullptr;  // device, 1: work units = tiles * Nkv
-  int32_t* unit_counter = nullptr;     // device, 1, zero at launch: the launch's work queue
-  int layer = 0;                       // which layer of `own` and `contexts`
-  int num_q_heads = 0;                 // Nq, a multiple of Nkv
-  int num_kv_heads = 0;                // Nkv
-  int head_dim = 0;                    // D, see PrefixAttentionSupportsHeadDim
-  int blocks = 0;                      // persistent blocks, see PrefixAttentionBlocks
-  __nv_bfloat16* out = nullptr;        // [T, Nq, D] bf16
+  const int32_t* num_units = nullptr;    // device, 1: work units = tiles * Nkv
+  int32_t* unit_counter = nullptr;       // device, 1, zero at launch: the launch's work queue
+  int layer = 0;                         // which layer of `own` and `contexts`
+  int num_q_heads = 0;                   // Nq, a multiple of Nkv
+  int num_kv_heads = 0;                  // Nkv
+  int head_dim = 0;                      // D, see PrefixAttentionSupportsHeadDim
+  int blocks = 0;                        // persistent blocks, see PrefixAttentionBlocks
+  __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 
 // head_dim must be a multiple of 16 in 16..128.

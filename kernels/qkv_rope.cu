@@ -3,12 +3,12 @@
 // (j = lane / P, c = lane % P) owns chunk c, i.e. the 8 rotation pairs (i, i + D/2) for
 // i = 8c..8c+7, of kHeadsPerLane head slots of its part: slots first + part * S + j + s * (32 / P)
 // for s < kHeadsPerLane, S = kHeadsPerLane * 32 / P slots a part (Nq + 2 Nkv slots: q heads, then
-// k heads, then v heads; first = Nq when q is skipped, else 0). The lane loads its 8 (cos, sin) pairs once (4 float4) for its heads; per
-// head it moves one 16-byte load and store of each half (16-byte bias and norm weight loads too),
-// all its heads' loads issued before any math or store. v heads with no bias and no K/V cache to
-// fill (score passes) are neither read nor written. The q/k norm's sum of
-// squares is a reduction over the head's P lanes (shuffles); padding lanes (c >= C), slots past
-// the part's last and rows past the live count join the shuffles with zeros.
+// k heads, then v heads; first = Nq when q is skipped, else 0). The lane loads its 8 (cos, sin)
+// pairs once (4 float4) for its heads; per head it moves one 16-byte load and store of each half
+// (16-byte bias and norm weight loads too), all its heads' loads issued before any math or store. v
+// heads with no bias and no K/V cache to fill (score passes) are neither read nor written. The q/k
+// norm's sum of squares is a reduction over the head's P lanes (shuffles); padding lanes (c >= C),
+// slots past the part's last and rows past the live count join the shuffles with zeros.
 #include "kernels/common.cuh"
 #include "kernels/qkv_rope.cuh"
 

@@ -32,7 +32,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < N; ++j) v[j] = row[lane + kWarpSize * j];
   float ss = 0.0f;
 #pragma unroll
-  for (int j = 0; j < N; ++j) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+  for (int j = 0; j < N; ++j)
+    ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
   const float inv = rsqrtf(WarpSum(ss) / static_cast<float>(kDim) + eps);
   const uint2* wv = reinterpret_cast<const uint2*>(w);
   uint2* orow = reinterpret_cast<uint2*>(out + static_cast<int64_t>(r) * kDim);
@@ -73,10 +74,10 @@ cudaError_t LaunchRegisters(int n, const float* x, const __nv_bfloat16* w, float
   const unsigned blocks = static_cast<unsigned>(CeilDiv(rows, kWarpsPerBlock));
   bool launched = false;
   // Exactly one N + 1 equals n.
-  ((n == Ns + 1 ? (RmsNormRegistersKernel<Ns + 1><<<blocks, kThreads, 0, stream>>>(x, w, eps, rows,
-                                                                                   out),
-                   launched = true)
-                : false),
+  ((n == Ns + 1
+        ? (RmsNormRegistersKernel<Ns + 1><<<blocks, kThreads, 0, stream>>>(x, w, eps, rows, out),
+           launched = true)
+        : false),
    ...);
   return launched ? cudaGetLastError() : cudaErrorInvalidValue;
 }

@@ -188,14 +188,14 @@ struct PassWork {
 // and the device workspace for the pass's shape, so its device addresses depend on the shape alone
 // (a graph captured for the shape stays valid as long as the workspace does).
 struct Meta {
-  int32_t* tokens = nullptr;         // [Tb] vocab id, or -(r + 1) for embedding row r; 0: padding
-  int32_t* positions = nullptr;      // [Tb] RoPE positions
-  int32_t* seg_start = nullptr;      // [Tb] first row of each row's segment
-  int32_t* last_rows = nullptr;      // [Nb] row of each item's last token
-  AttentionRun* runs = nullptr;      // [2 Nb + 1] attention runs (host side: tiles are made of them)
-  KvLayers* contexts = nullptr;      // [Nb + 1] context K/V of each run
+  int32_t* tokens = nullptr;     // [Tb] vocab id, or -(r + 1) for embedding row r; 0: padding
+  int32_t* positions = nullptr;  // [Tb] RoPE positions
+  int32_t* seg_start = nullptr;  // [Tb] first row of each row's segment
+  int32_t* last_rows = nullptr;  // [Nb] row of each item's last token
+  AttentionRun* runs = nullptr;  // [2 Nb + 1] attention runs (host side: tiles are made of them)
+  KvLayers* contexts = nullptr;  // [Nb + 1] context K/V of each run
   kernels::AttentionTile* tiles = nullptr;  // [MaxAttentionTiles(Tb, 2 Nb + 1, G)] work list
-  PassCounts* counts = nullptr;      // [1]
+  PassCounts* counts = nullptr;             // [1]
   int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
 };
 
@@ -439,13 +439,13 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
                                         inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
   inv_freq_ = inv_freq_dev;
   const char* candidates = std::getenv("RANKD_CUDA_GEMM_CANDIDATES");
-  RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes,
-                                             !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
-                                             candidates != nullptr ? std::atoi(candidates) : 0));
+  RANKD_ASSIGN_OR_RETURN(
+      gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes, !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
+                          candidates != nullptr ? std::atoi(candidates) : 0));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
-  q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm &&
-                         !EnvIs("RANKD_CUDA_FUSE_Q_ROPE", "0");
+  q_rope_in_attention_ =
+      !config_.attention_bias && !config_.qk_norm && !EnvIs("RANKD_CUDA_FUSE_Q_ROPE", "0");
   if (attention_blocks_ <= 0) {
     return absl::InternalError("cannot size the attention kernel's grid on this device");
   }
@@ -656,9 +656,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     r.num_kv_heads = config_.num_kv_heads;
     r.head_dim = D;
     r.eps = eps;
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0,
-                               4 * t * ((q_rope_in_attention_ ? 0 : q) + kv) +
-                                   (encode ? 4 * t * kv : 0)));
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kQkvRope, 0,
+             4 * t * ((q_rope_in_attention_ ? 0 : q) + kv) + (encode ? 4 * t * kv : 0)));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
     if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
 
