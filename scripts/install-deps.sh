@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libsentencepiece-dev libpcre2-dev libicu-dev libopenblas-dev libcpp-httplib-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libexpat1-dev
+  libgtest-dev libgmock-dev libexpat1-dev
 )
 if [[ -n "${RANKD_EXTRA_PACKAGES:-}" ]]; then
   read -r -a extra <<<"$RANKD_EXTRA_PACKAGES"
@@ -25,11 +25,19 @@ if ((${#missing[@]} == 0)); then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
 SUDO=()
 if [[ $(id -u) -ne 0 ]]; then
+  # Minimal images (Debian containers) often run as a user without sudo: say what is missing and
+  # what to run instead of failing later with a bare "sudo: command not found".
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: missing packages: ${missing[*]}" >&2
+    echo "install-deps: not root and sudo is not installed; as root, run:" >&2
+    echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
   SUDO=(sudo)
 fi
+echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
