@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "flag_set.h"
@@ -71,7 +73,29 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBe
   return engine::CreateBackend(bo, o.model_dir, head);
 }
 
+absl::Status CheckEngineBenchOptions(const EngineBenchOptions& o) {
+  // Checked here rather than in each command: RunEngine sizes its buffers from these (tq 0 writes
+  // past an empty prefix) and divides by iters, and the sweep calls it with its own options.
+  const std::pair<const char*, int> at_least_one[] = {
+      {"tq", o.tq}, {"ti", o.ti}, {"ni", o.ni}, {"iters", o.iters}, {"concurrency", o.concurrency}};
+  for (const auto& [flag, value] : at_least_one) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be >= 1 (got ", value, ")"));
+    }
+  }
+  if (o.warmup < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--warmup must be >= 0 (got ", o.warmup, ")"));
+  }
+  if (o.items != "ids" && o.items != "embedding") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--items must be ids or embedding (got '", o.items, "')"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const EngineBenchOptions& o) {
+  RANKD_RETURN_IF_ERROR(CheckEngineBenchOptions(o));
   const model::ModelConfig& config = backend.config();
   const bool embedding_items = o.items == "embedding";
   const int c = o.concurrency;
@@ -191,9 +215,12 @@ int RunEngineBench(int argc, char** argv, int first) {
     std::fprintf(stderr, "engine: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  if (o.model_dir.empty() || o.tq < 1 || o.ti < 1 || o.ni < 1 || o.iters < 1 || o.concurrency < 1) {
-    std::fprintf(stderr,
-                 "engine: need --model and positive --tq --ti --ni --iters --concurrency\n");
+  if (o.model_dir.empty()) {
+    std::fprintf(stderr, "engine: need --model\n");
+    return 2;
+  }
+  if (absl::Status s = CheckEngineBenchOptions(o); !s.ok()) {
+    std::fprintf(stderr, "engine: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   (void)SetUpLogging("warn", LogFormat::kText, "rankd-bench");

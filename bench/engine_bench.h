@@ -40,8 +40,14 @@ struct EngineBenchResult {
 
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBenchOptions& o);
 
+// InvalidArgument naming the flag and its limit when the workload shape cannot run (tq, ti, ni,
+// iters, concurrency below 1, warmup below 0, items not ids or embedding). RunEngine checks this
+// itself; the commands also call it before loading a model, to fail fast.
+absl::Status CheckEngineBenchOptions(const EngineBenchOptions& o);
+
 // Runs warmup + iters steps on `backend`: each step makes `concurrency` fresh requests (not
 // timed), then encodes their prefixes and scores all their items through ScoreGroupsInPasses.
+// Options that fail CheckEngineBenchOptions give its InvalidArgument, before any step.
 absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const EngineBenchOptions& o);
 
 // Prints the table header and one row.

@@ -98,6 +98,13 @@ int RunSweep(int argc, char** argv, int first) {
                  "--rates, --load-concurrency\n");
     return 2;
   }
+  // Every engine point is `e` with one Ni and one concurrency from the lists (checked positive
+  // above), so checking `e` here rejects bad shapes before the model is loaded.
+  if (absl::Status s = e.model_dir.empty() ? absl::OkStatus() : CheckEngineBenchOptions(e);
+      !s.ok()) {
+    std::fprintf(stderr, "sweep: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   (void)SetUpLogging("warn", LogFormat::kText, "rankd-bench");
