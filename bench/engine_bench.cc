@@ -55,6 +55,24 @@ nlohmann::json EngineBenchResult::ToJson(const EngineBenchOptions& o) const {
   };
 }
 
+void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o) {
+  flags.String("model", &o->model_dir, "model directory");
+  flags.String("backend", &o->backend, "cpu or cuda");
+  flags.String("strategy", &o->strategy, "ibpc or multi-item");
+  flags.Bool("graphs", &o->graphs, "CUDA graphs on/off");
+  flags.String("head", &o->head_spec, "score head (default by architecture)");
+  flags.String("items", &o->items, "ids, or embedding (each item one hidden-size vector)");
+  flags.Int("tq", &o->tq, "prefix tokens, BOS included");
+  flags.Int("ti", &o->ti, "tokens per item");
+  flags.Int("iters", &o->iters, "timed steps (per point in a sweep)");
+  flags.Int("warmup", &o->warmup, "untimed steps first (per point in a sweep)");
+  flags.Int("threads", &o->threads, "CPU backend threads (0: all)");
+  flags.Int("device", &o->device, "CUDA device");
+  flags.Int("seed", &o->seed, "random seed");
+  flags.Int("max-batch-tokens", &o->max_batch_tokens, "item tokens per forward pass");
+  flags.Double("peak-tflops", &o->peak_tflops, "bf16 peak of the device, for the fraction");
+}
+
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBenchOptions& o) {
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromHfDir(o.model_dir));
   std::string head_spec = o.head_spec;
@@ -192,23 +210,9 @@ int RunEngineBench(int argc, char** argv, int first) {
       "bf16 peak, and per-request latency p50/p90/p99 (step start to the request's scores).");
   EngineBenchOptions o;
   std::string json_path;
-  flags.String("model", &o.model_dir, "model directory");
-  flags.String("backend", &o.backend, "cpu or cuda");
-  flags.String("strategy", &o.strategy, "ibpc or multi-item");
-  flags.Bool("graphs", &o.graphs, "CUDA graphs on/off");
-  flags.String("head", &o.head_spec, "score head (default by architecture)");
-  flags.String("items", &o.items, "ids, or embedding (each item one hidden-size vector)");
-  flags.Int("tq", &o.tq, "prefix tokens, BOS included");
-  flags.Int("ti", &o.ti, "tokens per item");
+  AddEngineBenchFlags(flags, &o);
   flags.Int("ni", &o.ni, "items per request");
   flags.Int("concurrency", &o.concurrency, "requests scored together per step");
-  flags.Int("iters", &o.iters, "timed steps");
-  flags.Int("warmup", &o.warmup, "untimed steps first");
-  flags.Int("threads", &o.threads, "CPU backend threads (0: all)");
-  flags.Int("device", &o.device, "CUDA device");
-  flags.Int("seed", &o.seed, "random seed");
-  flags.Int("max-batch-tokens", &o.max_batch_tokens, "item tokens per forward pass");
-  flags.Double("peak-tflops", &o.peak_tflops, "bf16 peak of the device, for the fraction");
   flags.String("json", &json_path, "also write the result as JSON to this file");
   if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
     if (absl::IsCancelled(s)) return 0;

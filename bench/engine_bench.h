@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "flag_set.h"
 #include "nlohmann/json.hpp"
 #include "rankd/engine/backend.h"
 #include "rankd/model/config.h"
@@ -37,6 +38,11 @@ struct EngineBenchResult {
   double p50_ms = 0, p90_ms = 0, p99_ms = 0;  // per request: step start to its scores
   nlohmann::json ToJson(const EngineBenchOptions& o) const;
 };
+
+// Registers the flags that set `o`'s model, backend and workload shape, shared by `engine` and
+// `sweep` so the two cannot drift apart. Not --ni and --concurrency: the sweep takes lists in their
+// place. Defaults shown in --help are `o`'s values at the call.
+void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o);
 
 absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBenchOptions& o);
 

@@ -55,22 +55,12 @@ int RunSweep(int argc, char** argv, int first) {
   EngineBenchOptions e;
   LoadOptions l;
   std::string out_dir, ni_text = "10,50,100,250", conc_text = "1", rates_text, load_conc_text;
-  e.iters = 10;
-  flags.String("model", &e.model_dir, "model directory (engine runs)");
+  e.iters = 10;  // before AddEngineBenchFlags, so --help shows the sweep's default
+  // The engine's flags, less --ni and --concurrency: --ni-list and --concurrency-list replace them.
+  AddEngineBenchFlags(flags, &e);
   flags.String("out", &out_dir, "output directory");
   flags.String("ni-list", &ni_text, "items per request, comma-separated");
   flags.String("concurrency-list", &conc_text, "engine: requests per step, comma-separated");
-  flags.String("backend", &e.backend, "cpu or cuda");
-  flags.String("strategy", &e.strategy, "ibpc or multi-item");
-  flags.Bool("graphs", &e.graphs, "CUDA graphs on/off");
-  flags.String("items", &e.items, "engine: ids or embedding");
-  flags.Int("tq", &e.tq, "prefix tokens");
-  flags.Int("ti", &e.ti, "tokens per item");
-  flags.Int("iters", &e.iters, "engine: timed steps per point");
-  flags.Int("warmup", &e.warmup, "engine: untimed steps per point");
-  flags.Int("threads", &e.threads, "CPU backend threads (0: all)");
-  flags.Int("max-batch-tokens", &e.max_batch_tokens, "item tokens per forward pass");
-  flags.Double("peak-tflops", &e.peak_tflops, "bf16 peak of the device");
   flags.String("target", &l.target, "load: server address (no load runs unless set)");
   flags.String("rates", &rates_text, "load: open-loop rates (requests/s), comma-separated");
   flags.String("load-concurrency", &load_conc_text, "load: closed-loop concurrencies");
