@@ -47,6 +47,17 @@ absl::Status Backend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   return absl::OkStatus();
 }
 
+absl::Status ValidatePrefixIds(const model::ModelConfig& config, absl::Span<const int32_t> ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("prefix token ", i, " = ", ids[i],
+                                                     " is outside the vocabulary [0, ",
+                                                     config.vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch& items,
                                size_t num_scores) {
   const int N = items.num_items(), H = config.hidden_size;

@@ -107,6 +107,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
                                                        const std::string& model_dir,
                                                        const HeadSpec& head);
 
+// Checks a prefix's token ids before a backend encodes it: every id is in the vocabulary.
+absl::Status ValidatePrefixIds(const model::ModelConfig& config, absl::Span<const int32_t> ids);
+
 // Checks a batch before a backend runs it: offsets cover the tokens, every item has tokens, ids
 // are in the vocabulary, embedding rows exist, and `num_scores` slots match the items.
 absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch& items,

@@ -116,7 +116,7 @@ class CpuBackend final : public engine::Backend {
 
   absl::StatusOr<std::shared_ptr<const PrefixState>> EncodePrefix(
       absl::Span<const int32_t> ids) override {
-    RANKD_RETURN_IF_ERROR(CheckIds(ids, "prefix"));
+    RANKD_RETURN_IF_ERROR(engine::ValidatePrefixIds(config_, ids));
     const int P = static_cast<int>(ids.size());
     auto prefix = std::make_shared<CpuPrefix>(config_.num_layers, P);
     std::vector<float> x(static_cast<size_t>(P) * config_.hidden_size);
@@ -158,17 +158,6 @@ class CpuBackend final : public engine::Backend {
   }
 
  private:
-  absl::Status CheckIds(absl::Span<const int32_t> ids, absl::string_view what) const {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " token ", i, " = ", ids[i],
-                                                       " is outside the vocabulary [0, ",
-                                                       config_.vocab_size, ")"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
   // Runs all layers over x [T, H] in place. Segment s = tokens [offsets[s], offsets[s+1]) attends
   // to `ctx` (the prefix K/V, or none) and causally to its own tokens. With `keep`, the K/V of all
   // T tokens are stored into it (prefix encoding).

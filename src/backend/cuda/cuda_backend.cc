@@ -724,13 +724,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
 
 absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
     absl::Span<const int32_t> ids) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("prefix token ", i, " = ", ids[i],
-                                                     " is outside the vocabulary [0, ",
-                                                     config_.vocab_size, ")"));
-    }
-  }
+  RANKD_RETURN_IF_ERROR(engine::ValidatePrefixIds(config_, ids));
   auto prefix =
       std::make_shared<CudaPrefix>(this, ctx_, std::vector<int32_t>(ids.begin(), ids.end()));
   const int P = static_cast<int>(ids.size());
