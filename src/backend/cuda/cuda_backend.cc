@@ -192,7 +192,6 @@ struct Meta {
   int32_t* positions = nullptr;  // [Tb] RoPE positions
   int32_t* seg_start = nullptr;  // [Tb] first row of each row's segment
   int32_t* last_rows = nullptr;  // [Nb] row of each item's last token
-  AttentionRun* runs = nullptr;  // [2 Nb + 1] attention runs (host side: tiles are made of them)
   KvLayers* contexts = nullptr;  // [Nb + 1] context K/V of each run
   kernels::AttentionTile* tiles = nullptr;  // [MaxAttentionTiles(Tb, 2 Nb + 1, G)] work list
   PassCounts* counts = nullptr;             // [1]
@@ -291,6 +290,9 @@ class CudaBackend final : public engine::Backend {
   const bf16* head_rows_ = nullptr;   // [1 or 2, H] classifier row, or lm_head[yes], lm_head[no]
   const float* inv_freq_ = nullptr;   // [D / 2] fp32
   std::unique_ptr<Gemm> gemm_;
+  // The pass's attention runs: host-side only, the tiles (AttentionTile) are made of them and
+  // carry what the kernel needs. Reused from pass to pass (under ctx_->mu()).
+  std::vector<AttentionRun> runs_;
   int attention_blocks_ = 0;  // persistent grid of the attention kernel
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
@@ -465,7 +467,6 @@ Meta CudaBackend::CarveMeta(Carver& c, int rows, int items) const {
   m.positions = c.Take<int32_t>(rows);
   m.seg_start = c.Take<int32_t>(rows);
   m.last_rows = c.Take<int32_t>(items);
-  m.runs = c.Take<AttentionRun>(runs);
   m.contexts = c.Take<KvLayers>(items + 1);
   m.tiles = c.Take<kernels::AttentionTile>(kernels::MaxAttentionTiles(rows, runs, group()));
   m.counts = c.Take<PassCounts>(1);
@@ -745,8 +746,8 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
   std::fill(m.positions, m.positions + shape.rows, 0);
   for (int t = 0; t < P; ++t) m.positions[t] = t;
   std::fill(m.seg_start, m.seg_start + shape.rows, 0);
-  m.runs[0] = AttentionRun{0, P, 0, 0};
-  const int tiles = kernels::FillAttentionTiles(m.runs, 1, m.seg_start, group(), m.tiles);
+  runs_.assign(1, AttentionRun{0, P, 0, 0});
+  const int tiles = kernels::FillAttentionTiles(runs_.data(), 1, m.seg_start, group(), m.tiles);
   *m.counts = PassCounts{P, 0, tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
   std::fill(m.unit_counters, m.unit_counters + L, 0);
   RANKD_RETURN_IF_ERROR(Upload(shape, 0));
@@ -812,7 +813,8 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   const Meta m = CarveMeta(c, shape.rows, shape.items);
   const int64_t Q = config_.q_width(), KV = config_.kv_width(), W = qkv_width();
   PassWork work;
-  int row = 0, item = 0, runs = 0, emb = 0, contexts = 0;
+  int row = 0, item = 0, emb = 0, contexts = 0;
+  runs_.clear();
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const CudaPrefix& prefix = *prefixes[gi];
     const ItemBatch& items = *groups[gi].items;
@@ -827,7 +829,7 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
         m.positions[row] = t;
         m.seg_start[row] = begin;
       }
-      if (P > 0) m.runs[runs++] = AttentionRun{begin, row, 0, 0};
+      if (P > 0) runs_.push_back(AttentionRun{begin, row, 0, 0});
       m.contexts[ctx] = KvLayers{wide_ + Q + begin * W, wide_ + Q + KV + begin * W, 0, W};
       work.attended += static_cast<double>(P) * (P + 1) / 2;
     } else {
@@ -847,7 +849,7 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
       const double len = row - begin;
       work.attended += len * P + len * (len + 1) / 2;
     }
-    m.runs[runs++] = AttentionRun{run_begin, row, P, ctx};
+    runs_.push_back(AttentionRun{run_begin, row, P, ctx});
     std::copy(items.embeddings.begin(), items.embeddings.end(),
               host_rows_ + static_cast<int64_t>(emb) * H);
     emb += static_cast<int>(items.embeddings.size() / H);
@@ -855,7 +857,8 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   std::fill(m.tokens + row, m.tokens + shape.rows, 0);
   std::fill(m.positions + row, m.positions + shape.rows, 0);
   std::fill(m.seg_start + row, m.seg_start + shape.rows, row);
-  const int tiles = kernels::FillAttentionTiles(m.runs, runs, m.seg_start, group(), m.tiles);
+  const int tiles = kernels::FillAttentionTiles(runs_.data(), static_cast<int>(runs_.size()),
+                                                m.seg_start, group(), m.tiles);
   *m.counts = PassCounts{T, N, tiles * config_.num_kv_heads, 0, KvLayers{}};
   std::fill(m.unit_counters, m.unit_counters + config_.num_layers, 0);
   work.rows = T;
