@@ -28,7 +28,6 @@ void PrefixCache::Put(absl::Span<const int32_t> ids, std::shared_ptr<const Prefi
   stats_.bytes += state->bytes();
   lru_.emplace_front(key, std::move(state));
   index_.emplace(std::move(key), lru_.begin());
-  stats_.entries = index_.size();
 }
 
 void PrefixCache::EvictOneLocked() {
@@ -37,12 +36,13 @@ void PrefixCache::EvictOneLocked() {
   index_.erase(victim.first);
   lru_.pop_back();
   ++stats_.evictions;
-  stats_.entries = index_.size();
 }
 
 PrefixCache::Stats PrefixCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  Stats s = stats_;
+  s.entries = index_.size();
+  return s;
 }
 
 }  // namespace rankd::engine

@@ -43,7 +43,7 @@ class PrefixCache {
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // front: most recently used
   absl::flat_hash_map<Key, std::list<Entry>::iterator> index_;
-  Stats stats_;
+  Stats stats_;  // entries is not kept here: stats() reads it off index_
 };
 
 }  // namespace rankd::engine
