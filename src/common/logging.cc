@@ -4,44 +4,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "rankd/common/utf8.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd {
 namespace {
-
-// Length of the well-formed UTF-8 sequence at the start of `s` (1..4), or 0 when it is not one
-// (a stray continuation byte, a truncated or overlong sequence, a surrogate, beyond U+10FFFF).
-size_t Utf8SequenceLength(absl::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = b(0);
-  size_t n;
-  uint32_t cp;
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (s.size() < n) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((b(i) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i) & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-      (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return 0;
-  }
-  return n;
-}
 
 // The message (%v) escaped so that a record stays one line, and for JSON one valid string body:
 //   kJson: " \ and control characters escaped as JSON does, bytes that are not UTF-8 as U+FFFD;

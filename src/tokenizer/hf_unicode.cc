@@ -3,39 +3,21 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "rankd/common/utf8.h"
 #include "unicode/bytestream.h"
 #include "unicode/uchar.h"
 
 namespace rankd::tokenizer::unicode {
 
 size_t FindInvalidUtf8(absl::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
   size_t i = 0;
-  while (i < n) {
-    const unsigned char b = s[i];
-    if (b < 0x80) {
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {  // ASCII: the common case, no call
       ++i;
       continue;
     }
-    int len;
-    char32_t min;
-    char32_t c;
-    if ((b & 0xE0) == 0xC0) {
-      len = 2, min = 0x80, c = b & 0x1F;
-    } else if ((b & 0xF0) == 0xE0) {
-      len = 3, min = 0x800, c = b & 0x0F;
-    } else if ((b & 0xF8) == 0xF0) {
-      len = 4, min = 0x10000, c = b & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    for (int k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return i;
-      c = (c << 6) | (s[i + k] & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return i;
+    const size_t len = Utf8SequenceLength(text.substr(i));
+    if (len == 0) return i;
     i += len;
   }
   return absl::string_view::npos;
