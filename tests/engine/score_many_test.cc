@@ -194,7 +194,9 @@ TEST_F(ScoreManyTest, PassesStayWithinTheTokenBudgetAndSplitGroups) {
     EXPECT_TRUE(rec->pass_tokens[p] <= kBudget || alone) << "pass " << p;
     shared_pass |= rec->pass_groups[p] > 1;
     group_parts += rec->pass_groups[p];
-    if (p > 0) EXPECT_GE(done_after[p], done_after[p - 1]);
+    if (p > 0) {
+      EXPECT_GE(done_after[p], done_after[p - 1]);
+    }
     EXPECT_EQ(passes[p].tokens, rec->pass_tokens[p]);
     EXPECT_EQ(passes[p].groups, rec->pass_groups[p]);
   }
