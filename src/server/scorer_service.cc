@@ -77,6 +77,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
     }
     work_ = std::make_shared<Work>(
         request, 0, ItemsToScore(*request), Interactive(*request), context->deadline(),
+        Work::Carry::kWholeRequest,
         [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
     s = service->pool()->Submit({work_});
     if (!s.ok()) Done(ToGrpc(s));
@@ -139,8 +140,11 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
       c.end = std::min(n, b + chunk);
       const int k = static_cast<int>(chunks_.size());
       if (b < scored_end) {
+        // Each chunk's worker call carries its own items only: with the whole request, a stream
+        // of n items in chunks of c would send and parse n * n / c items.
         c.work = std::make_shared<Work>(
             request, b, std::min(c.end, scored_end), Interactive(*request), context->deadline(),
+            Work::Carry::kOwnItems,
             [this, k](const grpc::Status& status, Work& work) { OnWorkDone(k, status, work); });
         works.push_back(c.work);
       } else {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "rankd/common/logging.h"
 #include "rankd/server/process.h"
+#include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {
@@ -45,16 +46,39 @@ std::chrono::nanoseconds FromSeconds(double s) {
 }  // namespace
 
 Work::Work(const rankd::v1::ScoreRequest* request, int begin, int end, bool interactive,
-           WallTime deadline, DoneFn done)
-    : interactive_(interactive), deadline_(deadline), done_(std::move(done)) {
-  // The wrapper points at the caller's request for serialization and never owns or changes it;
-  // the destructor detaches it again.
-  item_.unsafe_arena_set_allocated_request(const_cast<rankd::v1::ScoreRequest*>(request));
-  item_.set_begin(begin);
-  item_.set_end(end);
+           WallTime deadline, Carry carry, DoneFn done)
+    : carry_(carry), interactive_(interactive), deadline_(deadline), done_(std::move(done)) {
+  // The wrapper points at the caller's request (or items) for serialization and never owns or
+  // changes them; the destructor detaches them again.
+  if (carry == Carry::kWholeRequest) {
+    item_.unsafe_arena_set_allocated_request(const_cast<rankd::v1::ScoreRequest*>(request));
+    item_.set_begin(begin);
+    item_.set_end(end);
+    return;
+  }
+  // What PrepareWorkItem (src/worker/worker.cc) reads of the request, besides the items.
+  rankd::v1::ScoreRequest* own = item_.mutable_request();
+  own->set_query(request->query());
+  *own->mutable_query_ids() = request->query_ids();
+  own->set_apply_sigmoid(request->apply_sigmoid());
+  own->set_priority(request->priority());
+  own->mutable_items()->Reserve(end - begin);
+  for (int i = begin; i < end; ++i) {
+    own->mutable_items()->UnsafeArenaAddAllocated(const_cast<rankd::v1::Item*>(&request->items(i)));
+  }
+  item_offset_ = begin;
+  item_.set_begin(0);
+  item_.set_end(end - begin);
 }
 
-Work::~Work() { item_.unsafe_arena_release_request(); }
+Work::~Work() {
+  if (carry_ == Carry::kWholeRequest) {
+    item_.unsafe_arena_release_request();
+  } else {
+    auto* items = item_.mutable_request()->mutable_items();
+    items->UnsafeArenaExtractSubrange(0, items->size(), nullptr);
+  }
+}
 
 WorkerPool::WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs,
                        ServerMetrics* metrics)
@@ -394,7 +418,14 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
             actions);
       }
     } else {
-      FinishLocked(work, status, actions);  // the worker's own verdict, e.g. a token limit
+      // The worker's own verdict, e.g. a token limit. It names items by their index in the items
+      // it was sent, which start at item_offset_ of the caller's request.
+      FinishLocked(
+          work,
+          grpc::Status(status.error_code(),
+                       rankd::worker::ShiftItemIndex(status.error_message(), work->item_offset_),
+                       status.error_details()),
+          actions);
     }
     DispatchLocked(actions);
     UpdateGaugesLocked();

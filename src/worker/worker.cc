@@ -10,13 +10,12 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "grpcpp/grpcpp.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/v1/worker.grpc.pb.h"
+#include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::worker {
@@ -34,14 +33,8 @@ double SecondsSince(Clock::time_point t) {
 // The engine names items by their index in the list it was given ("items[3].text: ..."); a work
 // item's list starts at `begin` of the request.
 absl::Status ShiftItemIndex(const absl::Status& s, int begin) {
-  absl::string_view rest = s.message();
-  if (begin == 0 || !absl::ConsumePrefix(&rest, "items[")) return s;
-  const size_t close = rest.find(']');
-  int index = 0;
-  if (close == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, close), &index)) {
-    return s;
-  }
-  return absl::Status(s.code(), absl::StrCat("items[", index + begin, rest.substr(close)));
+  if (begin == 0) return s;
+  return absl::Status(s.code(), rankd::worker::ShiftItemIndex(s.message(), begin));
 }
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {

@@ -357,6 +357,30 @@ TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
   }
 }
 
+TEST(ServeTest, ScoreStreamErrorsNameItemsByTheirIndexInTheWholeRequest) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(MainConfig("llama-cls"));  // stream_chunk_items: 3
+  ASSERT_NE(server, nullptr);
+  // Item 10 is the second of the chunk [9, 12), whose worker call carries only that chunk's
+  // items; the worker finds its token count over the limit.
+  ScoreRequest request = TextRequest(golden.cases[5]);
+  std::string text;
+  for (int i = 0; i < 200; ++i) absl::StrAppend(&text, "kubernetes terraform ");
+  request.mutable_items(10)->set_text(text);
+  auto stub = server->NewScorer();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto reader = stub->ScoreStream(&context, request);
+  ScoreResponse chunk;
+  while (reader->Read(&chunk)) {
+    EXPECT_LT(chunk.offset(), 9);
+  }
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("items[10].text"));
+  EXPECT_THAT(s.error_message(), HasSubstr("tokens exceeds max_item_tokens=128"));
+}
+
 TEST(ServeTest, GoldenScoresLlamaYesNo) {
   const Golden golden = LoadGolden("llama-gqa-yesno");
   MainOptions options;

@@ -42,15 +42,29 @@ class Work {
  public:
   using DoneFn = std::function<void(const grpc::Status& status, Work& work)>;
 
+  // What the worker call carries of the request.
+  enum class Carry {
+    // The whole request, which the worker call points at (nothing copied).
+    kWholeRequest,
+    // Only items [begin, end), which the worker call points at, and a copy of what the worker
+    // reads besides the items (query, query_ids, apply_sigmoid, priority): a ScoreStream chunk
+    // then costs its own items to send and parse, not the whole request's. Errors the worker
+    // answers still name items by their index in the whole request.
+    kOwnItems,
+  };
+
   Work(const rankd::v1::ScoreRequest* request, int begin, int end, bool interactive,
-       WallTime deadline, DoneFn done);
+       WallTime deadline, Carry carry, DoneFn done);
   ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
-  int begin() const { return item_.begin(); }
-  int end() const { return item_.end(); }
+  // Items of the caller's request.
+  int begin() const { return item_offset_ + item_.begin(); }
+  int end() const { return item_offset_ + item_.end(); }
   int num_items() const { return item_.end() - item_.begin(); }
+  // What the worker call sends.
+  const rankd::worker::v1::WorkItem& worker_item() const { return item_; }
   bool interactive() const { return interactive_; }
   // Valid in `done` with an OK status.
   const rankd::worker::v1::WorkResult& result() const { return result_; }
@@ -61,7 +75,11 @@ class Work {
   friend class WorkerPool;
   enum class State { kNew, kQueued, kRunning, kDone };
 
-  rankd::worker::v1::WorkItem item_;  // holds the caller's request without owning it
+  // Holds the caller's request, or with Carry::kOwnItems a request of its own whose items are the
+  // caller's, without owning them.
+  rankd::worker::v1::WorkItem item_;
+  const Carry carry_;
+  int item_offset_ = 0;  // the index in the caller's request of item_'s first item
   rankd::worker::v1::WorkResult result_;
   const bool interactive_;
   const WallTime deadline_;

@@ -1,0 +1,31 @@
+// What the front end (rankd_server) and the workers (rankd_worker) must agree on beyond
+// rankd/v1/worker.proto. Header-only: rankd_server does not link rankd_worker.
+#ifndef RANKD_WORKER_PROTOCOL_H_
+#define RANKD_WORKER_PROTOCOL_H_
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace rankd::worker {
+
+// An error message that names an item by its index in some list of items ("items[3].text: ...")
+// with that index moved by `offset`, for a list that starts at item `offset` of the caller's
+// request: errors name items by their index in the whole request. Other messages as they are.
+inline std::string ShiftItemIndex(absl::string_view message, int offset) {
+  absl::string_view rest = message;
+  if (offset == 0 || !absl::ConsumePrefix(&rest, "items[")) return std::string(message);
+  const size_t close = rest.find(']');
+  int index = 0;
+  if (close == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, close), &index)) {
+    return std::string(message);
+  }
+  return absl::StrCat("items[", index + offset, rest.substr(close));
+}
+
+}  // namespace rankd::worker
+
+#endif  // RANKD_WORKER_PROTOCOL_H_
