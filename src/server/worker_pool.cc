@@ -174,16 +174,6 @@ void WorkerPool::UpdateGaugesLocked() {
   }
 }
 
-WorkerPool::Stats WorkerPool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  Stats s;
-  s.workers_up = WorkersUpLocked();
-  s.queued = static_cast<int>(interactive_queue_.size() + batch_queue_.size());
-  s.running = running_;
-  for (const Slot& slot : slots_) s.pids.push_back(slot.pid);
-  return s;
-}
-
 std::shared_ptr<Worker::Stub> WorkerPool::MakeStub(const std::string& socket_path) const {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
@@ -308,7 +298,6 @@ void WorkerPool::DispatchLocked(Actions& actions) {
       Slot& slot = slots_[best];
       slot.running.push_back(w);
       w->state_ = Work::State::kRunning;
-      w->worker_ = best;
       w->incarnation_ = slot.incarnation;
       if (++w->attempts_ == 1) {
         w->queue_seconds_ = Seconds(now - w->enqueued_at_);

@@ -69,7 +69,6 @@ class Work {
   // Valid in `done` with an OK status.
   const rankd::worker::v1::WorkResult& result() const { return result_; }
   double queue_seconds() const { return queue_seconds_; }
-  int attempts() const { return attempts_; }
 
  private:
   friend class WorkerPool;
@@ -90,8 +89,7 @@ class Work {
   bool cancelled_ = false;
   grpc::Status cancel_status_;  // why, when cancelled_
   int attempts_ = 0;
-  int worker_ = -1;           // worker slot of the current / last call
-  uint64_t incarnation_ = 0;  // ... and that worker's incarnation
+  uint64_t incarnation_ = 0;  // worker incarnation of the current / last call (retries avoid it)
   std::shared_ptr<grpc::ClientContext> context_;
   SteadyTime enqueued_at_;
   double queue_seconds_ = 0;
@@ -127,14 +125,6 @@ class WorkerPool {
   // stops the workers (SIGTERM, then SIGKILL after workers.stop_timeout_s) and removes the
   // sockets. Idempotent.
   void Shutdown();
-
-  struct Stats {
-    int workers_up = 0;
-    int queued = 0;
-    int running = 0;
-    std::vector<pid_t> pids;  // per slot, -1 when down
-  };
-  Stats stats() const;
 
  private:
   struct Slot {
