@@ -12,11 +12,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "flag_set.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "rankd/common/logging.h"
 #include "rankd/v1/scorer.grpc.pb.h"
 
 namespace {
@@ -50,19 +50,10 @@ std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out;
+// The body of a JSON string (without its quotes); bytes that are not UTF-8 become U+FFFD, so the
+// line stays valid JSON whatever the message holds.
+std::string JsonEscape(absl::string_view s) {
+  return rankd::EscapeLogMessage(s, rankd::LogFormat::kJson);
 }
 
 int ParseFlags(FlagSet& flags, int argc, char** argv) {
