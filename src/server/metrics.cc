@@ -215,11 +215,19 @@ Gauge* ServerMetrics::WorkerUp(int worker) {
 }
 
 void ServerMetrics::CountRequest(int grpc_code) {
-  // gRPC and absl share the canonical code numbers.
-  registry
-      ->GetCounter("rankd_requests_total", "Score and ScoreStream calls answered, by status code.",
-                   {{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(grpc_code))}})
-      ->Add();
+  const bool cached = grpc_code >= 0 && grpc_code < kGrpcCodes;
+  Counter* counter =
+      cached ? requests_by_code_[grpc_code].load(std::memory_order_acquire) : nullptr;
+  if (counter == nullptr) {
+    // The registry creates the series on first use only (so that /metrics lists the codes seen)
+    // and returns the same one to every caller, so threads racing here store the same pointer.
+    // gRPC and absl share the canonical code numbers.
+    counter = registry->GetCounter(
+        "rankd_requests_total", "Score and ScoreStream calls answered, by status code.",
+        {{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(grpc_code))}});
+    if (cached) requests_by_code_[grpc_code].store(counter, std::memory_order_release);
+  }
+  counter->Add();
 }
 
 }  // namespace rankd::server

@@ -1,5 +1,8 @@
 #include "rankd/server/metrics.h"
 
+#include <thread>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -7,6 +10,7 @@ namespace rankd::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(MetricsTest, RendersTheTextExpositionFormat) {
   MetricsRegistry r;
@@ -57,6 +61,24 @@ TEST(MetricsTest, ServerMetricsExportTheDocumentedSeries) {
         "rankd_worker_restarts_total", "rankd_queue_depth", "rankd_workers_up", "rankd_ready"}) {
     EXPECT_THAT(text, HasSubstr(std::string("# TYPE ") + name)) << name;
   }
+}
+
+TEST(MetricsTest, CountRequestListsOnlyTheCodesSeenAndCountsEveryCall) {
+  MetricsRegistry r;
+  ServerMetrics m(&r);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m, t] {
+      for (int i = 0; i < 1000; ++i) m.CountRequest(i % 2 == 0 ? 0 : 3 + t % 2);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  m.CountRequest(3);
+  const std::string text = r.Render();
+  EXPECT_THAT(text, HasSubstr("rankd_requests_total{code=\"OK\"} 2000\n"));
+  EXPECT_THAT(text, HasSubstr("rankd_requests_total{code=\"INVALID_ARGUMENT\"} 1001\n"));
+  EXPECT_THAT(text, HasSubstr("rankd_requests_total{code=\"DEADLINE_EXCEEDED\"} 1000\n"));
+  EXPECT_THAT(text, Not(HasSubstr("rankd_requests_total{code=\"UNAVAILABLE\"}")));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #ifndef RANKD_SERVER_METRICS_H_
 #define RANKD_SERVER_METRICS_H_
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -122,6 +123,12 @@ struct ServerMetrics {
   Gauge* workers_up;
   Gauge* workers_configured;
   Gauge* ready;  // 1 when health reports rankd.v1.Scorer SERVING
+
+ private:
+  // rankd_requests_total's series by gRPC code (0..16), each looked up in the registry (its lock,
+  // its maps) once, the first time that code is counted: every finished call counts one.
+  static constexpr int kGrpcCodes = 17;
+  std::array<std::atomic<Counter*>, kGrpcCodes> requests_by_code_{};
 };
 
 }  // namespace rankd::server
