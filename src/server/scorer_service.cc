@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "rankd/common/logging.h"
+#include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {
@@ -285,7 +285,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
 }  // namespace
 
 int TransportMessageLimit(const Limits& limits) {
-  return static_cast<int>(std::min<int64_t>(INT_MAX, 2 * limits.max_message_bytes + (1 << 20)));
+  return rankd::worker::TransportMessageLimit(limits.max_message_bytes);  // the workers' too
 }
 
 ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,

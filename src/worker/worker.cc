@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <climits>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -404,8 +403,7 @@ absl::Status RunWorker(const WorkerOptions& options) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", options.socket_path),
                            grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(std::min<int64_t>(INT_MAX, 2 * options.max_message_bytes + (1 << 20))));
+  builder.SetMaxReceiveMessageSize(TransportMessageLimit(options.max_message_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

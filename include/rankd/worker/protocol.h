@@ -3,6 +3,9 @@
 #ifndef RANKD_WORKER_PROTOCOL_H_
 #define RANKD_WORKER_PROTOCOL_H_
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -24,6 +27,14 @@ inline std::string ShiftItemIndex(absl::string_view message, int offset) {
     return std::string(message);
   }
   return absl::StrCat("items[", index + offset, rest.substr(close));
+}
+
+// The largest message rankd's gRPC servers accept, the front end's (limits.max_message_bytes) and
+// the workers' (--max-message-bytes, the same value): well above the limit, so that a request
+// somewhat over it is answered INVALID_ARGUMENT naming the limit (gRPC itself answers
+// RESOURCE_EXHAUSTED above this), and so that a valid request wrapped in a work item fits.
+inline int TransportMessageLimit(int64_t max_message_bytes) {
+  return static_cast<int>(std::min<int64_t>(INT_MAX, 2 * max_message_bytes + (1 << 20)));
 }
 
 }  // namespace rankd::worker
