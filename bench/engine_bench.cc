@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "command_flags.h"
 #include "flag_set.h"
 #include "percentile.h"
 #include "rankd/common/logging.h"
@@ -214,10 +216,8 @@ int RunEngineBench(int argc, char** argv, int first) {
   flags.Int("ni", &o.ni, "items per request");
   flags.Int("concurrency", &o.concurrency, "requests scored together per step");
   flags.String("json", &json_path, "also write the result as JSON to this file");
-  if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "engine: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "engine")) {
+    return *exit_code;
   }
   if (o.model_dir.empty()) {
     std::fprintf(stderr, "engine: need --model\n");

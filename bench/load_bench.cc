@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "command_flags.h"
 #include "flag_set.h"
 #include "percentile.h"
 #include "rankd/common/status.h"
@@ -279,10 +281,8 @@ int RunLoadBench(int argc, char** argv, int first) {
   flags.String("priority", &o.priority, "interactive or batch");
   flags.Int("seed", &o.seed, "random seed");
   flags.String("json", &json_path, "also write the result as JSON to this file");
-  if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "load: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "load")) {
+    return *exit_code;
   }
   absl::StatusOr<LoadResult> r = RunLoad(o);
   if (!r.ok()) {

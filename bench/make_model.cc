@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "command_flags.h"
 #include "flag_set.h"
 #include "nlohmann/json.hpp"
 #include "rankd/common/logging.h"
@@ -65,10 +67,8 @@ int RunMakeModel(int argc, char** argv, int first) {
   flags.Int("seed", &seed, "random seed");
   flags.Bool("causal-lm", &causal_lm, "write LlamaForCausalLM (yes_no head) instead of a classifier");
   flags.String("tokenizer-from", &tokenizer_from, "model dir whose tokenizer.model is copied");
-  if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "make-model: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "make-model")) {
+    return *exit_code;
   }
   const Preset* preset = nullptr;
   for (const Preset& p : kPresets) {

@@ -4,12 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "command_flags.h"
 #include "engine_bench.h"
 #include "flag_set.h"
 #include "load_bench.h"
@@ -68,10 +70,8 @@ int RunSweep(int argc, char** argv, int first) {
   flags.Double("duration", &l.duration, "load: measured seconds per point");
   flags.Double("warmup-s", &l.warmup, "load: unmeasured seconds per point");
   flags.Int("vocab", &l.vocab, "load: ids are drawn from [4, vocab)");
-  if (auto s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "sweep: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "sweep")) {
+    return *exit_code;
   }
   std::vector<int> nis, concs, load_concs;
   std::vector<double> rates;
