@@ -13,7 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
-#include "rankd/v1/worker.grpc.pb.h"
+#include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
 

@@ -28,7 +28,7 @@
 #include "rankd/server/config.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/worker_plan.h"
-#include "rankd/v1/worker.grpc.pb.h"
+#include "rankd/internal/worker.grpc.pb.h"
 
 namespace rankd::server {
 

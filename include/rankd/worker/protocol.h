@@ -1,5 +1,5 @@
 // What the front end (rankd_server) and the workers (rankd_worker) must agree on beyond
-// rankd/v1/worker.proto. Header-only: rankd_server does not link rankd_worker.
+// rankd/internal/worker.proto. Header-only: rankd_server does not link rankd_worker.
 #ifndef RANKD_WORKER_PROTOCOL_H_
 #define RANKD_WORKER_PROTOCOL_H_
 

@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "rankd/engine/engine.h"
-#include "rankd/v1/worker.pb.h"
+#include "rankd/internal/worker.pb.h"
 
 namespace rankd::worker {
 
