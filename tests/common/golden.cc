@@ -61,6 +61,9 @@ Golden LoadGolden(const std::string& model_name) {
   if (j.contains("query_template")) g.query_template = j["query_template"].get<std::string>();
   if (j.contains("item_template")) g.item_template = j["item_template"].get<std::string>();
   g.cases = ParseCases(j.at("cases"));
+  // A golden file with nothing to compare would let every test over it pass.
+  EXPECT_FALSE(g.cases.empty()) << g.model_dir << "/golden.json: no cases";
+  // Embedding cases are optional (EmbeddingItemScores skips, not passes, without them).
   if (j.contains("embedding_cases")) g.embedding_cases = ParseCases(j["embedding_cases"]);
   return g;
 }

@@ -74,16 +74,19 @@ TEST_P(GoldenTest, IdItemScores) {
   const Golden g = LoadGolden(GetParam());
   auto engine = MakeEngine(g, /*max_batch_tokens=*/64);  // also exercises the batch split
   ASSERT_NE(engine, nullptr);
+  int checked = 0;
   for (const auto& c : g.cases) {
     ScoreRequest req;
     req.query_ids = c.prefix_ids;
     for (const auto& it : c.items) req.items.push_back(Item::Ids(it.ids));
     auto r = engine->Score(req);
     ASSERT_TRUE(r.ok()) << r.status();
-    for (size_t i = 0; i < c.items.size(); ++i) {
+    ASSERT_EQ(r->scores.size(), c.items.size());
+    for (size_t i = 0; i < c.items.size(); ++i, ++checked) {
       EXPECT_PRED2(WithinF32Tolerance, r->scores[i], c.items[i].score) << "item " << i;
     }
   }
+  EXPECT_GT(checked, 0);
 }
 
 TEST_P(GoldenTest, EmbeddingItemScores) {
@@ -91,16 +94,19 @@ TEST_P(GoldenTest, EmbeddingItemScores) {
   if (g.embedding_cases.empty()) GTEST_SKIP() << "no embedding cases for " << GetParam();
   auto engine = MakeEngine(g);
   ASSERT_NE(engine, nullptr);
+  int checked = 0;
   for (const auto& c : g.embedding_cases) {
     ScoreRequest req;
     req.query_ids = c.prefix_ids;
     for (const auto& it : c.items) req.items.push_back(Item::Embedding(it.embedding));
     auto r = engine->Score(req);
     ASSERT_TRUE(r.ok()) << r.status();
-    for (size_t i = 0; i < c.items.size(); ++i) {
+    ASSERT_EQ(r->scores.size(), c.items.size());
+    for (size_t i = 0; i < c.items.size(); ++i, ++checked) {
       EXPECT_PRED2(WithinF32Tolerance, r->scores[i], c.items[i].score) << "item " << i;
     }
   }
+  EXPECT_GT(checked, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, GoldenTest,
