@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "rankd/common/status.h"
+#include "rankd/model/input_checks.h"
 
 namespace rankd::engine {
 
@@ -48,14 +50,7 @@ absl::Status Backend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
 }
 
 absl::Status ValidatePrefixIds(const model::ModelConfig& config, absl::Span<const int32_t> ids) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("prefix token ", i, " = ", ids[i],
-                                                     " is outside the vocabulary [0, ",
-                                                     config.vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return model::CheckTokenIds(ids, "prefix ids", config.vocab_size);
 }
 
 absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch& items,
@@ -79,11 +74,17 @@ absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch
                                                    " values, not a multiple of hidden_size ", H));
   }
   const int64_t rows = static_cast<int64_t>(items.embeddings.size()) / H;
-  for (int32_t tok : items.tokens) {
-    if (tok >= config.vocab_size || (tok < 0 && -static_cast<int64_t>(tok) > rows)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token ", tok, " is out of range (vocab ", config.vocab_size, ", ", rows,
-          " embedding rows)"));
+  for (int i = 0; i < N; ++i) {
+    for (int t = items.offsets[i]; t < items.offsets[i + 1]; ++t) {
+      const int32_t tok = items.tokens[t];
+      if (tok >= 0) {
+        RANKD_RETURN_IF_ERROR(model::CheckTokenId(
+            tok, absl::StrCat("items[", i, "] token ", t - items.offsets[i]), config.vocab_size));
+      } else if (-static_cast<int64_t>(tok) > rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "items[", i, "] token ", t - items.offsets[i], ": embedding row ",
+            -static_cast<int64_t>(tok) - 1, " is outside the batch's ", rows, " rows"));
+      }
     }
   }
   return absl::OkStatus();
@@ -92,14 +93,14 @@ absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch
 absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head) {
   if (head.type == HeadSpec::Type::kClassifier) {
     if (config.head_kind != model::HeadKind::kSequenceClassification) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "head classifier needs a *ForSequenceClassification model; ", config.architecture,
-          " has an LM head (use --head yes_no:YES,NO)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("head classifier needs a *ForSequenceClassification model; ",
+                       config.architecture, " has an LM head (use --head yes_no:YES,NO)"));
     }
     if (head.index < 0 || head.index >= config.num_labels) {
-      return absl::InvalidArgumentError(absl::StrCat("head classifier index ", head.index,
-                                                     " is outside [0, num_labels=",
-                                                     config.num_labels, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("head classifier index ", head.index,
+                       " is outside [0, num_labels=", config.num_labels, ")"));
     }
   } else {
     if (config.head_kind != model::HeadKind::kCausalLm) {
@@ -108,11 +109,7 @@ absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head
                                                      " has a classifier (use --head classifier)"));
     }
     for (int32_t id : {head.yes_id, head.no_id}) {
-      if (id < 0 || id >= config.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("head yes_no token id ", id,
-                                                       " is outside [0, vocab_size=",
-                                                       config.vocab_size, ")"));
-      }
+      RANKD_RETURN_IF_ERROR(model::CheckTokenId(id, "head yes_no token id", config.vocab_size));
     }
   }
   return absl::OkStatus();

@@ -1,9 +1,8 @@
 #include "rankd/engine/engine.h"
 
-#include <filesystem>
-
 #include <cmath>
 #include <deque>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
+#include "rankd/model/input_checks.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
 
@@ -178,13 +178,8 @@ absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) co
         if (it.ids.empty()) {
           return absl::InvalidArgumentError(absl::StrCat("items[", i, "].ids: empty"));
         }
-        for (size_t j = 0; j < it.ids.size(); ++j) {
-          if (it.ids[j] < 0 || it.ids[j] >= c.vocab_size) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("items[", i, "].ids[", j, "] = ", it.ids[j],
-                             " is outside [0, vocab_size=", c.vocab_size, ")"));
-          }
-        }
+        RANKD_RETURN_IF_ERROR(
+            model::CheckTokenIds(it.ids, absl::StrCat("items[", i, "].ids"), c.vocab_size));
         batch.AddIds(it.ids);
         break;
       case Item::Kind::kEmbedding:
@@ -193,13 +188,8 @@ absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) co
               absl::StrCat("items[", i, "].embedding: ", it.embedding.size(),
                            " values is not a positive multiple of hidden_size=", c.hidden_size));
         }
-        for (size_t j = 0; j < it.embedding.size(); ++j) {
-          if (!std::isfinite(it.embedding[j])) {
-            return absl::InvalidArgumentError(absl::StrCat("items[", i, "].embedding: row ",
-                                                           j / c.hidden_size, " column ",
-                                                           j % c.hidden_size, " is not finite"));
-          }
-        }
+        RANKD_RETURN_IF_ERROR(model::CheckFiniteEmbedding(
+            it.embedding, absl::StrCat("items[", i, "].embedding"), c.hidden_size));
         batch.AddEmbeddings(it.embedding, c.hidden_size);
         break;
     }
@@ -289,13 +279,7 @@ absl::StatusOr<Engine::Prepared> Engine::Prepare(const ScoreRequest& request) {
   } else {
     RANKD_ASSIGN_OR_RETURN(prefix_ids, EncodeQuery(request.query));
   }
-  for (size_t j = 0; j < prefix_ids.size(); ++j) {
-    if (prefix_ids[j] < 0 || prefix_ids[j] >= config().vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("query_ids[", j, "] = ", prefix_ids[j],
-                       " is outside [0, vocab_size=", config().vocab_size, ")"));
-    }
-  }
+  RANKD_RETURN_IF_ERROR(model::CheckTokenIds(prefix_ids, "query_ids", config().vocab_size));
   RANKD_ASSIGN_OR_RETURN(p.items, EncodeItems(request.items));
   p.prefix = prefix_cache_->Get(prefix_ids);
   if (p.prefix == nullptr) {

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "rankd/common/grpc_status.h"
 
 namespace rankd::server {
 namespace {
@@ -221,10 +222,9 @@ void ServerMetrics::CountRequest(int grpc_code) {
   if (counter == nullptr) {
     // The registry creates the series on first use only (so that /metrics lists the codes seen)
     // and returns the same one to every caller, so threads racing here store the same pointer.
-    // gRPC and absl share the canonical code numbers.
     counter = registry->GetCounter(
         "rankd_requests_total", "Score and ScoreStream calls answered, by status code.",
-        {{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(grpc_code))}});
+        {{"code", GrpcCodeName(static_cast<grpc::StatusCode>(grpc_code))}});
     if (cached) requests_by_code_[grpc_code].store(counter, std::memory_order_release);
   }
   counter->Add();

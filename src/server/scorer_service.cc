@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
@@ -17,10 +18,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using rankd::v1::ScoreRequest;
 using rankd::v1::ScoreResponse;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 bool Interactive(const ScoreRequest& request) {
   return request.priority() != rankd::v1::PRIORITY_BATCH;
@@ -52,7 +49,7 @@ void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc:
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   service->metrics()->request_seconds->Observe(seconds);
   service->metrics()->CountRequest(status.error_code());
-  const auto code = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
+  const auto code = GrpcCodeName(status.error_code());
   if (status.error_code() == grpc::StatusCode::INTERNAL ||
       status.error_code() == grpc::StatusCode::UNKNOWN) {
     spdlog::error("{} request_id={} items={} {} in {:.1f} ms: {}", rpc,
@@ -72,7 +69,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
       : service_(service), request_(request), response_(response), start_(Clock::now()) {
     absl::Status s = ValidateScoreRequest(*request, service->config().limits, service->model());
     if (!s.ok()) {
-      Done(ToGrpc(s));
+      Done(ToGrpcStatus(s));
       return;
     }
     work_ = std::make_shared<Work>(
@@ -80,7 +77,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
         Work::Carry::kWholeRequest,
         [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
     s = service->pool()->Submit({work_});
-    if (!s.ok()) Done(ToGrpc(s));
+    if (!s.ok()) Done(ToGrpcStatus(s));
   }
 
   void OnCancel() override {
@@ -125,7 +122,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
       : service_(service), request_(request), start_(Clock::now()) {
     absl::Status s = ValidateScoreRequest(*request, service->config().limits, service->model());
     if (!s.ok()) {
-      status_ = ToGrpc(s);
+      status_ = ToGrpcStatus(s);
       remaining_ = 0;
       MaybeFinish();
       return;
@@ -163,7 +160,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
     if (!s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        status_ = ToGrpc(s);
+        status_ = ToGrpcStatus(s);
         remaining_ = 0;
       }
       MaybeFinish();

@@ -1,8 +1,8 @@
 #include "rankd/server/validation.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
+#include "rankd/common/status.h"
+#include "rankd/model/input_checks.h"
 
 namespace rankd::server {
 namespace {
@@ -13,13 +13,7 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 
 absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids, absl::string_view field,
                       int vocab_size) {
-  for (int j = 0; j < ids.size(); ++j) {
-    if (ids[j] < 0 || ids[j] >= vocab_size) {
-      return Invalid(absl::StrCat(field, "[", j, "]"),
-                     absl::StrCat(ids[j], " is outside [0, vocab_size=", vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return model::CheckTokenIds(absl::MakeConstSpan(ids.data(), ids.size()), field, vocab_size);
 }
 
 }  // namespace
@@ -112,14 +106,9 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
                                       ", expected rows x hidden_size = ", e.rows(), " x ",
                                       model.hidden_size, " = ", expected));
         }
-        for (int j = 0; j < e.values_size(); ++j) {
-          if (!std::isfinite(e.values(j))) {
-            return Invalid(
-                absl::StrCat(f, ".embedding.values[", j, "]"),
-                absl::StrCat("is ", e.values(j), " (row ", j / model.hidden_size, ", column ",
-                             j % model.hidden_size, "); values must be finite"));
-          }
-        }
+        RANKD_RETURN_IF_ERROR(
+            model::CheckFiniteEmbedding(absl::MakeConstSpan(e.values().data(), e.values_size()),
+                                        f + ".embedding.values", model.hidden_size));
         if (i < scored) known_tokens += e.rows();
         break;
       }

@@ -104,12 +104,13 @@ TEST(EngineTest, ItemErrorsNameTheField) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
   };
-  expect_error(Item::Ids({1, 1024}), "items[1].ids[1] = 1024 is outside [0, vocab_size=1024)");
+  expect_error(Item::Ids({1, 1024}), "items[1].ids[1]: 1024 is outside [0, vocab_size=1024)");
   expect_error(Item::Ids({}), "items[1].ids: empty");
   expect_error(Item::Embedding(std::vector<float>(65, 0.5f)), "hidden_size=64");
   std::vector<float> nan_row(128, 0.1f);
   nan_row[64 + 3] = NAN;
-  expect_error(Item::Embedding(nan_row), "items[1].embedding: row 1 column 3 is not finite");
+  expect_error(Item::Embedding(nan_row),
+               "items[1].embedding[67]: is nan (row 1, column 3); values must be finite");
   expect_error(Item::Text(""), "items[1].text: encodes to no tokens");
 
   ScoreRequest bad_query;
@@ -130,8 +131,8 @@ TEST(EngineTest, SigmoidAndUsage) {
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_FLOAT_EQ(sig->scores[i], 1.0f / (1.0f + std::exp(-raw->scores[i])));
   }
-  EXPECT_EQ(raw->item_tokens, static_cast<int64_t>(
-                                  e->tokenizer().Encode("python developer", false)->size() + 3));
+  EXPECT_EQ(raw->item_tokens,
+            static_cast<int64_t>(e->tokenizer().Encode("python developer", false)->size() + 3));
 }
 
 TEST(EngineTest, RepeatedQueryHitsThePrefixCache) {

@@ -1,0 +1,36 @@
+#include "rankd/model/input_checks.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace rankd::model {
+
+absl::Status CheckTokenId(int32_t id, absl::string_view field, int vocab_size) {
+  if (id >= 0 && id < vocab_size) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", id, " is outside [0, vocab_size=", vocab_size, ")"));
+}
+
+absl::Status CheckTokenIds(absl::Span<const int32_t> ids, absl::string_view field, int vocab_size) {
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (ids[j] < 0 || ids[j] >= vocab_size) {
+      return CheckTokenId(ids[j], absl::StrCat(field, "[", j, "]"), vocab_size);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFiniteEmbedding(absl::Span<const float> values, absl::string_view field,
+                                  int hidden_size) {
+  for (size_t j = 0; j < values.size(); ++j) {
+    if (!std::isfinite(values[j])) {
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", j, "]: is ", values[j], " (row ",
+                                                     j / hidden_size, ", column ", j % hidden_size,
+                                                     "); values must be finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rankd::model
