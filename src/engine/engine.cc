@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   RANKD_ASSIGN_OR_RETURN(HeadSpec head, ParseHeadSpec(head_spec, config, engine->tokenizer_.get()));
   RANKD_ASSIGN_OR_RETURN(engine->backend_, CreateBackend(options.backend, options.model_dir, head));
   engine->tokenizer_threads_ = std::max(1, options.tokenizer_threads);
-  engine->max_batch_tokens_ = std::max(1, options.max_batch_tokens);
+  engine->max_batch_tokens_ = std::max(1, options.backend.max_batch_tokens);
   engine->prefix_cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
   return engine;
 }

@@ -5,12 +5,24 @@
 
 namespace rankd::cli {
 
+EngineFlags::EngineFlags(engine::EngineOptions o) : options(std::move(o)) {
+  const engine::ModelSettings& ms = options.settings;
+  head = ms.head.value_or("");
+  query_template = ms.query_template.value_or("");
+  item_template = ms.item_template.value_or("");
+  preset = ms.preset.value_or("");
+  instruction = ms.instruction.value_or("");
+}
+
 void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
-  flags.String("model", &v->model, "Hugging Face model directory (config.json, *.safetensors, tokenizer)");
-  flags.String("backend", &v->backend, "compute backend: cpu or cuda");
-  flags.Int("threads", &v->threads, "CPU backend threads (0: all cores)");
-  flags.Int("tokenizer-threads", &v->tokenizer_threads, "threads that tokenize items in parallel");
-  flags.Int("max-batch-tokens", &v->max_batch_tokens, "item tokens per forward pass, at most");
+  engine::EngineOptions& o = v->options;
+  flags.String("model", &o.model_dir,
+               "Hugging Face model directory (config.json, *.safetensors, tokenizer)");
+  flags.String("backend", &o.backend.kind, "compute backend: cpu or cuda");
+  flags.Int("threads", &o.backend.threads, "CPU backend threads (0: all cores)");
+  flags.Int("tokenizer-threads", &o.tokenizer_threads, "threads that tokenize items in parallel");
+  flags.Int("max-batch-tokens", &o.backend.max_batch_tokens,
+            "item tokens per forward pass, at most");
   flags.String("head", &v->head,
                "score head: classifier[:INDEX] or yes_no:YES,NO (pieces or ids); default by "
                "architecture");
@@ -22,32 +34,29 @@ void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
   flags.String("instruction", &v->instruction,
                absl::StrCat("the preset's task instruction (qwen3-reranker default: \"",
                             engine::kQwen3RerankerInstruction, "\")"));
-  flags.String("strategy", &v->strategy, "cuda: ibpc (prefix once, then items) or multi-item");
-  flags.Bool("graphs", &v->graphs, "cuda: use CUDA graphs (--no-graphs turns them off)");
-  flags.Int("device", &v->device, "cuda: device index");
+  flags.String("strategy", &o.backend.strategy,
+               "cuda: ibpc (prefix once, then items) or multi-item");
+  flags.Bool("graphs", &o.backend.cuda_graphs,
+             "cuda: use CUDA graphs (--no-graphs turns them off)");
+  flags.Int("device", &o.backend.device, "cuda: device index");
 }
 
-absl::StatusOr<engine::EngineOptions> ToEngineOptions(const EngineFlags& v, const FlagSet& flags) {
-  if (v.model.empty()) return absl::InvalidArgumentError("--model is required");
-  if (v.max_batch_tokens <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max-batch-tokens must be positive (got ", v.max_batch_tokens, ")"));
-  }
-  engine::EngineOptions o;
-  o.model_dir = v.model;
-  o.backend.kind = v.backend;
-  o.backend.threads = v.threads;
-  o.backend.device = v.device;
-  o.backend.strategy = v.strategy;
-  o.backend.cuda_graphs = v.graphs;
-  o.backend.max_batch_tokens = v.max_batch_tokens;
-  o.tokenizer_threads = v.tokenizer_threads;
-  o.max_batch_tokens = v.max_batch_tokens;
-  if (flags.WasSet("head")) o.settings.head = v.head;
-  if (flags.WasSet("query-template")) o.settings.query_template = v.query_template;
-  if (flags.WasSet("item-template")) o.settings.item_template = v.item_template;
-  if (flags.WasSet("preset")) o.settings.preset = v.preset;
-  if (flags.WasSet("instruction")) o.settings.instruction = v.instruction;
+engine::EngineOptions ToEngineOptions(const EngineFlags& v, const FlagSet& flags) {
+  engine::EngineOptions o = v.options;
+  auto apply = [&](const char* flag, const std::string& value,
+                   std::optional<std::string>* setting) {
+    if (!flags.WasSet(flag)) return;
+    if (value.empty()) {
+      setting->reset();
+    } else {
+      *setting = value;
+    }
+  };
+  apply("head", v.head, &o.settings.head);
+  apply("query-template", v.query_template, &o.settings.query_template);
+  apply("item-template", v.item_template, &o.settings.item_template);
+  apply("preset", v.preset, &o.settings.preset);
+  apply("instruction", v.instruction, &o.settings.instruction);
   return o;
 }
 

@@ -10,27 +10,27 @@
 
 namespace rankd::cli {
 
+// The flags write into `options` (engine::EngineOptions, the one definition of an engine's
+// options), whose values are the flags' defaults: a lone engine's for `rankd score`, the config
+// file's for `rankd serve`. The optional prompt settings pass through strings first.
 struct EngineFlags {
-  std::string model;
-  std::string backend = "cpu";
-  int threads = 0;
-  int tokenizer_threads = 4;
-  int max_batch_tokens = 8192;
+  engine::EngineOptions options;
   std::string head;
   std::string query_template;
   std::string item_template;
   std::string preset;
   std::string instruction;
-  std::string strategy = "ibpc";
-  bool graphs = true;
-  int device = 0;
+
+  // Sets options and the strings from `o`.
+  explicit EngineFlags(engine::EngineOptions o = {});
 };
 
 void AddEngineFlags(FlagSet& flags, EngineFlags* values);
 
-// Flags left at their defaults do not override rankd.yaml beside the weights.
-absl::StatusOr<engine::EngineOptions> ToEngineOptions(const EngineFlags& values,
-                                                      const FlagSet& flags);
+// values.options with the prompt flags that were given applied: a non-empty value sets the
+// setting, an empty one unsets it; flags not given keep values.options' settings (so that
+// rankd.yaml beside the weights still applies).
+engine::EngineOptions ToEngineOptions(const EngineFlags& values, const FlagSet& flags);
 
 }  // namespace rankd::cli
 

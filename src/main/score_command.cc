@@ -29,8 +29,7 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const Json& j, const std::string& 
   std::vector<int32_t> ids;
   ids.reserve(j.size());
   for (size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0 ||
-        j[i].get<int64_t>() > INT32_MAX) {
+    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0 || j[i].get<int64_t>() > INT32_MAX) {
       return FieldError(absl::StrCat(field, "[", i, "]"), "must be a non-negative integer");
     }
     ids.push_back(j[i].get<int32_t>());
@@ -45,7 +44,8 @@ absl::StatusOr<std::vector<float>> ParseEmbedding(const Json& j, const std::stri
   for (size_t r = 0; r < j.size(); ++r) {
     const Json& row = j[r];
     const std::string rf = absl::StrCat(field, "[", r, "]");
-    if (!row.is_array() || row.empty()) return FieldError(rf, "must be a non-empty list of numbers");
+    if (!row.is_array() || row.empty())
+      return FieldError(rf, "must be a non-empty list of numbers");
     if (r == 0) width = row.size();
     if (row.size() != width) {
       return FieldError(rf, absl::StrCat("has ", row.size(), " values, row 0 has ", width));
@@ -197,12 +197,15 @@ int RunScoreCommand(int argc, char** argv, int first) {
     std::fprintf(stderr, "rankd score: --log-level: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  auto options = ToEngineOptions(engine_flags, flags);
-  if (!options.ok()) {
-    spdlog::error("{}", options.status().message());
+  const engine::EngineOptions options = ToEngineOptions(engine_flags, flags);
+  if (options.model_dir.empty() || options.backend.max_batch_tokens <= 0) {
+    spdlog::error("{}", options.model_dir.empty()
+                            ? "--model is required"
+                            : absl::StrCat("--max-batch-tokens must be positive (got ",
+                                           options.backend.max_batch_tokens, ")"));
     return 2;
   }
-  auto engine = engine::Engine::Create(*options);
+  auto engine = engine::Engine::Create(options);
   if (!engine.ok()) {
     spdlog::error("cannot load model: {}", engine.status().message());
     return 1;

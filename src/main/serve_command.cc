@@ -59,20 +59,9 @@ int RunServeCommand(int argc, char** argv, int first) {
       "processes. Without --config it uses the embedded default (configs/tiny-cpu.yaml: the\n"
       "bundled tiny model, CPU backend, 2 workers); flags override the file (the defaults below\n"
       "are the file's values). SIGTERM drains. Settings: docs/config.md.");
-  EngineFlags engine_flags;
-  engine_flags.model = m.dir;
-  engine_flags.backend = m.backend;
-  engine_flags.threads = m.threads;
-  engine_flags.tokenizer_threads = m.tokenizer_threads;
-  engine_flags.max_batch_tokens = m.max_batch_tokens;
-  engine_flags.head = m.head.value_or("");
-  engine_flags.query_template = m.query_template.value_or("");
-  engine_flags.item_template = m.item_template.value_or("");
-  engine_flags.preset = m.preset.value_or("");
-  engine_flags.instruction = m.instruction.value_or("");
-  engine_flags.strategy = m.cuda_strategy;
-  engine_flags.graphs = m.cuda_graphs;
-  engine_flags.device = config.workers.gpus.size() == 1 ? config.workers.gpus[0] : 0;
+  EngineFlags engine_flags(m.engine);
+  engine_flags.options.backend.device =
+      config.workers.gpus.size() == 1 ? config.workers.gpus[0] : 0;
   AddEngineFlags(flags, &engine_flags);
   std::string listen = config.server.listen, metrics_listen = config.server.metrics_listen;
   std::string log_level = config.logging.level, log_format = config.logging.format, ready_file;
@@ -97,30 +86,11 @@ int RunServeCommand(int argc, char** argv, int first) {
     std::fputs(std::string(server::EmbeddedDefaultConfigText()).c_str(), stdout);
     return 0;
   }
-  auto optional = [&](const char* flag, const std::string& value,
-                      std::optional<std::string>* setting) {
-    if (!flags.WasSet(flag)) return;
-    if (value.empty()) {
-      setting->reset();
-    } else {
-      *setting = value;
-    }
-  };
-  m.dir = engine_flags.model;
-  m.backend = engine_flags.backend;
-  m.threads = engine_flags.threads;
-  m.tokenizer_threads = engine_flags.tokenizer_threads;
-  m.max_batch_tokens = engine_flags.max_batch_tokens;
-  optional("head", engine_flags.head, &m.head);
-  optional("query-template", engine_flags.query_template, &m.query_template);
-  optional("item-template", engine_flags.item_template, &m.item_template);
-  optional("preset", engine_flags.preset, &m.preset);
-  optional("instruction", engine_flags.instruction, &m.instruction);
-  m.cuda_strategy = engine_flags.strategy;
-  m.cuda_graphs = engine_flags.graphs;
+  m.engine = ToEngineOptions(engine_flags, flags);
+  m.engine.backend.device = 0;  // each worker's own GPU; --device picks which one it is (below)
   if (flags.WasSet("device")) {
     config.workers.all_gpus = false;
-    config.workers.gpus = {engine_flags.device};
+    config.workers.gpus = {engine_flags.options.backend.device};
   }
   config.server.listen = listen;
   config.server.metrics_listen = metrics_listen;
@@ -148,38 +118,34 @@ int RunServeCommand(int argc, char** argv, int first) {
 
 int RunWorkerCommand(int argc, char** argv, int first) {
   FlagSet flags(
-      "rankd worker --socket PATH --model DIR [flags]\n"
+      "rankd worker --socket PATH --config FILE [--index N]\n"
       "One worker process of `rankd serve`, which starts it: an engine that serves the internal\n"
-      "rankd.worker.v1.Worker protocol on a Unix domain socket.");
-  EngineFlags engine_flags;
-  AddEngineFlags(flags, &engine_flags);
+      "rankd.worker.v1.Worker protocol on a Unix domain socket. FILE is the front end's\n"
+      "finalized config (written by serve into workers.socket_dir): model, engine options,\n"
+      "limits and logging all come from it.");
   worker::WorkerOptions options;
-  std::string log_level = "info", log_format = "text";
-  int max_request_tokens = static_cast<int>(options.limits.max_request_tokens);
-  int max_message_bytes = static_cast<int>(options.max_message_bytes);
+  std::string config_path;
   flags.String("socket", &options.socket_path, "Unix domain socket to serve on");
-  flags.String("name", &options.model_name, "the served model's name");
+  flags.String("config", &config_path, "the config file serve wrote for its workers");
   flags.Int("index", &options.index, "worker index in the pool (for logs)");
-  flags.Int("max-query-tokens", &options.limits.max_query_tokens, "limits.max_query_tokens");
-  flags.Int("max-item-tokens", &options.limits.max_item_tokens, "limits.max_item_tokens");
-  flags.Int("max-request-tokens", &max_request_tokens, "limits.max_request_tokens");
-  flags.Int("max-message-bytes", &max_message_bytes, "limits.max_message_bytes");
-  flags.String("log-level", &log_level, "trace, debug, info, warn, error, off");
-  flags.String("log-format", &log_format, "text or json");
   if (absl::Status s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
     return absl::IsCancelled(s) ? 0 : FlagError("worker", s);
   }
   if (options.socket_path.empty()) {
     return FlagError("worker", absl::InvalidArgumentError("--socket is required"));
   }
-  options.limits.max_request_tokens = max_request_tokens;
-  options.max_message_bytes = max_message_bytes;
-  absl::StatusOr<engine::EngineOptions> engine_options = ToEngineOptions(engine_flags, flags);
-  if (!engine_options.ok()) return FlagError("worker", engine_options.status());
-  options.engine = std::move(*engine_options);
-  if (options.model_name.empty()) options.model_name = engine_flags.model;
+  if (config_path.empty()) {
+    return FlagError("worker", absl::InvalidArgumentError("--config is required"));
+  }
+  absl::StatusOr<server::ServeConfig> config = server::LoadServeConfigFile(config_path);
+  if (config.ok()) {
+    if (absl::Status s = server::FinalizeServeConfig(&*config); !s.ok()) config = s;
+  }
+  if (!config.ok()) return FlagError("worker", config.status());
+  options.config = std::move(*config);
+  const server::LoggingSection& log = options.config.logging;
   if (absl::Status s =
-          SetUpCommandLogging(log_level, log_format, absl::StrCat("worker-", options.index));
+          SetUpCommandLogging(log.level, log.format, absl::StrCat("worker-", options.index));
       !s.ok()) {
     return FlagError("worker", s);
   }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -50,44 +51,63 @@ absl::Status IntList(const YAML::Node& node, const std::string& key, std::vector
   return absl::OkStatus();
 }
 
-// One YAML mapping key and how to store it.
-using Setter = std::function<absl::Status(const YAML::Node&, const std::string& key)>;
-using Schema = std::map<std::string, Setter>;
+// One YAML mapping key: how to read it into its field, and how to write the field back (the
+// parser and ServeConfigToYaml share one table, so a key is declared once).
+struct Field {
+  std::function<absl::Status(const YAML::Node&, const std::string& key)> read;
+  std::function<void(YAML::Emitter&)> write;  // the value only (the key is the table's)
+};
+using Schema = std::map<std::string, Field>;
 
-Setter String(std::string* v) {
-  return [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "a string", v); };
+Field String(std::string* v) {
+  return {[v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "a string", v); },
+          [v](YAML::Emitter& e) { e << YAML::DoubleQuoted << *v; }};
 }
-// An empty string leaves the value unset.
-Setter OptString(std::optional<std::string>* v) {
-  return [v](const YAML::Node& n, const std::string& k) -> absl::Status {
-    std::string s;
-    RANKD_RETURN_IF_ERROR(Scalar(n, k, "a string", &s));
-    if (s.empty()) {
-      v->reset();
-    } else {
-      *v = std::move(s);
-    }
-    return absl::OkStatus();
-  };
+// An empty string leaves the value unset (and an unset value is written as "").
+Field OptString(std::optional<std::string>* v) {
+  return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
+            std::string s;
+            RANKD_RETURN_IF_ERROR(Scalar(n, k, "a string", &s));
+            if (s.empty()) {
+              v->reset();
+            } else {
+              *v = std::move(s);
+            }
+            return absl::OkStatus();
+          },
+          [v](YAML::Emitter& e) { e << YAML::DoubleQuoted << v->value_or(""); }};
 }
 template <typename T>
-Setter Number(T* v) {
-  return [v](const YAML::Node& n, const std::string& k) {
-    return Scalar(n, k, std::is_integral_v<T> ? "an integer" : "a number", v);
-  };
+Field Number(T* v) {
+  return {[v](const YAML::Node& n, const std::string& k) {
+            return Scalar(n, k, std::is_integral_v<T> ? "an integer" : "a number", v);
+          },
+          [v](YAML::Emitter& e) {
+            if constexpr (std::is_integral_v<T>) {
+              e << *v;
+            } else {
+              e << YAML::Precision(17) << *v;  // round-trips every double
+            }
+          }};
 }
-Setter Bool(bool* v) {
-  return
-      [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); };
+Field Bool(bool* v) {
+  return {
+      [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); },
+      [v](YAML::Emitter& e) { e << YAML::TrueFalseBool << *v; }};
 }
-Setter Path(std::string* v, const std::string& base_dir) {
-  return [v, base_dir](const YAML::Node& n, const std::string& k) -> absl::Status {
-    RANKD_RETURN_IF_ERROR(Scalar(n, k, "a path", v));
-    if (!v->empty() && fs::path(*v).is_relative()) {
-      *v = (fs::path(base_dir) / *v).lexically_normal().string();
-    }
-    return absl::OkStatus();
-  };
+// Relative paths resolve against `base_dir` when read, and are written absolute.
+Field Path(std::string* v, const std::string& base_dir) {
+  return {[v, base_dir](const YAML::Node& n, const std::string& k) -> absl::Status {
+            RANKD_RETURN_IF_ERROR(Scalar(n, k, "a path", v));
+            if (!v->empty() && fs::path(*v).is_relative()) {
+              *v = (fs::path(base_dir) / *v).lexically_normal().string();
+            }
+            return absl::OkStatus();
+          },
+          [v](YAML::Emitter& e) {
+            e << YAML::DoubleQuoted
+              << (v->empty() ? *v : fs::absolute(fs::path(*v)).lexically_normal().string());
+          }};
 }
 
 absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Schema& schema) {
@@ -103,82 +123,103 @@ absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Sc
                       absl::StrCat("unknown setting (known: ", absl::StrJoin(known, ", "), ")"));
     }
     if (kv.second.IsNull()) continue;  // `key:` with no value keeps the default
-    RANKD_RETURN_IF_ERROR(it->second(kv.second, key));
+    RANKD_RETURN_IF_ERROR(it->second.read(kv.second, key));
   }
   return absl::OkStatus();
 }
 
-Setter Section(Schema schema) {
-  return [schema = std::move(schema)](const YAML::Node& n, const std::string& k) {
-    return ReadMap(n, k, schema);
-  };
-}
-
-Setter Gpus(WorkersSection* w) {
-  return [w](const YAML::Node& n, const std::string& k) -> absl::Status {
-    if (n.IsScalar() && n.Scalar() == "all") {
-      w->all_gpus = true;
-      w->gpus.clear();
-      return absl::OkStatus();
-    }
-    if (!n.IsSequence()) return KeyError(k, "must be 'all' or a list of GPU indices");
-    w->all_gpus = false;
-    return IntList(n, k, &w->gpus);
-  };
-}
-
-Setter CpuAffinity(WorkersSection* w) {
-  return [w](const YAML::Node& n, const std::string& k) -> absl::Status {
-    if (n.IsScalar()) {
-      w->cpu_affinity = n.Scalar();
-      w->cpu_sets.clear();
-      if (w->cpu_affinity != "none" && w->cpu_affinity != "auto") {
-        return KeyError(k, "must be none, auto or a list of CPU lists (one per worker)");
-      }
-      return absl::OkStatus();
-    }
-    if (!n.IsSequence()) return KeyError(k, "must be none, auto or a list of CPU lists");
-    w->cpu_affinity = "explicit";
-    w->cpu_sets.assign(n.size(), {});
-    for (size_t i = 0; i < n.size(); ++i) {
-      RANKD_RETURN_IF_ERROR(IntList(n[i], absl::StrCat(k, "[", i, "]"), &w->cpu_sets[i]));
-    }
-    return absl::OkStatus();
-  };
-}
-
-}  // namespace
-
-absl::StatusOr<ServeConfig> ParseServeConfig(absl::string_view yaml, absl::string_view base_dir,
-                                             absl::string_view origin) {
-  ServeConfig c;
-  const std::string base(base_dir);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+void WriteMap(YAML::Emitter& e, const Schema& schema) {
+  e << YAML::BeginMap;
+  for (const auto& [key, field] : schema) {
+    e << YAML::Key << key << YAML::Value;
+    field.write(e);
   }
-  if (root.IsNull()) return c;  // an empty file: all defaults
+  e << YAML::EndMap;
+}
+
+Field Section(Schema schema) {
+  auto shared = std::make_shared<const Schema>(std::move(schema));
+  return {[shared](const YAML::Node& n, const std::string& k) { return ReadMap(n, k, *shared); },
+          [shared](YAML::Emitter& e) { WriteMap(e, *shared); }};
+}
+
+void WriteIntList(YAML::Emitter& e, const std::vector<int>& v) {
+  e << YAML::Flow << YAML::BeginSeq;
+  for (int x : v) e << x;
+  e << YAML::EndSeq;
+}
+
+Field Gpus(WorkersSection* w) {
+  return {[w](const YAML::Node& n, const std::string& k) -> absl::Status {
+            if (n.IsScalar() && n.Scalar() == "all") {
+              w->all_gpus = true;
+              w->gpus.clear();
+              return absl::OkStatus();
+            }
+            if (!n.IsSequence()) return KeyError(k, "must be 'all' or a list of GPU indices");
+            w->all_gpus = false;
+            return IntList(n, k, &w->gpus);
+          },
+          [w](YAML::Emitter& e) {
+            if (w->all_gpus) {
+              e << "all";
+            } else {
+              WriteIntList(e, w->gpus);
+            }
+          }};
+}
+
+Field CpuAffinity(WorkersSection* w) {
+  return {[w](const YAML::Node& n, const std::string& k) -> absl::Status {
+            if (n.IsScalar()) {
+              w->cpu_affinity = n.Scalar();
+              w->cpu_sets.clear();
+              if (w->cpu_affinity != "none" && w->cpu_affinity != "auto") {
+                return KeyError(k, "must be none, auto or a list of CPU lists (one per worker)");
+              }
+              return absl::OkStatus();
+            }
+            if (!n.IsSequence()) return KeyError(k, "must be none, auto or a list of CPU lists");
+            w->cpu_affinity = "explicit";
+            w->cpu_sets.assign(n.size(), {});
+            for (size_t i = 0; i < n.size(); ++i) {
+              RANKD_RETURN_IF_ERROR(IntList(n[i], absl::StrCat(k, "[", i, "]"), &w->cpu_sets[i]));
+            }
+            return absl::OkStatus();
+          },
+          [w](YAML::Emitter& e) {
+            if (w->cpu_affinity != "explicit") {
+              e << w->cpu_affinity;
+              return;
+            }
+            e << YAML::BeginSeq;
+            for (const auto& set : w->cpu_sets) WriteIntList(e, set);
+            e << YAML::EndSeq;
+          }};
+}
+
+// Every key of the config file, bound to the fields of `c` (docs/config.md describes each).
+Schema ServeSchema(ServeConfig& c, const std::string& base) {
   ModelSection& m = c.model;
+  engine::EngineOptions& eo = m.engine;
   ServerSection& s = c.server;
   Limits& l = c.limits;
   WorkersSection& w = c.workers;
   LoggingSection& g = c.logging;
-  const Schema schema = {
-      {"model", Section({{"dir", Path(&m.dir, base)},
+  return {
+      {"model", Section({{"dir", Path(&eo.model_dir, base)},
                          {"name", String(&m.name)},
-                         {"backend", String(&m.backend)},
-                         {"head", OptString(&m.head)},
-                         {"query_template", OptString(&m.query_template)},
-                         {"item_template", OptString(&m.item_template)},
-                         {"preset", OptString(&m.preset)},
-                         {"instruction", OptString(&m.instruction)},
-                         {"threads", Number(&m.threads)},
-                         {"tokenizer_threads", Number(&m.tokenizer_threads)},
-                         {"max_batch_tokens", Number(&m.max_batch_tokens)},
-                         {"cuda_strategy", String(&m.cuda_strategy)},
-                         {"cuda_graphs", Bool(&m.cuda_graphs)}})},
+                         {"backend", String(&eo.backend.kind)},
+                         {"head", OptString(&eo.settings.head)},
+                         {"query_template", OptString(&eo.settings.query_template)},
+                         {"item_template", OptString(&eo.settings.item_template)},
+                         {"preset", OptString(&eo.settings.preset)},
+                         {"instruction", OptString(&eo.settings.instruction)},
+                         {"threads", Number(&eo.backend.threads)},
+                         {"tokenizer_threads", Number(&eo.tokenizer_threads)},
+                         {"max_batch_tokens", Number(&eo.backend.max_batch_tokens)},
+                         {"cuda_strategy", String(&eo.backend.strategy)},
+                         {"cuda_graphs", Bool(&eo.backend.cuda_graphs)}})},
       {"server", Section({{"listen", String(&s.listen)},
                           {"metrics_listen", String(&s.metrics_listen)},
                           {"queue_size", Number(&s.queue_size)},
@@ -208,9 +249,32 @@ absl::StatusOr<ServeConfig> ParseServeConfig(absl::string_view yaml, absl::strin
                            {"format", String(&g.format)},
                            {"access_log", Bool(&g.access_log)}})},
   };
+}
+
+}  // namespace
+
+absl::StatusOr<ServeConfig> ParseServeConfig(absl::string_view yaml, absl::string_view base_dir,
+                                             absl::string_view origin) {
+  ServeConfig c;
+  const std::string base(base_dir);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+  }
+  if (root.IsNull()) return c;  // an empty file: all defaults
+  const Schema schema = ServeSchema(c, base);
   absl::Status status = ReadMap(root, "", schema);
   if (!status.ok()) return Annotate(status, origin);
   return c;
+}
+
+std::string ServeConfigToYaml(const ServeConfig& config) {
+  ServeConfig copy = config;  // the schema binds mutable fields; writing only reads them
+  YAML::Emitter e;
+  WriteMap(e, ServeSchema(copy, ""));
+  return std::string(e.c_str()) + "\n";
 }
 
 absl::StatusOr<ServeConfig> LoadServeConfigFile(const std::string& path) {
@@ -231,19 +295,23 @@ absl::StatusOr<ServeConfig> DefaultServeConfig() {
 
 absl::Status FinalizeServeConfig(ServeConfig* config) {
   ModelSection& m = config->model;
-  if (m.dir.empty()) return KeyError("model.dir", "is required (or give --model)");
-  if (m.name.empty()) m.name = fs::path(m.dir).lexically_normal().filename().string();
-  if (m.name.empty()) m.name = fs::path(m.dir).lexically_normal().parent_path().filename().string();
-  if (m.backend != "cpu" && m.backend != "cuda") {
-    return KeyError("model.backend", absl::StrCat("must be cpu or cuda (got '", m.backend, "')"));
+  const engine::EngineOptions& eo = m.engine;
+  const std::string& dir = eo.model_dir;
+  if (dir.empty()) return KeyError("model.dir", "is required (or give --model)");
+  if (m.name.empty()) m.name = fs::path(dir).lexically_normal().filename().string();
+  if (m.name.empty()) m.name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  if (eo.backend.kind != "cpu" && eo.backend.kind != "cuda") {
+    return KeyError("model.backend",
+                    absl::StrCat("must be cpu or cuda (got '", eo.backend.kind, "')"));
   }
-  if (m.cuda_strategy != "ibpc" && m.cuda_strategy != "multi-item") {
+  if (eo.backend.strategy != "ibpc" && eo.backend.strategy != "multi-item") {
     return KeyError("model.cuda_strategy", "must be ibpc or multi-item");
   }
-  if (m.query_template && m.query_template->find("{query}") == std::string::npos) {
+  const engine::ModelSettings& ms = eo.settings;
+  if (ms.query_template && ms.query_template->find("{query}") == std::string::npos) {
     return KeyError("model.query_template", "must contain {query}");
   }
-  if (m.item_template && m.item_template->find("{item}") == std::string::npos) {
+  if (ms.item_template && ms.item_template->find("{item}") == std::string::npos) {
     return KeyError("model.item_template", "must contain {item}");
   }
   auto positive = [](const std::string& key, double v) -> absl::Status {
@@ -254,9 +322,9 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
     if (v >= 0) return absl::OkStatus();
     return KeyError(key, absl::StrCat("must not be negative (got ", v, ")"));
   };
-  RANKD_RETURN_IF_ERROR(non_negative("model.threads", m.threads));
-  RANKD_RETURN_IF_ERROR(positive("model.tokenizer_threads", m.tokenizer_threads));
-  RANKD_RETURN_IF_ERROR(positive("model.max_batch_tokens", m.max_batch_tokens));
+  RANKD_RETURN_IF_ERROR(non_negative("model.threads", eo.backend.threads));
+  RANKD_RETURN_IF_ERROR(positive("model.tokenizer_threads", eo.tokenizer_threads));
+  RANKD_RETURN_IF_ERROR(positive("model.max_batch_tokens", eo.backend.max_batch_tokens));
 
   const ServerSection& s = config->server;
   if (s.listen.empty()) return KeyError("server.listen", "is required");
@@ -282,7 +350,7 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   RANKD_RETURN_IF_ERROR(positive("workers.workers_per_gpu", w.workers_per_gpu));
   RANKD_RETURN_IF_ERROR(non_negative("workers.max_inflight", w.max_inflight));
   if (w.max_inflight == 0) {
-    w.max_inflight = m.backend == "cuda" ? kDefaultMaxInflightCuda : kDefaultMaxInflightCpu;
+    w.max_inflight = eo.backend.kind == "cuda" ? kDefaultMaxInflightCuda : kDefaultMaxInflightCpu;
   }
   RANKD_RETURN_IF_ERROR(positive("workers.min_ready", w.min_ready));
   RANKD_RETURN_IF_ERROR(positive("workers.startup_timeout_s", w.startup_timeout_s));

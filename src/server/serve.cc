@@ -116,10 +116,10 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
 
 absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig model_config,
-                         model::ModelConfig::FromHfDir(config.model.dir));
+                         model::ModelConfig::FromHfDir(config.model.engine.model_dir));
   const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size};
   RANKD_ASSIGN_OR_RETURN(std::vector<WorkerSpec> specs,
-                         PlanWorkers(config.workers, config.model.backend == "cuda",
+                         PlanWorkers(config.workers, config.model.engine.backend.kind == "cuda",
                                      CountVisibleGpus(), AvailableCpus()));
 
   MetricsRegistry registry;
@@ -157,7 +157,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   }
   spdlog::info(
       "serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}){}", config.model.name,
-      config.model.dir, config.model.backend, specs.size(), config.server.listen, grpc_port,
+      config.model.engine.model_dir, config.model.engine.backend.kind, specs.size(), config.server.listen, grpc_port,
       config.server.metrics_listen.empty() ? std::string()
                                            : absl::StrCat(", metrics on port ", http.port()));
   if (!options.ready_file.empty()) {

@@ -66,43 +66,18 @@ absl::StatusOr<std::vector<WorkerSpec>> PlanWorkers(const WorkersSection& w, boo
   return specs;
 }
 
-std::vector<std::string> WorkerCommandLine(const ServeConfig& config, const WorkerSpec& spec,
+std::vector<std::string> WorkerCommandLine(const std::string& config_file, const WorkerSpec& spec,
                                            const std::string& socket_path) {
-  const ModelSection& m = config.model;
-  const Limits& l = config.limits;
-  std::vector<std::string> argv = {
-      "rankd",
-      "worker",
-      "--socket=" + socket_path,
-      absl::StrCat("--index=", spec.index),
-      "--model=" + m.dir,
-      "--name=" + m.name,
-      "--backend=" + m.backend,
-      absl::StrCat("--threads=", m.threads),
-      absl::StrCat("--tokenizer-threads=", m.tokenizer_threads),
-      absl::StrCat("--max-batch-tokens=", m.max_batch_tokens),
-      "--strategy=" + m.cuda_strategy,
-      m.cuda_graphs ? "--graphs" : "--no-graphs",
-      absl::StrCat("--max-query-tokens=", l.max_query_tokens),
-      absl::StrCat("--max-item-tokens=", l.max_item_tokens),
-      absl::StrCat("--max-request-tokens=", l.max_request_tokens),
-      absl::StrCat("--max-message-bytes=", l.max_message_bytes),
-      "--log-level=" + config.logging.level,
-      "--log-format=" + config.logging.format,
-  };
-  // CUDA_VISIBLE_DEVICES narrows the worker's view to its own GPU, which it sees as device 0.
-  if (spec.gpu >= 0) argv.push_back("--device=0");
-  if (m.head) argv.push_back("--head=" + *m.head);
-  if (m.query_template) argv.push_back("--query-template=" + *m.query_template);
-  if (m.item_template) argv.push_back("--item-template=" + *m.item_template);
-  if (m.preset) argv.push_back("--preset=" + *m.preset);
-  if (m.instruction) argv.push_back("--instruction=" + *m.instruction);
-  return argv;
+  // Everything else (model, engine options, limits, logging) is in the config file. A worker
+  // with a GPU sees only that one (CUDA_VISIBLE_DEVICES) as device 0.
+  return {"rankd", "worker", "--socket=" + socket_path, absl::StrCat("--index=", spec.index),
+          "--config=" + config_file};
 }
 
 std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& parent,
                                            const ServeConfig& config, const WorkerSpec& spec) {
-  const bool fixed_threads = config.model.backend == "cpu" && config.model.threads > 0;
+  const engine::BackendOptions& backend = config.model.engine.backend;
+  const bool fixed_threads = backend.kind == "cpu" && backend.threads > 0;
   std::vector<std::string> env;
   for (const std::string& entry : parent) {
     if (absl::StartsWith(entry, "CUDA_VISIBLE_DEVICES=")) continue;
@@ -114,8 +89,8 @@ std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& paren
   }
   if (spec.gpu >= 0) env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", spec.gpu));
   if (fixed_threads) {
-    env.push_back(absl::StrCat("OPENBLAS_NUM_THREADS=", config.model.threads));
-    env.push_back(absl::StrCat("OMP_NUM_THREADS=", config.model.threads));
+    env.push_back(absl::StrCat("OPENBLAS_NUM_THREADS=", backend.threads));
+    env.push_back(absl::StrCat("OMP_NUM_THREADS=", backend.threads));
   }
   return env;
 }

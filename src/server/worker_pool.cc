@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -123,7 +124,16 @@ absl::Status WorkerPool::Start() {
                                                      sizeof(sockaddr_un::sun_path) - 1, " bytes"));
     }
   }
-  spdlog::info("worker sockets in {}", socket_dir_);
+  // The workers' start-up config: the front end's finalized config, one file for all of them
+  // (owner-only: later configs may carry secrets).
+  config_file_ = absl::StrCat(socket_dir_, "/config.yaml");
+  {
+    std::ofstream out(config_file_, std::ios::trunc);
+    out << ServeConfigToYaml(config_);
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", config_file_));
+  }
+  fs::permissions(config_file_, fs::perms::owner_read | fs::perms::owner_write);
+  spdlog::info("worker sockets and config in {}", socket_dir_);
   started_ = true;
   supervisor_ = std::thread(&WorkerPool::SupervisorLoop, this);
   return absl::OkStatus();
@@ -509,7 +519,7 @@ void WorkerPool::Reap(int index, int wait_status, Actions& actions) {
 void WorkerPool::Spawn(int index) {
   const Slot& fixed = slots_[index];  // spec and socket_path do not change after Start
   ::unlink(fixed.socket_path.c_str());
-  const auto argv = WorkerCommandLine(config_, fixed.spec, fixed.socket_path);
+  const auto argv = WorkerCommandLine(config_file_, fixed.spec, fixed.socket_path);
   const auto env = WorkerEnvironment(CurrentEnvironment(), config_, fixed.spec);
   absl::StatusOr<pid_t> pid = SpawnSelf(argv, env, fixed.spec.cpus);
   std::lock_guard<std::mutex> lock(mu_);
@@ -755,6 +765,7 @@ void WorkerPool::Shutdown() {
   supervisor_.join();
   std::error_code ec;
   for (const Slot& slot : slots_) std::filesystem::remove(slot.socket_path, ec);
+  std::filesystem::remove(config_file_, ec);
   if (own_socket_dir_) std::filesystem::remove(socket_dir_, ec);
 }
 

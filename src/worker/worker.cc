@@ -42,9 +42,15 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 
 }  // namespace
 
+engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config) {
+  engine::EngineOptions o = config.model.engine;
+  o.backend.device = 0;
+  return o;
+}
+
 absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
                                                      const WorkItem& work,
-                                                     const TokenLimits& limits) {
+                                                     const server::Limits& limits) {
   const rankd::v1::ScoreRequest& request = work.request();
   const int begin = work.begin(), end = work.end();
   if (begin < 0 || end > request.items_size() || begin >= end) {
@@ -114,7 +120,7 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
 }
 
 absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem& work,
-                                         const TokenLimits& limits) {
+                                         const server::Limits& limits) {
   const Clock::time_point start = Clock::now();
   RANKD_ASSIGN_OR_RETURN(engine::ScoreRequest scoring, PrepareWorkItem(engine, work, limits));
   absl::StatusOr<engine::ScoreResult> scored = engine.Score(scoring);
@@ -150,7 +156,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   WorkerService(engine::Engine* engine, const WorkerOptions& options)
       : engine_(engine),
         options_(options),
-        token_budget_(std::max(1, options.engine.max_batch_tokens)) {}
+        token_budget_(std::max(1, options.config.model.engine.backend.max_batch_tokens)) {}
 
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context, const WorkItem* request,
                                   WorkResult* response) override {
@@ -179,7 +185,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
                                  const rankd::worker::v1::PingRequest*,
                                  rankd::worker::v1::PingResponse* response) override {
     response->set_pid(getpid());
-    response->set_model(options_.model_name);
+    response->set_model(options_.config.model.name);
     response->set_backend(std::string(engine_->backend().name()));
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -282,7 +288,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       }
       if (!job.prepared) {
         absl::StatusOr<engine::ScoreRequest> prepared =
-            PrepareWorkItem(*engine_, *job.request, options_.limits);
+            PrepareWorkItem(*engine_, *job.request, options_.config.limits);
         if (!prepared.ok()) {
           Finish(job, grpc::Status(static_cast<grpc::StatusCode>(prepared.status().code()),
                                    std::string(prepared.status().message())));
@@ -389,7 +395,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
 absl::Status RunWorker(const WorkerOptions& options) {
   const Clock::time_point start = Clock::now();
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine,
-                         engine::Engine::Create(options.engine));
+                         engine::Engine::Create(WorkerEngineOptions(options.config)));
   {
     // Warm-up: the first call pays for lazy initialization (thread pools, allocations).
     engine::ScoreRequest warm;
@@ -403,7 +409,7 @@ absl::Status RunWorker(const WorkerOptions& options) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", options.socket_path),
                            grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(TransportMessageLimit(options.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(TransportMessageLimit(options.config.limits.max_message_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

@@ -19,7 +19,7 @@ std::unique_ptr<Engine> MakeEngine(const Golden& g, int max_batch_tokens = 8192)
   if (g.query_template) o.settings.query_template = *g.query_template;
   if (g.item_template) o.settings.item_template = *g.item_template;
   o.backend.threads = 2;
-  o.max_batch_tokens = max_batch_tokens;
+  o.backend.max_batch_tokens = max_batch_tokens;
   auto engine = Engine::Create(o);
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? *std::move(engine) : nullptr;

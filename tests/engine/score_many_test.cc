@@ -45,7 +45,7 @@ class ScoreManyTest : public ::testing::Test {
     EngineOptions o;
     o.model_dir = rankd::testing::ModelDir("llama-cls");
     o.backend.threads = 1;
-    o.max_batch_tokens = kBudget;
+    o.backend.max_batch_tokens = kBudget;
     auto e = Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);

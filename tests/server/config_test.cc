@@ -16,13 +16,14 @@ TEST(ServeConfigTest, EmbeddedDefaultIsTheTinyCpuConfigWithTheBundledModel) {
   absl::StatusOr<ServeConfig> c = DefaultServeConfig();
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(FinalizeServeConfig(&*c).ok());
-  EXPECT_TRUE(std::filesystem::exists(c->model.dir + "/config.json")) << c->model.dir;
+  EXPECT_TRUE(std::filesystem::exists(c->model.engine.model_dir + "/config.json"))
+      << c->model.engine.model_dir;
   EXPECT_EQ(c->model.name, "llama-cls");
-  EXPECT_EQ(c->model.backend, "cpu");
+  EXPECT_EQ(c->model.engine.backend.kind, "cpu");
   EXPECT_EQ(c->workers.count, 2);
   EXPECT_TRUE(c->workers.all_gpus);
   EXPECT_EQ(c->server.listen, "127.0.0.1:50051");
-  EXPECT_FALSE(c->model.head.has_value());  // "" means unset
+  EXPECT_FALSE(c->model.engine.settings.head.has_value());  // "" means unset
   EXPECT_THAT(std::string(EmbeddedDefaultConfigText()), HasSubstr("max_message_bytes"));
 }
 
@@ -75,13 +76,13 @@ logging:
 )",
                                                    "/etc/rankd", "test.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model.dir, "/etc/rankd/models/m");
+  EXPECT_EQ(c->model.engine.model_dir, "/etc/rankd/models/m");
   EXPECT_EQ(c->model.name, "m1");
-  EXPECT_EQ(c->model.backend, "cuda");
-  EXPECT_EQ(c->model.head, "yes_no:4,5");
-  EXPECT_EQ(c->model.query_template, "Q: {query}");
-  EXPECT_FALSE(c->model.item_template.has_value());
-  EXPECT_EQ(c->model.threads, 3);
+  EXPECT_EQ(c->model.engine.backend.kind, "cuda");
+  EXPECT_EQ(c->model.engine.settings.head, "yes_no:4,5");
+  EXPECT_EQ(c->model.engine.settings.query_template, "Q: {query}");
+  EXPECT_FALSE(c->model.engine.settings.item_template.has_value());
+  EXPECT_EQ(c->model.engine.backend.threads, 3);
   EXPECT_EQ(c->server.listen, "0.0.0.0:1234");
   EXPECT_EQ(c->server.metrics_listen, "");
   EXPECT_EQ(c->server.queue_size, 9);
@@ -98,6 +99,72 @@ logging:
   EXPECT_EQ(c->logging.format, "json");
   EXPECT_TRUE(c->logging.access_log);
   EXPECT_TRUE(FinalizeServeConfig(&*c).ok());
+}
+
+// The workers start from ServeConfigToYaml of the front end's config: every setting must come
+// back equal, awkward strings and doubles included.
+TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
+  ServeConfig defaults;
+  defaults.model.engine.model_dir = "/models/m";
+  absl::StatusOr<ServeConfig> back = ParseServeConfig(ServeConfigToYaml(defaults), "/", "yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << ServeConfigToYaml(defaults);
+  EXPECT_TRUE(*back == defaults) << ServeConfigToYaml(defaults);
+
+  ServeConfig c;
+  engine::EngineOptions& e = c.model.engine;
+  e.model_dir = "/models/qwen3 reranker";
+  e.backend.kind = "cuda";
+  e.backend.threads = 7;
+  e.backend.strategy = "multi-item";
+  e.backend.cuda_graphs = false;
+  e.backend.max_batch_tokens = 12345;
+  e.tokenizer_threads = 3;
+  e.settings.head = "yes_no:yes,no";
+  e.settings.query_template = "<|im_start|>system\nJudge: \"yes\" or 'no' \u00e9\u4e2d: {query}\n";
+  e.settings.item_template = "  {item}\t# not a comment";
+  e.settings.preset = "qwen3-reranker";
+  e.settings.instruction = "- a: b [c] {d}";
+  c.model.name = "true";  // a string that YAML would read as a bool when written bare
+  c.server.listen = "[::1]:0";
+  c.server.metrics_listen = "";
+  c.server.drain_timeout_s = 0.1;
+  c.server.initial_seconds_per_item = 1.0 / 3;
+  c.limits.max_items = 3;
+  c.limits.max_request_tokens = int64_t{1} << 40;
+  c.workers.count = 0;
+  c.workers.all_gpus = true;
+  c.workers.cpu_affinity = "explicit";
+  c.workers.cpu_sets = {{0, 1}, {}, {5}};
+  c.workers.ping_timeout_s = 2.5e-3;
+  c.workers.socket_dir = "/run/rankd";
+  c.logging.level = "debug";
+  c.logging.access_log = true;
+  const std::string yaml = ServeConfigToYaml(c);
+  back = ParseServeConfig(yaml, "/elsewhere", "yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  EXPECT_TRUE(*back == c) << yaml;
+  EXPECT_EQ(back->model.engine.settings.query_template, e.settings.query_template);
+  EXPECT_DOUBLE_EQ(back->server.initial_seconds_per_item, 1.0 / 3);
+
+  c.workers.all_gpus = false;
+  c.workers.gpus = {2, 0};
+  c.workers.cpu_affinity = "auto";
+  c.workers.cpu_sets.clear();
+  e.settings.head.reset();
+  back = ParseServeConfig(ServeConfigToYaml(c), "/", "yaml");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == c) << ServeConfigToYaml(c);
+}
+
+// A relative model directory (from --model) is written absolute: the workers read the file from
+// the socket directory, not from where the front end was started.
+TEST(ServeConfigTest, YamlWritesPathsAbsolute) {
+  ServeConfig c;
+  c.model.engine.model_dir = "rel/model";
+  absl::StatusOr<ServeConfig> back = ParseServeConfig(ServeConfigToYaml(c), "/x", "yaml");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model.engine.model_dir,
+            (std::filesystem::current_path() / "rel/model").lexically_normal().string());
 }
 
 TEST(ServeConfigTest, ErrorsNameTheKey) {
@@ -133,7 +200,7 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
 
 TEST(ServeConfigTest, ModelNameDefaultsToTheDirectoryName) {
   ServeConfig c;
-  c.model.dir = "/models/qwen3-reranker/";
+  c.model.engine.model_dir = "/models/qwen3-reranker/";
   ASSERT_TRUE(FinalizeServeConfig(&c).ok());
   EXPECT_EQ(c.model.name, "qwen3-reranker");
 }
@@ -147,7 +214,8 @@ TEST(ServeConfigTest, LoadsAFileRelativeToItsDirectory) {
   }
   absl::StatusOr<ServeConfig> c = LoadServeConfigFile(dir + "/c.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model.dir, (std::filesystem::absolute(dir) / "../m").lexically_normal().string());
+  EXPECT_EQ(c->model.engine.model_dir,
+            (std::filesystem::absolute(dir) / "../m").lexically_normal().string());
   EXPECT_EQ(LoadServeConfigFile(dir + "/missing.yaml").status().code(),
             absl::StatusCode::kNotFound);
 }

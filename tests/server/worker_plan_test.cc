@@ -90,33 +90,21 @@ TEST(PlanWorkersTest, ExplicitAffinityNeedsOneListPerWorker) {
   EXPECT_THAT(std::string(specs.status().message()), HasSubstr("1 CPU lists for 2 workers"));
 }
 
-TEST(WorkerCommandLineTest, CarriesTheModelLimitsAndLogging) {
-  ServeConfig c;
-  c.model.dir = "/m";
-  c.model.name = "m";
-  c.model.head = "classifier:1";
-  c.limits.max_item_tokens = 77;
-  c.logging.format = "json";
+// Everything but the socket and the index travels in the config file (ServeConfigToYaml; its
+// round trip is config_test's): adding a setting adds no flag here.
+TEST(WorkerCommandLineTest, CarriesOnlyTheSocketTheIndexAndTheConfigFile) {
   WorkerSpec spec;
   spec.index = 3;
   spec.gpu = 5;
-  const auto argv = WorkerCommandLine(c, spec, "/tmp/s.sock");
-  ASSERT_GE(argv.size(), 2u);
-  EXPECT_EQ(argv[1], "worker");
-  EXPECT_THAT(argv, Contains("--socket=/tmp/s.sock"));
-  EXPECT_THAT(argv, Contains("--index=3"));
-  EXPECT_THAT(argv, Contains("--model=/m"));
-  EXPECT_THAT(argv, Contains("--head=classifier:1"));
-  EXPECT_THAT(argv, Contains("--max-item-tokens=77"));
-  EXPECT_THAT(argv, Contains("--log-format=json"));
-  EXPECT_THAT(argv, Contains("--device=0"));  // its GPU, as CUDA_VISIBLE_DEVICES shows it
-  EXPECT_THAT(argv, Not(Contains(::testing::StartsWith("--query-template"))));
+  const auto argv = WorkerCommandLine("/tmp/rankd-x/config.yaml", spec, "/tmp/s.sock");
+  EXPECT_THAT(argv, ::testing::ElementsAre("rankd", "worker", "--socket=/tmp/s.sock", "--index=3",
+                                           "--config=/tmp/rankd-x/config.yaml"));
 }
 
 TEST(WorkerEnvironmentTest, SetsTheGpuAndTheCpuThreads) {
   ServeConfig c;
-  c.model.backend = "cpu";
-  c.model.threads = 2;
+  c.model.engine.backend.kind = "cpu";
+  c.model.engine.backend.threads = 2;
   WorkerSpec spec;
   const std::vector<std::string> parent = {"PATH=/bin", "CUDA_VISIBLE_DEVICES=0,1",
                                            "OPENBLAS_NUM_THREADS=16"};
@@ -125,7 +113,7 @@ TEST(WorkerEnvironmentTest, SetsTheGpuAndTheCpuThreads) {
   EXPECT_THAT(env, Not(Contains(::testing::StartsWith("CUDA_VISIBLE_DEVICES"))));
   EXPECT_THAT(env, Contains("OPENBLAS_NUM_THREADS=2"));
   EXPECT_THAT(env, Not(Contains("OPENBLAS_NUM_THREADS=16")));
-  c.model.backend = "cuda";
+  c.model.engine.backend.kind = "cuda";
   spec.gpu = 1;
   env = WorkerEnvironment(parent, c, spec);
   EXPECT_THAT(env, Contains("CUDA_VISIBLE_DEVICES=1"));

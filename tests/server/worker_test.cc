@@ -48,7 +48,7 @@ TEST_F(ScoreWorkItemTest, ScoresARangeOfItems) {
   *work.mutable_request() = Request(c);
   work.set_begin(4);
   work.set_end(9);
-  auto r = ScoreWorkItem(*engine_, work, TokenLimits{});
+  auto r = ScoreWorkItem(*engine_, work, server::Limits{});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->scores_size(), 5);
   for (int i = 0; i < 5; ++i) {
@@ -71,7 +71,7 @@ TEST_F(ScoreWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   for (size_t i = 3; i < 8; ++i) {
     if (c.items[i].ids.size() > c.items[longest].ids.size()) longest = i;
   }
-  TokenLimits limits;
+  server::Limits limits;
   limits.max_item_tokens = static_cast<int>(c.items[longest].ids.size()) - 1;
   auto r = ScoreWorkItem(*engine_, work, limits);
   ASSERT_FALSE(r.ok());
@@ -79,17 +79,17 @@ TEST_F(ScoreWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr(absl::StrCat("items[", longest, "].text: ", c.items[longest].ids.size(),
                                      " tokens exceeds max_item_tokens=")));
-  limits = TokenLimits{};
+  limits = server::Limits{};
   limits.max_query_tokens = static_cast<int>(c.prefix_ids.size()) - 1;
   r = ScoreWorkItem(*engine_, work, limits);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("query: "));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("max_query_tokens="));
-  limits = TokenLimits{};
+  limits = server::Limits{};
   limits.max_request_tokens = 10;
   r = ScoreWorkItem(*engine_, work, limits);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("exceeds max_request_tokens=10"));
   work.set_end(40);
-  r = ScoreWorkItem(*engine_, work, TokenLimits{});
+  r = ScoreWorkItem(*engine_, work, server::Limits{});
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("outside the request's 17 items"));
 }
 
@@ -99,7 +99,7 @@ TEST_F(ScoreWorkItemTest, SigmoidOnRequest) {
   *work.mutable_request() = Request(c);
   work.mutable_request()->set_apply_sigmoid(true);
   work.set_end(1);
-  auto r = ScoreWorkItem(*engine_, work, TokenLimits{});
+  auto r = ScoreWorkItem(*engine_, work, server::Limits{});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(WithinF32Tolerance(r->scores(0), 1.0 / (1.0 + std::exp(-c.items[0].score))));
 }

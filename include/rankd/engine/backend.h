@@ -98,7 +98,11 @@ struct BackendOptions {
   // (prefix and items in one packed pass).
   std::string strategy = "ibpc";
   bool cuda_graphs = true;
-  int max_batch_tokens = 16384;  // upper bound on item tokens per ScoreItems call
+  // Item tokens per forward pass, at most: the one budget. The engine splits work into passes
+  // of at most this many item tokens, and the CUDA backend sizes its buffers and graphs for it.
+  int max_batch_tokens = 8192;
+
+  bool operator==(const BackendOptions&) const = default;
 };
 
 // Creates a backend for the model in `model_dir`. Unavailable when the kind is not built in or

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "rankd/engine/backend.h"
+#include "rankd/engine/options.h"
 #include "rankd/engine/prefix_cache.h"
 #include "rankd/model/config.h"
 #include "rankd/tokenizer/tokenizer.h"
@@ -47,23 +48,6 @@ struct ScoreResult {
   int64_t item_tokens = 0;
 };
 
-// Model-level prompt and head settings. Unset fields fall back to rankd.yaml beside the weights,
-// then to the preset's (if a preset is named), then to the defaults: bare text templates; head
-// classifier:0 for *ForSequenceClassification, yes_no:yes,no for *ForCausalLM.
-struct ModelSettings {
-  std::optional<std::string> query_template;  // contains {query}
-  std::optional<std::string> item_template;   // contains {item}
-  std::optional<std::string> head;            // "classifier[:INDEX]" | "yes_no:YES,NO"
-  std::optional<std::string> preset;          // a PresetNames() entry, e.g. "qwen3-reranker"
-  std::optional<std::string> instruction;     // the preset's task instruction, if it has one
-
-  // Fields set in `over` replace those of *this.
-  ModelSettings MergedWith(const ModelSettings& over) const;
-  // Reads `<model_dir>/rankd.yaml` if present (keys: query_template, item_template, head, preset,
-  // instruction).
-  static absl::StatusOr<ModelSettings> FromModelDir(const std::string& model_dir);
-};
-
 // Ready prompt settings for known model families (src/engine/presets.cc).
 //   qwen3-reranker: the Qwen3-Reranker chat prompt (system prompt, "<Instruct>: INSTRUCTION",
 //                   "<Query>: {query}" | "<Document>: {item}", assistant/think suffix), head
@@ -75,15 +59,6 @@ inline constexpr char kQwen3RerankerInstruction[] =
 // that `s` sets itself. Without a preset, `s` unchanged (an instruction without one is an error).
 absl::StatusOr<ModelSettings> ApplyPreset(const ModelSettings& s);
 
-struct EngineOptions {
-  std::string model_dir;
-  BackendOptions backend;
-  ModelSettings settings;     // overrides rankd.yaml
-  int tokenizer_threads = 4;  // parallel item tokenization
-  int max_batch_tokens = 8192;
-  // Encoded prefixes kept for reuse (same query ids: no prefix pass); 0 turns the cache off.
-  size_t prefix_cache_bytes = 256 << 20;
-};
 
 // One forward pass of ScoreGroupsInPasses.
 struct PassInfo {

@@ -11,23 +11,29 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "rankd/engine/options.h"
 
 namespace rankd::server {
 
 struct ModelSection {
-  std::string dir;                            // Hugging Face model directory
-  std::string name;                           // served name; default: base name of `dir`
-  std::string backend = "cpu";                // cpu | cuda
-  std::optional<std::string> head;            // unset: rankd.yaml beside the weights, then default
-  std::optional<std::string> query_template;  // contains {query}
-  std::optional<std::string> item_template;   // contains {item}
-  std::optional<std::string> preset;          // prompt preset, e.g. qwen3-reranker
-  std::optional<std::string> instruction;     // the preset's task instruction
-  int threads = 1;                            // CPU backend threads per worker (0: all cores)
-  int tokenizer_threads = 1;                  // per worker
-  int max_batch_tokens = 8192;                // item tokens per forward pass
-  std::string cuda_strategy = "ibpc";         // ibpc | multi-item
-  bool cuda_graphs = true;
+  std::string name;  // served name; default: base name of `engine.model_dir`
+  // The workers' engine, the one definition of its options. YAML keys of `model:` and the field
+  // each sets: dir (engine.model_dir), backend (engine.backend.kind), head, query_template,
+  // item_template, preset, instruction (engine.settings.*; unset: rankd.yaml beside the weights,
+  // then the defaults), threads (engine.backend.threads), tokenizer_threads,
+  // max_batch_tokens (engine.backend.max_batch_tokens), cuda_strategy (engine.backend.strategy),
+  // cuda_graphs (engine.backend.cuda_graphs).
+  engine::EngineOptions engine = ServeEngineDefaults();
+
+  // Serve's defaults where they differ from a lone engine's (`rankd score`): one CPU backend
+  // thread and one tokenizer thread per worker, so that workers x threads fits the cores.
+  static engine::EngineOptions ServeEngineDefaults() {
+    engine::EngineOptions o;
+    o.backend.threads = 1;
+    o.tokenizer_threads = 1;
+    return o;
+  }
+  bool operator==(const ModelSection&) const = default;
 };
 
 struct ServerSection {
@@ -38,6 +44,8 @@ struct ServerSection {
   int stream_chunk_items = 64;                    // ScoreStream: items per chunk
   // Scoring cost per item assumed until the first measurement (deadline admission).
   double initial_seconds_per_item = 0.001;
+
+  bool operator==(const ServerSection&) const = default;
 };
 
 struct Limits {
@@ -46,6 +54,8 @@ struct Limits {
   int max_item_tokens = 512;             // tokens (or embedding rows) per item
   int64_t max_request_tokens = 262144;   // item tokens per request (per chunk for ScoreStream)
   int64_t max_message_bytes = 16 << 20;  // serialized ScoreRequest
+
+  bool operator==(const Limits&) const = default;
 };
 
 struct WorkersSection {
@@ -70,6 +80,8 @@ struct WorkersSection {
   double restart_backoff_max_s = 30;
   double stop_timeout_s = 10;  // SIGTERM -> SIGKILL when stopping workers
   std::string socket_dir;      // Unix sockets; empty: a fresh /tmp/rankd-XXXXXX
+
+  bool operator==(const WorkersSection&) const = default;
 };
 
 inline constexpr int kDefaultMaxInflightCuda = 4;
@@ -79,6 +91,8 @@ struct LoggingSection {
   std::string level = "info";   // trace | debug | info | warn | error | off
   std::string format = "text";  // text | json
   bool access_log = false;      // one info line per request
+
+  bool operator==(const LoggingSection&) const = default;
 };
 
 struct ServeConfig {
@@ -87,12 +101,18 @@ struct ServeConfig {
   Limits limits;
   WorkersSection workers;
   LoggingSection logging;
+
+  bool operator==(const ServeConfig&) const = default;
 };
 
 // Parses YAML text (`origin` names it in errors). Relative paths resolve against `base_dir`.
 // Unknown keys and wrong types are errors that name the key, e.g. "workers.count: ...".
 absl::StatusOr<ServeConfig> ParseServeConfig(absl::string_view yaml, absl::string_view base_dir,
                                              absl::string_view origin);
+// The YAML text of `config`, which ParseServeConfig reads back into an equal ServeConfig (paths
+// made absolute): how `rankd serve` hands its finalized config to the workers, as one file.
+// Written from the same key table as the parser, so a new key round-trips without more code.
+std::string ServeConfigToYaml(const ServeConfig& config);
 // Reads and parses a file; relative paths resolve against the file's directory.
 absl::StatusOr<ServeConfig> LoadServeConfigFile(const std::string& path);
 // The embedded default (configs/tiny-cpu.yaml as built in), its paths resolved against the

@@ -29,8 +29,9 @@ absl::StatusOr<std::vector<WorkerSpec>> PlanWorkers(const WorkersSection& worker
                                                     int visible_gpus,
                                                     const std::vector<int>& available_cpus);
 
-// argv of `rankd worker` for one worker (argv[0] is "rankd").
-std::vector<std::string> WorkerCommandLine(const ServeConfig& config, const WorkerSpec& spec,
+// argv of `rankd worker` for one worker (argv[0] is "rankd"): its socket, its index and the
+// config file (ServeConfigToYaml of the finalized config) that holds all its other settings.
+std::vector<std::string> WorkerCommandLine(const std::string& config_file, const WorkerSpec& spec,
                                            const std::string& socket_path);
 
 // The worker's environment: `parent` (NAME=VALUE entries) with CUDA_VISIBLE_DEVICES set to the

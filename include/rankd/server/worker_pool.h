@@ -185,6 +185,7 @@ class WorkerPool {
   const ServeConfig config_;
   ServerMetrics* const metrics_;
   std::string socket_dir_;
+  std::string config_file_;  // <socket_dir_>/config.yaml, what every worker starts from
   bool own_socket_dir_ = false;
 
   mutable std::mutex mu_;

@@ -1,7 +1,7 @@
 // A worker process (`rankd worker`): one engine, serving rankd.worker.v1.Worker on a Unix domain
 // socket for the front end (`rankd serve`). Work items wait in the worker's queue (interactive
 // before batch priority, each in arrival order); the engine thread takes as many as fit one engine
-// step (BatchAdmits; token budget: engine.max_batch_tokens, so that its forward passes are full)
+// step (BatchAdmits; token budget: model.max_batch_tokens, so that its forward passes are full)
 // and scores them together (Engine::ScoreMany), answering each as soon as its
 // last forward pass is done. Pings are answered on gRPC's threads, so they measure whether the
 // process is alive and responsive, not whether it is busy.
@@ -16,23 +16,16 @@
 #include "absl/status/statusor.h"
 #include "rankd/engine/engine.h"
 #include "rankd/internal/worker.pb.h"
+#include "rankd/server/config.h"
 
 namespace rankd::worker {
 
-// Token limits checked after tokenization (the front end checks what it can count before).
-struct TokenLimits {
-  int max_query_tokens = 512;
-  int max_item_tokens = 512;
-  int64_t max_request_tokens = 262144;
-};
-
+// What `rankd worker` is started with: its socket and index on the command line, everything else
+// in `config`, the front end's finalized ServeConfig (read from the file its --config names).
 struct WorkerOptions {
   std::string socket_path;
-  std::string model_name;
   int index = 0;
-  engine::EngineOptions engine;
-  TokenLimits limits;
-  int64_t max_message_bytes = 16 << 20;
+  server::ServeConfig config;
   // Waits up to `timeout` for a request to stop (SIGTERM / SIGINT); true when one came.
   std::function<bool(std::chrono::milliseconds timeout)> wait_for_stop;
 };
@@ -42,14 +35,14 @@ struct WorkerOptions {
 // item indices of the whole request), then the engine. compute_seconds covers all of it.
 absl::StatusOr<rankd::worker::v1::WorkResult> ScoreWorkItem(engine::Engine& engine,
                                                             const rankd::worker::v1::WorkItem& work,
-                                                            const TokenLimits& limits);
+                                                            const server::Limits& limits);
 
 // Checks a work item and turns it into an engine request whose items are all token ids (text
 // tokenized) or embeddings: the range, the prefix from query_ids or the templated query, token
 // limits (errors name the field and the limit, with item indices of the whole request).
 absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
                                                      const rankd::worker::v1::WorkItem& work,
-                                                     const TokenLimits& limits);
+                                                     const server::Limits& limits);
 
 // The scheduler's rule for one more work item in the engine step being gathered (which holds
 // `step_tokens` prefix and item tokens; the candidate brings `candidate_tokens`): no while the
@@ -60,6 +53,10 @@ bool BatchAdmits(int64_t step_tokens, int64_t candidate_tokens, int64_t token_bu
                  double seconds_per_token, std::chrono::steady_clock::time_point now,
                  std::chrono::steady_clock::time_point earliest_deadline,
                  std::chrono::steady_clock::duration margin);
+
+// The engine a worker builds from `config`: config.model.engine on device 0 (a worker sees only
+// its own GPU, through CUDA_VISIBLE_DEVICES).
+engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config);
 
 // Loads and warms up the engine, then serves on options.socket_path until wait_for_stop says so
 // (or the parent process is gone). Work queued at that point is answered UNAVAILABLE.

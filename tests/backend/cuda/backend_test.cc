@@ -219,7 +219,7 @@ TEST_P(CudaGoldenTest, TextItemsThroughEngine) {
   o.settings.head = golden_.head;
   if (golden_.query_template) o.settings.query_template = *golden_.query_template;
   if (golden_.item_template) o.settings.item_template = *golden_.item_template;
-  o.max_batch_tokens = 64;  // several backend calls per request
+  o.backend.max_batch_tokens = 64;  // several backend calls per request
   auto eng = engine::Engine::Create(o);
   ASSERT_TRUE(eng.ok()) << eng.status();
   Stats st{Tag("golden text")};
