@@ -1,3 +1,6 @@
+// include/rankd/tokenizer holds the tokenizer's public interface, this header; its implementations
+// live in src/tokenizer.
+//
 // Tokenizer: text -> token ids. Two implementations, chosen by what the model directory holds:
 // sentencepiece (`tokenizer.model`) and Hugging Face `tokenizer.json` (byte-level BPE).
 #ifndef RANKD_TOKENIZER_TOKENIZER_H_
@@ -7,21 +10,29 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace rankd::tokenizer {
 
+// Threading: a Tokenizer does not change once loaded, so any method (Encode, EncodeBatch,
+// PieceToId, ...) may be called on one instance from many threads at once, without outside locks,
+// and the ids never depend on timing or on the thread. Its one mutable state is the tokenizer.json
+// BPE word cache (word -> merged ids): 64 shards, each behind its own mutex, held for one hash
+// lookup or insert, so concurrent Encode calls wait on each other only when their words fall in
+// the same shard; a hit or a miss gives the same ids. sentencepiece's Encode is thread-safe. The
+// Load functions below are thread-safe too (the sentencepiece shim is dlopened once, under
+// std::call_once). A Tokenizer must outlive every call running on it.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
   // Encodes `text`. With `add_special_tokens` the tokenizer's own decorations are added (the BOS of
   // a sentencepiece Llama model, a tokenizer.json post-processor's template); the query prefix is
-  // encoded with them, items never are. Thread-safe.
+  // encoded with them, items never are.
   virtual absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
                                                       bool add_special_tokens) const = 0;
 
@@ -38,8 +49,9 @@ class Tokenizer {
 
   // Encodes many texts on up to `num_threads` threads; result i belongs to texts[i]. The first
   // error (by index) is returned, annotated with its index.
-  absl::StatusOr<std::vector<std::vector<int32_t>>> EncodeBatch(
-      absl::Span<const std::string> texts, bool add_special_tokens, int num_threads) const;
+  absl::StatusOr<std::vector<std::vector<int32_t>>> EncodeBatch(absl::Span<const std::string> texts,
+                                                                bool add_special_tokens,
+                                                                int num_threads) const;
 };
 
 // Loads the tokenizer of a HF model directory: `tokenizer.json` if present, else
@@ -47,8 +59,7 @@ class Tokenizer {
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(absl::string_view model_dir);
 
 // Loads a sentencepiece model file. `add_bos` decides whether Encode(…, true) prepends BOS.
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& path,
-                                                              bool add_bos);
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& path, bool add_bos);
 
 // Substitutes `{name}` in `tmpl` by `value` (all occurrences); `{{` and `}}` stand for braces.
 std::string ApplyTemplate(absl::string_view tmpl, absl::string_view name, absl::string_view value);
