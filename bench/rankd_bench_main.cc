@@ -4,6 +4,9 @@
 #include <string>
 
 #include "engine_bench.h"
+#ifdef RANKD_BENCH_KERNELS
+#include "kernels_bench.h"
+#endif
 #include "load_bench.h"
 #include "make_model.h"
 #include "sweep.h"
@@ -20,7 +23,12 @@ constexpr char kUsage[] =
     "  engine       items/s and latency of one backend on a synthetic workload (C requests\n"
     "               scored together per step with --concurrency C)\n"
     "  load         gRPC load (open or closed loop) against a running rankd serve\n"
-    "  sweep        engine over Ni values (and load over offered loads): CSV and SVG plots\n";
+    "  sweep        engine over Ni values (and load over offered loads): CSV and SVG plots\n"
+#ifdef RANKD_BENCH_KERNELS
+    "  kernels      each CUDA kernel alone on the workload's shapes: time per launch, bytes,\n"
+    "               FLOPs and their fractions of DRAM bandwidth and bf16 peak\n"
+#endif
+    ;
 
 }  // namespace
 
@@ -34,6 +42,15 @@ int main(int argc, char** argv) {
   if (command == "engine") return rankd::bench::RunEngineBench(argc, argv, 2);
   if (command == "load") return rankd::bench::RunLoadBench(argc, argv, 2);
   if (command == "sweep") return rankd::bench::RunSweep(argc, argv, 2);
+#ifdef RANKD_BENCH_KERNELS
+  if (command == "kernels") return rankd::bench::RunKernelsBench(argc, argv, 2);
+#else
+  if (command == "kernels") {
+    std::fputs("rankd-bench: kernels is not built in (a build with -DRANKD_CUDA=ON has it)\n",
+               stderr);
+    return 2;
+  }
+#endif
   std::fprintf(stderr, "rankd-bench: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -35,9 +35,15 @@ template <int D>
 inline constexpr int kMinBlocks = D <= 64 ? 3 : 1;
 static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
 
+// A shared-memory row holds one key's D dims and a 16-byte pad; a K or V tile is kKeys rows.
+template <int D>
+inline constexpr int kSmemStride = D + 8;
+template <int D>
+inline constexpr int kSmemTile = kKeys*(D + 8);  // kKeys rows of kSmemStride
+
 // Shared-memory stages of K/V tiles: two when both fit in the 48 KB of static shared memory.
 template <int D>
-inline constexpr int kStages = 2 * 2 * kKeys*(D + 8) * 2 <= 48 * 1024 ? 2 : 1;
+inline constexpr int kStages = 2 * 2 * kSmemTile<D> * 2 <= 48 * 1024 ? 2 : 1;
 
 __device__ __forceinline__ uint32_t Load32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
@@ -127,13 +133,325 @@ __device__ __forceinline__ float TreeSum(const float (&s)[N][4]) {
   return v[0];
 }
 
+// The two query rows of this thread: [0] = row g, [1] = row g + 8 of warp `warp`'s 16 in the
+// tile. tok is the row of the pass, head its query head.
+__device__ __forceinline__ void QueryRows(const AttentionTile& tile, int kvh, int group,
+                                          FastDivmod group_div, int warp, int g, int (&tok)[2],
+                                          int (&head)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int pr = tile.row0 + warp * 16 + g + 8 * r;
+    const int prc = pr < tile.rows ? pr : tile.rows - 1;  // padding rows copy the last row
+    const int t = group_div.Div(prc);
+    tok[r] = tile.begin + t;
+    head[r] = kvh * group + group_div.Mod(prc, t);
+  }
+}
+
+// The context's K/V of this layer (null, stride 0 without context).
+struct ContextKv {
+  const __nv_bfloat16* k = nullptr;
+  const __nv_bfloat16* v = nullptr;
+  int stride = 0;  // elements (row strides are far below 2^31)
+};
+
+__device__ __forceinline__ ContextKv LoadContextKv(const PrefixAttentionParams& p,
+                                                   const AttentionTile& tile) {
+  ContextKv cx;
+  if (tile.ctx_len > 0) {
+    const KvLayers cl = p.contexts[tile.ctx];
+    cx.k = cl.k + p.layer * cl.layer_stride;
+    cx.v = cl.v + p.layer * cl.layer_stride;
+    cx.stride = static_cast<int>(cl.row_stride);
+  }
+  return cx;
+}
+
+// Q as A fragments: qf[kk] covers dims 16kk..16kk+15.
+template <int D>
+__device__ __forceinline__ void LoadQ(const PrefixAttentionParams& p, const int (&tok)[2],
+                                      const int (&head)[2], int c, uint32_t (&qf)[D / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const __nv_bfloat16* qrow = p.q + tok[r] * p.q_row_stride + head[r] * D + kk * 16 + 2 * c;
+      qf[kk][r] = Load32(qrow);
+      qf[kk][2 + r] = Load32(qrow + 8);
+    }
+  }
+}
+
+// RoPE of q, when rotations are given: register qf[b / 2][2 (b % 2) + r] holds dims 8b + 2c and
+// 8b + 2c + 1 of row r; their partners (+ D/2) sit in block b + D/16 of the same lane, and the two
+// pairs' (cos, sin) are one float4 of the rotation table.
+template <int D>
+__device__ __forceinline__ void RotateQ(const float2* rotations, const int (&tok)[2], int c,
+                                        uint32_t (&qf)[D / 16][4]) {
+  constexpr int kHalfBlocks = D / 16;
+  float4 rot[kHalfBlocks][2];
+  const bool rotate_q = rotations != nullptr;
+  if (rotate_q) {
+#pragma unroll
+    for (int b = 0; b < kHalfBlocks; ++b) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        rot[b][r] = *reinterpret_cast<const float4*>(
+            rotations + static_cast<int64_t>(tok[r]) * (D / 2) + 8 * b + 2 * c);
+      }
+    }
+  }
+  if (rotate_q) {
+#pragma unroll
+    for (int b = 0; b < kHalfBlocks; ++b) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        uint32_t& x2 = qf[b / 2][2 * (b % 2) + r];
+        uint32_t& y2 = qf[(b + kHalfBlocks) / 2][2 * ((b + kHalfBlocks) % 2) + r];
+        float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x2));
+        float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&y2));
+        RotatePair(x.x, y.x, rot[b][r].x, rot[b][r].y);
+        RotatePair(x.y, y.y, rot[b][r].z, rot[b][r].w);
+        x2 = PackBf16(x.x, x.y);
+        y2 = PackBf16(y.x, y.y);
+      }
+    }
+  }
+}
+
+// Where a work unit's keys come from, for its kv head: the whole context, then own rows own_lo ..
+// the tile's last token. Key j is context row j (j < ctx_len) or own row j + own_shift.
+struct KeySource {
+  const __nv_bfloat16* ctx_k;
+  const __nv_bfloat16* ctx_v;
+  const __nv_bfloat16* own_k;
+  const __nv_bfloat16* own_v;
+  int ctx_len;
+  int ctx_stride;  // elements
+  int own_shift;   // own_lo - ctx_len
+  int own_stride;  // elements
+  int num_keys;
+};
+
+// Copies key tile `kt` into stage `st` of ks / vs (one commit group): 16-byte chunks, D / 8 per
+// key; past num_keys, zeros (the source is then own row 0, never read). Branch-free: selects, one
+// wide multiply per key.
+template <int D>
+__device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st, __nv_bfloat16* ks,
+                                            __nv_bfloat16* vs) {
+  __nv_bfloat16* kdst = ks + st * kSmemTile<D>;
+  __nv_bfloat16* vdst = vs + st * kSmemTile<D>;
+#pragma unroll
+  for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
+    const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
+    const int j = kt * kKeys + i;
+    const bool in_ctx = j < src.ctx_len, valid = j < src.num_keys;
+    const int row = in_ctx ? j : (valid ? j + src.own_shift : 0);
+    const int64_t off = static_cast<int64_t>(row) * (in_ctx ? src.ctx_stride : src.own_stride) + d0;
+    CopyAsync16(&kdst[i * kSmemStride<D> + d0], (in_ctx ? src.ctx_k : src.own_k) + off, valid);
+    CopyAsync16(&vdst[i * kSmemStride<D> + d0], (in_ctx ? src.ctx_v : src.own_v) + off, valid);
+  }
+  CopyAsyncCommit();
+}
+
+// Waits until key tile kt has landed in stage kt % kStages, issuing first the copy that the
+// stages leave room for: tile kt + 1 (two stages), or tile kt itself (one stage; tile 0 was issued
+// before the loop, and the stage is free again after the last barrier).
+template <int D>
+__device__ __forceinline__ void AwaitKeyTile(const KeySource& src, int kt, int num_key_tiles,
+                                             __nv_bfloat16* ks, __nv_bfloat16* vs) {
+  if (kStages<D> == 1) {
+    if (kt > 0) CopyKeyTile<D>(src, kt, 0, ks, vs);
+    CopyAsyncWait<0>();
+  } else if (kt + 1 < num_key_tiles) {
+    CopyKeyTile<D>(src, kt + 1, (kt + 1) % kStages<D>, ks, vs);
+    CopyAsyncWait<1>();  // tile kt has landed; kt + 1 may still be in flight
+  } else {
+    CopyAsyncWait<0>();
+  }
+}
+
+// Which keys the warp's rows see. Row r sees key j (an index into [context ++ own rows from
+// own_lo]) iff j < ctx or lo[r] <= j <= hi[r]: its own segment's rows up to itself.
+// Every row of the warp (consecutive rows: tokens and segment starts never decrease) sees own
+// tokens [w_last_lo, w_first_tok] (maybe none): a key tile within them needs no mask, decided
+// per warp. (Skipping the tiles no row of a warp sees measured no faster: bench/RESULTS.md.)
+struct Visibility {
+  int w_first_tok;
+  int w_last_lo;
+  int lo[2];
+  int hi[2];
+};
+
+__device__ __forceinline__ Visibility RowVisibility(const int (&tok)[2], const int (&seg_lo)[2],
+                                                    int ctx, int own_lo) {
+  Visibility v;
+  v.w_first_tok = __shfl_sync(0xffffffffu, tok[0], 0);    // lane 0: row 0
+  v.w_last_lo = __shfl_sync(0xffffffffu, seg_lo[1], 28);  // lane 28: row 15
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    v.lo[r] = ctx + seg_lo[r] - own_lo;
+    v.hi[r] = ctx + tok[r] - own_lo;
+  }
+  return v;
+}
+
+// S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4.
+template <int D>
+__device__ __forceinline__ void ScoreKeyTile(const uint32_t (&qf)[D / 16][4],
+                                             const __nv_bfloat16* kt_s, int lane,
+                                             float (&s)[kKeys / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int np = 0; np < kKeys / 16; ++np) {
+    // All of this key pair's fragments first, so the loads overlap one another.
+    uint32_t b[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      LoadMatrix4(b[kk], &kt_s[((2 * np + (lane >> 4)) * 8 + (lane & 7)) * kSmemStride<D> +
+                               kk * 16 + ((lane >> 3) & 1) * 8]);
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      Mma16816(s[2 * np], qf[kk], b[kk][0], b[kk][1]);
+      Mma16816(s[2 * np + 1], qf[kk], b[kk][2], b[kk][3]);
+    }
+  }
+}
+
+// Masks the raw scores of the key tile starting at key0 (scale > 0 commutes with the max taken
+// next): -inf where the row does not see the key. Element (nt, e) is key key0 + 2c + nt * 8 +
+// (e & 1); the bounds are shifted by key0 + 2c once, so each test compares with a constant.
+__device__ __forceinline__ void MaskKeyTile(const Visibility& vis, int key0, int ctx, int c,
+                                            float (&s)[kKeys / 8][4]) {
+  // Branch-free (a short-circuit || here compiled to a branch per element): k sees its row iff
+  // k < ctx_end or k - lo_r, as unsigned, <= span_r (lo <= hi always).
+  const int base = key0 + 2 * c;
+  const int ctx_end = ctx - base;
+  const int lo_r[2] = {vis.lo[0] - base, vis.lo[1] - base};
+  const unsigned span_r[2] = {static_cast<unsigned>(vis.hi[0] - vis.lo[0]),
+                              static_cast<unsigned>(vis.hi[1] - vis.lo[1])};
+  if (key0 >= ctx) {  // no context key in the tile (uniform)
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, k = nt * 8 + (e & 1);
+        const bool visible = static_cast<unsigned>(k - lo_r[r]) <= span_r[r];
+        s[nt][e] = visible ? s[nt][e] : -INFINITY;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, k = nt * 8 + (e & 1);
+        const bool visible = (k < ctx_end) | (static_cast<unsigned>(k - lo_r[r]) <= span_r[r]);
+        s[nt][e] = visible ? s[nt][e] : -INFINITY;
+      }
+    }
+  }
+}
+
+// Online softmax over one key tile (fp32, exp2 domain): the running row max m over the quad (the 4
+// lanes that share rows g and g + 8), s turned into probabilities, the running row sum l (this
+// thread's columns) and the O accumulators rescaled to the new max.
+template <int D>
+__device__ __forceinline__ void SoftmaxUpdate(float scale, float (&s)[kKeys / 8][4], float (&m)[2],
+                                              float (&l)[2], float (&o)[D / 8][4]) {
+  // Row maxima as trees (a chain of 16 dependent max per row would stall a warp that has few
+  // neighbours to hide it behind).
+  float mx[2] = {TreeMax<0>(s), TreeMax<1>(s)};
+  float alpha[2], m_sub[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float m_new = fmaxf(m[r], mx[r] * scale);
+    // A row sees no key of a tile when the tile holds only an earlier segment's rows: its
+    // max stays -inf, and subtracting 0 instead keeps exp2(-inf) = 0 rather than NaN.
+    alpha[r] = m_new == -INFINITY ? 1.0f : Exp2(m[r] - m_new);
+    m[r] = m_new;
+    m_sub[r] = m_new == -INFINITY ? 0.0f : m_new;
+  }
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] = Exp2(fmaf(s[nt][e], scale, -m_sub[e / 2]));
+  }
+  const float rs[2] = {TreeSum<0>(s), TreeSum<1>(s)};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o[dt][0] *= alpha[0];
+    o[dt][1] *= alpha[0];
+    o[dt][2] *= alpha[1];
+    o[dt][3] *= alpha[1];
+  }
+}
+
+// O += P V: P's 16-key slices become A fragments straight from the S accumulators; V's
+// fragments (two 8-dim column groups per ldmatrix.x4.trans) from the [key][dim] tile.
+template <int D>
+__device__ __forceinline__ void AccumulatePV(const float (&s)[kKeys / 8][4],
+                                             const __nv_bfloat16* vt_s, int lane,
+                                             float (&o)[D / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    const uint32_t pa[4] = {
+        PackBf16(s[2 * kk][0], s[2 * kk][1]), PackBf16(s[2 * kk][2], s[2 * kk][3]),
+        PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]), PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    uint32_t b[D / 16][4];
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      LoadMatrix4Trans(b[dp],
+                       &vt_s[(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride<D> +
+                             (2 * dp + (lane >> 4)) * 8]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      Mma16816(o[2 * dp], pa, b[dp][0], b[dp][1]);
+      Mma16816(o[2 * dp + 1], pa, b[dp][2], b[dp][3]);
+    }
+  }
+}
+
+// Finishes the row sums over the quad and writes O / l of this thread's two rows (padding rows
+// are not written). The row's token and head are worked out again from the tile's first 16 bytes,
+// read again (an L1 hit; volatile, so not merged with the first load), rather than kept live
+// through the key loop.
+template <int D>
+__device__ __forceinline__ void StoreRows(const PrefixAttentionParams& p, int64_t q_stride,
+                                          int tile_index, int kvh, int group, FastDivmod group_div,
+                                          int warp, int g, int c, float (&l)[2],
+                                          const float (&o)[D / 8][4]) {
+  const int4 out_tile = LoadVolatile16(p.tiles + tile_index);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int pr = out_tile.x + warp * 16 + g + 8 * r;  // row0
+    if (pr >= out_tile.z) continue;                     // rows
+    const int t = group_div.Div(pr);
+    const int out_tok = out_tile.y + t, out_head = kvh * group + group_div.Mod(pr, t);
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    __nv_bfloat16* orow = p.out + out_tok * q_stride + out_head * D + 2 * c;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      *reinterpret_cast<uint32_t*>(orow + dt * 8) =
+          PackBf16(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+    }
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
-  constexpr int kStride = D + 8;          // smem row: one key's D dims (+ 16-byte pad)
-  constexpr int kTile = kKeys * kStride;  // one K or V tile
-  __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kTile];  // [stage][64 keys][D] bf16
-  __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kTile];  // [stage][64 keys][D] bf16
+  __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
+  __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
   __shared__ int units[2];  // this block's current and next work unit
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -158,276 +476,60 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     const int tile_index = kv_div.Div(unit);
     const AttentionTile tile = p.tiles[tile_index];  // the unit's only dependent load
     const int kvh = kv_div.Mod(unit, tile_index);
-    const int row0 = tile.row0, rows = tile.rows, ctx = tile.ctx_len;
-    const int own_lo = tile.own_lo, num_keys = tile.num_keys;
+    const int ctx = tile.ctx_len, own_lo = tile.own_lo, num_keys = tile.num_keys;
     const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
 
     // Every load that needs only the tile goes out before anything waits on one (a warp issues
     // in order and stalls at the first instruction that needs a pending result): the rows'
     // segment starts, the context's entry, q and its rotations. The rotation then waits for q;
-    // the first K/V copy, for the context's pointers.
-    // The two query rows of this thread: [0] = row g, [1] = row g + 8 of the warp's 16. tok is
-    // the row of the pass, lo the first row of its segment.
+    // the first K/V copy, for the context's pointers. lo is the first row of each row's segment.
     int tok[2], head[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int pr = row0 + warp * 16 + g + 8 * r;
-      const int prc = pr < rows ? pr : rows - 1;  // padding rows compute a copy of the last row
-      const int t = group_div.Div(prc);
-      tok[r] = tile.begin + t;
-      head[r] = kvh * group + group_div.Mod(prc, t);
-    }
+    QueryRows(tile, kvh, group, group_div, warp, g, tok, head);
     const int lo[2] = {p.seg_start[tok[0]], p.seg_start[tok[1]]};
-    const __nv_bfloat16 *ctx_k = nullptr, *ctx_v = nullptr;
-    int ctx_stride = 0;  // elements (row strides are far below 2^31)
-    if (ctx > 0) {
-      const KvLayers cl = p.contexts[tile.ctx];
-      ctx_k = cl.k + p.layer * cl.layer_stride;
-      ctx_v = cl.v + p.layer * cl.layer_stride;
-      ctx_stride = static_cast<int>(cl.row_stride);
-    }
-
-    // Q as A fragments: qf[kk] covers dims 16kk..16kk+15.
+    const ContextKv cx = LoadContextKv(p, tile);
     uint32_t qf[D / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const __nv_bfloat16* qrow = p.q + tok[r] * p.q_row_stride + head[r] * D + kk * 16 + 2 * c;
-        qf[kk][r] = Load32(qrow);
-        qf[kk][2 + r] = Load32(qrow + 8);
-      }
-    }
-    // RoPE of q: register qf[b / 2][2 (b % 2) + r] holds dims 8b + 2c and 8b + 2c + 1 of row r;
-    // their partners (+ D/2) sit in block b + D/16 of the same lane, and the two pairs' (cos, sin)
-    // are one float4 of the rotation table.
-    constexpr int kHalfBlocks = D / 16;
-    float4 rot[kHalfBlocks][2];
-    const bool rotate_q = p.q_rotations != nullptr;
-    if (rotate_q) {
-#pragma unroll
-      for (int b = 0; b < kHalfBlocks; ++b) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          rot[b][r] = *reinterpret_cast<const float4*>(
-              p.q_rotations + static_cast<int64_t>(tok[r]) * (D / 2) + 8 * b + 2 * c);
-        }
-      }
-    }
+    LoadQ<D>(p, tok, head, c, qf);
     // (Rotating before the first K/V copy is issued frees the rotations' registers.)
-    if (rotate_q) {
-#pragma unroll
-      for (int b = 0; b < kHalfBlocks; ++b) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          uint32_t& x2 = qf[b / 2][2 * (b % 2) + r];
-          uint32_t& y2 = qf[(b + kHalfBlocks) / 2][2 * ((b + kHalfBlocks) % 2) + r];
-          float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x2));
-          float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&y2));
-          RotatePair(x.x, y.x, rot[b][r].x, rot[b][r].y);
-          RotatePair(x.y, y.y, rot[b][r].z, rot[b][r].w);
-          x2 = PackBf16(x.x, x.y);
-          y2 = PackBf16(y.x, y.y);
-        }
-      }
-    }
+    RotateQ<D>(p.q_rotations, tok, c, qf);
 
-    // Copies key tile `kt` into stage `st` (one commit group): 16-byte chunks, D / 8 per key.
-    // Keys: the whole context, then own rows own_lo .. the tile's last token. Key j is context
-    // row j (j < ctx) or own row j + own_shift; past num_keys, zeros (the source is then own
-    // row 0, never read). Branch-free: selects, one wide multiply per key.
-    const __nv_bfloat16* ctx_k0 = ctx_k + kvh * D;
-    const __nv_bfloat16* ctx_v0 = ctx_v + kvh * D;
-    const __nv_bfloat16* own_k0 = own_k + kvh * D;
-    const __nv_bfloat16* own_v0 = own_v + kvh * D;
-    const int own_shift = own_lo - ctx;
-    const int own_stride = static_cast<int>(p.own.row_stride);
-    auto load_tile = [&](int kt, int st) {
-      __nv_bfloat16* kdst = ks + st * kTile;
-      __nv_bfloat16* vdst = vs + st * kTile;
-#pragma unroll
-      for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
-        const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
-        const int j = kt * kKeys + i;
-        const bool in_ctx = j < ctx, valid = j < num_keys;
-        const int row = in_ctx ? j : (valid ? j + own_shift : 0);
-        const int64_t off = static_cast<int64_t>(row) * (in_ctx ? ctx_stride : own_stride) + d0;
-        CopyAsync16(&kdst[i * kStride + d0], (in_ctx ? ctx_k0 : own_k0) + off, valid);
-        CopyAsync16(&vdst[i * kStride + d0], (in_ctx ? ctx_v0 : own_v0) + off, valid);
-      }
-      CopyAsyncCommit();
-    };
-    load_tile(0, 0);
+    const KeySource src{.ctx_k = cx.k + kvh * D,
+                        .ctx_v = cx.v + kvh * D,
+                        .own_k = own_k + kvh * D,
+                        .own_v = own_v + kvh * D,
+                        .ctx_len = ctx,
+                        .ctx_stride = cx.stride,
+                        .own_shift = own_lo - ctx,
+                        .own_stride = static_cast<int>(p.own.row_stride),
+                        .num_keys = num_keys};
+    CopyKeyTile<D>(src, 0, 0, ks, vs);
 
     float o[D / 8][4];
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
     float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
-    // Row r sees key j (an index into [context ++ own rows from own_lo]) iff j < ctx or
-    // vis_lo[r] <= j <= vis_hi[r]: its own segment's rows up to itself.
-    // Every row of the warp (consecutive rows: tokens and segment starts never decrease) sees own
-    // tokens [w_last_lo, w_first_tok] (maybe none): a key tile within them needs no mask, decided
-    // per warp. (Skipping the tiles no row of a warp sees measured no faster: bench/RESULTS.md.)
-    const int w_first_tok = __shfl_sync(0xffffffffu, tok[0], 0);  // lane 0: row 0
-    const int w_last_lo = __shfl_sync(0xffffffffu, lo[1], 28);    // lane 28: row 15
-    int vis_lo[2], vis_hi[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      vis_lo[r] = ctx + lo[r] - own_lo;
-      vis_hi[r] = ctx + tok[r] - own_lo;
-    }
+    const Visibility vis = RowVisibility(tok, lo, ctx, own_lo);
 
     for (int kt = 0; kt < num_key_tiles; ++kt) {
-      if (kStages<D> == 1) {
-        if (kt > 0) load_tile(kt, 0);  // the stage is free again after the last barrier
-        CopyAsyncWait<0>();
-      } else if (kt + 1 < num_key_tiles) {
-        load_tile(kt + 1, (kt + 1) % kStages<D>);
-        CopyAsyncWait<1>();  // tile kt has landed; kt + 1 may still be in flight
-      } else {
-        CopyAsyncWait<0>();
-      }
+      AwaitKeyTile<D>(src, kt, num_key_tiles, ks, vs);
       __syncthreads();
-      const __nv_bfloat16* kt_s = ks + (kt % kStages<D>)*kTile;
-      const __nv_bfloat16* vt_s = vs + (kt % kStages<D>)*kTile;
-      const int key0 = kt * kKeys;
-
-      // S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4.
+      const int stage = kt % kStages<D>;
       float s[kKeys / 8][4];
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) {
-        // All of this key pair's fragments first, so the loads overlap one another.
-        uint32_t b[D / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          LoadMatrix4(b[kk], &kt_s[((2 * np + (lane >> 4)) * 8 + (lane & 7)) * kStride + kk * 16 +
-                                   ((lane >> 3) & 1) * 8]);
-        }
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          Mma16816(s[2 * np], qf[kk], b[kk][0], b[kk][1]);
-          Mma16816(s[2 * np + 1], qf[kk], b[kk][2], b[kk][3]);
-        }
-      }
-
-      // Mask and row max over the quad (the 4 lanes that share rows g and g + 8), on the raw
-      // scores (scale > 0 commutes with max). A key tile that every row of the warp sees whole
-      // (context, or own rows at or before the warp's first token and in the segment of its
-      // last row) needs no mask. Element (nt, e) is key key0 + 2c + nt * 8 + (e & 1); the
-      // bounds are shifted by key0 + 2c once, so each test compares with a constant.
+      ScoreKeyTile<D>(qf, ks + stage * kSmemTile<D>, lane, s);
+      const int key0 = kt * kKeys;
+      // A key tile that every row of the warp sees whole (context, or own rows at or before the
+      // warp's first token and in the segment of its last row) needs no mask.
       const int own_first = own_lo + max(key0, ctx) - ctx;  // own tokens of the tile's keys
       const int own_last = own_lo + key0 + kKeys - 1 - ctx;
       const bool whole =
           key0 + kKeys <= num_keys &&
-          (key0 + kKeys <= ctx || (own_first >= w_last_lo && own_last <= w_first_tok));
-      if (!whole) {
-        // Branch-free (a short-circuit || here compiled to a branch per element): k sees its
-        // row iff k < ctx_end or k - lo_r, as unsigned, <= span_r (vis_lo <= vis_hi always).
-        const int base = key0 + 2 * c;
-        const int ctx_end = ctx - base;
-        const int lo_r[2] = {vis_lo[0] - base, vis_lo[1] - base};
-        const unsigned span_r[2] = {static_cast<unsigned>(vis_hi[0] - vis_lo[0]),
-                                    static_cast<unsigned>(vis_hi[1] - vis_lo[1])};
-        if (key0 >= ctx) {  // no context key in the tile (uniform)
-#pragma unroll
-          for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = e / 2, k = nt * 8 + (e & 1);
-              const bool visible = static_cast<unsigned>(k - lo_r[r]) <= span_r[r];
-              s[nt][e] = visible ? s[nt][e] : -INFINITY;
-            }
-          }
-        } else {
-#pragma unroll
-          for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = e / 2, k = nt * 8 + (e & 1);
-              const bool visible =
-                  (k < ctx_end) | (static_cast<unsigned>(k - lo_r[r]) <= span_r[r]);
-              s[nt][e] = visible ? s[nt][e] : -INFINITY;
-            }
-          }
-        }
-      }
-      // Row maxima as trees (a chain of 16 dependent max per row would stall a warp that has few
-      // neighbours to hide it behind).
-      float mx[2] = {TreeMax<0>(s), TreeMax<1>(s)};
-      float alpha[2], m_sub[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(m[r], mx[r] * scale);
-        // A row sees no key of a tile when the tile holds only an earlier segment's rows: its
-        // max stays -inf, and subtracting 0 instead keeps exp2(-inf) = 0 rather than NaN.
-        alpha[r] = m_new == -INFINITY ? 1.0f : Exp2(m[r] - m_new);
-        m[r] = m_new;
-        m_sub[r] = m_new == -INFINITY ? 0.0f : m_new;
-      }
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = Exp2(fmaf(s[nt][e], scale, -m_sub[e / 2]));
-      }
-      const float rs[2] = {TreeSum<0>(s), TreeSum<1>(s)};
-#pragma unroll
-      for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][0] *= alpha[0];
-        o[dt][1] *= alpha[0];
-        o[dt][2] *= alpha[1];
-        o[dt][3] *= alpha[1];
-      }
-
-      // O += P V: P's 16-key slices become A fragments straight from the S accumulators; V's
-      // fragments (two 8-dim column groups per ldmatrix.x4.trans) from the [key][dim] tile.
-#pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk) {
-        const uint32_t pa[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]),
-                                PackBf16(s[2 * kk][2], s[2 * kk][3]),
-                                PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-        uint32_t b[D / 16][4];
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          LoadMatrix4Trans(b[dp], &vt_s[(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
-                                        (2 * dp + (lane >> 4)) * 8]);
-        }
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          Mma16816(o[2 * dp], pa, b[dp][0], b[dp][1]);
-          Mma16816(o[2 * dp + 1], pa, b[dp][2], b[dp][3]);
-        }
-      }
+          (key0 + kKeys <= ctx || (own_first >= vis.w_last_lo && own_last <= vis.w_first_tok));
+      if (!whole) MaskKeyTile(vis, key0, ctx, c, s);
+      SoftmaxUpdate<D>(scale, s, m, l, o);
+      AccumulatePV<D>(s, vs + stage * kSmemTile<D>, lane, o);
       __syncthreads();  // every warp is done with this stage before it is copied over
     }
-
-    // The tile's first 16 bytes again (an L1 hit; volatile, so not merged with the first load)
-    // rather than its fields kept live through the key loop.
-    const int4 out_tile = LoadVolatile16(p.tiles + tile_index);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-      // The row's token and head again (cheaper than keeping them live through the key loop).
-      const int pr = out_tile.x + warp * 16 + g + 8 * r;  // row0
-      if (pr >= out_tile.z) continue;                     // rows
-      const int t = group_div.Div(pr);
-      const int out_tok = out_tile.y + t, out_head = kvh * group + group_div.Mod(pr, t);
-      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      __nv_bfloat16* orow = p.out + out_tok * q_stride + out_head * D + 2 * c;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        *reinterpret_cast<uint32_t*>(orow + dt * 8) =
-            PackBf16(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
-      }
-    }
+    StoreRows<D>(p, q_stride, tile_index, kvh, group, group_div, warp, g, c, l, o);
   }
 }
 

@@ -1,0 +1,226 @@
+#include "kernel_cases.h"
+
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rankd::bench {
+
+std::optional<KernelModelShape> FindKernelModelShape(std::string_view name) {
+  if (name == "379m") return KernelModelShape{"379m", 1024, 16, 16, 64, 3328, 32000, false, 1};
+  if (name == "qwen3-0.6b") {
+    return KernelModelShape{"qwen3-0.6b", 1024, 16, 8, 128, 3072, 151669, true, 2};
+  }
+  return std::nullopt;
+}
+
+const char* KernelName(Kernel k) {
+  switch (k) {
+    case Kernel::kEmbeddingGather:
+      return "embedding_gather";
+    case Kernel::kRopeRotations:
+      return "rope_rotations";
+    case Kernel::kRmsNorm:
+      return "rms_norm";
+    case Kernel::kQkvRope:
+      return "qkv_rope";
+    case Kernel::kPrefixAttention:
+      return "prefix_attention";
+    case Kernel::kGatherRows:
+      return "gather_rows";
+    case Kernel::kSwiGlu:
+      return "swiglu";
+    case Kernel::kScoreHead:
+      return "score_head";
+  }
+  return "?";
+}
+
+const char* AttentionPassName(AttentionPass p) {
+  switch (p) {
+    case AttentionPass::kIbpcItems:
+      return "ibpc items";
+    case AttentionPass::kMultiItem:
+      return "multi-item";
+    case AttentionPass::kIbpcEncode:
+      return "ibpc encode";
+  }
+  return "?";
+}
+
+int PassRows(const KernelWorkload& w) { return w.ni * w.ti; }
+
+AttentionLayout MakeAttentionLayout(AttentionPass pass, const KernelWorkload& w) {
+  AttentionLayout a;
+  // A segment of n rows after `ctx` context rows: row t sees ctx + t + 1 keys.
+  auto add_segment = [&a](int n, int ctx) {
+    const int begin = a.rows();
+    a.seg_start.insert(a.seg_start.end(), n, begin);
+    a.keys += static_cast<double>(n) * ctx + static_cast<double>(n) * (n + 1) / 2;
+  };
+  if (pass == AttentionPass::kIbpcEncode) {
+    add_segment(w.tq, 0);
+    a.runs.push_back({0, w.tq, 0});
+    return a;
+  }
+  if (pass == AttentionPass::kMultiItem) {
+    add_segment(w.tq, 0);
+    a.runs.push_back({0, w.tq, 0});
+  }
+  a.ctx_in_cache = pass == AttentionPass::kIbpcItems;
+  const int items_begin = a.rows();
+  for (int i = 0; i < w.ni; ++i) add_segment(w.ti, w.tq);
+  a.runs.push_back({items_begin, a.rows(), w.tq});
+  return a;
+}
+
+namespace {
+
+// Without a q/k norm (or biases) the backend ropes q in attention (QkvRope skips it).
+bool QRopeInAttention(const KernelModelShape& s) { return !s.qk_norm; }
+
+}  // namespace
+
+std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkload& w,
+                                    bool head_dim_only) {
+  const double H = s.hidden, Q = s.q_width(), KV = s.kv_width(), D = s.head_dim, I = s.intermediate,
+               T = PassRows(w), N = w.ni;
+  std::vector<KernelCase> cases;
+  auto add = [&](Kernel k, std::string variant, int rows, double bytes, double flops) {
+    KernelCase c;
+    c.kernel = k;
+    c.shape = s;
+    c.variant = std::move(variant);
+    c.rows = rows;
+    c.bytes = bytes;
+    c.flops = flops;
+    cases.push_back(std::move(c));
+    return &cases.back();
+  };
+  // ids, the table's rows (bf16), the fp32 residual rows.
+  if (!head_dim_only) add(Kernel::kEmbeddingGather, "pass", T, T * (4 + 2 * H + 4 * H), 0);
+  // positions, inverse frequencies, a (cos, sin) float2 per row and pair.
+  add(Kernel::kRopeRotations, "pass", T, T * 4 + D / 2 * 4 + T * D / 2 * 8, 0);
+  // fp32 rows in, bf16 rows out, the weight.
+  auto norm_bytes = [&](double rows) { return rows * H * (4 + 2) + 2 * H; };
+  if (!head_dim_only) add(Kernel::kRmsNorm, "pass", T, norm_bytes(T), 0);
+  // In place: q (unless attention ropes it) and k read and written, the rotations read; the
+  // q/k norm weights; on encode also v read and k, v written to the cache.
+  const bool skip_q = QRopeInAttention(s);
+  auto rope_bytes = [&](double rows, bool encode) {
+    return rows * 4 * ((skip_q ? 0 : Q) + KV) + rows * D / 2 * 8 + (s.qk_norm ? 4 * D : 0) +
+           (encode ? rows * 6 * KV : 0);
+  };
+  add(Kernel::kQkvRope, "pass", T, rope_bytes(T, false), 0);
+  add(Kernel::kQkvRope, "ibpc encode", w.tq, rope_bytes(w.tq, true), 0)->pass =
+      AttentionPass::kIbpcEncode;
+  // q read and the output written (bf16), own k and v read once, the prefix cache's k and v, the
+  // q rotations when attention ropes q, the segment starts. FLOPs: QK^T and PV, 2 D each per
+  // (row, q head, key).
+  for (AttentionPass pass :
+       {AttentionPass::kIbpcItems, AttentionPass::kMultiItem, AttentionPass::kIbpcEncode}) {
+    const AttentionLayout a = MakeAttentionLayout(pass, w);
+    const double rows = a.rows(), ctx = a.ctx_in_cache ? w.tq : 0;
+    const double bytes =
+        rows * 2 * (2 * Q + 2 * KV) + ctx * 2 * 2 * KV + (skip_q ? rows * D / 2 * 8 : 0) + rows * 4;
+    add(Kernel::kPrefixAttention, AttentionPassName(pass), a.rows(), bytes,
+        4 * D * s.q_heads * a.keys)
+        ->pass = pass;
+  }
+  if (head_dim_only) return cases;
+  // The last layer: the items' last rows (fp32 residual, bf16 attention output) gathered, each
+  // read and written once, and the row indices.
+  for (const auto& [variant, elems, elem_bytes] :
+       {std::tuple{"x (fp32 hidden)", s.hidden, 4}, {"attn (bf16 q width)", s.q_width(), 2}}) {
+    KernelCase* c = add(Kernel::kGatherRows, variant, N, N * (2.0 * elems * elem_bytes + 4), 0);
+    c->row_elems = elems;
+    c->elem_bytes = elem_bytes;
+  }
+  add(Kernel::kRmsNorm, "last rows", N, norm_bytes(N), 0);
+  // gate and up read, the product written (bf16).
+  add(Kernel::kSwiGlu, "pass", T, T * I * 2 * 3, 0);
+  add(Kernel::kSwiGlu, "last rows", N, N * I * 2 * 3, 0);
+  // fp32 rows, the final norm and head rows (bf16), one fp32 score per item.
+  add(Kernel::kScoreHead, "items", N, N * H * 4 + 2 * H + s.head_rows * 2 * H + N * 4, 0);
+  return cases;
+}
+
+void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o) {
+  flags.String("shape", &o->shape,
+               "379m, qwen3-0.6b, or both (379m, plus qwen3-0.6b for the kernels that depend "
+               "on head_dim)");
+  flags.String("filter", &o->filter, "only kernels whose name contains this");
+  flags.Int("tq", &o->workload.tq, "prefix tokens");
+  flags.Int("ti", &o->workload.ti, "tokens per item");
+  flags.Int("ni", &o->workload.ni, "items per request");
+  flags.Int("warmup", &o->warmup, "untimed launches first");
+  flags.Int("iters", &o->iters, "timed launches (the median is reported)");
+  flags.Int("device", &o->device, "CUDA device");
+  flags.Int("seed", &o->seed, "random seed of the inputs");
+  flags.Bool("flush-l2", &o->flush_l2, "overwrite L2 before each timed launch (cold inputs)");
+  flags.Double("peak-tflops", &o->peak_tflops, "bf16 peak of the device, for the fraction");
+  flags.String("json", &o->json_path, "also write the results as JSON to this file");
+}
+
+absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOptions& o) {
+  const std::pair<const char*, int> at_least_one[] = {
+      {"tq", o.workload.tq}, {"ti", o.workload.ti}, {"ni", o.workload.ni}, {"iters", o.iters}};
+  for (const auto& [flag, value] : at_least_one) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be >= 1 (got ", value, ")"));
+    }
+  }
+  if (o.warmup < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--warmup must be >= 0 (got ", o.warmup, ")"));
+  }
+  std::vector<KernelCase> cases;
+  if (o.shape == "both") {
+    cases = KernelCases(*FindKernelModelShape("379m"), o.workload, false);
+    for (KernelCase& c : KernelCases(*FindKernelModelShape("qwen3-0.6b"), o.workload, true)) {
+      cases.push_back(std::move(c));
+    }
+  } else if (std::optional<KernelModelShape> s = FindKernelModelShape(o.shape)) {
+    cases = KernelCases(*s, o.workload, false);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shape must be 379m, qwen3-0.6b or both (got '", o.shape, "')"));
+  }
+  std::erase_if(cases, [&](const KernelCase& c) {
+    return std::string_view(KernelName(c.kernel)).find(o.filter) == std::string_view::npos;
+  });
+  if (cases.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--filter '", o.filter, "' matches no kernel"));
+  }
+  return cases;
+}
+
+std::string DescribeCase(const KernelCase& c) {
+  const KernelModelShape& s = c.shape;
+  const std::string rows = absl::StrCat("rows=", c.rows);
+  switch (c.kernel) {
+    case Kernel::kEmbeddingGather:
+      return absl::StrCat(rows, " H=", s.hidden, " V=", s.vocab);
+    case Kernel::kRopeRotations:
+      return absl::StrCat(rows, " pairs=", s.head_dim / 2);
+    case Kernel::kRmsNorm:
+      return absl::StrCat(rows, " H=", s.hidden);
+    case Kernel::kQkvRope:
+      return absl::StrCat(rows, " heads=", s.q_heads, ":", s.kv_heads, " D=", s.head_dim,
+                          QRopeInAttention(s) ? " k only" : " q/k norm",
+                          c.pass == AttentionPass::kIbpcEncode ? " +cache" : "");
+    case Kernel::kPrefixAttention:
+      return absl::StrCat(rows, " heads=", s.q_heads, ":", s.kv_heads, " D=", s.head_dim,
+                          QRopeInAttention(s) ? " q rope" : "");
+    case Kernel::kGatherRows:
+      return absl::StrCat(rows, " row=", c.row_elems * c.elem_bytes, "B");
+    case Kernel::kSwiGlu:
+      return absl::StrCat(rows, " I=", s.intermediate);
+    case Kernel::kScoreHead:
+      return absl::StrCat(rows, " H=", s.hidden, " head_rows=", s.head_rows);
+  }
+  return rows;
+}
+
+}  // namespace rankd::bench

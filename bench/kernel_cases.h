@@ -1,0 +1,117 @@
+// rankd-bench kernels, the part that needs no GPU: the model shapes, the launches of each CUDA
+// kernel in a pass of the standard workload (laid out as src/backend/cuda/cuda_backend.cc lays
+// them out), the bytes and FLOPs of each launch, and the command's flags.
+#ifndef RANKD_BENCH_KERNEL_CASES_H_
+#define RANKD_BENCH_KERNEL_CASES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flag_set.h"
+
+namespace rankd::bench {
+
+// What the kernels see of a model (the number of layers does not change a launch).
+struct KernelModelShape {
+  std::string name;
+  int hidden = 0, q_heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
+  bool qk_norm = false;  // per-head q/k RMSNorm (Qwen3): QkvRope ropes q, not attention
+  int head_rows = 1;     // score head rows: 1 classifier, 2 yes/no
+  int q_width() const { return q_heads * head_dim; }
+  int kv_width() const { return kv_heads * head_dim; }
+  int qkv_width() const { return q_width() + 2 * kv_width(); }
+};
+
+// "379m" (ARCHITECTURE.md's standard workload model, a Llama classifier) and "qwen3-0.6b"
+// (Qwen3-Reranker-0.6B); nullopt for any other name.
+std::optional<KernelModelShape> FindKernelModelShape(std::string_view name);
+
+// One request of the workload: a prefix of tq tokens and ni items of ti tokens.
+struct KernelWorkload {
+  int tq = 50, ti = 150, ni = 50;
+};
+
+enum class Kernel {
+  kEmbeddingGather,
+  kRopeRotations,
+  kRmsNorm,
+  kQkvRope,
+  kPrefixAttention,
+  kGatherRows,
+  kSwiGlu,
+  kScoreHead,
+};
+
+// The kernel's launcher without "Launch", in snake case ("prefix_attention").
+const char* KernelName(Kernel k);
+
+// The passes whose attention launch differs: IBPC's items pass (items over a cached prefix),
+// multi-item's pass (the prefix's rows, then its items over those rows) and IBPC's prefix encode.
+enum class AttentionPass { kIbpcItems, kMultiItem, kIbpcEncode };
+
+const char* AttentionPassName(AttentionPass p);
+
+// The rows of one attention launch, as the CUDA backend lays them out for one request.
+struct AttentionLayout {
+  // Rows [begin, end) attending first to ctx_len context rows: the prefix cache (IBPC items) or
+  // the pass's own rows 0..ctx_len (multi-item's items).
+  struct Run {
+    int begin = 0, end = 0, ctx_len = 0;
+  };
+  std::vector<int32_t> seg_start;  // [rows] first row of each row's segment
+  std::vector<Run> runs;
+  bool ctx_in_cache = false;  // the context is a prefix cache (IBPC items), not own rows
+  double keys = 0;            // sum over rows of the keys each row attends to (per q head)
+  int rows() const { return static_cast<int>(seg_start.size()); }
+};
+
+AttentionLayout MakeAttentionLayout(AttentionPass pass, const KernelWorkload& w);
+
+// One launch to time: a kernel at a shape, with the bytes it must move at least (every input read
+// once, every output written once) and the FLOPs it does (0 where it does next to none).
+struct KernelCase {
+  Kernel kernel = Kernel::kRmsNorm;
+  KernelModelShape shape;
+  std::string variant;  // which launch of the pass ("items rows", "last rows", ...)
+  int rows = 0;         // rows of the launch: tokens (or items for gather/score head)
+  int row_elems = 0;    // gather_rows: elements per row (fp32 hidden, or bf16 q width)
+  int elem_bytes = 0;   // gather_rows: 4 or 2
+  AttentionPass pass = AttentionPass::kIbpcItems;  // prefix_attention, qkv_rope (encode: kv_out)
+  double bytes = 0, flops = 0;
+};
+
+// The pass's rows: every item token of one request (IBPC; multi-item adds the tq prefix rows).
+int PassRows(const KernelWorkload& w);
+
+// Every kernel's launches in a pass of `w` at shape `s`; with head_dim_only, only those of the
+// kernels whose code depends on head_dim (rope rotations, qkv_rope, prefix attention).
+std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkload& w,
+                                    bool head_dim_only);
+
+struct KernelsBenchOptions {
+  std::string shape = "both";  // 379m, qwen3-0.6b, or both: 379m + qwen3-0.6b's head_dim kernels
+  std::string filter;          // only cases whose kernel name contains this
+  KernelWorkload workload;
+  int warmup = 5, iters = 50;
+  int device = 0, seed = 1;
+  bool flush_l2 = true;  // write a buffer larger than L2 before each timed launch
+  double peak_tflops = 790;
+  std::string json_path;
+};
+
+void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o);
+
+// The cases `o` selects; InvalidArgument naming the flag for an unknown shape, a workload below 1
+// token, iters below 1, warmup below 0, or a filter that selects nothing.
+absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOptions& o);
+
+// The launch shape in words, for the table ("T=7500 H=1024").
+std::string DescribeCase(const KernelCase& c);
+
+}  // namespace rankd::bench
+
+#endif  // RANKD_BENCH_KERNEL_CASES_H_

@@ -1,0 +1,458 @@
+#include "kernels_bench.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "command_flags.h"
+#include "flag_set.h"
+#include "kernel_cases.h"
+#include "kernels/embedding.cuh"
+#include "kernels/gather_rows.cuh"
+#include "kernels/prefix_attention.cuh"
+#include "kernels/qkv_rope.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/score_head.cuh"
+#include "kernels/swiglu.cuh"
+#include "nlohmann/json.hpp"
+#include "percentile.h"
+#include "rankd/backend/cuda/cuda_status.h"
+#include "rankd/backend/cuda/device_arena.h"
+#include "rankd/common/status.h"
+
+namespace rankd::bench {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using kernels::KvLayers;
+
+constexpr float kEps = 1e-6f;
+
+struct DeviceInfo {
+  std::string name;
+  double dram_bytes_per_s = 0;  // memory clock x 2 (double data rate) x bus width
+  int l2_bytes = 0;
+};
+
+absl::StatusOr<DeviceInfo> QueryDevice(int device) {
+  cudaDeviceProp prop;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  int mem_khz = 0, bus_bits = 0;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device));
+  RANKD_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  return DeviceInfo{prop.name, 2.0 * mem_khz * 1e3 * bus_bits / 8, prop.l2CacheSize};
+}
+
+// The device buffers of one case (freed with it), filled from a seeded generator.
+class CaseMemory {
+ public:
+  explicit CaseMemory(std::mt19937& rng) : rng_(rng) {}
+
+  template <typename T>
+  absl::StatusOr<T*> Alloc(size_t n) {
+    RANKD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Arena> a,
+                           cuda::Arena::Create(cuda::Arena::Kind::kDevice, n * sizeof(T)));
+    T* p = static_cast<T*>(a->base());
+    arenas_.push_back(std::move(a));
+    return p;
+  }
+  template <typename T>
+  absl::StatusOr<T*> Upload(const std::vector<T>& host) {
+    RANKD_ASSIGN_OR_RETURN(T * p, Alloc<T>(host.size()));
+    RANKD_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return p;
+  }
+  // n values uniform in [-scale, scale].
+  absl::StatusOr<float*> Floats(size_t n, float scale) {
+    std::uniform_real_distribution<float> d(-scale, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng_);
+    return Upload(v);
+  }
+  absl::StatusOr<bf16*> Bf16(size_t n, float scale) {
+    std::uniform_real_distribution<float> d(-scale, scale);
+    std::vector<bf16> v(n);
+    for (bf16& x : v) x = __float2bfloat16(d(rng_));
+    return Upload(v);
+  }
+  // n (cos, sin) pairs of random angles, as LaunchRopeRotations writes them.
+  absl::StatusOr<float2*> Rotations(size_t n) {
+    std::uniform_real_distribution<float> d(-3.14159f, 3.14159f);
+    std::vector<float2> v(n);
+    for (float2& x : v) {
+      const float a = d(rng_);
+      x = float2{std::cos(a), std::sin(a)};
+    }
+    return Upload(v);
+  }
+  absl::StatusOr<int32_t*> Int(int32_t value) { return Upload(std::vector<int32_t>{value}); }
+
+ private:
+  std::mt19937& rng_;
+  std::vector<std::unique_ptr<cuda::Arena>> arenas_;
+};
+
+// A case ready to launch: its buffers, the launch, what must happen before each launch (untimed),
+// and the output to check for non-finite values afterwards.
+struct PreparedCase {
+  std::unique_ptr<CaseMemory> memory;
+  std::function<cudaError_t(cudaStream_t)> launch;
+  std::function<cudaError_t(cudaStream_t)> reset;  // empty: nothing to reset
+  const void* out = nullptr;
+  size_t out_count = 0;
+  bool out_bf16 = false;
+};
+
+absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& w,
+                                     std::mt19937& rng) {
+  PreparedCase p;
+  p.memory = std::make_unique<CaseMemory>(rng);
+  CaseMemory& m = *p.memory;
+  const KernelModelShape& s = c.shape;
+  const int H = s.hidden, Q = s.q_width(), KV = s.kv_width(), W = s.qkv_width(), D = s.head_dim,
+            I = s.intermediate, rows = c.rows;
+  const size_t R = rows;
+  auto set_out = [&p](const void* out, size_t count, bool is_bf16) {
+    p.out = out;
+    p.out_count = count;
+    p.out_bf16 = is_bf16;
+  };
+  switch (c.kernel) {
+    case Kernel::kEmbeddingGather: {
+      std::uniform_int_distribution<int32_t> tok(0, s.vocab - 1);
+      std::vector<int32_t> ids(R);
+      for (int32_t& t : ids) t = tok(rng);
+      RANKD_ASSIGN_OR_RETURN(const int32_t* tokens, m.Upload(ids));
+      RANKD_ASSIGN_OR_RETURN(const bf16* table, m.Bf16(static_cast<size_t>(s.vocab) * H, 1.0f));
+      RANKD_ASSIGN_OR_RETURN(float* out, m.Alloc<float>(R * H));
+      p.launch = [=](cudaStream_t st) {
+        return kernels::LaunchEmbeddingGather(tokens, rows, table, nullptr, H, out, st);
+      };
+      set_out(out, R * H, false);
+      break;
+    }
+    case Kernel::kRopeRotations: {
+      std::vector<int32_t> pos(R);
+      for (int r = 0; r < rows; ++r) pos[r] = w.tq + r % w.ti;  // the items' positions
+      std::vector<float> freq(D / 2);
+      for (int i = 0; i < D / 2; ++i) freq[i] = std::pow(10000.0f, -2.0f * i / D);
+      RANKD_ASSIGN_OR_RETURN(const int32_t* positions, m.Upload(pos));
+      RANKD_ASSIGN_OR_RETURN(const float* inv_freq, m.Upload(freq));
+      RANKD_ASSIGN_OR_RETURN(float2 * out, m.Alloc<float2>(R * D / 2));
+      p.launch = [=](cudaStream_t st) {
+        return kernels::LaunchRopeRotations(positions, inv_freq, rows, D / 2, out, st);
+      };
+      set_out(out, R * D, false);
+      break;
+    }
+    case Kernel::kRmsNorm: {
+      RANKD_ASSIGN_OR_RETURN(const float* x, m.Floats(R * H, 1.0f));
+      RANKD_ASSIGN_OR_RETURN(const bf16* weight, m.Bf16(H, 1.0f));
+      RANKD_ASSIGN_OR_RETURN(bf16 * out, m.Alloc<bf16>(R * H));
+      p.launch = [=](cudaStream_t st) {
+        return kernels::LaunchRmsNorm(x, weight, kEps, rows, H, out, st);
+      };
+      set_out(out, R * H, true);
+      break;
+    }
+    case Kernel::kQkvRope: {
+      kernels::QkvRopeParams r;
+      RANKD_ASSIGN_OR_RETURN(r.qkv, m.Bf16(R * W, 1.0f));
+      if (s.qk_norm) {
+        RANKD_ASSIGN_OR_RETURN(r.q_norm, m.Bf16(D, 1.0f));
+        RANKD_ASSIGN_OR_RETURN(r.k_norm, m.Bf16(D, 1.0f));
+      }
+      RANKD_ASSIGN_OR_RETURN(r.rotations, m.Rotations(R * D / 2));
+      RANKD_ASSIGN_OR_RETURN(r.num_rows, m.Int(rows));
+      if (c.pass == AttentionPass::kIbpcEncode) {  // K/V also to one layer of a prefix cache
+        RANKD_ASSIGN_OR_RETURN(bf16 * cache, m.Alloc<bf16>(2 * R * KV));
+        RANKD_ASSIGN_OR_RETURN(
+            r.kv_out, m.Upload(std::vector<KvLayers>{{cache, cache + R * KV, 2 * rows * KV, KV}}));
+      }
+      r.skip_q = !s.qk_norm;
+      r.num_tokens = rows;
+      r.num_q_heads = s.q_heads;
+      r.num_kv_heads = s.kv_heads;
+      r.head_dim = D;
+      r.eps = kEps;
+      p.launch = [=](cudaStream_t st) { return kernels::LaunchQkvRope(r, st); };
+      set_out(r.qkv, R * W, true);
+      break;
+    }
+    case Kernel::kPrefixAttention: {
+      const AttentionLayout layout = MakeAttentionLayout(c.pass, w);
+      const int group = s.q_heads / s.kv_heads;
+      kernels::PrefixAttentionParams a;
+      RANKD_ASSIGN_OR_RETURN(bf16 * qkv, m.Bf16(R * W, 1.0f));
+      a.q = qkv;
+      a.q_row_stride = W;
+      if (!s.qk_norm) {  // the backend ropes q in attention
+        RANKD_ASSIGN_OR_RETURN(a.q_rotations, m.Rotations(R * D / 2));
+      }
+      a.own = KvLayers{qkv + Q, qkv + Q + KV, 0, W};
+      KvLayers ctx = a.own;  // multi-item: the prefix's rows of the pass, rows 0..tq
+      if (layout.ctx_in_cache) {
+        RANKD_ASSIGN_OR_RETURN(bf16 * cache, m.Bf16(2 * static_cast<size_t>(w.tq) * KV, 1.0f));
+        ctx = KvLayers{cache, cache + static_cast<int64_t>(w.tq) * KV, 2LL * w.tq * KV, KV};
+      }
+      RANKD_ASSIGN_OR_RETURN(a.contexts, m.Upload(std::vector<KvLayers>{ctx}));
+      RANKD_ASSIGN_OR_RETURN(a.seg_start, m.Upload(layout.seg_start));
+      std::vector<kernels::AttentionRun> runs;
+      for (const AttentionLayout::Run& run : layout.runs) {
+        runs.push_back({run.begin, run.end, run.ctx_len, 0});
+      }
+      const int num_runs = static_cast<int>(runs.size());
+      std::vector<kernels::AttentionTile> tiles(kernels::MaxAttentionTiles(rows, num_runs, group));
+      tiles.resize(kernels::FillAttentionTiles(runs.data(), num_runs, layout.seg_start.data(),
+                                               group, tiles.data()));
+      RANKD_ASSIGN_OR_RETURN(a.tiles, m.Upload(tiles));
+      RANKD_ASSIGN_OR_RETURN(a.num_units, m.Int(static_cast<int>(tiles.size()) * s.kv_heads));
+      RANKD_ASSIGN_OR_RETURN(int32_t * counter, m.Int(0));
+      a.unit_counter = counter;
+      a.num_q_heads = s.q_heads;
+      a.num_kv_heads = s.kv_heads;
+      a.head_dim = D;
+      a.blocks = kernels::PrefixAttentionBlocks(D);
+      if (a.blocks <= 0) return absl::InternalError("cannot size the attention kernel's grid");
+      RANKD_ASSIGN_OR_RETURN(a.out, m.Alloc<bf16>(R * Q));
+      p.launch = [=](cudaStream_t st) { return kernels::LaunchPrefixAttention(a, st); };
+      p.reset = [=](cudaStream_t st) { return cudaMemsetAsync(counter, 0, sizeof(int32_t), st); };
+      set_out(a.out, R * Q, true);
+      break;
+    }
+    case Kernel::kGatherRows: {
+      // From a pass's rows, each item's last row.
+      const size_t pass_rows = PassRows(w);
+      const int64_t row_bytes = static_cast<int64_t>(c.row_elems) * c.elem_bytes;
+      const bool is_bf16 = c.elem_bytes == 2;
+      const void* in = nullptr;
+      if (is_bf16) {
+        RANKD_ASSIGN_OR_RETURN(in, m.Bf16(pass_rows * c.row_elems, 1.0f));
+      } else {
+        RANKD_ASSIGN_OR_RETURN(in, m.Floats(pass_rows * c.row_elems, 1.0f));
+      }
+      std::vector<int32_t> last(R);
+      for (int i = 0; i < rows; ++i) last[i] = (i + 1) * w.ti - 1;
+      RANKD_ASSIGN_OR_RETURN(const int32_t* last_rows, m.Upload(last));
+      RANKD_ASSIGN_OR_RETURN(const int32_t* count, m.Int(rows));
+      RANKD_ASSIGN_OR_RETURN(char* out, m.Alloc<char>(R * row_bytes));
+      p.launch = [=](cudaStream_t st) {
+        return kernels::LaunchGatherRows(in, last_rows, count, rows, row_bytes, out, st);
+      };
+      set_out(out, R * c.row_elems, is_bf16);
+      break;
+    }
+    case Kernel::kSwiGlu: {
+      RANKD_ASSIGN_OR_RETURN(const bf16* gate_up, m.Bf16(R * 2 * I, 1.0f));
+      RANKD_ASSIGN_OR_RETURN(bf16 * out, m.Alloc<bf16>(R * I));
+      p.launch = [=](cudaStream_t st) { return kernels::LaunchSwiGlu(gate_up, rows, I, out, st); };
+      set_out(out, R * I, true);
+      break;
+    }
+    case Kernel::kScoreHead: {
+      RANKD_ASSIGN_OR_RETURN(const float* x, m.Floats(R * H, 1.0f));
+      RANKD_ASSIGN_OR_RETURN(const int32_t* num_items, m.Int(rows));
+      RANKD_ASSIGN_OR_RETURN(const bf16* final_norm, m.Bf16(H, 1.0f));
+      RANKD_ASSIGN_OR_RETURN(const bf16* head_rows,
+                             m.Bf16(static_cast<size_t>(s.head_rows) * H, 1.0f));
+      RANKD_ASSIGN_OR_RETURN(float* scores, m.Alloc<float>(R));
+      const int head = s.head_rows;
+      p.launch = [=](cudaStream_t st) {
+        return kernels::LaunchScoreHead(x, nullptr, num_items, rows, final_norm, head_rows, head,
+                                        kEps, H, scores, st);
+      };
+      set_out(scores, R, false);
+      break;
+    }
+  }
+  return p;
+}
+
+// InternalError when any output element is NaN or infinite.
+absl::Status CheckFinite(const PreparedCase& p) {
+  const size_t bytes = p.out_count * (p.out_bf16 ? sizeof(bf16) : sizeof(float));
+  std::vector<char> host(bytes);
+  RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpy(host.data(), p.out, bytes, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < p.out_count; ++i) {
+    const float v = p.out_bf16 ? __bfloat162float(reinterpret_cast<const bf16*>(host.data())[i])
+                               : reinterpret_cast<const float*>(host.data())[i];
+    if (!std::isfinite(v)) {
+      return absl::InternalError(absl::StrCat("non-finite output at element ", i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The median time of one launch in ms: warmup launches, then iters launches each between two
+// events (after the reset and, with flush, after overwriting a buffer of twice the L2).
+absl::StatusOr<double> MedianLaunchMs(const PreparedCase& p, const KernelsBenchOptions& o,
+                                      void* flush, size_t flush_bytes, cudaStream_t st) {
+  auto launch_once = [&]() -> absl::Status {
+    if (p.reset) RANKD_CUDA_RETURN_IF_ERROR(p.reset(st));
+    RANKD_CUDA_RETURN_IF_ERROR(p.launch(st));
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < o.warmup; ++i) RANKD_RETURN_IF_ERROR(launch_once());
+  std::vector<cudaEvent_t> events(2 * o.iters);
+  for (cudaEvent_t& e : events) RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  absl::Status status = [&]() -> absl::Status {
+    for (int i = 0; i < o.iters; ++i) {
+      if (p.reset) RANKD_CUDA_RETURN_IF_ERROR(p.reset(st));
+      if (flush != nullptr) RANKD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush, i, flush_bytes, st));
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i], st));
+      RANKD_CUDA_RETURN_IF_ERROR(p.launch(st));
+      RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i + 1], st));
+    }
+    return absl::OkStatus();
+  }();
+  std::vector<double> ms(o.iters);
+  if (status.ok()) status = cuda::CudaStatus(cudaStreamSynchronize(st), "sync", __FILE__, __LINE__);
+  for (int i = 0; i < o.iters && status.ok(); ++i) {
+    float t = 0;
+    status = cuda::CudaStatus(cudaEventElapsedTime(&t, events[2 * i], events[2 * i + 1]),
+                              "cudaEventElapsedTime", __FILE__, __LINE__);
+    ms[i] = t;
+  }
+  for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
+  RANKD_RETURN_IF_ERROR(status);
+  return Percentile(ms, 0.5);
+}
+
+struct CaseResult {
+  double median_us = 0, bytes_per_s = 0, flops_per_s = 0;
+};
+
+nlohmann::json ResultJson(const KernelCase& c, const CaseResult& r, const DeviceInfo& dev,
+                          const KernelsBenchOptions& o) {
+  return {{"shape", c.shape.name},
+          {"kernel", KernelName(c.kernel)},
+          {"variant", c.variant},
+          {"launch", DescribeCase(c)},
+          {"median_us", r.median_us},
+          {"bytes", c.bytes},
+          {"flops", c.flops},
+          {"gb_per_s", r.bytes_per_s / 1e9},
+          {"dram_fraction", r.bytes_per_s / dev.dram_bytes_per_s},
+          {"tflops", r.flops_per_s / 1e12},
+          {"peak_fraction", r.flops_per_s / (o.peak_tflops * 1e12)}};
+}
+
+absl::Status Run(const KernelsBenchOptions& o, const std::vector<KernelCase>& cases) {
+  RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(o.device));
+  RANKD_ASSIGN_OR_RETURN(const DeviceInfo dev, QueryDevice(o.device));
+  cudaStream_t st = nullptr;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  std::unique_ptr<cuda::Arena> flush;
+  const size_t flush_bytes = 2 * static_cast<size_t>(dev.l2_bytes);
+  if (o.flush_l2) {
+    RANKD_ASSIGN_OR_RETURN(flush, cuda::Arena::Create(cuda::Arena::Kind::kDevice, flush_bytes));
+  }
+  std::printf(
+      "device %s: DRAM %.0f GB/s (memory clock x 2 x bus width), L2 %.0f MB%s; bf16 "
+      "peak %.0f TFLOP/s (--peak-tflops)\n",
+      dev.name.c_str(), dev.dram_bytes_per_s / 1e9, dev.l2_bytes / 1e6,
+      o.flush_l2 ? ", flushed before each launch" : "", o.peak_tflops);
+  std::printf("workload: tq=%d ti=%d ni=%d (%d item rows a pass); median of %d launches\n",
+              o.workload.tq, o.workload.ti, o.workload.ni, PassRows(o.workload), o.iters);
+  std::printf("%-10s %-16s %-19s %-34s %9s %8s %8s %6s %8s %8s %6s\n", "shape", "kernel", "variant",
+              "launch", "us", "MB", "GB/s", "%DRAM", "GFLOP", "TFLOP/s", "%peak");
+  std::mt19937 rng(o.seed);
+  nlohmann::json results = nlohmann::json::array();
+  absl::Status status;
+  for (const KernelCase& c : cases) {
+    const std::string what = absl::StrCat(c.shape.name, " ", KernelName(c.kernel), " ", c.variant);
+    absl::StatusOr<PreparedCase> p = Prepare(c, o.workload, rng);
+    if (!p.ok()) {
+      status = Annotate(p.status(), what);
+      break;
+    }
+    absl::StatusOr<double> ms =
+        MedianLaunchMs(*p, o, flush ? flush->base() : nullptr, flush_bytes, st);
+    if (!ms.ok()) {
+      status = Annotate(ms.status(), what);
+      break;
+    }
+    if (absl::Status s = CheckFinite(*p); !s.ok()) {
+      status = Annotate(s, what);
+      break;
+    }
+    CaseResult r;
+    r.median_us = *ms * 1e3;
+    r.bytes_per_s = c.bytes / (*ms * 1e-3);
+    r.flops_per_s = c.flops / (*ms * 1e-3);
+    std::printf("%-10s %-16s %-19s %-34s %9.1f %8.2f %8.0f %5.1f%%", c.shape.name.c_str(),
+                KernelName(c.kernel), c.variant.c_str(), DescribeCase(c).c_str(), r.median_us,
+                c.bytes / 1e6, r.bytes_per_s / 1e9, 100 * r.bytes_per_s / dev.dram_bytes_per_s);
+    if (c.flops > 0) {
+      std::printf(" %8.2f %8.1f %5.1f%%\n", c.flops / 1e9, r.flops_per_s / 1e12,
+                  100 * r.flops_per_s / (o.peak_tflops * 1e12));
+    } else {
+      std::printf(" %8s %8s %6s\n", "-", "-", "-");
+    }
+    results.push_back(ResultJson(c, r, dev, o));
+  }
+  (void)cudaStreamDestroy(st);
+  RANKD_RETURN_IF_ERROR(status);
+  if (!o.json_path.empty()) {
+    const nlohmann::json doc = {
+        {"device",
+         {{"name", dev.name},
+          {"dram_gb_per_s", dev.dram_bytes_per_s / 1e9},
+          {"l2_bytes", dev.l2_bytes},
+          {"peak_tflops", o.peak_tflops}}},
+        {"workload", {{"tq", o.workload.tq}, {"ti", o.workload.ti}, {"ni", o.workload.ni}}},
+        {"warmup", o.warmup},
+        {"iters", o.iters},
+        {"flush_l2", o.flush_l2},
+        {"results", results}};
+    std::ofstream out(o.json_path);
+    out << doc.dump(2) << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", o.json_path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunKernelsBench(int argc, char** argv, int first) {
+  cli::FlagSet flags(
+      "rankd-bench kernels [--shape 379m|qwen3-0.6b|both] [--filter NAME] [--tq 50] [--ti 150]\n"
+      "                    [--ni 50] [--iters 50] [--warmup 5] [--no-flush-l2] [--json FILE]\n"
+      "Launches each CUDA kernel of kernels/ alone, on the shapes of one pass of the workload\n"
+      "(one request: a prefix of tq tokens, ni items of ti tokens; attention for IBPC's items\n"
+      "pass, multi-item's pass and IBPC's prefix encode), on fresh random inputs (--seed).\n"
+      "Reports the median time per launch (CUDA events), the bytes each launch must move (every\n"
+      "input read once, every output written once) as a fraction of the device's DRAM bandwidth,\n"
+      "and for attention its FLOPs as a fraction of the bf16 peak. Each output is checked to be\n"
+      "finite (kernels_test checks correctness). cuBLASLt GEMMs are not included.");
+  KernelsBenchOptions o;
+  AddKernelsBenchFlags(flags, &o);
+  if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "kernels")) {
+    return *exit_code;
+  }
+  absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(o);
+  if (!cases.ok()) {
+    std::fprintf(stderr, "kernels: %s\n", std::string(cases.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status s = Run(o, *cases); !s.ok()) {
+    std::fprintf(stderr, "kernels: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace rankd::bench

@@ -1,0 +1,202 @@
+// rankd-bench kernels without a GPU: the launches it times on the standard workload (their rows,
+// attention layouts, bytes and FLOPs, worked out by hand here) and its flags.
+#include "kernel_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "command_flags.h"
+#include "flag_set.h"
+
+namespace rankd::bench {
+namespace {
+
+const KernelModelShape k379m = *FindKernelModelShape("379m");
+const KernelModelShape kQwen3 = *FindKernelModelShape("qwen3-0.6b");
+
+const KernelCase& Find(const std::vector<KernelCase>& cases, Kernel k, const std::string& variant) {
+  auto it = std::find_if(cases.begin(), cases.end(), [&](const KernelCase& c) {
+    return c.kernel == k && c.variant == variant;
+  });
+  EXPECT_NE(it, cases.end()) << KernelName(k) << " " << variant;
+  return *it;
+}
+
+TEST(KernelShapeTest, Presets) {
+  EXPECT_EQ(k379m.q_width(), 1024);
+  EXPECT_EQ(k379m.qkv_width(), 3072);
+  EXPECT_FALSE(k379m.qk_norm);
+  EXPECT_EQ(kQwen3.q_width(), 2048);
+  EXPECT_EQ(kQwen3.kv_width(), 1024);
+  EXPECT_TRUE(kQwen3.qk_norm);
+  EXPECT_EQ(kQwen3.head_rows, 2);
+  EXPECT_FALSE(FindKernelModelShape("7b").has_value());
+}
+
+TEST(AttentionLayoutTest, IbpcItemsOverTheCachedPrefix) {
+  const AttentionLayout a = MakeAttentionLayout(AttentionPass::kIbpcItems, KernelWorkload{});
+  ASSERT_EQ(a.rows(), 7500);
+  EXPECT_TRUE(a.ctx_in_cache);
+  ASSERT_EQ(a.runs.size(), 1u);
+  EXPECT_EQ(std::tie(a.runs[0].begin, a.runs[0].end, a.runs[0].ctx_len),
+            std::make_tuple(0, 7500, 50));
+  EXPECT_EQ(a.seg_start[149], 0);
+  EXPECT_EQ(a.seg_start[150], 150);
+  EXPECT_EQ(a.seg_start[7499], 7350);
+  // 50 items, token t (1-based) of an item sees the 50 prefix rows and t own rows.
+  EXPECT_DOUBLE_EQ(a.keys, 50 * (150 * 50 + 150 * 151 / 2));
+}
+
+TEST(AttentionLayoutTest, MultiItemPrefixRowsThenItems) {
+  const AttentionLayout a = MakeAttentionLayout(AttentionPass::kMultiItem, KernelWorkload{});
+  ASSERT_EQ(a.rows(), 7550);
+  EXPECT_FALSE(a.ctx_in_cache);
+  ASSERT_EQ(a.runs.size(), 2u);
+  EXPECT_EQ(std::tie(a.runs[0].begin, a.runs[0].end, a.runs[0].ctx_len), std::make_tuple(0, 50, 0));
+  EXPECT_EQ(std::tie(a.runs[1].begin, a.runs[1].end, a.runs[1].ctx_len),
+            std::make_tuple(50, 7550, 50));
+  EXPECT_EQ(a.seg_start[49], 0);
+  EXPECT_EQ(a.seg_start[50], 50);
+  EXPECT_EQ(a.seg_start[7549], 7400);
+  EXPECT_DOUBLE_EQ(a.keys, 50 * 51 / 2 + 50 * (150 * 50 + 150 * 151 / 2));
+}
+
+TEST(AttentionLayoutTest, IbpcEncodeIsOneCausalSegment) {
+  const AttentionLayout a =
+      MakeAttentionLayout(AttentionPass::kIbpcEncode, KernelWorkload{.tq = 7, .ti = 3, .ni = 2});
+  EXPECT_EQ(a.rows(), 7);
+  EXPECT_EQ(a.runs.size(), 1u);
+  EXPECT_EQ(a.seg_start, std::vector<int32_t>(7, 0));
+  EXPECT_DOUBLE_EQ(a.keys, 28);
+}
+
+TEST(KernelCasesTest, BytesAndFlopsOf379m) {
+  const std::vector<KernelCase> cases = KernelCases(k379m, KernelWorkload{}, false);
+  EXPECT_EQ(cases.size(), 14u);
+  // ids, bf16 table rows, fp32 output rows.
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kEmbeddingGather, "pass").bytes, 7500.0 * (4 + 2048 + 4096));
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRmsNorm, "pass").bytes, 7500.0 * 1024 * 6 + 2048);
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRmsNorm, "last rows").bytes, 50.0 * 1024 * 6 + 2048);
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kSwiGlu, "pass").bytes, 7500.0 * 3328 * 6);
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRopeRotations, "pass").bytes,
+                   7500.0 * 4 + 32 * 4 + 7500.0 * 32 * 8);
+  // Llama: q is roped in attention, so QkvRope moves k and the rotations only.
+  const KernelCase& rope = Find(cases, Kernel::kQkvRope, "pass");
+  EXPECT_EQ(rope.rows, 7500);
+  EXPECT_DOUBLE_EQ(rope.bytes, 7500.0 * 4 * 1024 + 7500.0 * 32 * 8);
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kQkvRope, "ibpc encode").bytes,
+                   50.0 * 4 * 1024 + 50.0 * 32 * 8 + 50.0 * 6 * 1024);
+  // q and out, own k and v, the 50 cached prefix rows' k and v, q's rotations, segment starts.
+  const KernelCase& ibpc = Find(cases, Kernel::kPrefixAttention, "ibpc items");
+  EXPECT_EQ(ibpc.rows, 7500);
+  EXPECT_DOUBLE_EQ(ibpc.bytes,
+                   7500.0 * 2 * (2048 + 2048) + 50.0 * 4 * 1024 + 7500.0 * 32 * 8 + 7500.0 * 4);
+  EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 64 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
+  const KernelCase& multi = Find(cases, Kernel::kPrefixAttention, "multi-item");
+  EXPECT_EQ(multi.rows, 7550);
+  EXPECT_DOUBLE_EQ(multi.bytes, 7550.0 * 2 * (2048 + 2048) + 7550.0 * 32 * 8 + 7550.0 * 4);
+  EXPECT_DOUBLE_EQ(multi.flops, ibpc.flops + 4.0 * 64 * 16 * (50 * 51 / 2));
+  const KernelCase& gather_x = Find(cases, Kernel::kGatherRows, "x (fp32 hidden)");
+  EXPECT_EQ(gather_x.row_elems * gather_x.elem_bytes, 4096);
+  EXPECT_DOUBLE_EQ(gather_x.bytes, 50.0 * (2 * 4096 + 4));
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kGatherRows, "attn (bf16 q width)").bytes,
+                   50.0 * (2 * 2048 + 4));
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kScoreHead, "items").bytes,
+                   50.0 * 4096 + 2048 + 2048 + 50.0 * 4);
+}
+
+TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
+  const std::vector<KernelCase> cases = KernelCases(kQwen3, KernelWorkload{}, true);
+  std::set<Kernel> kernels;
+  for (const KernelCase& c : cases) kernels.insert(c.kernel);
+  EXPECT_EQ(kernels,
+            (std::set<Kernel>{Kernel::kRopeRotations, Kernel::kQkvRope, Kernel::kPrefixAttention}));
+  // q/k norm: QkvRope ropes q too (and reads the two norm weights); attention reads no rotations.
+  EXPECT_DOUBLE_EQ(Find(cases, Kernel::kQkvRope, "pass").bytes,
+                   7500.0 * 4 * (2048 + 1024) + 7500.0 * 64 * 8 + 4 * 128);
+  const KernelCase& ibpc = Find(cases, Kernel::kPrefixAttention, "ibpc items");
+  EXPECT_DOUBLE_EQ(ibpc.bytes, 7500.0 * 2 * (2 * 2048 + 2 * 1024) + 50.0 * 4 * 1024 + 7500.0 * 4);
+  // FLOPs count every q head (16), not the kv groups.
+  EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
+}
+
+// The options after parsing `args` as `rankd-bench kernels args...`; nullopt when parsing ends
+// the command, with its exit code in *exit_code.
+std::optional<KernelsBenchOptions> Parse(std::vector<std::string> args, int* exit_code) {
+  args.insert(args.begin(), {"rankd-bench", "kernels"});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  cli::FlagSet flags("usage");
+  KernelsBenchOptions o;
+  AddKernelsBenchFlags(flags, &o);
+  if (std::optional<int> code =
+          ParseCommandFlags(flags, static_cast<int>(argv.size()), argv.data(), 2, "kernels")) {
+    *exit_code = *code;
+    return std::nullopt;
+  }
+  return o;
+}
+
+TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
+  int code = -1;
+  std::optional<KernelsBenchOptions> o = Parse({}, &code);
+  ASSERT_TRUE(o.has_value());
+  absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  EXPECT_EQ(cases->size(), 14u + 6u);
+  std::set<std::tuple<std::string, Kernel, std::string>> distinct;
+  for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
+  EXPECT_EQ(distinct.size(), cases->size());
+  EXPECT_TRUE(o->flush_l2);
+}
+
+TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
+  int code = -1;
+  std::optional<KernelsBenchOptions> o =
+      Parse({"--shape", "qwen3-0.6b", "--filter=attention", "--tq", "10", "--ti=5", "--ni", "3",
+             "--iters", "7", "--no-flush-l2", "--json", "out.json"},
+            &code);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->iters, 7);
+  EXPECT_FALSE(o->flush_l2);
+  EXPECT_EQ(o->json_path, "out.json");
+  absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_EQ(cases->size(), 3u);
+  for (const KernelCase& c : *cases) {
+    EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
+    EXPECT_EQ(c.shape.name, "qwen3-0.6b");
+  }
+  EXPECT_EQ(Find(*cases, Kernel::kPrefixAttention, "multi-item").rows, 10 + 15);
+}
+
+TEST(KernelsBenchFlagsTest, RefusesWhatCannotRun) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--shape", "7b"},
+                                             {"--ti", "0"},
+                                             {"--iters", "0"},
+                                             {"--warmup", "-1"},
+                                             {"--filter", "gemm"}}) {
+    int code = -1;
+    std::optional<KernelsBenchOptions> o = Parse(args, &code);
+    ASSERT_TRUE(o.has_value()) << args[0];
+    EXPECT_TRUE(absl::IsInvalidArgument(SelectKernelCases(*o).status())) << args[0];
+  }
+}
+
+TEST(KernelsBenchFlagsTest, HelpAndBadFlagEndTheCommand) {
+  int code = -1;
+  EXPECT_FALSE(Parse({"--help"}, &code).has_value());
+  EXPECT_EQ(code, 0);
+  EXPECT_FALSE(Parse({"--no-such-flag"}, &code).has_value());
+  EXPECT_EQ(code, 2);
+}
+
+}  // namespace
+}  // namespace rankd::bench
