@@ -1,9 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <vector>
-
-#include "rankd/common/parallel.h"
 #include "rankd/common/status.h"
 
 namespace rankd {
@@ -32,16 +28,6 @@ TEST(StatusMacrosTest, PropagateErrorsAndValues) {
   EXPECT_FALSE(CheckEven(3).ok());
   EXPECT_EQ(Annotate(absl::NotFoundError("x"), "file.json").message(), "file.json: x");
   EXPECT_TRUE(Annotate(absl::OkStatus(), "file.json").ok());
-}
-
-TEST(ParallelForTest, VisitsEveryIndexOnce) {
-  for (int threads : {0, 1, 2, 7}) {
-    for (size_t n : {0u, 1u, 5u, 1000u}) {
-      std::vector<std::atomic<int>> hits(n);
-      ParallelFor(n, threads, [&](size_t i) { hits[i]++; });
-      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << threads;
-    }
-  }
 }
 
 }  // namespace

@@ -81,6 +81,15 @@ absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::Sco
 absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::ModelConfig& config,
                                        const tokenizer::Tokenizer* tok);
 
+// Threading contract: Engine has no lock of its own.
+//   - Score, ScoreMany and backend() (the mutable backend) are for one thread at a time: they
+//     call the backend's EncodePrefix / ScoreGroups, which no backend supports overlapping (the
+//     CUDA backend runs on one stream and one set of arenas; see cpu_backend.h for the CPU one).
+//     The worker calls them from its single engine thread.
+//   - The const methods (EncodeQuery, EncodeItems, config, head, tokenizer, prefix_cache_stats,
+//     the templates) may be called from any thread, also while Score runs: the tokenizer is
+//     thread-safe, EncodeItems tokenizes on threads it starts and joins itself, and the prefix
+//     cache locks (prefix_cache.h).
 class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);

@@ -1,6 +1,12 @@
 // PrefixCache: encoded prefixes (their K/V) kept by token ids, least recently used out first, under
 // a byte budget. A ranking service sends the same query for several pages of candidates, and a
 // batch caller sends the same instruction prefix again and again: a hit skips the prefix pass.
+//
+// Threading contract: every method may be called from any thread at once; one mutex (mu_) guards
+// the whole cache, held for the length of each call (no forward pass runs under it). States are
+// immutable and shared: one that Get returned stays valid after it is evicted. A Get that misses
+// and the Put that follows it are two calls, so two threads that miss on the same ids both encode
+// them (the second Put replaces the first).
 #ifndef RANKD_ENGINE_PREFIX_CACHE_H_
 #define RANKD_ENGINE_PREFIX_CACHE_H_
 
@@ -22,7 +28,7 @@ class PrefixCache {
   // capacity_bytes == 0 disables the cache.
   explicit PrefixCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
 
-  // The cached state for exactly these ids, or null. Thread-safe.
+  // The cached state for exactly these ids, or null.
   std::shared_ptr<const PrefixState> Get(absl::Span<const int32_t> ids);
   // Inserts (or refreshes) an entry, evicting the least recently used ones until it fits. A state
   // larger than the whole budget is not kept.

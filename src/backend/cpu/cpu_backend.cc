@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "rankd/backend/cpu/ops.h"
+#include "rankd/common/logging.h"
 #include "rankd/common/parallel.h"
 #include "rankd/common/status.h"
 #include "rankd/model/safetensors.h"
 #include "rankd/model/weights.h"
-#include "rankd/common/logging.h"
 #include "spdlog/spdlog.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -68,7 +68,7 @@ absl::Status AppendF32(const model::TensorView* t, std::vector<float>* out) {
 class CpuBackend final : public engine::Backend {
  public:
   CpuBackend(ModelConfig config, HeadSpec head, int threads)
-      : config_(std::move(config)), head_(head), threads_(threads) {}
+      : config_(std::move(config)), head_(head), pool_(threads) {}
 
   absl::Status Load(const model::SafetensorsModel& st) {
     RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config_, st));
@@ -131,7 +131,9 @@ class CpuBackend final : public engine::Backend {
   absl::Status ScoreItems(const PrefixState& prefix_base, const ItemBatch& items,
                           absl::Span<float> scores) override {
     const auto* prefix = dynamic_cast<const CpuPrefix*>(&prefix_base);
-    if (prefix == nullptr) return absl::InvalidArgumentError("prefix was not made by the cpu backend");
+    if (prefix == nullptr) {
+      return absl::InvalidArgumentError("prefix was not made by the cpu backend");
+    }
     RANKD_RETURN_IF_ERROR(engine::ValidateItemBatch(config_, items, scores.size()));
     const int N = items.num_items(), T = items.num_tokens(), H = config_.hidden_size;
     const int P = prefix->num_tokens();
@@ -170,17 +172,16 @@ class CpuBackend final : public engine::Backend {
     const int QKV = Q + 2 * KV;
     const int P = ctx ? ctx->num_tokens() : 0;
     const int num_segments = static_cast<int>(offsets.size()) - 1;
-    openblas_set_num_threads(threads_);
 
-    std::vector<float> normed(static_cast<size_t>(T) * H);     // [T, H]
-    std::vector<float> qkv(static_cast<size_t>(T) * QKV);      // [T, Q + 2KV]
-    std::vector<float> q(static_cast<size_t>(T) * Q);          // [T, Nq, D]
-    std::vector<float> k(static_cast<size_t>(T) * KV);         // [T, Nkv, D]
-    std::vector<float> v(static_cast<size_t>(T) * KV);         // [T, Nkv, D]
-    std::vector<float> attn(static_cast<size_t>(T) * Q);       // [T, Nq, D]
-    std::vector<float> proj(static_cast<size_t>(T) * H);       // [T, H]
+    std::vector<float> normed(static_cast<size_t>(T) * H);       // [T, H]
+    std::vector<float> qkv(static_cast<size_t>(T) * QKV);        // [T, Q + 2KV]
+    std::vector<float> q(static_cast<size_t>(T) * Q);            // [T, Nq, D]
+    std::vector<float> k(static_cast<size_t>(T) * KV);           // [T, Nkv, D]
+    std::vector<float> v(static_cast<size_t>(T) * KV);           // [T, Nkv, D]
+    std::vector<float> attn(static_cast<size_t>(T) * Q);         // [T, Nq, D]
+    std::vector<float> proj(static_cast<size_t>(T) * H);         // [T, H]
     std::vector<float> gate_up(static_cast<size_t>(T) * 2 * I);  // [T, 2I]
-    std::vector<float> act(static_cast<size_t>(T) * I);        // [T, I]
+    std::vector<float> act(static_cast<size_t>(T) * I);          // [T, I]
 
     for (int l = 0; l < config_.num_layers; ++l) {
       const Layer& w = layers_[l];
@@ -205,7 +206,7 @@ class CpuBackend final : public engine::Backend {
       }
       const float* ck = ctx ? ctx->k[l].data() : nullptr;
       const float* cv = ctx ? ctx->v[l].data() : nullptr;
-      ParallelFor(num_segments, threads_, [&](size_t s) {
+      pool_.ParallelFor(0, num_segments, [&](size_t s) {
         const int begin = offsets[s], len = offsets[s + 1] - offsets[s];
         PrefixAttention(q.data() + static_cast<int64_t>(begin) * Q, ck, cv, P,
                         k.data() + static_cast<int64_t>(begin) * KV,
@@ -228,7 +229,7 @@ class CpuBackend final : public engine::Backend {
 
   ModelConfig config_;
   HeadSpec head_;
-  int threads_;
+  ThreadPool pool_;                // the attention of a layer's segments, in parallel
   std::vector<float> embed_;       // [V, H]
   std::vector<Layer> layers_;      // [L]
   std::vector<float> final_norm_;  // [H]
@@ -244,9 +245,13 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCpuBackend(
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(model_dir));
   RANKD_RETURN_IF_ERROR(engine::ValidateHead(config, head));
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));
-  int threads = options.threads > 0 ? options.threads
-                                    : static_cast<int>(std::thread::hardware_concurrency());
-  auto backend = std::make_unique<CpuBackend>(config, head, std::max(1, threads));
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, threads);
+  // OpenBLAS keeps one thread count for the whole process: the backend created last sets it for
+  // every backend of the process (a rankd worker has one).
+  openblas_set_num_threads(threads);
+  auto backend = std::make_unique<CpuBackend>(config, head, threads);
   RANKD_RETURN_IF_ERROR(Annotate(backend->Load(*st), model_dir));
   spdlog::info("cpu backend: {} ({} threads), head {}", config.Summary(), threads, head.ToString());
   return backend;

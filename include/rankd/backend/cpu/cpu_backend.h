@@ -10,6 +10,16 @@
 
 namespace rankd::cpu {
 
+// Loads the model of `model_dir` into float32 and returns its CPU backend. It computes on
+// options.threads threads (0: all cores): its own ThreadPool for the attention of a layer's
+// segments, OpenBLAS's threads for the GEMMs. OpenBLAS's thread count is process-global: this call
+// sets it for every backend of the process, and the backend created last wins.
+//
+// Threading contract: name(), config(), head() and the PrefixState objects it returns may be read
+// from any thread at any time. EncodePrefix, ScoreItems and ScoreGroups keep their buffers per call
+// and only read the weights, and the pool takes concurrent loops, but whether they may overlap
+// depends on the OpenBLAS build and is not tested: call them from one thread at a time (the Engine
+// does). Nothing in the backend locks.
 absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCpuBackend(
     const engine::BackendOptions& options, const std::string& model_dir,
     const engine::HeadSpec& head);

@@ -1,0 +1,274 @@
+// The CPU backend through the Backend interface, without the engine: golden scores (HF float32)
+// from EncodePrefix + ScoreItems for every model in tests/data/models, ScoreGroups against
+// ScoreItems, an empty prefix, embedding items against the embedding-table rows of the same ids,
+// and the batches ScoreItems / EncodePrefix refuse.
+#include "rankd/backend/cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "rankd/engine/engine.h"
+#include "rankd/model/config.h"
+#include "rankd/model/safetensors.h"
+#include "rankd/model/weights.h"
+#include "tests/common/golden.h"
+
+namespace rankd::cpu {
+namespace {
+
+using engine::Backend;
+using engine::ItemBatch;
+using engine::PrefixState;
+using rankd::testing::Golden;
+using rankd::testing::GoldenCase;
+using rankd::testing::LoadGolden;
+using rankd::testing::WithinF32Tolerance;
+
+std::unique_ptr<Backend> MakeBackend(const Golden& g, int threads = 2) {
+  auto config = model::ModelConfig::FromHfDir(g.model_dir);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return nullptr;
+  auto head = engine::ParseHeadSpec(g.head, *config, /*tok=*/nullptr);
+  EXPECT_TRUE(head.ok()) << head.status();
+  if (!head.ok()) return nullptr;
+  engine::BackendOptions options;
+  options.threads = threads;
+  auto backend = CreateCpuBackend(options, g.model_dir, *head);
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  return backend.ok() ? *std::move(backend) : nullptr;
+}
+
+ItemBatch IdItems(const GoldenCase& c) {
+  ItemBatch b;
+  for (const auto& it : c.items) b.AddIds(it.ids);
+  return b;
+}
+
+std::shared_ptr<const PrefixState> Encode(Backend& backend, const std::vector<int32_t>& ids) {
+  auto prefix = backend.EncodePrefix(ids);
+  EXPECT_TRUE(prefix.ok()) << prefix.status();
+  return prefix.ok() ? *prefix : nullptr;
+}
+
+std::vector<float> Score(Backend& backend, const PrefixState& prefix, const ItemBatch& items) {
+  std::vector<float> scores(items.num_items(), NAN);
+  const absl::Status s = backend.ScoreItems(prefix, items, absl::MakeSpan(scores));
+  EXPECT_TRUE(s.ok()) << s;
+  return scores;
+}
+
+// The float32 embedding table [V, H] of the model, as the backend loads it.
+std::vector<float> EmbeddingTable(const std::string& model_dir) {
+  auto config = model::ModelConfig::FromHfDir(model_dir);
+  auto st = model::SafetensorsModel::OpenDir(model_dir);
+  EXPECT_TRUE(config.ok() && st.ok());
+  auto tensors = model::BindTensors(*config, **st);
+  EXPECT_TRUE(tensors.ok()) << tensors.status();
+  std::vector<float> table(tensors->embed->numel());
+  EXPECT_TRUE(model::ConvertToF32(*tensors->embed, absl::MakeSpan(table)).ok());
+  return table;
+}
+
+class CpuBackendGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CpuBackendGoldenTest, ScoresMatchHf) {
+  const Golden g = LoadGolden(GetParam());
+  auto backend = MakeBackend(g);
+  ASSERT_NE(backend, nullptr);
+  EXPECT_EQ(backend->name(), "cpu");
+  int checked = 0;
+  for (const GoldenCase& c : g.cases) {
+    auto prefix = Encode(*backend, c.prefix_ids);
+    ASSERT_NE(prefix, nullptr);
+    EXPECT_EQ(prefix->num_tokens(), static_cast<int>(c.prefix_ids.size()));
+    const std::vector<float> scores = Score(*backend, *prefix, IdItems(c));
+    for (size_t i = 0; i < c.items.size(); ++i, ++checked) {
+      EXPECT_PRED2(WithinF32Tolerance, scores[i], c.items[i].score)
+          << "query '" << c.query << "' item " << i;
+    }
+  }
+  const int hidden = backend->config().hidden_size;
+  for (const GoldenCase& c : g.embedding_cases) {
+    auto prefix = Encode(*backend, c.prefix_ids);
+    ASSERT_NE(prefix, nullptr);
+    ItemBatch items;
+    for (const auto& it : c.items) items.AddEmbeddings(it.embedding, hidden);
+    const std::vector<float> scores = Score(*backend, *prefix, items);
+    for (size_t i = 0; i < c.items.size(); ++i, ++checked) {
+      EXPECT_PRED2(WithinF32Tolerance, scores[i], c.items[i].score) << "embedding item " << i;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Every case's items as one group of a single ScoreGroups call: the same scores, bit for bit, as
+// ScoreItems on each case alone.
+TEST_P(CpuBackendGoldenTest, ScoreGroupsEqualsScoreItemsPerGroup) {
+  const Golden g = LoadGolden(GetParam());
+  auto backend = MakeBackend(g);
+  ASSERT_NE(backend, nullptr);
+  std::vector<std::shared_ptr<const PrefixState>> prefixes;
+  std::vector<ItemBatch> batches;
+  for (const GoldenCase& c : g.cases) {
+    prefixes.push_back(Encode(*backend, c.prefix_ids));
+    ASSERT_NE(prefixes.back(), nullptr);
+    batches.push_back(IdItems(c));
+  }
+  std::vector<std::vector<float>> grouped(g.cases.size());
+  std::vector<Backend::ScoreGroup> groups;
+  for (size_t k = 0; k < g.cases.size(); ++k) {
+    grouped[k].assign(batches[k].num_items(), NAN);
+    groups.push_back({prefixes[k].get(), &batches[k], absl::MakeSpan(grouped[k])});
+  }
+  ASSERT_TRUE(backend->ScoreGroups(groups).ok());
+  for (size_t k = 0; k < g.cases.size(); ++k) {
+    EXPECT_EQ(grouped[k], Score(*backend, *prefixes[k], batches[k])) << "group " << k;
+  }
+}
+
+// With an empty prefix, an item holding the whole sequence (prefix ids ++ item ids) scores what
+// HF gives that sequence.
+TEST_P(CpuBackendGoldenTest, EmptyPrefix) {
+  const Golden g = LoadGolden(GetParam());
+  auto backend = MakeBackend(g);
+  ASSERT_NE(backend, nullptr);
+  auto empty = Encode(*backend, {});
+  ASSERT_NE(empty, nullptr);
+  EXPECT_EQ(empty->num_tokens(), 0);
+  for (const GoldenCase& c : g.cases) {
+    ItemBatch items;
+    for (const auto& it : c.items) {
+      std::vector<int32_t> whole = c.prefix_ids;
+      whole.insert(whole.end(), it.ids.begin(), it.ids.end());
+      items.AddIds(whole);
+    }
+    const std::vector<float> scores = Score(*backend, *empty, items);
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      EXPECT_PRED2(WithinF32Tolerance, scores[i], c.items[i].score)
+          << "query '" << c.query << "' item " << i;
+    }
+  }
+}
+
+// Items given as the embedding-table rows of their ids score exactly as the ids do: both gather
+// the same float32 rows.
+TEST_P(CpuBackendGoldenTest, EmbeddingRowsOfIdsScoreAsTheIds) {
+  const Golden g = LoadGolden(GetParam());
+  auto backend = MakeBackend(g);
+  ASSERT_NE(backend, nullptr);
+  const int hidden = backend->config().hidden_size;
+  const std::vector<float> table = EmbeddingTable(g.model_dir);
+  for (const GoldenCase& c : g.cases) {
+    auto prefix = Encode(*backend, c.prefix_ids);
+    ASSERT_NE(prefix, nullptr);
+    ItemBatch as_rows;
+    for (const auto& it : c.items) {
+      std::vector<float> rows;
+      for (int32_t id : it.ids) {
+        rows.insert(rows.end(), table.begin() + static_cast<int64_t>(id) * hidden,
+                    table.begin() + static_cast<int64_t>(id + 1) * hidden);
+      }
+      as_rows.AddEmbeddings(rows, hidden);
+    }
+    EXPECT_EQ(Score(*backend, *prefix, as_rows), Score(*backend, *prefix, IdItems(c)))
+        << "query '" << c.query << "'";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, CpuBackendGoldenTest,
+                         ::testing::ValuesIn(rankd::testing::GoldenModelNames()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) ch = isalnum(ch) ? ch : '_';
+                           return n;
+                         });
+
+// A PrefixState that no CPU backend made.
+class ForeignPrefix final : public PrefixState {
+ public:
+  int num_tokens() const override { return 0; }
+  size_t bytes() const override { return 0; }
+};
+
+class CpuBackendErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = MakeBackend(LoadGolden("llama-cls"), /*threads=*/1);
+    ASSERT_NE(backend_, nullptr);
+    prefix_ = Encode(*backend_, {1, 763, 593});
+    ASSERT_NE(prefix_, nullptr);
+  }
+  // ScoreItems' status on `items`, with one score slot per item unless `slots` says otherwise.
+  absl::Status ScoreStatus(const ItemBatch& items, int slots = -1) {
+    std::vector<float> scores(slots < 0 ? items.num_items() : slots);
+    return backend_->ScoreItems(*prefix_, items, absl::MakeSpan(scores));
+  }
+  int vocab() const { return backend_->config().vocab_size; }
+  int hidden() const { return backend_->config().hidden_size; }
+
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<const PrefixState> prefix_;
+};
+
+TEST_F(CpuBackendErrorsTest, ValidBatchScores) {
+  ItemBatch items;
+  items.AddIds({5, 6});
+  items.AddEmbeddings(std::vector<float>(2 * hidden(), 0.5f), hidden());
+  EXPECT_TRUE(ScoreStatus(items).ok());
+}
+
+TEST_F(CpuBackendErrorsTest, ItemWithNoTokens) {
+  ItemBatch items;
+  items.AddIds({5, 6});
+  items.AddIds({});
+  const absl::Status s = ScoreStatus(items);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "item 1 has no tokens");
+}
+
+TEST_F(CpuBackendErrorsTest, IdOutsideVocabulary) {
+  ItemBatch items;
+  items.AddIds({5, vocab()});
+  const absl::Status s = ScoreStatus(items);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("token " + std::to_string(vocab()) + " is out of range"),
+            std::string::npos)
+      << s;
+}
+
+TEST_F(CpuBackendErrorsTest, EmbeddingRowOutOfRange) {
+  ItemBatch items;
+  items.AddEmbeddings(std::vector<float>(hidden(), 0.5f), hidden());  // row 0: token -1
+  items.AddIds({5});
+  items.tokens.back() = -2;  // row 1, which does not exist
+  const absl::Status s = ScoreStatus(items);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("token -2 is out of range"), std::string::npos) << s;
+}
+
+TEST_F(CpuBackendErrorsTest, ScoreSlotsMustMatchItems) {
+  ItemBatch items;
+  items.AddIds({5});
+  items.AddIds({6});
+  EXPECT_EQ(ScoreStatus(items, /*slots=*/1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CpuBackendErrorsTest, PrefixOfAnotherBackend) {
+  ItemBatch items;
+  items.AddIds({5});
+  std::vector<float> scores(1);
+  const absl::Status s = backend_->ScoreItems(ForeignPrefix(), items, absl::MakeSpan(scores));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CpuBackendErrorsTest, PrefixIdOutsideVocabulary) {
+  EXPECT_EQ(backend_->EncodePrefix({1, vocab()}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->EncodePrefix({-1}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rankd::cpu
