@@ -106,27 +106,3 @@ TEST_F(ScoreWorkItemTest, SigmoidOnRequest) {
 
 }  // namespace
 }  // namespace rankd::worker
-
-namespace rankd::worker {
-namespace {
-
-using std::chrono::milliseconds;
-
-TEST(BatchAdmitsTest, TokenBudgetAndDeadline) {
-  const auto now = std::chrono::steady_clock::now();
-  const auto far = now + std::chrono::hours(1);
-  // Under the budget and no cost measured yet: yes, whatever the deadline.
-  EXPECT_TRUE(BatchAdmits(100, 500, 1000, 0, now, now + milliseconds(1), milliseconds(5)));
-  // A step that already fills the budget takes no more; one that is short of it may overflow.
-  EXPECT_FALSE(BatchAdmits(1000, 1, 1000, 0, now, far, milliseconds(5)));
-  EXPECT_TRUE(BatchAdmits(999, 5000, 1000, 0, now, far, milliseconds(5)));
-  // 1 ms per 100 tokens: 600 tokens take 6 ms.
-  const double per_token = 1e-5;
-  EXPECT_TRUE(BatchAdmits(100, 500, 1000, per_token, now, now + milliseconds(12), milliseconds(5)));
-  EXPECT_FALSE(
-      BatchAdmits(100, 500, 1000, per_token, now, now + milliseconds(10), milliseconds(5)));
-  EXPECT_FALSE(BatchAdmits(100, 500, 1000, per_token, now, now - milliseconds(1), milliseconds(5)));
-}
-
-}  // namespace
-}  // namespace rankd::worker
