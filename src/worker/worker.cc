@@ -113,20 +113,6 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
   return scoring;
 }
 
-absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem& work,
-                                         const TokenLimits& limits) {
-  const Clock::time_point start = Clock::now();
-  RANKD_ASSIGN_OR_RETURN(engine::ScoreRequest scoring, PrepareWorkItem(engine, work, limits));
-  absl::StatusOr<engine::ScoreResult> scored = engine.Score(scoring);
-  if (!scored.ok()) return ShiftItemIndex(scored.status(), work.begin());
-  WorkResult result;
-  result.mutable_scores()->Add(scored->scores.begin(), scored->scores.end());
-  result.set_prefix_tokens(scored->prefix_tokens);
-  result.set_item_tokens(scored->item_tokens);
-  result.set_compute_seconds(SecondsSince(start));
-  return result;
-}
-
 namespace {
 
 // Deadline slack kept free when sizing an engine step (StepBuilder).

@@ -37,13 +37,6 @@ struct WorkerOptions {
   std::function<bool(std::chrono::milliseconds timeout)> wait_for_stop;
 };
 
-// Scores items [begin, end) of `work.request()`: the prefix from query_ids or the templated
-// query, text items tokenized, token limits checked (errors name the field and the limit, with
-// item indices of the whole request), then the engine. compute_seconds covers all of it.
-absl::StatusOr<rankd::worker::v1::WorkResult> ScoreWorkItem(engine::Engine& engine,
-                                                            const rankd::worker::v1::WorkItem& work,
-                                                            const TokenLimits& limits);
-
 // Checks a work item and turns it into an engine request whose items are all token ids (text
 // tokenized) or embeddings: the range, the prefix from query_ids or the templated query, token
 // limits (errors name the field and the limit, with item indices of the whole request).
