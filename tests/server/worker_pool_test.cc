@@ -115,7 +115,7 @@ constexpr auto kEventTimeout = std::chrono::seconds(30);
 
 // One fake worker process: a rankd.worker.v1.Worker service on the pool's socket, in this
 // process. Score calls are answered with score = item index (kAnswer), or held until the test
-// releases them (kHold); pings are answered, or held (hangPings) so that they time out. "Exiting"
+// releases them (kHold); pings are answered, or held (HangPings) so that they time out. "Exiting"
 // (a crash, or the supervisor's SIGTERM / SIGKILL) answers every held call UNAVAILABLE, as a
 // closed connection does, and shuts the server down.
 class FakeWorker final : public rankd::worker::v1::Worker::CallbackService {
