@@ -1,24 +1,10 @@
 #include "rankd/server/worker_pool.h"
 
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "rankd/common/logging.h"
-#include "rankd/server/process.h"
+#include "rankd/common/status.h"
 #include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
 
@@ -27,22 +13,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using WallClock = std::chrono::system_clock;
-using rankd::worker::v1::Worker;
-
-// How often the supervisor reaps, spawns and schedules pings when nothing wakes it earlier.
-constexpr auto kTick = std::chrono::milliseconds(20);
-// Ping retry interval while a started worker's socket exists but does not answer yet.
-constexpr auto kStartupPingRetry = std::chrono::milliseconds(100);
-// A worker that stayed up this long has its crash count (and restart backoff) reset.
-constexpr auto kStableUptime = std::chrono::seconds(60);
 // Weight of the newest measurement in the moving average of seconds per item.
 constexpr double kCostSmoothing = 0.2;
 
 double Seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
-
-std::chrono::nanoseconds FromSeconds(double s) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
-}
 
 }  // namespace
 
@@ -83,12 +57,17 @@ Work::~Work() {
 
 WorkerPool::WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs,
                        ServerMetrics* metrics)
+    : WorkerPool(config, std::move(specs), metrics, std::make_unique<ProcessLauncher>(config)) {}
+
+WorkerPool::WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs,
+                       ServerMetrics* metrics, std::unique_ptr<WorkerLauncher> launcher)
     : config_(config),
       metrics_(metrics),
-      seconds_per_item_(config.server.initial_seconds_per_item) {
-  slots_.resize(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    slots_[i].spec = std::move(specs[i]);
+      slots_(specs.size()),
+      seconds_per_item_(config.server.initial_seconds_per_item),
+      supervisor_(config, std::move(specs), std::move(launcher), metrics,
+                  [this](const WorkerEvent& event) { OnWorkerEvent(event); }) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].calls_gauge = metrics_->WorkerCallsInFlight(static_cast<int>(i));
     slots_[i].up_gauge = metrics_->WorkerUp(static_cast<int>(i));
   }
@@ -98,44 +77,9 @@ WorkerPool::WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs,
 WorkerPool::~WorkerPool() { Shutdown(); }
 
 absl::Status WorkerPool::Start() {
-  namespace fs = std::filesystem;
-  if (config_.workers.socket_dir.empty()) {
-    char dir[] = "/tmp/rankd-XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      return absl::InternalError(
-          absl::StrCat("mkdtemp(/tmp/rankd-XXXXXX): ", std::strerror(errno)));
-    }
-    socket_dir_ = dir;
-    own_socket_dir_ = true;
-  } else {
-    socket_dir_ = config_.workers.socket_dir;
-    std::error_code ec;
-    fs::create_directories(socket_dir_, ec);
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("workers.socket_dir ", socket_dir_, ": ", ec.message()));
-    }
-  }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    slots_[i].socket_path = absl::StrCat(socket_dir_, "/worker-", i, ".sock");
-    if (slots_[i].socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
-      return absl::InvalidArgumentError(absl::StrCat("workers.socket_dir: socket path ",
-                                                     slots_[i].socket_path, " is longer than ",
-                                                     sizeof(sockaddr_un::sun_path) - 1, " bytes"));
-    }
-  }
-  // The workers' start-up config: the front end's finalized config, one file for all of them
-  // (owner-only: later configs may carry secrets).
-  config_file_ = absl::StrCat(socket_dir_, "/config.yaml");
-  {
-    std::ofstream out(config_file_, std::ios::trunc);
-    out << ServeConfigToYaml(config_);
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", config_file_));
-  }
-  fs::permissions(config_file_, fs::perms::owner_read | fs::perms::owner_write);
-  spdlog::info("worker sockets and config in {}", socket_dir_);
+  RANKD_RETURN_IF_ERROR(supervisor_.Start());
+  std::lock_guard<std::mutex> lock(mu_);
   started_ = true;
-  supervisor_ = std::thread(&WorkerPool::SupervisorLoop, this);
   return absl::OkStatus();
 }
 
@@ -151,7 +95,7 @@ bool WorkerPool::ready() const {
 
 int WorkerPool::WorkersUpLocked() const {
   int up = 0;
-  for (const Slot& s : slots_) up += s.state == Slot::State::kUp;
+  for (const Slot& s : slots_) up += s.up;
   return up;
 }
 
@@ -180,22 +124,8 @@ void WorkerPool::UpdateGaugesLocked() {
   metrics_->workers_up->Set(WorkersUpLocked());
   for (const Slot& slot : slots_) {
     slot.calls_gauge->Set(static_cast<double>(slot.running.size()));
-    slot.up_gauge->Set(slot.state == Slot::State::kUp ? 1 : 0);
+    slot.up_gauge->Set(slot.up ? 1 : 0);
   }
-}
-
-std::shared_ptr<Worker::Stub> WorkerPool::MakeStub(const std::string& socket_path) const {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  // Each incarnation gets its own connection, and reconnects quickly while it starts.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  auto channel = grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
-                                           grpc::InsecureChannelCredentials(), args);
-  return std::shared_ptr<Worker::Stub>(Worker::NewStub(channel));
 }
 
 // ---- admission and dispatch -----------------------------------------------------------------
@@ -214,7 +144,7 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
     }
     int free_slots = 0;
     for (const Slot& s : slots_) {
-      if (s.state == Slot::State::kUp && !s.suspect) {
+      if (s.up && !s.suspect) {
         free_slots +=
             std::max(0, config_.workers.max_inflight - static_cast<int>(s.running.size()));
       }
@@ -270,8 +200,7 @@ void WorkerPool::DispatchLocked(Actions& actions) {
     for (int k = 1; k <= n; ++k) {
       const int i = (round_robin_ + k) % n;
       const Slot& s = slots_[i];
-      if (s.state != Slot::State::kUp || s.suspect ||
-          static_cast<int>(s.running.size()) >= max_inflight) {
+      if (!s.up || s.suspect || static_cast<int>(s.running.size()) >= max_inflight) {
         continue;
       }
       *any_free = true;
@@ -316,8 +245,9 @@ void WorkerPool::DispatchLocked(Actions& actions) {
       w->result_.Clear();
       auto context = std::make_shared<grpc::ClientContext>();
       context->set_deadline(
-          std::min(w->deadline_, wall_now + std::chrono::duration_cast<WallClock::duration>(
-                                                FromSeconds(config_.workers.call_timeout_s))));
+          std::min(w->deadline_,
+                   wall_now + std::chrono::duration_cast<WallClock::duration>(
+                                  std::chrono::duration<double>(config_.workers.call_timeout_s))));
       w->context_ = context;
       ++running_;
       ++outstanding_;
@@ -386,18 +316,17 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
       // it) or hung (the call outlived workers.call_timeout_s).
       if (slot.incarnation == incarnation) {
         if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-          KillLocked(slot, absl::StrCat("a call took longer than workers.call_timeout_s=",
-                                        config_.workers.call_timeout_s, " s"));
-        } else if (code == grpc::StatusCode::UNAVAILABLE && slot.state == Slot::State::kUp) {
-          slot.suspect = true;  // until a ping answers (or the supervisor reaps it)
-          wake_ = true;
-          cv_.notify_all();
+          actions.failures.push_back(
+              {index, incarnation, /*kill=*/true,
+               absl::StrCat("a call took longer than workers.call_timeout_s=",
+                            config_.workers.call_timeout_s, " s")});
+        } else if (code == grpc::StatusCode::UNAVAILABLE && slot.up) {
+          slot.suspect = true;  // until a ping answers (kHealthy) or the worker is reaped
+          actions.failures.push_back({index, incarnation, /*kill=*/false, ""});
         }
       }
       bool other_up = false;
-      for (const Slot& s : slots_) {
-        other_up |= s.state == Slot::State::kUp && s.incarnation != incarnation;
-      }
+      for (const Slot& s : slots_) other_up |= s.up && s.incarnation != incarnation;
       if (!stopping_ && work->attempts_ < 2 && other_up) {
         spdlog::warn("worker {} failed a call ({}: {}); sending its items again to another worker",
                      index, absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
@@ -474,248 +403,53 @@ void WorkerPool::Run(Actions& actions) {
   // Answers first: a finished call is not kept waiting behind the next one's start.
   for (auto& [work, status] : actions.finished) work->done_(status, *work);
   for (auto& context : actions.cancels) context->TryCancel();
-  for (auto& [slot, incarnation] : actions.pings) StartPing(slot, incarnation);
+  for (const auto& f : actions.failures) {
+    supervisor_.ReportFailure(f.slot, f.incarnation, f.kill, f.reason);
+  }
   for (auto& call : actions.calls) StartCall(call);
 }
 
-// ---- supervision ----------------------------------------------------------------------------
+// ---- workers up and down --------------------------------------------------------------------
 
-void WorkerPool::KillLocked(Slot& slot, absl::string_view reason) {
-  if (slot.pid <= 0 || slot.kill_sent) return;
-  spdlog::warn("worker {} (pid {}) {}: killing it", slot.spec.index, slot.pid, reason);
-  ::kill(slot.pid, SIGKILL);
-  slot.kill_sent = true;
-}
-
-void WorkerPool::Reap(int index, int wait_status, Actions& actions) {
-  Slot& slot = slots_[index];
-  const SteadyTime now = Clock::now();
-  if (stopping_) {
-    spdlog::info("worker {} (pid {}) {}", index, slot.pid, DescribeWaitStatus(wait_status));
-  } else {
-    spdlog::warn("worker {} (pid {}) {}", index, slot.pid, DescribeWaitStatus(wait_status));
-  }
-  metrics_->worker_exits->Add();
-  const bool was_stable = slot.state == Slot::State::kUp && now - slot.up_since >= kStableUptime;
-  slot.crashes_in_a_row = was_stable ? 1 : slot.crashes_in_a_row + 1;
-  const double backoff =
-      std::min(config_.workers.restart_backoff_max_s,
-               config_.workers.restart_backoff_s * std::pow(2.0, slot.crashes_in_a_row - 1));
-  slot.next_spawn = now + FromSeconds(backoff);
-  slot.state = Slot::State::kDown;
-  slot.pid = -1;
-  slot.stub.reset();
-  slot.suspect = false;
-  for (auto& w : slot.running) {
-    if (w->context_) actions.cancels.push_back(w->context_);
-  }
-  slot.running.clear();
-  if (slot.ping_context) actions.cancels.push_back(slot.ping_context);
-  if (!stopping_) {
-    spdlog::info("worker {}: restart in {:.2f} s", index, backoff);
-  }
-}
-
-void WorkerPool::Spawn(int index) {
-  const Slot& fixed = slots_[index];  // spec and socket_path do not change after Start
-  ::unlink(fixed.socket_path.c_str());
-  const auto argv = WorkerCommandLine(config_file_, fixed.spec, fixed.socket_path);
-  const auto env = WorkerEnvironment(CurrentEnvironment(), config_, fixed.spec);
-  absl::StatusOr<pid_t> pid = SpawnSelf(argv, env, fixed.spec.cpus);
-  std::lock_guard<std::mutex> lock(mu_);
-  Slot& slot = slots_[index];
-  const SteadyTime now = Clock::now();
-  if (!pid.ok()) {
-    spdlog::error("worker {}: {}", index, pid.status().message());
-    slot.state = Slot::State::kDown;
-    ++slot.crashes_in_a_row;
-    slot.next_spawn = now + FromSeconds(config_.workers.restart_backoff_max_s);
-    return;
-  }
-  slot.state = Slot::State::kStarting;
-  slot.pid = *pid;
-  slot.incarnation = next_incarnation_++;
-  slot.spawned_at = now;
-  slot.next_ping = now;
-  slot.stub.reset();
-  slot.suspect = false;
-  slot.ping_in_flight = false;
-  slot.kill_sent = false;
-  if (slot.spawns++ > 0) metrics_->worker_restarts->Add();
-  spdlog::info(
-      "worker {} started: pid {}{}{}", index, slot.pid,
-      slot.spec.gpu >= 0 ? absl::StrCat(", gpu ", slot.spec.gpu) : "",
-      slot.spec.cpus.empty() ? "" : absl::StrCat(", cpus ", absl::StrJoin(slot.spec.cpus, ",")));
-}
-
-void WorkerPool::StartPing(int index, uint64_t incarnation) {
-  struct PingCall {
-    grpc::ClientContext context;
-    rankd::worker::v1::PingRequest request;
-    rankd::worker::v1::PingResponse response;
-  };
-  // The context is shared with the slot so that Reap and Shutdown can cancel it.
-  auto call = std::make_shared<PingCall>();
-  std::shared_ptr<grpc::ClientContext> context(call, &call->context);
-  std::shared_ptr<Worker::Stub> stub;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    Slot& slot = slots_[index];
-    if (slot.incarnation != incarnation || !slot.stub || stopping_) {
-      slot.ping_in_flight = false;
-      return;
-    }
-    stub = slot.stub;
-    slot.ping_context = context;
-    ++outstanding_;
-  }
-  call->context.set_deadline(WallClock::now() + std::chrono::duration_cast<WallClock::duration>(
-                                                    FromSeconds(config_.workers.ping_timeout_s)));
-  stub->async()->Ping(
-      &call->context, &call->request, &call->response,
-      [this, call, index, incarnation](grpc::Status s) { OnPingDone(index, incarnation, s); });
-}
-
-void WorkerPool::OnPingDone(int index, uint64_t incarnation, const grpc::Status& status) {
+void WorkerPool::OnWorkerEvent(const WorkerEvent& event) {
   Actions actions;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    --outstanding_;
+    Slot& slot = slots_[event.index];
+    switch (event.kind) {
+      case WorkerEvent::Kind::kUp:
+        slot.up = true;
+        slot.incarnation = event.incarnation;
+        slot.stub = event.stub;
+        slot.suspect = false;
+        break;
+      case WorkerEvent::Kind::kHealthy:
+        if (slot.incarnation == event.incarnation) slot.suspect = false;
+        break;
+      case WorkerEvent::Kind::kDown:
+        if (slot.incarnation == event.incarnation) {
+          // Its calls fail at the transport (or are cancelled here) and are retried elsewhere.
+          slot.up = false;
+          slot.stub.reset();
+          slot.suspect = false;
+          for (auto& w : slot.running) {
+            if (w->context_) actions.cancels.push_back(w->context_);
+          }
+          slot.running.clear();
+        }
+        if (WorkersUpLocked() == 0) {
+          FailQueuedLocked(
+              grpc::Status(grpc::StatusCode::UNAVAILABLE, "no worker is up; retry the request"),
+              actions);
+        }
+        break;
+    }
+    DispatchLocked(actions);
+    UpdateGaugesLocked();
     cv_.notify_all();
-    Slot& slot = slots_[index];
-    if (slot.incarnation != incarnation ||
-        (slot.state != Slot::State::kStarting && slot.state != Slot::State::kUp)) {
-      return;  // an earlier incarnation's ping
-    }
-    slot.ping_in_flight = false;
-    slot.ping_context.reset();
-    const SteadyTime now = Clock::now();
-    if (status.ok()) {
-      if (slot.state == Slot::State::kStarting) {
-        slot.state = Slot::State::kUp;
-        slot.up_since = now;
-        spdlog::info("worker {} (pid {}) is up after {:.2f} s", index, slot.pid,
-                     Seconds(now - slot.spawned_at));
-      }
-      slot.suspect = false;
-      slot.next_ping = now + FromSeconds(config_.workers.ping_interval_s);
-      DispatchLocked(actions);
-      UpdateGaugesLocked();
-    } else if (slot.state == Slot::State::kStarting) {
-      slot.next_ping = now + kStartupPingRetry;
-    } else {
-      KillLocked(slot,
-                 absl::StrCat("did not answer a ping within workers.ping_timeout_s=",
-                              config_.workers.ping_timeout_s, " s (", status.error_message(), ")"));
-    }
   }
   Run(actions);
-}
-
-void WorkerPool::SupervisorLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_supervisor_) {
-    Actions actions;
-    const SteadyTime now = Clock::now();
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      Slot& slot = slots_[i];
-      if (slot.pid <= 0) continue;
-      int wait_status = 0;
-      if (::waitpid(slot.pid, &wait_status, WNOHANG) == slot.pid) {
-        Reap(static_cast<int>(i), wait_status, actions);
-      }
-    }
-    std::vector<int> to_spawn;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      Slot& slot = slots_[i];
-      switch (slot.state) {
-        case Slot::State::kDown:
-          if (!stopping_ && now >= slot.next_spawn) {
-            slot.state = Slot::State::kSpawning;
-            to_spawn.push_back(static_cast<int>(i));
-          }
-          break;
-        case Slot::State::kSpawning:
-          break;
-        case Slot::State::kStarting:
-          if (now - slot.spawned_at > FromSeconds(config_.workers.startup_timeout_s)) {
-            KillLocked(slot, absl::StrCat("did not come up within workers.startup_timeout_s=",
-                                          config_.workers.startup_timeout_s, " s"));
-            break;
-          }
-          // The worker binds its socket once its engine is loaded and warm.
-          if (!slot.stub && ::access(slot.socket_path.c_str(), F_OK) == 0) {
-            slot.stub = MakeStub(slot.socket_path);
-          }
-          [[fallthrough]];
-        case Slot::State::kUp:
-          if (slot.stub && !slot.ping_in_flight && !stopping_ &&
-              (now >= slot.next_ping || slot.suspect)) {
-            slot.ping_in_flight = true;
-            actions.pings.emplace_back(static_cast<int>(i), slot.incarnation);
-          }
-          break;
-      }
-    }
-    if (WorkersUpLocked() == 0) {
-      FailQueuedLocked(
-          grpc::Status(grpc::StatusCode::UNAVAILABLE, "no worker is up; retry the request"),
-          actions);
-    }
-    UpdateGaugesLocked();
-    lock.unlock();
-    for (int i : to_spawn) Spawn(i);
-    PublishReadiness();
-    Run(actions);
-    lock.lock();
-    cv_.wait_for(lock, kTick, [this] { return stop_supervisor_ || wake_; });
-    wake_ = false;
-  }
-  lock.unlock();
-  StopWorkers();
-}
-
-void WorkerPool::StopWorkers() {
-  std::vector<std::pair<int, pid_t>> alive;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].pid > 0) alive.emplace_back(static_cast<int>(i), slots_[i].pid);
-    }
-  }
-  for (auto [index, pid] : alive) ::kill(pid, SIGTERM);
-  const SteadyTime deadline = Clock::now() + FromSeconds(config_.workers.stop_timeout_s);
-  while (!alive.empty()) {
-    for (auto it = alive.begin(); it != alive.end();) {
-      int wait_status = 0;
-      if (::waitpid(it->second, &wait_status, WNOHANG) == it->second) {
-        spdlog::info("worker {} (pid {}) stopped: {}", it->first, it->second,
-                     DescribeWaitStatus(wait_status));
-        it = alive.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (alive.empty()) break;
-    if (Clock::now() >= deadline) {
-      for (auto [index, pid] : alive) {
-        spdlog::warn("worker {} (pid {}) did not stop within workers.stop_timeout_s: killing it",
-                     index, pid);
-        ::kill(pid, SIGKILL);
-        int wait_status = 0;
-        ::waitpid(pid, &wait_status, 0);
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Slot& slot : slots_) {
-    slot.state = Slot::State::kDown;
-    slot.pid = -1;
-    slot.stub.reset();
-  }
-  UpdateGaugesLocked();
+  PublishReadiness();
 }
 
 // ---- drain and shutdown ---------------------------------------------------------------------
@@ -751,7 +485,6 @@ void WorkerPool::Shutdown() {
         w->cancel_status_ = stopping;
         if (w->context_) actions.cancels.push_back(w->context_);
       }
-      if (slot.ping_context) actions.cancels.push_back(slot.ping_context);
     }
   }
   Run(actions);
@@ -759,14 +492,8 @@ void WorkerPool::Shutdown() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return outstanding_ == 0; });
-    stop_supervisor_ = true;
   }
-  cv_.notify_all();
-  supervisor_.join();
-  std::error_code ec;
-  for (const Slot& slot : slots_) std::filesystem::remove(slot.socket_path, ec);
-  std::filesystem::remove(config_file_, ec);
-  if (own_socket_dir_) std::filesystem::remove(socket_dir_, ec);
+  supervisor_.Stop();
 }
 
 }  // namespace rankd::server

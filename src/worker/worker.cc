@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/worker/protocol.h"
+#include "rankd/worker/step_scheduler.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::worker {
@@ -119,33 +119,9 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
   return scoring;
 }
 
-absl::StatusOr<WorkResult> ScoreWorkItem(engine::Engine& engine, const WorkItem& work,
-                                         const server::Limits& limits) {
-  const Clock::time_point start = Clock::now();
-  RANKD_ASSIGN_OR_RETURN(engine::ScoreRequest scoring, PrepareWorkItem(engine, work, limits));
-  absl::StatusOr<engine::ScoreResult> scored = engine.Score(scoring);
-  if (!scored.ok()) return ShiftItemIndex(scored.status(), work.begin());
-  WorkResult result;
-  result.mutable_scores()->Add(scored->scores.begin(), scored->scores.end());
-  result.set_prefix_tokens(scored->prefix_tokens);
-  result.set_item_tokens(scored->item_tokens);
-  result.set_compute_seconds(SecondsSince(start));
-  return result;
-}
-
-bool BatchAdmits(int64_t step_tokens, int64_t candidate_tokens, int64_t token_budget,
-                 double seconds_per_token, Clock::time_point now,
-                 Clock::time_point earliest_deadline, Clock::duration margin) {
-  if (step_tokens >= token_budget) return false;
-  if (seconds_per_token <= 0) return true;
-  const auto step_time = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-      seconds_per_token * static_cast<double>(step_tokens + candidate_tokens)));
-  return now + step_time <= earliest_deadline - margin;
-}
-
 namespace {
 
-// Deadline slack kept free when sizing an engine step (BatchAdmits).
+// Deadline slack kept free when sizing an engine step (StepBuilder).
 constexpr auto kDeadlineMargin = std::chrono::milliseconds(5);
 // Weight of the newest step in the moving average of seconds per token.
 constexpr double kCostSmoothing = 0.2;
@@ -172,7 +148,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopping_) {
-        (job.interactive ? interactive_ : batch_).push_back(std::move(job));
+        const bool interactive = job.interactive;
+        queue_.Push(std::move(job), interactive);
         cv_.notify_one();
         return reactor;
       }
@@ -184,14 +161,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
                                  const rankd::worker::v1::PingRequest*,
                                  rankd::worker::v1::PingResponse* response) override {
-    response->set_pid(getpid());
     response->set_model(options_.config.model.name);
     response->set_backend(std::string(engine_->backend().name()));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      response->set_pending(static_cast<int>(interactive_.size() + batch_.size()) + taken_);
-      response->set_scored_requests(scored_);
-    }
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -205,12 +176,10 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       RunStep(step);
     }
     // Stopping: whatever still waits is answered, so that the server can shut down.
-    std::deque<Job> left;
+    std::vector<Job> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      left.swap(interactive_);
-      for (Job& job : batch_) left.push_back(std::move(job));
-      batch_.clear();
+      while (std::optional<Job> job = queue_.Pop()) left.push_back(std::move(*job));
     }
     for (Job& job : left) {
       job.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is stopping"));
@@ -246,35 +215,25 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   }
 
   // Answers a job the engine thread has taken.
-  void Finish(Job& job, const grpc::Status& status) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --taken_;
-      ++scored_;
-    }
-    job.reactor->Finish(status);
-  }
+  static void Finish(Job& job, const grpc::Status& status) { job.reactor->Finish(status); }
 
   // Waits for work and gathers one engine step: queued jobs, interactive first, while
-  // BatchAdmits says yes. Jobs cancelled, past their deadline or invalid are answered on the way.
+  // StepBuilder says yes. Jobs cancelled, past their deadline or invalid are answered on the way.
   // Empty when stopping.
   std::vector<Job> TakeStep() {
     std::vector<Job> step;
-    int64_t step_tokens = 0;
-    Clock::time_point earliest = Clock::time_point::max();
+    StepBuilder builder(token_budget_, seconds_per_token_, kDeadlineMargin);
     while (true) {
       Job job;
       {
         std::unique_lock<std::mutex> lock(mu_);
         if (step.empty()) {
-          cv_.wait(lock, [this] { return stopping_ || !interactive_.empty() || !batch_.empty(); });
+          cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
         }
         if (stopping_ && step.empty()) return step;
-        std::deque<Job>& queue = !interactive_.empty() ? interactive_ : batch_;
-        if (queue.empty()) break;
-        job = std::move(queue.front());
-        queue.pop_front();
-        ++taken_;
+        std::optional<Job> next = queue_.Pop();
+        if (!next) break;
+        job = std::move(*next);
       }
       const Clock::time_point now = Clock::now();
       if (job.context->IsCancelled()) {
@@ -304,18 +263,15 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
         job.items = static_cast<int>(prepared->items.size());
         job.prepared = std::move(prepared).value();
       }
-      if (!step.empty() && !BatchAdmits(step_tokens, job.tokens, token_budget_, seconds_per_token_,
-                                        now, std::min(earliest, job.deadline), kDeadlineMargin)) {
+      if (!builder.TryAdd(job.tokens, job.deadline, now)) {
         // Not in this step: back to the head of its queue, prepared.
         std::lock_guard<std::mutex> lock(mu_);
-        --taken_;
-        (job.interactive ? interactive_ : batch_).push_front(std::move(job));
+        const bool interactive = job.interactive;
+        queue_.PushFront(std::move(job), interactive);
         break;
       }
-      step_tokens += job.tokens;
-      earliest = std::min(earliest, job.deadline);
       step.push_back(std::move(job));
-      if (step_tokens >= token_budget_) break;
+      if (builder.full()) break;
     }
     return step;
   }
@@ -384,10 +340,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   double seconds_per_token_ = 0;  // engine thread only; 0 until the first step is measured
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> interactive_, batch_;
-  int taken_ = 0;  // jobs the engine thread holds (gathering or scoring)
+  JobQueue<Job> queue_;
   bool stopping_ = false;
-  int64_t scored_ = 0;
 };
 
 }  // namespace

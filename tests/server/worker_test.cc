@@ -1,8 +1,10 @@
-// The worker's scoring path in-process: proto in, engine, proto out.
+// The worker's scoring path in-process: a work item checked and tokenized (PrepareWorkItem), then
+// scored by the engine, as the worker's engine thread does.
 #include "rankd/worker/worker.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rankd/common/status.h"
 #include "tests/common/golden.h"
 
 namespace rankd::worker {
@@ -12,7 +14,7 @@ using rankd::testing::LoadGolden;
 using rankd::testing::WithinF32Tolerance;
 using ::testing::HasSubstr;
 
-class ScoreWorkItemTest : public ::testing::Test {
+class PrepareWorkItemTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     golden_ = new rankd::testing::Golden(LoadGolden("llama-cls"));
@@ -35,33 +37,49 @@ class ScoreWorkItemTest : public ::testing::Test {
     return r;
   }
 
+  // PrepareWorkItem, then the engine.
+  static absl::StatusOr<engine::ScoreResult> Score(const v1::WorkItem& work,
+                                                   const server::Limits& limits) {
+    RANKD_ASSIGN_OR_RETURN(engine::ScoreRequest scoring, PrepareWorkItem(*engine_, work, limits));
+    return engine_->Score(scoring);
+  }
+
   static rankd::testing::Golden* golden_;
   static engine::Engine* engine_;
 };
 
-rankd::testing::Golden* ScoreWorkItemTest::golden_ = nullptr;
-engine::Engine* ScoreWorkItemTest::engine_ = nullptr;
+rankd::testing::Golden* PrepareWorkItemTest::golden_ = nullptr;
+engine::Engine* PrepareWorkItemTest::engine_ = nullptr;
 
-TEST_F(ScoreWorkItemTest, ScoresARangeOfItems) {
+TEST_F(PrepareWorkItemTest, ScoresARangeOfItems) {
   const auto& c = golden_->cases[5];  // 17 items
   v1::WorkItem work;
   *work.mutable_request() = Request(c);
   work.set_begin(4);
   work.set_end(9);
-  auto r = ScoreWorkItem(*engine_, work, server::Limits{});
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->scores_size(), 5);
+  auto prepared = PrepareWorkItem(*engine_, work, server::Limits{});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  // The prefix and the items as token ids.
+  ASSERT_TRUE(prepared->query_ids.has_value());
+  EXPECT_EQ(*prepared->query_ids, c.prefix_ids);
+  ASSERT_EQ(prepared->items.size(), 5u);
   for (int i = 0; i < 5; ++i) {
-    EXPECT_TRUE(WithinF32Tolerance(r->scores(i), c.items[4 + i].score)) << i;
+    EXPECT_EQ(prepared->items[i].kind, engine::Item::Kind::kIds) << i;
+    EXPECT_EQ(prepared->items[i].ids, c.items[4 + i].ids) << i;
   }
-  EXPECT_EQ(r->prefix_tokens(), static_cast<int>(c.prefix_ids.size()));
+  auto r = Score(work, server::Limits{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->scores.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(WithinF32Tolerance(r->scores[i], c.items[4 + i].score)) << i;
+  }
+  EXPECT_EQ(r->prefix_tokens, static_cast<int>(c.prefix_ids.size()));
   int64_t tokens = 0;
   for (int i = 4; i < 9; ++i) tokens += static_cast<int64_t>(c.items[i].ids.size());
-  EXPECT_EQ(r->item_tokens(), tokens);
-  EXPECT_GT(r->compute_seconds(), 0);
+  EXPECT_EQ(r->item_tokens, tokens);
 }
 
-TEST_F(ScoreWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
+TEST_F(PrepareWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   const auto& c = golden_->cases[5];
   v1::WorkItem work;
   *work.mutable_request() = Request(c);
@@ -73,7 +91,7 @@ TEST_F(ScoreWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   }
   server::Limits limits;
   limits.max_item_tokens = static_cast<int>(c.items[longest].ids.size()) - 1;
-  auto r = ScoreWorkItem(*engine_, work, limits);
+  auto r = PrepareWorkItem(*engine_, work, limits);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()),
@@ -81,51 +99,27 @@ TEST_F(ScoreWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
                                      " tokens exceeds max_item_tokens=")));
   limits = server::Limits{};
   limits.max_query_tokens = static_cast<int>(c.prefix_ids.size()) - 1;
-  r = ScoreWorkItem(*engine_, work, limits);
+  r = PrepareWorkItem(*engine_, work, limits);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("query: "));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("max_query_tokens="));
   limits = server::Limits{};
   limits.max_request_tokens = 10;
-  r = ScoreWorkItem(*engine_, work, limits);
+  r = PrepareWorkItem(*engine_, work, limits);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("exceeds max_request_tokens=10"));
   work.set_end(40);
-  r = ScoreWorkItem(*engine_, work, server::Limits{});
+  r = PrepareWorkItem(*engine_, work, server::Limits{});
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("outside the request's 17 items"));
 }
 
-TEST_F(ScoreWorkItemTest, SigmoidOnRequest) {
+TEST_F(PrepareWorkItemTest, SigmoidOnRequest) {
   const auto& c = golden_->cases[0];
   v1::WorkItem work;
   *work.mutable_request() = Request(c);
   work.mutable_request()->set_apply_sigmoid(true);
   work.set_end(1);
-  auto r = ScoreWorkItem(*engine_, work, server::Limits{});
-  ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(WithinF32Tolerance(r->scores(0), 1.0 / (1.0 + std::exp(-c.items[0].score))));
-}
-
-}  // namespace
-}  // namespace rankd::worker
-
-namespace rankd::worker {
-namespace {
-
-using std::chrono::milliseconds;
-
-TEST(BatchAdmitsTest, TokenBudgetAndDeadline) {
-  const auto now = std::chrono::steady_clock::now();
-  const auto far = now + std::chrono::hours(1);
-  // Under the budget and no cost measured yet: yes, whatever the deadline.
-  EXPECT_TRUE(BatchAdmits(100, 500, 1000, 0, now, now + milliseconds(1), milliseconds(5)));
-  // A step that already fills the budget takes no more; one that is short of it may overflow.
-  EXPECT_FALSE(BatchAdmits(1000, 1, 1000, 0, now, far, milliseconds(5)));
-  EXPECT_TRUE(BatchAdmits(999, 5000, 1000, 0, now, far, milliseconds(5)));
-  // 1 ms per 100 tokens: 600 tokens take 6 ms.
-  const double per_token = 1e-5;
-  EXPECT_TRUE(BatchAdmits(100, 500, 1000, per_token, now, now + milliseconds(12), milliseconds(5)));
-  EXPECT_FALSE(
-      BatchAdmits(100, 500, 1000, per_token, now, now + milliseconds(10), milliseconds(5)));
-  EXPECT_FALSE(BatchAdmits(100, 500, 1000, per_token, now, now - milliseconds(1), milliseconds(5)));
+  auto r = Score(work, server::Limits{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(WithinF32Tolerance(r->scores[0], 1.0 / (1.0 + std::exp(-c.items[0].score))));
 }
 
 }  // namespace

@@ -1,16 +1,10 @@
-// WorkerPool: the front end's side of the worker processes. It spawns `rankd worker` processes
-// (one engine each), supervises them (waitpid for exits, pings for hangs, restarts with backoff),
-// queues admitted work by priority and sends it to the least-loaded worker over the worker's Unix
-// domain socket. Work whose worker died is sent once more to another worker, or fails with
-// UNAVAILABLE when none is left.
-//
-// Threads: Submit/Cancel run on gRPC reactor threads and never block (a short lock); call and
-// ping completions run on gRPC threads; the supervisor thread owns the processes (spawn, reap,
-// kill, stop). No gRPC call and no completion callback runs under the pool's lock.
+// WorkerPool: the front end's side of the worker processes. It queues admitted work by priority
+// and sends it to the least-loaded worker over the worker's Unix domain socket. Work whose worker
+// died is sent once more to another worker, or fails with UNAVAILABLE when none is left. The
+// processes themselves (spawn, pings, reaping, restarts, stop) are the WorkerSupervisor's
+// (worker_supervisor.h), which tells the pool when a worker comes up or goes down.
 #ifndef RANKD_SERVER_WORKER_POOL_H_
 #define RANKD_SERVER_WORKER_POOL_H_
-
-#include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -20,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,6 +22,7 @@
 #include "rankd/server/metrics.h"
 #include "rankd/server/worker_plan.h"
 #include "rankd/internal/worker.grpc.pb.h"
+#include "rankd/server/worker_supervisor.h"
 
 namespace rankd::server {
 
@@ -95,9 +89,19 @@ class Work {
   double queue_seconds_ = 0;
 };
 
+// Threads: Submit, Cancel, ready and SetReadinessCallback run on any thread (gRPC reactor
+// threads) and never block (a short lock); Start, StartDrain, WaitIdle, Shutdown and the
+// destructor on the owner's thread. Call completions run on gRPC threads, the supervisor's
+// events (workers up and down) on the supervisor thread; both may finish work, so `done`
+// callbacks run on either. No gRPC call, no supervisor call and no `done` callback runs under the
+// pool's lock.
 class WorkerPool {
  public:
+  // Workers are `rankd worker` processes.
   WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs, ServerMetrics* metrics);
+  // Workers are whatever `launcher` starts (tests: in-process fake workers).
+  WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs, ServerMetrics* metrics,
+             std::unique_ptr<WorkerLauncher> launcher);
   ~WorkerPool();  // Shutdown()
 
   // Makes the socket directory and starts the supervisor, which spawns the workers.
@@ -113,7 +117,7 @@ class WorkerPool {
   void Cancel(const std::shared_ptr<Work>& work);
 
   // Health readiness: workers up >= min_ready and not draining. `fn` runs on the supervisor
-  // thread (and in StartDrain) whenever that changes, with the new value.
+  // thread (and in StartDrain and Shutdown) whenever that changes, with the new value.
   void SetReadinessCallback(std::function<void(bool)> fn);
   bool ready() const;
 
@@ -127,21 +131,13 @@ class WorkerPool {
   void Shutdown();
 
  private:
+  // The pool's view of one worker, from the supervisor's events and its own calls.
   struct Slot {
-    WorkerSpec spec;
-    std::string socket_path;
-    enum class State { kDown, kSpawning, kStarting, kUp } state = State::kDown;
-    pid_t pid = -1;
-    uint64_t incarnation = 0;  // unique per spawn
-    std::shared_ptr<rankd::worker::v1::Worker::Stub> stub;
+    bool up = false;
+    uint64_t incarnation = 0;  // of the worker up, or of the last one that was
+    std::shared_ptr<rankd::worker::v1::Worker::Stub> stub;  // while up
     std::vector<std::shared_ptr<Work>> running;
     bool suspect = false;  // a call failed at the transport: no new work until a ping answers
-    bool ping_in_flight = false;
-    std::shared_ptr<grpc::ClientContext> ping_context;
-    bool kill_sent = false;
-    int crashes_in_a_row = 0;
-    int64_t spawns = 0;
-    SteadyTime spawned_at, up_since, next_ping, next_spawn;
     Gauge* calls_gauge = nullptr;  // rankd_worker_calls_in_flight{worker}
     Gauge* up_gauge = nullptr;     // rankd_worker_up{worker}
   };
@@ -154,20 +150,21 @@ class WorkerPool {
       int slot;
       uint64_t incarnation;
     };
+    struct Failure {  // for WorkerSupervisor::ReportFailure
+      int slot;
+      uint64_t incarnation;
+      bool kill;
+      std::string reason;
+    };
     std::vector<Call> calls;
     std::vector<std::pair<std::shared_ptr<Work>, grpc::Status>> finished;
     std::vector<std::shared_ptr<grpc::ClientContext>> cancels;
-    std::vector<std::pair<int, uint64_t>> pings;  // slot, incarnation
+    std::vector<Failure> failures;
   };
   void Run(Actions& actions);
 
-  void SupervisorLoop();
-  void Spawn(int index);
+  void OnWorkerEvent(const WorkerEvent& event);
   void PublishReadiness();
-  void StopWorkers();  // on the supervisor thread, at its end
-  void Reap(int index, int wait_status, Actions& actions);
-  void StartPing(int index, uint64_t incarnation);
-  void OnPingDone(int index, uint64_t incarnation, const grpc::Status& status);
   void StartCall(const Actions::Call& call);
   void OnCallDone(const std::shared_ptr<Work>& work, int index, uint64_t incarnation,
                   const grpc::Status& status);
@@ -176,38 +173,31 @@ class WorkerPool {
   void DispatchLocked(Actions& actions);
   void FinishLocked(const std::shared_ptr<Work>& work, grpc::Status status, Actions& actions);
   void FailQueuedLocked(const grpc::Status& status, Actions& actions);
-  void KillLocked(Slot& slot, absl::string_view reason);
   int WorkersUpLocked() const;
   bool ReadyLocked() const;
   void UpdateGaugesLocked();
-  std::shared_ptr<rankd::worker::v1::Worker::Stub> MakeStub(const std::string& socket_path) const;
 
   const ServeConfig config_;
   ServerMetrics* const metrics_;
-  std::string socket_dir_;
-  std::string config_file_;  // <socket_dir_>/config.yaml, what every worker starts from
-  bool own_socket_dir_ = false;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // supervisor wake-ups, idle and outstanding-call waits
+  std::condition_variable cv_;  // idle and outstanding-call waits
   std::vector<Slot> slots_;
   std::deque<std::shared_ptr<Work>> interactive_queue_, batch_queue_;
   int64_t queued_items_ = 0;
   int running_ = 0;
-  int outstanding_ = 0;  // worker calls and pings whose callbacks have not run yet
-  uint64_t next_incarnation_ = 1;
+  int outstanding_ = 0;      // worker calls whose callbacks have not run yet
   int round_robin_ = 0;      // where the least-loaded search starts, to spread ties
   double seconds_per_item_;  // moving average of compute time per item, for deadline admission
   bool draining_ = false;
-  bool stopping_ = false;  // Shutdown: no new calls, no respawns
-  bool stop_supervisor_ = false;
+  bool stopping_ = false;  // Shutdown: no new calls
   bool published_ready_ = false;
-  bool wake_ = false;      // wakes the supervisor before its next tick
   std::mutex publish_mu_;  // orders readiness callbacks
   std::function<void(bool)> on_readiness_;
-  std::thread supervisor_;
   bool started_ = false;
   bool shut_down_ = false;
+  // Last: its events reach the members above until it has stopped.
+  WorkerSupervisor supervisor_;
 };
 
 }  // namespace rankd::server

@@ -1,10 +1,10 @@
 // A worker process (`rankd worker`): one engine, serving rankd.worker.v1.Worker on a Unix domain
 // socket for the front end (`rankd serve`). Work items wait in the worker's queue (interactive
 // before batch priority, each in arrival order); the engine thread takes as many as fit one engine
-// step (BatchAdmits; token budget: model.max_batch_tokens, so that its forward passes are full)
-// and scores them together (Engine::ScoreMany), answering each as soon as its
-// last forward pass is done. Pings are answered on gRPC's threads, so they measure whether the
-// process is alive and responsive, not whether it is busy.
+// step (step_scheduler.h; token budget: model.max_batch_tokens, so that its forward passes are
+// full) and scores them together (Engine::ScoreMany), answering each as soon as its last forward
+// pass is done. Pings are answered on gRPC's threads, so they measure whether the process is alive
+// and responsive, not whether it is busy.
 #ifndef RANKD_WORKER_WORKER_H_
 #define RANKD_WORKER_WORKER_H_
 
@@ -30,29 +30,12 @@ struct WorkerOptions {
   std::function<bool(std::chrono::milliseconds timeout)> wait_for_stop;
 };
 
-// Scores items [begin, end) of `work.request()`: the prefix from query_ids or the templated
-// query, text items tokenized, token limits checked (errors name the field and the limit, with
-// item indices of the whole request), then the engine. compute_seconds covers all of it.
-absl::StatusOr<rankd::worker::v1::WorkResult> ScoreWorkItem(engine::Engine& engine,
-                                                            const rankd::worker::v1::WorkItem& work,
-                                                            const server::Limits& limits);
-
 // Checks a work item and turns it into an engine request whose items are all token ids (text
 // tokenized) or embeddings: the range, the prefix from query_ids or the templated query, token
 // limits (errors name the field and the limit, with item indices of the whole request).
 absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
                                                      const rankd::worker::v1::WorkItem& work,
                                                      const server::Limits& limits);
-
-// The scheduler's rule for one more work item in the engine step being gathered (which holds
-// `step_tokens` prefix and item tokens; the candidate brings `candidate_tokens`): no while the
-// step already fills `token_budget`, nor when, at the measured `seconds_per_token` (0: not
-// measured yet, no limit), the step with it would end after the earliest deadline of the step and
-// the candidate less `margin`.
-bool BatchAdmits(int64_t step_tokens, int64_t candidate_tokens, int64_t token_budget,
-                 double seconds_per_token, std::chrono::steady_clock::time_point now,
-                 std::chrono::steady_clock::time_point earliest_deadline,
-                 std::chrono::steady_clock::duration margin);
 
 // The engine a worker builds from `config`: config.model.engine on device 0 (a worker sees only
 // its own GPU, through CUDA_VISIBLE_DEVICES).
