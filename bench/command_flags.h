@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "flag_set.h"
+#include "rankd/cli/flag_set.h"
 
 namespace rankd::bench {
 

@@ -1,8 +1,8 @@
 #include "make_model.h"
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "command_flags.h"
-#include "flag_set.h"
 #include "nlohmann/json.hpp"
+#include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 #include "rankd/model/safetensors.h"
 

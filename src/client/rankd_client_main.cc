@@ -12,10 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "flag_set.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 #include "rankd/v1/scorer.grpc.pb.h"
 

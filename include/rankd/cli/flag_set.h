@@ -1,8 +1,9 @@
 // A small per-command flag parser: `--name=value`, `--name value`, `--bool` / `--no-bool`, and
-// --help. Each subcommand (score, serve, worker, bench ...) has its own set, so a flag means one
+// --help. Each command of rankd, rankd-client and rankd-bench has its own set, so a flag means one
 // thing per command and an unknown or misspelt flag is an error that names it.
-#ifndef RANKD_MAIN_FLAG_SET_H_
-#define RANKD_MAIN_FLAG_SET_H_
+// Threading: a FlagSet is used from one thread (set up, parsed, then read).
+#ifndef RANKD_CLI_FLAG_SET_H_
+#define RANKD_CLI_FLAG_SET_H_
 
 #include <map>
 #include <string>
@@ -45,4 +46,4 @@ class FlagSet {
 
 }  // namespace rankd::cli
 
-#endif  // RANKD_MAIN_FLAG_SET_H_
+#endif  // RANKD_CLI_FLAG_SET_H_
