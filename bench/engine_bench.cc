@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "command_flags.h"
 #include "percentile.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"

@@ -23,7 +23,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "command_flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "percentile.h"
 #include "rankd/cli/flag_set.h"

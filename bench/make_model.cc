@@ -9,7 +9,6 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "command_flags.h"
 #include "nlohmann/json.hpp"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"

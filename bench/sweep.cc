@@ -11,7 +11,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "command_flags.h"
 #include "engine_bench.h"
 #include "load_bench.h"
 #include "plot.h"

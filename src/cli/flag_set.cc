@@ -114,4 +114,13 @@ std::string FlagSet::Help() const {
   return out;
 }
 
+std::optional<int> ParseCommandFlags(FlagSet& flags, int argc, char** argv, int first,
+                                     const char* command) {
+  absl::Status s = flags.Parse(argc, argv, first, nullptr);
+  if (s.ok()) return std::nullopt;
+  if (absl::IsCancelled(s)) return 0;  // --help, already printed
+  std::fprintf(stderr, "%s: %s\n", command, std::string(s.message()).c_str());
+  return 2;
+}
+
 }  // namespace rankd::cli

@@ -25,6 +25,7 @@
 namespace {
 
 using rankd::cli::FlagSet;
+using rankd::cli::ParseCommandFlags;
 using rankd::v1::ScoreRequest;
 using rankd::v1::ScoreResponse;
 
@@ -58,14 +59,6 @@ std::string JsonEscape(absl::string_view s) {
   return rankd::EscapeLogMessage(s, rankd::LogFormat::kJson);
 }
 
-int ParseFlags(FlagSet& flags, int argc, char** argv) {
-  absl::Status s = flags.Parse(argc, argv, 2, nullptr);
-  if (s.ok()) return -1;
-  if (absl::IsCancelled(s)) return 0;
-  std::fprintf(stderr, "rankd-client %s: %s\n", argv[1], std::string(s.message()).c_str());
-  return 2;
-}
-
 int Score(int argc, char** argv) {
   FlagSet flags(
       "rankd-client score [--target HOST:PORT] [--input FILE|-] [--deadline-ms N]\n"
@@ -76,7 +69,9 @@ int Score(int argc, char** argv) {
   flags.String("target", &target, "server address");
   flags.String("input", &input, "JSON-lines file, - for stdin");
   flags.Int("deadline-ms", &deadline_ms, "deadline per call");
-  if (int rc = ParseFlags(flags, argc, argv); rc >= 0) return rc;
+  if (auto exit_code = ParseCommandFlags(flags, argc, argv, 2, "rankd-client score")) {
+    return *exit_code;
+  }
   std::ifstream file;
   std::istream* in = &std::cin;
   if (input != "-") {
@@ -131,7 +126,9 @@ int Health(int argc, char** argv) {
   std::string target = "127.0.0.1:50051", service;
   flags.String("target", &target, "server address");
   flags.String("service", &service, "one service to check");
-  if (int rc = ParseFlags(flags, argc, argv); rc >= 0) return rc;
+  if (auto exit_code = ParseCommandFlags(flags, argc, argv, 2, "rankd-client health")) {
+    return *exit_code;
+  }
   auto stub = grpc::health::v1::Health::NewStub(Connect(target));
   const std::vector<std::string> services = flags.WasSet("service")
                                                 ? std::vector<std::string>{service}

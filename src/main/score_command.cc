@@ -138,10 +138,8 @@ int RunScoreCommand(int argc, char** argv, int first) {
   flags.String("input", &input, "JSON-lines input file, - for stdin");
   flags.String("output", &output, "output file, - for stdout");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error, off");
-  if (absl::Status s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "rankd score: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "rankd score")) {
+    return *exit_code;
   }
   if (absl::Status s = SetUpLogging(log_level, LogFormat::kText, "rankd"); !s.ok()) {
     std::fprintf(stderr, "rankd score: --log-level: %s\n", std::string(s.message()).c_str());

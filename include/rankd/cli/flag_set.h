@@ -6,6 +6,7 @@
 #define RANKD_CLI_FLAG_SET_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ class FlagSet {
   std::string usage_;
   std::map<std::string, Flag> flags_;
 };
+
+// The flag parsing every command starts with, so that --help and a bad flag end each one the same
+// way. Parses argv[first..argc) into `flags` (no positional arguments). Returns nullopt when the
+// command should go on, else the exit code to return at once: 0 after --help (the help is
+// printed), 2 after printing "<command>: <error>" to stderr.
+std::optional<int> ParseCommandFlags(FlagSet& flags, int argc, char** argv, int first,
+                                     const char* command);
 
 }  // namespace rankd::cli
 
