@@ -11,9 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "command_flags.h"
-#include "flag_set.h"
 #include "percentile.h"
+#include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/engine/engine.h"

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "flag_set.h"
 #include "nlohmann/json.hpp"
+#include "rankd/cli/flag_set.h"
 #include "rankd/engine/backend.h"
 #include "rankd/model/config.h"
 

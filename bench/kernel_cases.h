@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "flag_set.h"
+#include "rankd/cli/flag_set.h"
 
 namespace rankd::bench {
 

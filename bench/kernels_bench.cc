@@ -15,8 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "command_flags.h"
-#include "flag_set.h"
+#include "rankd/cli/flag_set.h"
 #include "kernel_cases.h"
 #include "kernels/embedding.cuh"
 #include "kernels/gather_rows.cuh"

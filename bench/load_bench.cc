@@ -23,11 +23,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "command_flags.h"
-#include "flag_set.h"
-#include "percentile.h"
-#include "rankd/common/status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "percentile.h"
+#include "rankd/cli/flag_set.h"
+#include "rankd/common/status.h"
 #include "rankd/v1/scorer.grpc.pb.h"
 
 namespace rankd::bench {

@@ -1,17 +1,16 @@
 #include "make_model.h"
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "command_flags.h"
-#include "flag_set.h"
 #include "nlohmann/json.hpp"
+#include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 #include "rankd/model/safetensors.h"
 

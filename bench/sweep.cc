@@ -11,11 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "command_flags.h"
 #include "engine_bench.h"
-#include "flag_set.h"
 #include "load_bench.h"
 #include "plot.h"
+#include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 
 namespace rankd::bench {

@@ -1,6 +1,7 @@
 // rankd-client: a small client of rankd.v1.Scorer.
-//   rankd-client score  [--target HOST:PORT] [--input FILE|-]   proto3-JSON ScoreRequest lines in,
-//                                                                ScoreResponse JSON lines out
+//   rankd-client score  [--target HOST:PORT] [--input FILE|-]   request lines in (the JSON of
+//                                                                `rankd score`), ScoreResponse
+//                                                                JSON lines out
 //   rankd-client health [--target HOST:PORT] [--service NAME]
 // Load generation is `rankd-bench load`.
 #include <chrono>
@@ -12,16 +13,19 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "flag_set.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "rankd/cli/flag_set.h"
+#include "rankd/cli/request_line.h"
 #include "rankd/common/logging.h"
 #include "rankd/v1/scorer.grpc.pb.h"
+#include "request_proto.h"
 
 namespace {
 
 using rankd::cli::FlagSet;
+using rankd::cli::ParseCommandFlags;
 using rankd::v1::ScoreRequest;
 using rankd::v1::ScoreResponse;
 
@@ -31,9 +35,8 @@ constexpr char kUsage[] =
     "usage: rankd-client <command> [flags]   (rankd-client <command> --help for its flags)\n"
     "\n"
     "commands:\n"
-    "  score    one ScoreRequest per input line in proto3 JSON, e.g.\n"
-    "           {\"query\": \"q\", \"items\": [{\"text\": \"a\"}, {\"tokenIds\": {\"ids\": [5, "
-    "6]}}]}\n"
+    "  score    one request per input line, the request lines of `rankd score` (README.md,\n"
+    "           \"Request lines\"), e.g. {\"query\": \"q\", \"items\": [\"a\", {\"ids\": [5]}]},\n"
     "           and one ScoreResponse JSON line out per request (or {\"error\": ...})\n"
     "  health   grpc.health.v1 Check of the server (\"\") and of rankd.v1.Scorer\n"
     "\n"
@@ -56,25 +59,19 @@ std::string JsonEscape(absl::string_view s) {
   return rankd::EscapeLogMessage(s, rankd::LogFormat::kJson);
 }
 
-int ParseFlags(FlagSet& flags, int argc, char** argv) {
-  absl::Status s = flags.Parse(argc, argv, 2, nullptr);
-  if (s.ok()) return -1;
-  if (absl::IsCancelled(s)) return 0;
-  std::fprintf(stderr, "rankd-client %s: %s\n", argv[1], std::string(s.message()).c_str());
-  return 2;
-}
-
 int Score(int argc, char** argv) {
   FlagSet flags(
       "rankd-client score [--target HOST:PORT] [--input FILE|-] [--deadline-ms N]\n"
-      "Sends each input line (a ScoreRequest in proto3 JSON) and prints the ScoreResponse as one "
-      "JSON line.");
+      "Sends each input line, a request line as `rankd score` reads it (README.md, \"Request "
+      "lines\"),\nand prints the ScoreResponse as one JSON line.");
   std::string target = "127.0.0.1:50051", input = "-";
   int deadline_ms = 30000;
   flags.String("target", &target, "server address");
   flags.String("input", &input, "JSON-lines file, - for stdin");
   flags.Int("deadline-ms", &deadline_ms, "deadline per call");
-  if (int rc = ParseFlags(flags, argc, argv); rc >= 0) return rc;
+  if (auto exit_code = ParseCommandFlags(flags, argc, argv, 2, "rankd-client score")) {
+    return *exit_code;
+  }
   std::ifstream file;
   std::istream* in = &std::cin;
   if (input != "-") {
@@ -90,18 +87,20 @@ int Score(int argc, char** argv) {
   print.always_print_primitive_fields = true;
   print.preserve_proto_field_names = true;
   int failures = 0;
+  int line_number = 0;
   std::string line;
   while (std::getline(*in, line)) {
+    ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    ScoreRequest request;
-    auto parsed = google::protobuf::util::JsonStringToMessage(line, &request);
+    auto parsed = rankd::cli::ParseRequestLine(line);
     if (!parsed.ok()) {
       std::printf(
           "{\"error\": {\"code\": \"INVALID_ARGUMENT\", \"message\": \"%s\"}}\n",
-          JsonEscape(absl::StrCat("not a ScoreRequest: ", parsed.message().as_string())).c_str());
+          JsonEscape(absl::StrCat("line ", line_number, ": ", parsed.status().message())).c_str());
       ++failures;
       continue;
     }
+    const ScoreRequest request = rankd::client::ToProtoRequest(*parsed);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     ScoreResponse response;
@@ -127,7 +126,9 @@ int Health(int argc, char** argv) {
   std::string target = "127.0.0.1:50051", service;
   flags.String("target", &target, "server address");
   flags.String("service", &service, "one service to check");
-  if (int rc = ParseFlags(flags, argc, argv); rc >= 0) return rc;
+  if (auto exit_code = ParseCommandFlags(flags, argc, argv, 2, "rankd-client health")) {
+    return *exit_code;
+  }
   auto stub = grpc::health::v1::Health::NewStub(Connect(target));
   const std::vector<std::string> services = flags.WasSet("service")
                                                 ? std::vector<std::string>{service}

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "flag_set.h"
+#include "rankd/cli/flag_set.h"
 #include "rankd/engine/engine.h"
 
 namespace rankd::cli {

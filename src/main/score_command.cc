@@ -11,101 +11,50 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "engine_flags.h"
+#include "nlohmann/json.hpp"
+#include "rankd/cli/request_line.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::cli {
-namespace {
 
-using Json = nlohmann::json;
-
-absl::Status FieldError(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-absl::StatusOr<std::vector<int32_t>> ParseIds(const Json& j, const std::string& field) {
-  if (!j.is_array()) return FieldError(field, "must be a list of token ids");
-  std::vector<int32_t> ids;
-  ids.reserve(j.size());
-  for (size_t i = 0; i < j.size(); ++i) {
-    if (!j[i].is_number_integer() || j[i].get<int64_t>() < 0 || j[i].get<int64_t>() > INT32_MAX) {
-      return FieldError(absl::StrCat(field, "[", i, "]"), "must be a non-negative integer");
-    }
-    ids.push_back(j[i].get<int32_t>());
+absl::StatusOr<engine::ScoreRequest> ToEngineRequest(RequestLine line) {
+  if (!line.model.empty()) {
+    return absl::InvalidArgumentError("model: rankd score has one model (--model); leave it out");
   }
-  return ids;
-}
-
-absl::StatusOr<std::vector<float>> ParseEmbedding(const Json& j, const std::string& field) {
-  if (!j.is_array() || j.empty()) return FieldError(field, "must be a non-empty list of rows");
-  std::vector<float> values;
-  size_t width = 0;
-  for (size_t r = 0; r < j.size(); ++r) {
-    const Json& row = j[r];
-    const std::string rf = absl::StrCat(field, "[", r, "]");
-    if (!row.is_array() || row.empty())
-      return FieldError(rf, "must be a non-empty list of numbers");
-    if (r == 0) width = row.size();
-    if (row.size() != width) {
-      return FieldError(rf, absl::StrCat("has ", row.size(), " values, row 0 has ", width));
-    }
-    for (size_t c = 0; c < row.size(); ++c) {
-      if (!row[c].is_number()) return FieldError(absl::StrCat(rf, "[", c, "]"), "must be a number");
-      values.push_back(row[c].get<float>());
-    }
+  if (line.depth != 0) {
+    return absl::InvalidArgumentError("depth: rankd score scores every item; leave it out");
   }
-  return values;
-}
-
-}  // namespace
-
-absl::StatusOr<engine::ScoreRequest> ParseScoreLine(absl::string_view line) {
-  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
-  if (!j.is_object()) return absl::InvalidArgumentError("not a JSON object");
   engine::ScoreRequest req;
-  auto q = j.find("query");
-  auto qi = j.find("query_ids");
-  if (qi != j.end()) {
-    if (q != j.end()) return FieldError("query_ids", "give either query or query_ids, not both");
-    RANKD_ASSIGN_OR_RETURN(auto ids, ParseIds(*qi, "query_ids"));
-    req.query_ids = std::move(ids);
-  } else if (q != j.end()) {
-    if (!q->is_string()) return FieldError("query", "must be a string");
-    req.query = q->get<std::string>();
-  } else {
-    return FieldError("query", "is missing (or give query_ids)");
-  }
-  auto items = j.find("items");
-  if (items == j.end()) return FieldError("items", "is missing");
-  if (!items->is_array() || items->empty()) return FieldError("items", "must be a non-empty list");
-  for (size_t i = 0; i < items->size(); ++i) {
-    const Json& it = (*items)[i];
-    const std::string f = absl::StrCat("items[", i, "]");
-    if (it.is_string()) {
-      req.items.push_back(engine::Item::Text(it.get<std::string>()));
-    } else if (it.is_object() && it.size() == 1 && it.contains("text")) {
-      if (!it["text"].is_string()) return FieldError(f + ".text", "must be a string");
-      req.items.push_back(engine::Item::Text(it["text"].get<std::string>()));
-    } else if (it.is_object() && it.size() == 1 && it.contains("ids")) {
-      RANKD_ASSIGN_OR_RETURN(auto ids, ParseIds(it["ids"], f + ".ids"));
-      req.items.push_back(engine::Item::Ids(std::move(ids)));
-    } else if (it.is_object() && it.size() == 1 && it.contains("embedding")) {
-      RANKD_ASSIGN_OR_RETURN(auto values, ParseEmbedding(it["embedding"], f + ".embedding"));
-      req.items.push_back(engine::Item::Embedding(std::move(values)));
-    } else {
-      return FieldError(f, "must be a string or an object with one of text, ids, embedding");
+  req.query = std::move(line.query);
+  req.query_ids = std::move(line.query_ids);
+  req.apply_sigmoid = line.apply_sigmoid;
+  req.items.reserve(line.items.size());
+  for (RequestItem& item : line.items) {
+    switch (item.kind) {
+      case RequestItem::Kind::kText:
+        req.items.push_back(engine::Item::Text(std::move(item.text)));
+        break;
+      case RequestItem::Kind::kTokenIds:
+        req.items.push_back(engine::Item::Ids(std::move(item.token_ids)));
+        break;
+      case RequestItem::Kind::kEmbedding:
+        req.items.push_back(engine::Item::Embedding(std::move(item.embedding)));
+        break;
     }
-  }
-  if (auto s = j.find("apply_sigmoid"); s != j.end()) {
-    if (!s->is_boolean()) return FieldError("apply_sigmoid", "must be true or false");
-    req.apply_sigmoid = s->get<bool>();
   }
   return req;
 }
 
+absl::StatusOr<engine::ScoreRequest> ParseScoreLine(absl::string_view line) {
+  RANKD_ASSIGN_OR_RETURN(RequestLine parsed, ParseRequestLine(line));
+  return ToEngineRequest(std::move(parsed));
+}
+
 namespace {
+
+using Json = nlohmann::json;
 
 class Progress {
  public:
@@ -180,18 +129,17 @@ ScoreRunStats ScoreStream(engine::Engine& engine, std::istream& in, std::ostream
 int RunScoreCommand(int argc, char** argv, int first) {
   FlagSet flags(
       "rankd score --model DIR [--backend cpu|cuda] [--input FILE|-] [--output FILE|-] [flags]\n"
-      "Scores JSON lines {\"query\": str, \"items\": [str | {\"text\"} | {\"ids\"} | "
-      "{\"embedding\"}]} and writes one line {\"scores\": [..]} per input line.");
+      "Scores request lines (README.md, \"Request lines\"), e.g. {\"query\": \"q\", \"items\": "
+      "[\"a\", {\"ids\": [5, 6]}]},\n"
+      "and writes one line {\"scores\": [..]} (or {\"error\": ..}) per input line.");
   EngineFlags engine_flags;
   AddEngineFlags(flags, &engine_flags);
   std::string input = "-", output = "-", log_level = "info";
   flags.String("input", &input, "JSON-lines input file, - for stdin");
   flags.String("output", &output, "output file, - for stdout");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error, off");
-  if (absl::Status s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
-    if (absl::IsCancelled(s)) return 0;
-    std::fprintf(stderr, "rankd score: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "rankd score")) {
+    return *exit_code;
   }
   if (absl::Status s = SetUpLogging(log_level, LogFormat::kText, "rankd"); !s.ok()) {
     std::fprintf(stderr, "rankd score: --log-level: %s\n", std::string(s.message()).c_str());

@@ -7,14 +7,18 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "rankd/cli/request_line.h"
 #include "rankd/engine/engine.h"
 
 namespace rankd::cli {
 
-// Parses one input line into a request: {"query": str | "query_ids": [int], "items": [str |
-// {"text": str} | {"ids": [int]} | {"embedding": [[float]]}], "apply_sigmoid": bool}. Errors name
-// the field (e.g. "items[3].ids[0]: must be an integer").
+// The engine's request for a parsed request line. The server-side fields that would change the
+// result, model and depth, are refused (an error naming the field); priority, request_id and the
+// items' ids are ignored (the output is in input order).
+absl::StatusOr<engine::ScoreRequest> ToEngineRequest(RequestLine line);
+
+// ParseRequestLine (rankd/cli/request_line.h), then ToEngineRequest. Errors name the field (e.g.
+// "items[3].ids[0]: must be a non-negative integer").
 absl::StatusOr<engine::ScoreRequest> ParseScoreLine(absl::string_view line);
 
 struct ScoreRunStats {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine_flags.h"
-#include "flag_set.h"
+#include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 #include "rankd/server/config.h"
 #include "rankd/server/serve.h"

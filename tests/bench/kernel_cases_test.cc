@@ -11,8 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "command_flags.h"
-#include "flag_set.h"
+#include "rankd/cli/flag_set.h"
 
 namespace rankd::bench {
 namespace {

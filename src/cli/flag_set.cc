@@ -1,4 +1,4 @@
-#include "flag_set.h"
+#include "rankd/cli/flag_set.h"
 
 #include <cstdio>
 
@@ -79,8 +79,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first,
       }
     }
     if (it == flags_.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " (see --help)"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
     }
     if (!has_value) {
       if (it->second.type == Type::kBool) {
@@ -106,12 +105,22 @@ std::string FlagSet::Help() const {
   std::string out = usage_ + "\n\nFlags:\n";
   for (const auto& [name, flag] : flags_) {
     std::string head = absl::StrCat("  --", name);
-    if (flag.type != Type::kBool) absl::StrAppend(&head, "=", flag.type == Type::kString ? "STR" : "N");
+    if (flag.type != Type::kBool)
+      absl::StrAppend(&head, "=", flag.type == Type::kString ? "STR" : "N");
     absl::StrAppendFormat(&out, "%-28s %s", head, flag.help);
     if (!flag.default_text.empty()) absl::StrAppend(&out, " (default ", flag.default_text, ")");
     out += "\n";
   }
   return out;
+}
+
+std::optional<int> ParseCommandFlags(FlagSet& flags, int argc, char** argv, int first,
+                                     const char* command) {
+  absl::Status s = flags.Parse(argc, argv, first, nullptr);
+  if (s.ok()) return std::nullopt;
+  if (absl::IsCancelled(s)) return 0;  // --help, already printed
+  std::fprintf(stderr, "%s: %s\n", command, std::string(s.message()).c_str());
+  return 2;
 }
 
 }  // namespace rankd::cli

@@ -1,10 +1,12 @@
 // A small per-command flag parser: `--name=value`, `--name value`, `--bool` / `--no-bool`, and
-// --help. Each subcommand (score, serve, worker, bench ...) has its own set, so a flag means one
+// --help. Each command of rankd, rankd-client and rankd-bench has its own set, so a flag means one
 // thing per command and an unknown or misspelt flag is an error that names it.
-#ifndef RANKD_MAIN_FLAG_SET_H_
-#define RANKD_MAIN_FLAG_SET_H_
+// Threading: a FlagSet is used from one thread (set up, parsed, then read).
+#ifndef RANKD_CLI_FLAG_SET_H_
+#define RANKD_CLI_FLAG_SET_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,13 @@ class FlagSet {
   std::map<std::string, Flag> flags_;
 };
 
+// The flag parsing every command starts with, so that --help and a bad flag end each one the same
+// way. Parses argv[first..argc) into `flags` (no positional arguments). Returns nullopt when the
+// command should go on, else the exit code to return at once: 0 after --help (the help is
+// printed), 2 after printing "<command>: <error>" to stderr.
+std::optional<int> ParseCommandFlags(FlagSet& flags, int argc, char** argv, int first,
+                                     const char* command);
+
 }  // namespace rankd::cli
 
-#endif  // RANKD_MAIN_FLAG_SET_H_
+#endif  // RANKD_CLI_FLAG_SET_H_
