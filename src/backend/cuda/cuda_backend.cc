@@ -10,7 +10,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/embedding.cuh"
@@ -25,6 +24,7 @@
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
+#include "rankd/backend/cuda/pass_plan.h"
 #include "rankd/backend/cuda/stage_profiler.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
@@ -39,7 +39,6 @@ using bf16 = __nv_bfloat16;
 using engine::HeadSpec;
 using engine::ItemBatch;
 using engine::PrefixState;
-using kernels::AttentionRun;
 using kernels::KvLayers;
 using model::ModelConfig;
 
@@ -50,21 +49,9 @@ constexpr size_t kMaxGraphs = 64;
 // driver (prefix caches come and go with every new query).
 constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
 
-enum class Strategy { kIbpc, kMultiItem };
-
 bool EnvIs(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;
-}
-
-// Rows a pass is padded to: 64 at least, then multiples of max(64, 2^floor(log2 n) / 16), so that
-// padding costs at most 1/16 of the work and a shape repeats often enough for its graph to pay.
-int Bucket(int n) {
-  if (n <= 64) return 64;
-  int pow2 = 1;
-  while (pow2 * 2 <= n) pow2 *= 2;
-  const int step = std::max(64, pow2 / 16);
-  return (n + step - 1) / step * step;
 }
 
 // The device and the stream all of a backend's work runs on, and the lock that serialises the
@@ -164,26 +151,6 @@ struct PassCounts {
   KvLayers kv_out;  // encode: the prefix's cache, which RoPE fills; score: k = null
 };
 
-// The shape of a pass: what a captured graph is keyed by. Every pass of one shape launches the
-// same kernels with the same arguments; what differs lives in the uploaded metadata.
-enum class PassKind { kEncode, kScore };
-struct PassShape {
-  PassKind kind = PassKind::kScore;
-  int rows = 0;   // Tb: padded row count
-  int items = 0;  // Nb: padded item slots
-  bool operator<(const PassShape& o) const {
-    return std::tie(kind, rows, items) < std::tie(o.kind, o.rows, o.items);
-  }
-};
-
-// A pass's useful work, for the profile's two numbers only.
-struct PassWork {
-  double rows = 0;      // live rows
-  double items = 0;     // N
-  double attended = 0;  // sum over query rows of the keys each attends to
-  double ctx_rows = 0;  // context rows read (prefix caches)
-};
-
 // The per-pass metadata, uploaded in one copy. Carved identically from the pinned staging block
 // and the device workspace for the pass's shape, so its device addresses depend on the shape alone
 // (a graph captured for the shape stays valid as long as the workspace does).
@@ -193,7 +160,7 @@ struct Meta {
   int32_t* seg_start = nullptr;  // [Tb] first row of each row's segment
   int32_t* last_rows = nullptr;  // [Nb] row of each item's last token
   KvLayers* contexts = nullptr;  // [Nb + 1] context K/V of each run
-  kernels::AttentionTile* tiles = nullptr;  // [MaxAttentionTiles(Tb, 2 Nb + 1, G)] work list
+  kernels::AttentionTile* tiles = nullptr;  // [MaxPassTiles(Tb, Nb, G)] work list
   PassCounts* counts = nullptr;             // [1]
   int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
 };
@@ -258,6 +225,8 @@ class CudaBackend final : public engine::Backend {
   int qkv_width() const { return config_.q_width() + 2 * config_.kv_width(); }
 
   Meta CarveMeta(Carver& c, int rows, int items) const;
+  // The planner's view of a pass's host metadata.
+  static PassArrays Arrays(const Meta& m, const PassShape& shape, int group);
   absl::Status EnsureCapacity(int tokens, int rows);
   // Waits until the previous pass's uploads have left the pinned staging block.
   absl::Status AcquireStaging();
@@ -290,9 +259,9 @@ class CudaBackend final : public engine::Backend {
   const bf16* head_rows_ = nullptr;   // [1 or 2, H] classifier row, or lm_head[yes], lm_head[no]
   const float* inv_freq_ = nullptr;   // [D / 2] fp32
   std::unique_ptr<Gemm> gemm_;
-  // The pass's attention runs: host-side only, the tiles (AttentionTile) are made of them and
-  // carry what the kernel needs. Reused from pass to pass (under ctx_->mu()).
-  std::vector<AttentionRun> runs_;
+  // The pass being planned: its runs, requests and counts. Reused from pass to pass (under
+  // ctx_->mu()).
+  PassPlan plan_;
   int attention_blocks_ = 0;  // persistent grid of the attention kernel
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
@@ -461,17 +430,23 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
 
 // ---- workspace ---------------------------------------------------------------------------------
 Meta CudaBackend::CarveMeta(Carver& c, int rows, int items) const {
-  const int runs = 2 * items + 1;  // multi-item: a prefix run and an item run per request
   Meta m;
   m.tokens = c.Take<int32_t>(rows);
   m.positions = c.Take<int32_t>(rows);
   m.seg_start = c.Take<int32_t>(rows);
   m.last_rows = c.Take<int32_t>(items);
   m.contexts = c.Take<KvLayers>(items + 1);
-  m.tiles = c.Take<kernels::AttentionTile>(kernels::MaxAttentionTiles(rows, runs, group()));
+  m.tiles = c.Take<kernels::AttentionTile>(MaxPassTiles(rows, items, group()));
   m.counts = c.Take<PassCounts>(1);
   m.unit_counters = c.Take<int32_t>(config_.num_layers);
   return m;
+}
+
+PassArrays CudaBackend::Arrays(const Meta& m, const PassShape& shape, int group) {
+  return PassArrays{absl::MakeSpan(m.tokens, shape.rows), absl::MakeSpan(m.positions, shape.rows),
+                    absl::MakeSpan(m.seg_start, shape.rows),
+                    absl::MakeSpan(m.last_rows, shape.items),
+                    absl::MakeSpan(m.tiles, MaxPassTiles(shape.rows, shape.items, group))};
 }
 
 absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
@@ -741,20 +716,11 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
   if (profiler_) profiler_->BeginPass("encode");
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
-  std::fill(m.tokens, m.tokens + shape.rows, 0);
-  std::copy(ids.begin(), ids.end(), m.tokens);
-  std::fill(m.positions, m.positions + shape.rows, 0);
-  for (int t = 0; t < P; ++t) m.positions[t] = t;
-  std::fill(m.seg_start, m.seg_start + shape.rows, 0);
-  runs_.assign(1, AttentionRun{0, P, 0, 0});
-  const int tiles = kernels::FillAttentionTiles(runs_.data(), 1, m.seg_start, group(), m.tiles);
-  *m.counts = PassCounts{P, 0, tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
+  PlanEncodePass(ids, group(), Arrays(m, shape, group()), &plan_);
+  *m.counts = PassCounts{P, 0, plan_.tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
   std::fill(m.unit_counters, m.unit_counters + L, 0);
   RANKD_RETURN_IF_ERROR(Upload(shape, 0));
-  PassWork work;
-  work.rows = P;
-  work.attended = static_cast<double>(P) * (P + 1) / 2 * group();
-  RANKD_RETURN_IF_ERROR(Forward(shape, work));
+  RANKD_RETURN_IF_ERROR(Forward(shape, plan_.work));
   if (profiler_) RANKD_RETURN_IF_ERROR(profiler_->EndPass(ctx_->stream()));
   return std::shared_ptr<const PrefixState>(std::move(prefix));
 }
@@ -778,9 +744,8 @@ absl::Status CudaBackend::ScoreItems(const PrefixState& prefix, const ItemBatch&
 // its own prefix only, through the attention runs' context table.
 absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   std::vector<const CudaPrefix*> prefixes;
-  int64_t total_rows = 0, total_items = 0, total_emb = 0;
+  std::vector<PlanGroup> plan_groups;
   const int H = config_.hidden_size;
-  const bool multi = strategy_ == Strategy::kMultiItem;
   for (const ScoreGroup& g : groups) {
     if (g.prefix == nullptr || g.items == nullptr) {
       return absl::InvalidArgumentError("ScoreGroups: a group has no prefix or no items");
@@ -788,18 +753,16 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
     RANKD_ASSIGN_OR_RETURN(const CudaPrefix* prefix, CheckPrefix(g.prefix));
     RANKD_RETURN_IF_ERROR(engine::ValidateItemBatch(config_, *g.items, g.scores.size()));
     prefixes.push_back(prefix);
-    if (g.items->num_items() == 0) continue;  // no rows, no run, no context
-    total_rows += (multi ? prefix->num_tokens() : 0) + g.items->num_tokens();
-    total_items += g.items->num_items();
-    total_emb += static_cast<int64_t>(g.items->embeddings.size()) / H;
+    plan_groups.push_back(PlanGroup{prefix->ids(), g.items->tokens, g.items->offsets,
+                                    static_cast<int>(g.items->embeddings.size() / H)});
   }
-  if (total_items == 0) return absl::OkStatus();
-  if (total_rows > (1 << 30) / H) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a batch of ", total_rows, " rows is too large"));
+  const ScoreSize size = MeasureScorePass(plan_groups, strategy_);
+  if (size.items == 0) return absl::OkStatus();
+  if (size.rows > (1 << 30) / H) {
+    return absl::InvalidArgumentError(absl::StrCat("a batch of ", size.rows, " rows is too large"));
   }
-  const int T = static_cast<int>(total_rows), N = static_cast<int>(total_items),
-            R = static_cast<int>(total_emb);
+  const int T = static_cast<int>(size.rows), N = static_cast<int>(size.items),
+            R = static_cast<int>(size.embedding_rows);
 
   std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
   RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx_->device()));
@@ -811,61 +774,23 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
 
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
+  PlanScorePass(plan_groups, strategy_, group(), Arrays(m, shape, group()), &plan_);
+  // Each placed request's context (multi-item: its prefix's rows of the qkv buffer; IBPC: its
+  // prefix's cache) and embedding rows.
   const int64_t Q = config_.q_width(), KV = config_.kv_width(), W = qkv_width();
-  PassWork work;
-  int row = 0, item = 0, emb = 0, contexts = 0;
-  runs_.clear();
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const CudaPrefix& prefix = *prefixes[gi];
-    const ItemBatch& items = *groups[gi].items;
-    if (items.num_items() == 0) continue;
-    const int P = prefix.num_tokens();
-    const int ctx = contexts++;
-    if (multi) {
-      // The prefix's rows come first; its items' context is those rows of the qkv buffer.
-      const int begin = row;
-      for (int t = 0; t < P; ++t, ++row) {
-        m.tokens[row] = prefix.ids()[t];
-        m.positions[row] = t;
-        m.seg_start[row] = begin;
-      }
-      if (P > 0) runs_.push_back(AttentionRun{begin, row, 0, 0});
-      m.contexts[ctx] = KvLayers{wide_ + Q + begin * W, wide_ + Q + KV + begin * W, 0, W};
-      work.attended += static_cast<double>(P) * (P + 1) / 2;
-    } else {
-      m.contexts[ctx] = prefix.Layers(KV);
-      work.ctx_rows += P;
-    }
-    const int run_begin = row;
-    for (int i = 0; i < items.num_items(); ++i) {
-      const int begin = row;
-      for (int k = items.offsets[i]; k < items.offsets[i + 1]; ++k, ++row) {
-        const int32_t tok = items.tokens[k];
-        m.tokens[row] = tok >= 0 ? tok : tok - emb;  // -(r + 1) -> -(emb + r + 1)
-        m.positions[row] = P + (row - begin);
-        m.seg_start[row] = begin;
-      }
-      m.last_rows[item++] = row - 1;
-      const double len = row - begin;
-      work.attended += len * P + len * (len + 1) / 2;
-    }
-    runs_.push_back(AttentionRun{run_begin, row, P, ctx});
-    std::copy(items.embeddings.begin(), items.embeddings.end(),
-              host_rows_ + static_cast<int64_t>(emb) * H);
-    emb += static_cast<int>(items.embeddings.size() / H);
+  for (size_t ctx = 0; ctx < plan_.groups.size(); ++ctx) {
+    const PlacedGroup& placed = plan_.groups[ctx];
+    const int64_t begin = placed.first_row;
+    m.contexts[ctx] = strategy_ == Strategy::kMultiItem
+                          ? KvLayers{wide_ + Q + begin * W, wide_ + Q + KV + begin * W, 0, W}
+                          : prefixes[placed.group]->Layers(KV);
+    const std::vector<float>& rows = groups[placed.group].items->embeddings;
+    std::copy(rows.begin(), rows.end(), host_rows_ + int64_t{placed.embedding_row} * H);
   }
-  std::fill(m.tokens + row, m.tokens + shape.rows, 0);
-  std::fill(m.positions + row, m.positions + shape.rows, 0);
-  std::fill(m.seg_start + row, m.seg_start + shape.rows, row);
-  const int tiles = kernels::FillAttentionTiles(runs_.data(), static_cast<int>(runs_.size()),
-                                                m.seg_start, group(), m.tiles);
-  *m.counts = PassCounts{T, N, tiles * config_.num_kv_heads, 0, KvLayers{}};
+  *m.counts = PassCounts{T, N, plan_.tiles * config_.num_kv_heads, 0, KvLayers{}};
   std::fill(m.unit_counters, m.unit_counters + config_.num_layers, 0);
-  work.rows = T;
-  work.items = N;
-  work.attended *= group();
   RANKD_RETURN_IF_ERROR(Upload(shape, R));
-  RANKD_RETURN_IF_ERROR(Forward(shape, work));
+  RANKD_RETURN_IF_ERROR(Forward(shape, plan_.work));
   RANKD_RETURN_IF_ERROR(Mark(Stage::kDownload, 0, 4.0 * N));
   RANKD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_scores_, dev_scores_, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
