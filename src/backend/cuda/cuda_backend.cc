@@ -20,8 +20,8 @@
 #include "kernels/rms_norm.cuh"
 #include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
-#include "rankd/backend/cpu/ops.h"
 #include "rankd/backend/cuda/cuda_status.h"
+#include "rankd/backend/cuda/cuda_weights.h"
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
 #include "rankd/backend/cuda/pass_plan.h"
@@ -29,7 +29,6 @@
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/safetensors.h"
-#include "rankd/model/weights.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::cuda {
@@ -128,20 +127,6 @@ class CudaPrefix final : public PrefixState {
   size_t kv_bytes_ = 0;
 };
 
-// Device weights, all bf16 except inv_freq. Shapes: H hidden, D head_dim, Q = Nq*D, KV = Nkv*D,
-// I intermediate; linear weights [out, in] row-major as HF stores them.
-struct LayerWeights {
-  const bf16* input_norm = nullptr;  // [H]
-  const bf16* wqkv = nullptr;        // [Q + 2KV, H]  q_proj, k_proj, v_proj rows stacked
-  const bf16* bqkv = nullptr;        // [Q + 2KV]     null without attention_bias
-  const bf16* q_norm = nullptr;      // [D]           null without qk_norm
-  const bf16* k_norm = nullptr;      // [D]
-  const bf16* wo = nullptr;          // [H, Q]
-  const bf16* post_norm = nullptr;   // [H]
-  const bf16* w_gate_up = nullptr;   // [2I, H]  gate_proj rows, then up_proj rows
-  const bf16* w_down = nullptr;      // [H, I]
-};
-
 // The counts of a pass, in device memory (part of the uploaded metadata).
 struct PassCounts {
   int32_t rows = 0;   // live rows; the rest of the pass's rows are padding
@@ -207,7 +192,7 @@ class CudaBackend final : public engine::Backend {
                           absl::Span<float> scores) override;
   absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups) override;
 
-  size_t weight_bytes() const { return weights_->capacity(); }
+  size_t weight_bytes() const { return weights_.arena->capacity(); }
   CudaBackendStats Stats() {
     std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
     CudaBackendStats s;
@@ -251,13 +236,7 @@ class CudaBackend final : public engine::Backend {
   std::shared_ptr<DeviceContext> ctx_;  // its mutex: one pass at a time, workspace and staging
   bool graphs_enabled_;
 
-  // Weights arena: every tensor below, inv_freq, and cuBLASLt's workspace.
-  std::unique_ptr<Arena> weights_;
-  const bf16* embed_ = nullptr;       // [V, H]
-  std::vector<LayerWeights> layers_;  // [L]
-  const bf16* final_norm_ = nullptr;  // [H]
-  const bf16* head_rows_ = nullptr;   // [1 or 2, H] classifier row, or lm_head[yes], lm_head[no]
-  const float* inv_freq_ = nullptr;   // [D / 2] fp32
+  CudaWeights weights_;
   std::unique_ptr<Gemm> gemm_;
   // The pass being planned: its runs, requests and counts. Reused from pass to pass (under
   // ctx_->mu()).
@@ -298,121 +277,12 @@ class CudaBackend final : public engine::Backend {
 
 // ---- loading ---------------------------------------------------------------------------------
 
-// A run of elements of a checkpoint tensor, converted to bf16 on upload.
-struct Piece {
-  const model::TensorView* tensor;
-  int64_t begin;
-  int64_t count;
-};
-
-void ToBf16(const Piece& p, uint16_t* out) {
-  const model::TensorView& t = *p.tensor;
-  const size_t es = model::DTypeSize(t.dtype);
-  const uint8_t* src = t.data + p.begin * es;
-  for (int64_t i = 0; i < p.count; ++i) {
-    switch (t.dtype) {
-      case model::DType::kBF16:
-        std::memcpy(&out[i], src + i * 2, 2);
-        break;
-      case model::DType::kF16: {
-        uint16_t h;
-        std::memcpy(&h, src + i * 2, 2);
-        out[i] = model::F32ToBf16(model::F16ToF32(h));
-        break;
-      }
-      case model::DType::kF32: {
-        float f;
-        std::memcpy(&f, src + i * 4, 4);
-        out[i] = model::F32ToBf16(f);
-        break;
-      }
-    }
-  }
-}
-
-Piece Whole(const model::TensorView* t) { return Piece{t, 0, t->numel()}; }
-
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
-  RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config_, st));
-  const int H = config_.hidden_size, L = config_.num_layers;
-
-  // Every device tensor: where its pointer goes and the pieces it is made of.
-  struct Upload {
-    const bf16** dst;
-    std::vector<Piece> pieces;
-  };
-  std::vector<Upload> uploads;
-  uploads.push_back({&embed_, {Whole(t.embed)}});
-  uploads.push_back({&final_norm_, {Whole(t.final_norm)}});
-  if (head_.type == HeadSpec::Type::kClassifier) {
-    uploads.push_back({&head_rows_, {Piece{t.head, int64_t{head_.index} * H, H}}});
-  } else {
-    uploads.push_back({&head_rows_,
-                       {Piece{t.head, int64_t{head_.yes_id} * H, H},
-                        Piece{t.head, int64_t{head_.no_id} * H, H}}});
-  }
-  layers_.resize(L);
-  for (int l = 0; l < L; ++l) {
-    const model::LayerTensors& s = t.layers[l];
-    LayerWeights& d = layers_[l];
-    uploads.push_back({&d.input_norm, {Whole(s.input_norm)}});
-    uploads.push_back({&d.wqkv, {Whole(s.q_proj), Whole(s.k_proj), Whole(s.v_proj)}});
-    if (config_.attention_bias) {
-      uploads.push_back({&d.bqkv, {Whole(s.q_bias), Whole(s.k_bias), Whole(s.v_bias)}});
-    }
-    if (config_.qk_norm) {
-      uploads.push_back({&d.q_norm, {Whole(s.q_norm)}});
-      uploads.push_back({&d.k_norm, {Whole(s.k_norm)}});
-    }
-    uploads.push_back({&d.wo, {Whole(s.o_proj)}});
-    uploads.push_back({&d.post_norm, {Whole(s.post_norm)}});
-    uploads.push_back({&d.w_gate_up, {Whole(s.gate_proj), Whole(s.up_proj)}});
-    uploads.push_back({&d.w_down, {Whole(s.down_proj)}});
-  }
-  const std::vector<float> inv_freq = cpu::RopeInverseFrequencies(config_.rope, config_.head_dim);
-
-  // Lay out the arena: measure, allocate, carve again for real.
-  auto carve = [&](Carver& c) {
-    std::vector<bf16*> ptrs;
-    for (const Upload& u : uploads) {
-      int64_t n = 0;
-      for (const Piece& p : u.pieces) n += p.count;
-      ptrs.push_back(c.Take<bf16>(n));
-    }
-    return ptrs;
-  };
-  // cuBLASLt's workspace first: the block's start (cudaMalloc) is 256-byte aligned, as it needs.
-  Carver measure;
-  measure.Take<char>(kGemmWorkspaceBytes);
-  carve(measure);
-  measure.Take<float>(inv_freq.size());
-  RANKD_ASSIGN_OR_RETURN(weights_, Arena::Create(Arena::Kind::kDevice, measure.bytes()));
-  Carver c = weights_->carver();
-  void* gemm_ws = c.Take<char>(kGemmWorkspaceBytes);
-  std::vector<bf16*> ptrs = carve(c);
-  float* inv_freq_dev = c.Take<float>(inv_freq.size());
-
-  std::vector<uint16_t> host;  // one tensor's bf16 bits at a time
-  for (size_t i = 0; i < uploads.size(); ++i) {
-    int64_t n = 0;
-    for (const Piece& p : uploads[i].pieces) n += p.count;
-    host.resize(n);
-    int64_t at = 0;
-    for (const Piece& p : uploads[i].pieces) {
-      ToBf16(p, host.data() + at);
-      at += p.count;
-    }
-    RANKD_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(ptrs[i], host.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    *uploads[i].dst = ptrs[i];
-  }
-  RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_dev, inv_freq.data(),
-                                        inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
-  inv_freq_ = inv_freq_dev;
+  RANKD_ASSIGN_OR_RETURN(weights_, UploadWeights(config_, head_, st, kGemmWorkspaceBytes));
   const char* candidates = std::getenv("RANKD_CUDA_GEMM_CANDIDATES");
-  RANKD_ASSIGN_OR_RETURN(
-      gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes, !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
-                          candidates != nullptr ? std::atoi(candidates) : 0));
+  RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
+                                             !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
+                                             candidates != nullptr ? std::atoi(candidates) : 0));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
   q_rope_in_attention_ =
@@ -605,13 +475,13 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
 
   RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
   RANKD_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchEmbeddingGather(m.tokens, Tb, embed_, dev_rows_, H, x_, s));
+      kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_, H, x_, s));
   RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, t * (4 + D * 4.0)));
   RANKD_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRopeRotations(m.positions, inv_freq_, Tb, D / 2, rotations_, s));
+      kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, s));
   const KvLayers own{wide_ + Q, wide_ + Q + KV, 0, W};
   for (int l = 0; l < config_.num_layers; ++l) {
-    const LayerWeights& w = layers_[l];
+    const LayerWeights& w = weights_.layers[l];
     const bool last = l == config_.num_layers - 1;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t)));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(x_, w.input_norm, eps, Tb, H, normed_, s));
@@ -693,7 +563,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   if (encode) return absl::OkStatus();
   RANKD_RETURN_IF_ERROR(Mark(Stage::kHead, 4 * n * h, 4 * n * h));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
-      x_last_, nullptr, &m.counts->items, Nb, final_norm_, head_rows_,
+      x_last_, nullptr, &m.counts->items, Nb, weights_.final_norm, weights_.head_rows,
       head_.type == HeadSpec::Type::kClassifier ? 1 : 2, eps, H, dev_scores_, s));
   return absl::OkStatus();
 }
