@@ -7,9 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/embedding.cuh"
@@ -24,6 +22,7 @@
 #include "rankd/backend/cuda/cuda_weights.h"
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
+#include "rankd/backend/cuda/graph_cache.h"
 #include "rankd/backend/cuda/pass_plan.h"
 #include "rankd/backend/cuda/stage_profiler.h"
 #include "rankd/common/logging.h"
@@ -42,8 +41,6 @@ using kernels::KvLayers;
 using model::ModelConfig;
 
 constexpr size_t kGemmWorkspaceBytes = 32 << 20;
-// Captured graphs kept at once (one per pass shape); past this many the cache starts over.
-constexpr size_t kMaxGraphs = 64;
 // Memory the device's stream-ordered pool keeps after a free instead of returning it to the
 // driver (prefix caches come and go with every new query).
 constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
@@ -150,14 +147,6 @@ struct Meta {
   int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
 };
 
-// What the backend did, for logs and tests.
-struct GraphStats {
-  int64_t eager_passes = 0;
-  int64_t graph_replays = 0;
-  int64_t graph_captures = 0;
-  int64_t graph_fallbacks = 0;  // captures or instantiations that failed (then run eagerly)
-};
-
 class CudaBackend final : public engine::Backend {
  public:
   CudaBackend(ModelConfig config, HeadSpec head, Strategy strategy,
@@ -166,15 +155,15 @@ class CudaBackend final : public engine::Backend {
         head_(head),
         strategy_(strategy),
         ctx_(std::move(ctx)),
-        graphs_enabled_(graphs) {}
+        graphs_(graphs) {}
 
   ~CudaBackend() override {
     // Queued work may still use the arenas that the members' destructors free.
     cudaSetDevice(ctx_->device());
     cudaStreamSynchronize(ctx_->stream());
-    ClearGraphs();
+    graphs_.Clear();
     if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
-    const std::string line = StatsLine();
+    const std::string line = absl::StrCat("cuda backend stats: ", graphs_.Summary());
     spdlog::info("{}", line);
     if (EnvIs("RANKD_CUDA_STATS", "1") || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
     if (profiler_) std::fputs(profiler_->Table().c_str(), stderr);
@@ -195,12 +184,13 @@ class CudaBackend final : public engine::Backend {
   size_t weight_bytes() const { return weights_.arena->capacity(); }
   CudaBackendStats Stats() {
     std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
+    const GraphStats& stats = graphs_.stats();
     CudaBackendStats s;
-    s.graphs_enabled = graphs_enabled_;
-    s.eager_passes = stats_.eager_passes;
-    s.graph_replays = stats_.graph_replays;
-    s.graph_captures = stats_.graph_captures;
-    s.graph_fallbacks = stats_.graph_fallbacks;
+    s.graphs_enabled = graphs_.enabled();
+    s.eager_passes = stats.eager_passes;
+    s.graph_replays = stats.graph_replays;
+    s.graph_captures = stats.graph_captures;
+    s.graph_fallbacks = stats.graph_fallbacks;
     s.graphs_cached = static_cast<int64_t>(graphs_.size());
     return s;
   }
@@ -221,9 +211,6 @@ class CudaBackend final : public engine::Backend {
   absl::Status Forward(const PassShape& shape, const PassWork& work);
   // Launches every kernel of a pass on the stream (eagerly, or into a graph being captured).
   absl::Status RunPass(const PassShape& shape, const PassWork& work);
-  void CaptureGraph(const PassShape& shape, const PassWork& work);
-  void ClearGraphs();
-  std::string StatsLine() const;
   absl::StatusOr<const CudaPrefix*> CheckPrefix(const PrefixState* prefix) const;
   // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
   absl::Status Mark(Stage stage, double flops, double bytes) {
@@ -234,7 +221,7 @@ class CudaBackend final : public engine::Backend {
   HeadSpec head_;
   Strategy strategy_;
   std::shared_ptr<DeviceContext> ctx_;  // its mutex: one pass at a time, workspace and staging
-  bool graphs_enabled_;
+  GraphCache graphs_;                   // captured passes, valid with this workspace
 
   CudaWeights weights_;
   std::unique_ptr<Gemm> gemm_;
@@ -269,9 +256,6 @@ class CudaBackend final : public engine::Backend {
   float* host_scores_ = nullptr;  // [Tc] fp32 pinned
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of staging
 
-  std::map<PassShape, cudaGraphExec_t> graphs_;  // captured passes, valid with this workspace
-  std::set<PassShape> failed_shapes_;            // shapes whose capture failed: eager from now on
-  GraphStats stats_;
   std::unique_ptr<StageProfiler> profiler_;  // null unless RANKD_CUDA_PROFILE=1
 };
 
@@ -293,7 +277,7 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   if (EnvIs("RANKD_CUDA_PROFILE", "1")) {
     const char* skip = std::getenv("RANKD_CUDA_PROFILE_SKIP");
     RANKD_ASSIGN_OR_RETURN(profiler_, StageProfiler::Create(skip ? std::atoi(skip) : 3));
-    graphs_enabled_ = false;  // the profile times eager passes
+    graphs_.Disable();  // the profile times eager passes
   }
   return EnsureCapacity(Bucket(initial_tokens), 0);
 }
@@ -328,7 +312,7 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
   cap.rows = rows <= cap_.rows ? cap_.rows : std::max(rows, cap_.rows + cap_.rows / 2);
   // The old blocks may still be in use by queued work, and the graphs point into them.
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
-  ClearGraphs();
+  graphs_.Clear();
   workspace_.reset();
   staging_.reset();
 
@@ -397,62 +381,8 @@ absl::Status CudaBackend::Upload(const PassShape& shape, int num_rows) {
 
 // ---- graphs ------------------------------------------------------------------------------------
 
-void CudaBackend::ClearGraphs() {
-  for (auto& [shape, exec] : graphs_) cudaGraphExecDestroy(exec);
-  graphs_.clear();
-}
-
-std::string CudaBackend::StatsLine() const {
-  return absl::StrCat("cuda backend stats: graphs ", graphs_enabled_ ? "on" : "off",
-                      ", eager passes ", stats_.eager_passes, ", graph replays ",
-                      stats_.graph_replays, ", graphs captured ", stats_.graph_captures,
-                      ", capture fallbacks ", stats_.graph_fallbacks);
-}
-
 absl::Status CudaBackend::Forward(const PassShape& shape, const PassWork& work) {
-  if (graphs_enabled_) {
-    if (auto it = graphs_.find(shape); it != graphs_.end()) {
-      RANKD_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, ctx_->stream()));
-      ++stats_.graph_replays;
-      return absl::OkStatus();
-    }
-  }
-  // The first pass of a shape runs eagerly: cuBLASLt plans (and their tuning) and lazily loaded
-  // kernels are made outside any capture. Then the shape is captured for the next passes.
-  RANKD_RETURN_IF_ERROR(RunPass(shape, work));
-  ++stats_.eager_passes;
-  if (graphs_enabled_ && !failed_shapes_.count(shape)) CaptureGraph(shape, work);
-  return absl::OkStatus();
-}
-
-void CudaBackend::CaptureGraph(const PassShape& shape, const PassWork& work) {
-  cudaStream_t s = ctx_->stream();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  absl::Status st = [&]() -> absl::Status {
-    RANKD_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    const absl::Status run = RunPass(shape, work);
-    // End the capture whatever happened, so that the stream leaves capture mode.
-    const cudaError_t end = cudaStreamEndCapture(s, &graph);
-    RANKD_RETURN_IF_ERROR(run);
-    RANKD_CUDA_RETURN_IF_ERROR(end);
-    RANKD_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
-    return absl::OkStatus();
-  }();
-  if (graph != nullptr) cudaGraphDestroy(graph);
-  if (!st.ok()) {
-    // Capture errors invalidate the capture, not the context; clear the error state and stay
-    // eager for this shape.
-    (void)cudaGetLastError();
-    ++stats_.graph_fallbacks;
-    failed_shapes_.insert(shape);
-    spdlog::warn("cuda backend: capturing the {} pass of {} rows failed, it runs eagerly: {}",
-                 shape.kind == PassKind::kEncode ? "encode" : "score", shape.rows, st.ToString());
-    return;
-  }
-  if (graphs_.size() >= kMaxGraphs) ClearGraphs();
-  graphs_.emplace(shape, exec);
-  ++stats_.graph_captures;
+  return graphs_.Run(shape, ctx_->stream(), [&] { return RunPass(shape, work); });
 }
 
 // ---- forward -----------------------------------------------------------------------------------
