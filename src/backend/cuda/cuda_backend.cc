@@ -7,10 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
-#include <set>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/embedding.cuh"
@@ -21,15 +18,16 @@
 #include "kernels/rms_norm.cuh"
 #include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
-#include "rankd/backend/cpu/ops.h"
 #include "rankd/backend/cuda/cuda_status.h"
+#include "rankd/backend/cuda/cuda_weights.h"
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
+#include "rankd/backend/cuda/graph_cache.h"
+#include "rankd/backend/cuda/pass_plan.h"
 #include "rankd/backend/cuda/stage_profiler.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/safetensors.h"
-#include "rankd/model/weights.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::cuda {
@@ -39,32 +37,17 @@ using bf16 = __nv_bfloat16;
 using engine::HeadSpec;
 using engine::ItemBatch;
 using engine::PrefixState;
-using kernels::AttentionRun;
 using kernels::KvLayers;
 using model::ModelConfig;
 
 constexpr size_t kGemmWorkspaceBytes = 32 << 20;
-// Captured graphs kept at once (one per pass shape); past this many the cache starts over.
-constexpr size_t kMaxGraphs = 64;
 // Memory the device's stream-ordered pool keeps after a free instead of returning it to the
 // driver (prefix caches come and go with every new query).
 constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
 
-enum class Strategy { kIbpc, kMultiItem };
-
 bool EnvIs(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;
-}
-
-// Rows a pass is padded to: 64 at least, then multiples of max(64, 2^floor(log2 n) / 16), so that
-// padding costs at most 1/16 of the work and a shape repeats often enough for its graph to pay.
-int Bucket(int n) {
-  if (n <= 64) return 64;
-  int pow2 = 1;
-  while (pow2 * 2 <= n) pow2 *= 2;
-  const int step = std::max(64, pow2 / 16);
-  return (n + step - 1) / step * step;
 }
 
 // The device and the stream all of a backend's work runs on, and the lock that serialises the
@@ -141,20 +124,6 @@ class CudaPrefix final : public PrefixState {
   size_t kv_bytes_ = 0;
 };
 
-// Device weights, all bf16 except inv_freq. Shapes: H hidden, D head_dim, Q = Nq*D, KV = Nkv*D,
-// I intermediate; linear weights [out, in] row-major as HF stores them.
-struct LayerWeights {
-  const bf16* input_norm = nullptr;  // [H]
-  const bf16* wqkv = nullptr;        // [Q + 2KV, H]  q_proj, k_proj, v_proj rows stacked
-  const bf16* bqkv = nullptr;        // [Q + 2KV]     null without attention_bias
-  const bf16* q_norm = nullptr;      // [D]           null without qk_norm
-  const bf16* k_norm = nullptr;      // [D]
-  const bf16* wo = nullptr;          // [H, Q]
-  const bf16* post_norm = nullptr;   // [H]
-  const bf16* w_gate_up = nullptr;   // [2I, H]  gate_proj rows, then up_proj rows
-  const bf16* w_down = nullptr;      // [H, I]
-};
-
 // The counts of a pass, in device memory (part of the uploaded metadata).
 struct PassCounts {
   int32_t rows = 0;   // live rows; the rest of the pass's rows are padding
@@ -162,26 +131,6 @@ struct PassCounts {
   int32_t units = 0;  // attention work units (tiles x Nkv)
   int32_t unused = 0;
   KvLayers kv_out;  // encode: the prefix's cache, which RoPE fills; score: k = null
-};
-
-// The shape of a pass: what a captured graph is keyed by. Every pass of one shape launches the
-// same kernels with the same arguments; what differs lives in the uploaded metadata.
-enum class PassKind { kEncode, kScore };
-struct PassShape {
-  PassKind kind = PassKind::kScore;
-  int rows = 0;   // Tb: padded row count
-  int items = 0;  // Nb: padded item slots
-  bool operator<(const PassShape& o) const {
-    return std::tie(kind, rows, items) < std::tie(o.kind, o.rows, o.items);
-  }
-};
-
-// A pass's useful work, for the profile's two numbers only.
-struct PassWork {
-  double rows = 0;      // live rows
-  double items = 0;     // N
-  double attended = 0;  // sum over query rows of the keys each attends to
-  double ctx_rows = 0;  // context rows read (prefix caches)
 };
 
 // The per-pass metadata, uploaded in one copy. Carved identically from the pinned staging block
@@ -193,17 +142,9 @@ struct Meta {
   int32_t* seg_start = nullptr;  // [Tb] first row of each row's segment
   int32_t* last_rows = nullptr;  // [Nb] row of each item's last token
   KvLayers* contexts = nullptr;  // [Nb + 1] context K/V of each run
-  kernels::AttentionTile* tiles = nullptr;  // [MaxAttentionTiles(Tb, 2 Nb + 1, G)] work list
+  kernels::AttentionTile* tiles = nullptr;  // [MaxPassTiles(Tb, Nb, G)] work list
   PassCounts* counts = nullptr;             // [1]
   int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
-};
-
-// What the backend did, for logs and tests.
-struct GraphStats {
-  int64_t eager_passes = 0;
-  int64_t graph_replays = 0;
-  int64_t graph_captures = 0;
-  int64_t graph_fallbacks = 0;  // captures or instantiations that failed (then run eagerly)
 };
 
 class CudaBackend final : public engine::Backend {
@@ -214,15 +155,15 @@ class CudaBackend final : public engine::Backend {
         head_(head),
         strategy_(strategy),
         ctx_(std::move(ctx)),
-        graphs_enabled_(graphs) {}
+        graphs_(graphs) {}
 
   ~CudaBackend() override {
     // Queued work may still use the arenas that the members' destructors free.
     cudaSetDevice(ctx_->device());
     cudaStreamSynchronize(ctx_->stream());
-    ClearGraphs();
+    graphs_.Clear();
     if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
-    const std::string line = StatsLine();
+    const std::string line = absl::StrCat("cuda backend stats: ", graphs_.Summary());
     spdlog::info("{}", line);
     if (EnvIs("RANKD_CUDA_STATS", "1") || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
     if (profiler_) std::fputs(profiler_->Table().c_str(), stderr);
@@ -240,15 +181,16 @@ class CudaBackend final : public engine::Backend {
                           absl::Span<float> scores) override;
   absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups) override;
 
-  size_t weight_bytes() const { return weights_->capacity(); }
+  size_t weight_bytes() const { return weights_.arena->capacity(); }
   CudaBackendStats Stats() {
     std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
+    const GraphStats& stats = graphs_.stats();
     CudaBackendStats s;
-    s.graphs_enabled = graphs_enabled_;
-    s.eager_passes = stats_.eager_passes;
-    s.graph_replays = stats_.graph_replays;
-    s.graph_captures = stats_.graph_captures;
-    s.graph_fallbacks = stats_.graph_fallbacks;
+    s.graphs_enabled = graphs_.enabled();
+    s.eager_passes = stats.eager_passes;
+    s.graph_replays = stats.graph_replays;
+    s.graph_captures = stats.graph_captures;
+    s.graph_fallbacks = stats.graph_fallbacks;
     s.graphs_cached = static_cast<int64_t>(graphs_.size());
     return s;
   }
@@ -258,6 +200,8 @@ class CudaBackend final : public engine::Backend {
   int qkv_width() const { return config_.q_width() + 2 * config_.kv_width(); }
 
   Meta CarveMeta(Carver& c, int rows, int items) const;
+  // The planner's view of a pass's host metadata.
+  static PassArrays Arrays(const Meta& m, const PassShape& shape, int group);
   absl::Status EnsureCapacity(int tokens, int rows);
   // Waits until the previous pass's uploads have left the pinned staging block.
   absl::Status AcquireStaging();
@@ -267,9 +211,6 @@ class CudaBackend final : public engine::Backend {
   absl::Status Forward(const PassShape& shape, const PassWork& work);
   // Launches every kernel of a pass on the stream (eagerly, or into a graph being captured).
   absl::Status RunPass(const PassShape& shape, const PassWork& work);
-  void CaptureGraph(const PassShape& shape, const PassWork& work);
-  void ClearGraphs();
-  std::string StatsLine() const;
   absl::StatusOr<const CudaPrefix*> CheckPrefix(const PrefixState* prefix) const;
   // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
   absl::Status Mark(Stage stage, double flops, double bytes) {
@@ -280,19 +221,13 @@ class CudaBackend final : public engine::Backend {
   HeadSpec head_;
   Strategy strategy_;
   std::shared_ptr<DeviceContext> ctx_;  // its mutex: one pass at a time, workspace and staging
-  bool graphs_enabled_;
+  GraphCache graphs_;                   // captured passes, valid with this workspace
 
-  // Weights arena: every tensor below, inv_freq, and cuBLASLt's workspace.
-  std::unique_ptr<Arena> weights_;
-  const bf16* embed_ = nullptr;       // [V, H]
-  std::vector<LayerWeights> layers_;  // [L]
-  const bf16* final_norm_ = nullptr;  // [H]
-  const bf16* head_rows_ = nullptr;   // [1 or 2, H] classifier row, or lm_head[yes], lm_head[no]
-  const float* inv_freq_ = nullptr;   // [D / 2] fp32
+  CudaWeights weights_;
   std::unique_ptr<Gemm> gemm_;
-  // The pass's attention runs: host-side only, the tiles (AttentionTile) are made of them and
-  // carry what the kernel needs. Reused from pass to pass (under ctx_->mu()).
-  std::vector<AttentionRun> runs_;
+  // The pass being planned: its runs, requests and counts. Reused from pass to pass (under
+  // ctx_->mu()).
+  PassPlan plan_;
   int attention_blocks_ = 0;  // persistent grid of the attention kernel
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
@@ -321,129 +256,17 @@ class CudaBackend final : public engine::Backend {
   float* host_scores_ = nullptr;  // [Tc] fp32 pinned
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of staging
 
-  std::map<PassShape, cudaGraphExec_t> graphs_;  // captured passes, valid with this workspace
-  std::set<PassShape> failed_shapes_;            // shapes whose capture failed: eager from now on
-  GraphStats stats_;
   std::unique_ptr<StageProfiler> profiler_;  // null unless RANKD_CUDA_PROFILE=1
 };
 
 // ---- loading ---------------------------------------------------------------------------------
 
-// A run of elements of a checkpoint tensor, converted to bf16 on upload.
-struct Piece {
-  const model::TensorView* tensor;
-  int64_t begin;
-  int64_t count;
-};
-
-void ToBf16(const Piece& p, uint16_t* out) {
-  const model::TensorView& t = *p.tensor;
-  const size_t es = model::DTypeSize(t.dtype);
-  const uint8_t* src = t.data + p.begin * es;
-  for (int64_t i = 0; i < p.count; ++i) {
-    switch (t.dtype) {
-      case model::DType::kBF16:
-        std::memcpy(&out[i], src + i * 2, 2);
-        break;
-      case model::DType::kF16: {
-        uint16_t h;
-        std::memcpy(&h, src + i * 2, 2);
-        out[i] = model::F32ToBf16(model::F16ToF32(h));
-        break;
-      }
-      case model::DType::kF32: {
-        float f;
-        std::memcpy(&f, src + i * 4, 4);
-        out[i] = model::F32ToBf16(f);
-        break;
-      }
-    }
-  }
-}
-
-Piece Whole(const model::TensorView* t) { return Piece{t, 0, t->numel()}; }
-
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
-  RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config_, st));
-  const int H = config_.hidden_size, L = config_.num_layers;
-
-  // Every device tensor: where its pointer goes and the pieces it is made of.
-  struct Upload {
-    const bf16** dst;
-    std::vector<Piece> pieces;
-  };
-  std::vector<Upload> uploads;
-  uploads.push_back({&embed_, {Whole(t.embed)}});
-  uploads.push_back({&final_norm_, {Whole(t.final_norm)}});
-  if (head_.type == HeadSpec::Type::kClassifier) {
-    uploads.push_back({&head_rows_, {Piece{t.head, int64_t{head_.index} * H, H}}});
-  } else {
-    uploads.push_back({&head_rows_,
-                       {Piece{t.head, int64_t{head_.yes_id} * H, H},
-                        Piece{t.head, int64_t{head_.no_id} * H, H}}});
-  }
-  layers_.resize(L);
-  for (int l = 0; l < L; ++l) {
-    const model::LayerTensors& s = t.layers[l];
-    LayerWeights& d = layers_[l];
-    uploads.push_back({&d.input_norm, {Whole(s.input_norm)}});
-    uploads.push_back({&d.wqkv, {Whole(s.q_proj), Whole(s.k_proj), Whole(s.v_proj)}});
-    if (config_.attention_bias) {
-      uploads.push_back({&d.bqkv, {Whole(s.q_bias), Whole(s.k_bias), Whole(s.v_bias)}});
-    }
-    if (config_.qk_norm) {
-      uploads.push_back({&d.q_norm, {Whole(s.q_norm)}});
-      uploads.push_back({&d.k_norm, {Whole(s.k_norm)}});
-    }
-    uploads.push_back({&d.wo, {Whole(s.o_proj)}});
-    uploads.push_back({&d.post_norm, {Whole(s.post_norm)}});
-    uploads.push_back({&d.w_gate_up, {Whole(s.gate_proj), Whole(s.up_proj)}});
-    uploads.push_back({&d.w_down, {Whole(s.down_proj)}});
-  }
-  const std::vector<float> inv_freq = cpu::RopeInverseFrequencies(config_.rope, config_.head_dim);
-
-  // Lay out the arena: measure, allocate, carve again for real.
-  auto carve = [&](Carver& c) {
-    std::vector<bf16*> ptrs;
-    for (const Upload& u : uploads) {
-      int64_t n = 0;
-      for (const Piece& p : u.pieces) n += p.count;
-      ptrs.push_back(c.Take<bf16>(n));
-    }
-    return ptrs;
-  };
-  // cuBLASLt's workspace first: the block's start (cudaMalloc) is 256-byte aligned, as it needs.
-  Carver measure;
-  measure.Take<char>(kGemmWorkspaceBytes);
-  carve(measure);
-  measure.Take<float>(inv_freq.size());
-  RANKD_ASSIGN_OR_RETURN(weights_, Arena::Create(Arena::Kind::kDevice, measure.bytes()));
-  Carver c = weights_->carver();
-  void* gemm_ws = c.Take<char>(kGemmWorkspaceBytes);
-  std::vector<bf16*> ptrs = carve(c);
-  float* inv_freq_dev = c.Take<float>(inv_freq.size());
-
-  std::vector<uint16_t> host;  // one tensor's bf16 bits at a time
-  for (size_t i = 0; i < uploads.size(); ++i) {
-    int64_t n = 0;
-    for (const Piece& p : uploads[i].pieces) n += p.count;
-    host.resize(n);
-    int64_t at = 0;
-    for (const Piece& p : uploads[i].pieces) {
-      ToBf16(p, host.data() + at);
-      at += p.count;
-    }
-    RANKD_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(ptrs[i], host.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    *uploads[i].dst = ptrs[i];
-  }
-  RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq_dev, inv_freq.data(),
-                                        inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
-  inv_freq_ = inv_freq_dev;
+  RANKD_ASSIGN_OR_RETURN(weights_, UploadWeights(config_, head_, st, kGemmWorkspaceBytes));
   const char* candidates = std::getenv("RANKD_CUDA_GEMM_CANDIDATES");
-  RANKD_ASSIGN_OR_RETURN(
-      gemm_, Gemm::Create(gemm_ws, kGemmWorkspaceBytes, !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
-                          candidates != nullptr ? std::atoi(candidates) : 0));
+  RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
+                                             !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
+                                             candidates != nullptr ? std::atoi(candidates) : 0));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
   q_rope_in_attention_ =
@@ -454,24 +277,30 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   if (EnvIs("RANKD_CUDA_PROFILE", "1")) {
     const char* skip = std::getenv("RANKD_CUDA_PROFILE_SKIP");
     RANKD_ASSIGN_OR_RETURN(profiler_, StageProfiler::Create(skip ? std::atoi(skip) : 3));
-    graphs_enabled_ = false;  // the profile times eager passes
+    graphs_.Disable();  // the profile times eager passes
   }
   return EnsureCapacity(Bucket(initial_tokens), 0);
 }
 
 // ---- workspace ---------------------------------------------------------------------------------
 Meta CudaBackend::CarveMeta(Carver& c, int rows, int items) const {
-  const int runs = 2 * items + 1;  // multi-item: a prefix run and an item run per request
   Meta m;
   m.tokens = c.Take<int32_t>(rows);
   m.positions = c.Take<int32_t>(rows);
   m.seg_start = c.Take<int32_t>(rows);
   m.last_rows = c.Take<int32_t>(items);
   m.contexts = c.Take<KvLayers>(items + 1);
-  m.tiles = c.Take<kernels::AttentionTile>(kernels::MaxAttentionTiles(rows, runs, group()));
+  m.tiles = c.Take<kernels::AttentionTile>(MaxPassTiles(rows, items, group()));
   m.counts = c.Take<PassCounts>(1);
   m.unit_counters = c.Take<int32_t>(config_.num_layers);
   return m;
+}
+
+PassArrays CudaBackend::Arrays(const Meta& m, const PassShape& shape, int group) {
+  return PassArrays{absl::MakeSpan(m.tokens, shape.rows), absl::MakeSpan(m.positions, shape.rows),
+                    absl::MakeSpan(m.seg_start, shape.rows),
+                    absl::MakeSpan(m.last_rows, shape.items),
+                    absl::MakeSpan(m.tiles, MaxPassTiles(shape.rows, shape.items, group))};
 }
 
 absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
@@ -483,7 +312,7 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
   cap.rows = rows <= cap_.rows ? cap_.rows : std::max(rows, cap_.rows + cap_.rows / 2);
   // The old blocks may still be in use by queued work, and the graphs point into them.
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
-  ClearGraphs();
+  graphs_.Clear();
   workspace_.reset();
   staging_.reset();
 
@@ -552,62 +381,8 @@ absl::Status CudaBackend::Upload(const PassShape& shape, int num_rows) {
 
 // ---- graphs ------------------------------------------------------------------------------------
 
-void CudaBackend::ClearGraphs() {
-  for (auto& [shape, exec] : graphs_) cudaGraphExecDestroy(exec);
-  graphs_.clear();
-}
-
-std::string CudaBackend::StatsLine() const {
-  return absl::StrCat("cuda backend stats: graphs ", graphs_enabled_ ? "on" : "off",
-                      ", eager passes ", stats_.eager_passes, ", graph replays ",
-                      stats_.graph_replays, ", graphs captured ", stats_.graph_captures,
-                      ", capture fallbacks ", stats_.graph_fallbacks);
-}
-
 absl::Status CudaBackend::Forward(const PassShape& shape, const PassWork& work) {
-  if (graphs_enabled_) {
-    if (auto it = graphs_.find(shape); it != graphs_.end()) {
-      RANKD_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, ctx_->stream()));
-      ++stats_.graph_replays;
-      return absl::OkStatus();
-    }
-  }
-  // The first pass of a shape runs eagerly: cuBLASLt plans (and their tuning) and lazily loaded
-  // kernels are made outside any capture. Then the shape is captured for the next passes.
-  RANKD_RETURN_IF_ERROR(RunPass(shape, work));
-  ++stats_.eager_passes;
-  if (graphs_enabled_ && !failed_shapes_.count(shape)) CaptureGraph(shape, work);
-  return absl::OkStatus();
-}
-
-void CudaBackend::CaptureGraph(const PassShape& shape, const PassWork& work) {
-  cudaStream_t s = ctx_->stream();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  absl::Status st = [&]() -> absl::Status {
-    RANKD_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    const absl::Status run = RunPass(shape, work);
-    // End the capture whatever happened, so that the stream leaves capture mode.
-    const cudaError_t end = cudaStreamEndCapture(s, &graph);
-    RANKD_RETURN_IF_ERROR(run);
-    RANKD_CUDA_RETURN_IF_ERROR(end);
-    RANKD_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
-    return absl::OkStatus();
-  }();
-  if (graph != nullptr) cudaGraphDestroy(graph);
-  if (!st.ok()) {
-    // Capture errors invalidate the capture, not the context; clear the error state and stay
-    // eager for this shape.
-    (void)cudaGetLastError();
-    ++stats_.graph_fallbacks;
-    failed_shapes_.insert(shape);
-    spdlog::warn("cuda backend: capturing the {} pass of {} rows failed, it runs eagerly: {}",
-                 shape.kind == PassKind::kEncode ? "encode" : "score", shape.rows, st.ToString());
-    return;
-  }
-  if (graphs_.size() >= kMaxGraphs) ClearGraphs();
-  graphs_.emplace(shape, exec);
-  ++stats_.graph_captures;
+  return graphs_.Run(shape, ctx_->stream(), [&] { return RunPass(shape, work); });
 }
 
 // ---- forward -----------------------------------------------------------------------------------
@@ -630,13 +405,13 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
 
   RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
   RANKD_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchEmbeddingGather(m.tokens, Tb, embed_, dev_rows_, H, x_, s));
+      kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_, H, x_, s));
   RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, t * (4 + D * 4.0)));
   RANKD_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRopeRotations(m.positions, inv_freq_, Tb, D / 2, rotations_, s));
+      kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, s));
   const KvLayers own{wide_ + Q, wide_ + Q + KV, 0, W};
   for (int l = 0; l < config_.num_layers; ++l) {
-    const LayerWeights& w = layers_[l];
+    const LayerWeights& w = weights_.layers[l];
     const bool last = l == config_.num_layers - 1;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t)));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(x_, w.input_norm, eps, Tb, H, normed_, s));
@@ -718,7 +493,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   if (encode) return absl::OkStatus();
   RANKD_RETURN_IF_ERROR(Mark(Stage::kHead, 4 * n * h, 4 * n * h));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
-      x_last_, nullptr, &m.counts->items, Nb, final_norm_, head_rows_,
+      x_last_, nullptr, &m.counts->items, Nb, weights_.final_norm, weights_.head_rows,
       head_.type == HeadSpec::Type::kClassifier ? 1 : 2, eps, H, dev_scores_, s));
   return absl::OkStatus();
 }
@@ -741,20 +516,11 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
   if (profiler_) profiler_->BeginPass("encode");
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
-  std::fill(m.tokens, m.tokens + shape.rows, 0);
-  std::copy(ids.begin(), ids.end(), m.tokens);
-  std::fill(m.positions, m.positions + shape.rows, 0);
-  for (int t = 0; t < P; ++t) m.positions[t] = t;
-  std::fill(m.seg_start, m.seg_start + shape.rows, 0);
-  runs_.assign(1, AttentionRun{0, P, 0, 0});
-  const int tiles = kernels::FillAttentionTiles(runs_.data(), 1, m.seg_start, group(), m.tiles);
-  *m.counts = PassCounts{P, 0, tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
+  PlanEncodePass(ids, group(), Arrays(m, shape, group()), &plan_);
+  *m.counts = PassCounts{P, 0, plan_.tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
   std::fill(m.unit_counters, m.unit_counters + L, 0);
   RANKD_RETURN_IF_ERROR(Upload(shape, 0));
-  PassWork work;
-  work.rows = P;
-  work.attended = static_cast<double>(P) * (P + 1) / 2 * group();
-  RANKD_RETURN_IF_ERROR(Forward(shape, work));
+  RANKD_RETURN_IF_ERROR(Forward(shape, plan_.work));
   if (profiler_) RANKD_RETURN_IF_ERROR(profiler_->EndPass(ctx_->stream()));
   return std::shared_ptr<const PrefixState>(std::move(prefix));
 }
@@ -778,9 +544,8 @@ absl::Status CudaBackend::ScoreItems(const PrefixState& prefix, const ItemBatch&
 // its own prefix only, through the attention runs' context table.
 absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   std::vector<const CudaPrefix*> prefixes;
-  int64_t total_rows = 0, total_items = 0, total_emb = 0;
+  std::vector<PlanGroup> plan_groups;
   const int H = config_.hidden_size;
-  const bool multi = strategy_ == Strategy::kMultiItem;
   for (const ScoreGroup& g : groups) {
     if (g.prefix == nullptr || g.items == nullptr) {
       return absl::InvalidArgumentError("ScoreGroups: a group has no prefix or no items");
@@ -788,18 +553,16 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
     RANKD_ASSIGN_OR_RETURN(const CudaPrefix* prefix, CheckPrefix(g.prefix));
     RANKD_RETURN_IF_ERROR(engine::ValidateItemBatch(config_, *g.items, g.scores.size()));
     prefixes.push_back(prefix);
-    if (g.items->num_items() == 0) continue;  // no rows, no run, no context
-    total_rows += (multi ? prefix->num_tokens() : 0) + g.items->num_tokens();
-    total_items += g.items->num_items();
-    total_emb += static_cast<int64_t>(g.items->embeddings.size()) / H;
+    plan_groups.push_back(PlanGroup{prefix->ids(), g.items->tokens, g.items->offsets,
+                                    static_cast<int>(g.items->embeddings.size() / H)});
   }
-  if (total_items == 0) return absl::OkStatus();
-  if (total_rows > (1 << 30) / H) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a batch of ", total_rows, " rows is too large"));
+  const ScoreSize size = MeasureScorePass(plan_groups, strategy_);
+  if (size.items == 0) return absl::OkStatus();
+  if (size.rows > (1 << 30) / H) {
+    return absl::InvalidArgumentError(absl::StrCat("a batch of ", size.rows, " rows is too large"));
   }
-  const int T = static_cast<int>(total_rows), N = static_cast<int>(total_items),
-            R = static_cast<int>(total_emb);
+  const int T = static_cast<int>(size.rows), N = static_cast<int>(size.items),
+            R = static_cast<int>(size.embedding_rows);
 
   std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
   RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx_->device()));
@@ -811,61 +574,23 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
 
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
+  PlanScorePass(plan_groups, strategy_, group(), Arrays(m, shape, group()), &plan_);
+  // Each placed request's context (multi-item: its prefix's rows of the qkv buffer; IBPC: its
+  // prefix's cache) and embedding rows.
   const int64_t Q = config_.q_width(), KV = config_.kv_width(), W = qkv_width();
-  PassWork work;
-  int row = 0, item = 0, emb = 0, contexts = 0;
-  runs_.clear();
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const CudaPrefix& prefix = *prefixes[gi];
-    const ItemBatch& items = *groups[gi].items;
-    if (items.num_items() == 0) continue;
-    const int P = prefix.num_tokens();
-    const int ctx = contexts++;
-    if (multi) {
-      // The prefix's rows come first; its items' context is those rows of the qkv buffer.
-      const int begin = row;
-      for (int t = 0; t < P; ++t, ++row) {
-        m.tokens[row] = prefix.ids()[t];
-        m.positions[row] = t;
-        m.seg_start[row] = begin;
-      }
-      if (P > 0) runs_.push_back(AttentionRun{begin, row, 0, 0});
-      m.contexts[ctx] = KvLayers{wide_ + Q + begin * W, wide_ + Q + KV + begin * W, 0, W};
-      work.attended += static_cast<double>(P) * (P + 1) / 2;
-    } else {
-      m.contexts[ctx] = prefix.Layers(KV);
-      work.ctx_rows += P;
-    }
-    const int run_begin = row;
-    for (int i = 0; i < items.num_items(); ++i) {
-      const int begin = row;
-      for (int k = items.offsets[i]; k < items.offsets[i + 1]; ++k, ++row) {
-        const int32_t tok = items.tokens[k];
-        m.tokens[row] = tok >= 0 ? tok : tok - emb;  // -(r + 1) -> -(emb + r + 1)
-        m.positions[row] = P + (row - begin);
-        m.seg_start[row] = begin;
-      }
-      m.last_rows[item++] = row - 1;
-      const double len = row - begin;
-      work.attended += len * P + len * (len + 1) / 2;
-    }
-    runs_.push_back(AttentionRun{run_begin, row, P, ctx});
-    std::copy(items.embeddings.begin(), items.embeddings.end(),
-              host_rows_ + static_cast<int64_t>(emb) * H);
-    emb += static_cast<int>(items.embeddings.size() / H);
+  for (size_t ctx = 0; ctx < plan_.groups.size(); ++ctx) {
+    const PlacedGroup& placed = plan_.groups[ctx];
+    const int64_t begin = placed.first_row;
+    m.contexts[ctx] = strategy_ == Strategy::kMultiItem
+                          ? KvLayers{wide_ + Q + begin * W, wide_ + Q + KV + begin * W, 0, W}
+                          : prefixes[placed.group]->Layers(KV);
+    const std::vector<float>& rows = groups[placed.group].items->embeddings;
+    std::copy(rows.begin(), rows.end(), host_rows_ + int64_t{placed.embedding_row} * H);
   }
-  std::fill(m.tokens + row, m.tokens + shape.rows, 0);
-  std::fill(m.positions + row, m.positions + shape.rows, 0);
-  std::fill(m.seg_start + row, m.seg_start + shape.rows, row);
-  const int tiles = kernels::FillAttentionTiles(runs_.data(), static_cast<int>(runs_.size()),
-                                                m.seg_start, group(), m.tiles);
-  *m.counts = PassCounts{T, N, tiles * config_.num_kv_heads, 0, KvLayers{}};
+  *m.counts = PassCounts{T, N, plan_.tiles * config_.num_kv_heads, 0, KvLayers{}};
   std::fill(m.unit_counters, m.unit_counters + config_.num_layers, 0);
-  work.rows = T;
-  work.items = N;
-  work.attended *= group();
   RANKD_RETURN_IF_ERROR(Upload(shape, R));
-  RANKD_RETURN_IF_ERROR(Forward(shape, work));
+  RANKD_RETURN_IF_ERROR(Forward(shape, plan_.work));
   RANKD_RETURN_IF_ERROR(Mark(Stage::kDownload, 0, 4.0 * N));
   RANKD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_scores_, dev_scores_, sizeof(float) * N, cudaMemcpyDeviceToHost, s));

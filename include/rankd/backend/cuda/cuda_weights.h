@@ -1,0 +1,55 @@
+// The model's weights on the device: bf16 copies of the checkpoint's tensors (bf16, f16 or f32 on
+// disk), the RoPE inverse frequencies and cuBLASLt's workspace, carved from one device arena.
+#ifndef RANKD_BACKEND_CUDA_CUDA_WEIGHTS_H_
+#define RANKD_BACKEND_CUDA_CUDA_WEIGHTS_H_
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rankd/backend/cuda/device_arena.h"
+#include "rankd/engine/backend.h"
+#include "rankd/model/config.h"
+#include "rankd/model/safetensors.h"
+
+namespace rankd::cuda {
+
+// One layer's device weights, all bf16. Shapes: H hidden, D head_dim, Q = Nq*D, KV = Nkv*D,
+// I intermediate; linear weights [out, in] row-major as HF stores them.
+struct LayerWeights {
+  const __nv_bfloat16* input_norm = nullptr;  // [H]
+  const __nv_bfloat16* wqkv = nullptr;        // [Q + 2KV, H]  q_proj, k_proj, v_proj rows stacked
+  const __nv_bfloat16* bqkv = nullptr;        // [Q + 2KV]     null without attention_bias
+  const __nv_bfloat16* q_norm = nullptr;      // [D]           null without qk_norm
+  const __nv_bfloat16* k_norm = nullptr;      // [D]
+  const __nv_bfloat16* wo = nullptr;          // [H, Q]
+  const __nv_bfloat16* post_norm = nullptr;   // [H]
+  const __nv_bfloat16* w_gate_up = nullptr;   // [2I, H]  gate_proj rows, then up_proj rows
+  const __nv_bfloat16* w_down = nullptr;      // [H, I]
+};
+
+// Immutable once uploaded: any thread may read it; the pointers live as long as `arena`.
+struct CudaWeights {
+  std::unique_ptr<Arena> arena;          // everything below, cuBLASLt's workspace first
+  void* gemm_workspace = nullptr;        // [gemm_workspace_bytes], 256-byte aligned (arena start)
+  const __nv_bfloat16* embed = nullptr;  // [V, H]
+  std::vector<LayerWeights> layers;      // [L]
+  const __nv_bfloat16* final_norm = nullptr;  // [H]
+  // [1 or 2, H] the classifier's row, or lm_head[yes], lm_head[no]
+  const __nv_bfloat16* head_rows = nullptr;
+  const float* inv_freq = nullptr;  // [D / 2] fp32
+};
+
+// Binds the checkpoint's tensors, converts them to bf16 and copies them to the current device
+// (synchronously), with `gemm_workspace_bytes` of workspace reserved in front.
+absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config,
+                                          const engine::HeadSpec& head,
+                                          const model::SafetensorsModel& st,
+                                          size_t gemm_workspace_bytes);
+
+}  // namespace rankd::cuda
+
+#endif  // RANKD_BACKEND_CUDA_CUDA_WEIGHTS_H_

@@ -1,0 +1,114 @@
+// Host-side planning of the CUDA backend's passes: the row buckets a pass is padded to, and the
+// host arrays a pass uploads (packed tokens, RoPE positions, segment starts, the items' last rows,
+// the attention work list), for both strategies and for several requests in one pass. Plain C++
+// without CUDA: it needs no device, so its tests run anywhere.
+#ifndef RANKD_BACKEND_CUDA_PASS_PLAN_H_
+#define RANKD_BACKEND_CUDA_PASS_PLAN_H_
+
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "kernels/attention_tiles.h"
+
+namespace rankd::cuda {
+
+// How the backend runs a request (BackendOptions::strategy): "ibpc" encodes the prefix once and
+// keeps its K/V; "multi-item" packs the prefix in front of its items in every score pass.
+enum class Strategy { kIbpc, kMultiItem };
+
+// Rows a pass is padded to: 64 at least, then multiples of max(64, 2^floor(log2 n) / 16), so that
+// padding costs at most 1/16 of the work and a shape repeats often enough for its graph to pay.
+int Bucket(int n);
+
+// The shape of a pass: what a captured graph is keyed by. Every pass of one shape launches the
+// same kernels with the same arguments; what differs lives in the uploaded metadata.
+enum class PassKind { kEncode, kScore };
+struct PassShape {
+  PassKind kind = PassKind::kScore;
+  int rows = 0;   // Tb: padded row count
+  int items = 0;  // Nb: padded item slots
+  bool operator<(const PassShape& o) const {
+    return std::tie(kind, rows, items) < std::tie(o.kind, o.rows, o.items);
+  }
+};
+
+// A pass's useful work, for the profile's two numbers only.
+struct PassWork {
+  double rows = 0;      // live rows
+  double items = 0;     // N
+  double attended = 0;  // sum over query rows (token x query head) of the keys each attends to
+  double ctx_rows = 0;  // context rows read (prefix caches)
+};
+
+// The attention tiles a pass of `rows` rows and `items` item slots may need, counting 2 items + 1
+// runs (multi-item: a prefix run and an item run per request).
+int MaxPassTiles(int rows, int items, int gqa_group);
+
+// The host arrays of a pass of shape (Tb rows, Nb items), as the backend carves them from its
+// pinned staging block. The planner writes every row of tokens, positions and seg_start, and only
+// the live entries of last_rows and tiles (the kernels read the live counts).
+struct PassArrays {
+  absl::Span<int32_t> tokens;     // [Tb] vocab id, or -(r + 1) for embedding row r; 0: padding
+  absl::Span<int32_t> positions;  // [Tb] RoPE positions; 0: padding
+  absl::Span<int32_t> seg_start;  // [Tb] first row of each row's segment
+  absl::Span<int32_t> last_rows;  // [Nb] row of each item's last token (score passes)
+  absl::Span<kernels::AttentionTile> tiles;  // [MaxPassTiles(Tb, Nb, G)] work list
+};
+
+// One request of a score pass.
+struct PlanGroup {
+  absl::Span<const int32_t> prefix_ids;  // [P]; IBPC reads only P (the K/V is cached)
+  // The items' tokens as engine::ItemBatch holds them: a vocab id, or -(r + 1) for row r of the
+  // request's own embedding rows.
+  absl::Span<const int32_t> tokens;
+  absl::Span<const int32_t> offsets;  // [n + 1]: item i is tokens[offsets[i], offsets[i + 1])
+  int embedding_rows = 0;             // rows of the request's embedding table
+};
+
+// A request with items, as placed in a score pass. Its index among them is its entry of the
+// attention context table.
+struct PlacedGroup {
+  int group = 0;          // its index in the groups planned
+  int first_row = 0;      // its first row (multi-item: its prefix's, which its items attend to)
+  int embedding_row = 0;  // where its embedding rows start in the pass's table
+};
+
+// The sizes of a score pass, 64-bit so that an oversized batch is caught before narrowing.
+struct ScoreSize {
+  int64_t rows = 0;            // T: live rows
+  int64_t items = 0;           // N
+  int64_t embedding_rows = 0;  // R
+};
+
+// What a pass is made of besides its arrays. The backend keeps one and reuses it pass after pass.
+struct PassPlan {
+  int rows = 0;   // T: live rows
+  int items = 0;  // N
+  int tiles = 0;  // attention tiles written to PassArrays::tiles
+  PassWork work;
+  std::vector<PlacedGroup> groups;          // score passes: the requests with items, in order
+  std::vector<kernels::AttentionRun> runs;  // the runs the tiles are made of (host only)
+};
+
+// The rows, items and embedding rows of a score pass over `groups` (requests without items take
+// no rows).
+ScoreSize MeasureScorePass(absl::Span<const PlanGroup> groups, Strategy strategy);
+
+// A prefix encode pass (IBPC): one run, one segment, the prefix's ids at positions 0..P-1, no
+// context. gqa_group: G = Nq / Nkv.
+void PlanEncodePass(absl::Span<const int32_t> ids, int gqa_group, const PassArrays& out,
+                    PassPlan* plan);
+
+// A score pass of every request's items (multi-item: each behind its prefix's rows). Rows of
+// request g: [prefix_g (multi-item)] [item 0] [item 1] ...; an item's positions continue from P,
+// its tokens' embedding rows are renumbered into the pass's table, and its run's context is its
+// own request's prefix (the cached K/V, or the prefix rows). `out` must fit
+// MeasureScorePass(groups).
+void PlanScorePass(absl::Span<const PlanGroup> groups, Strategy strategy, int gqa_group,
+                   const PassArrays& out, PassPlan* plan);
+
+}  // namespace rankd::cuda
+
+#endif  // RANKD_BACKEND_CUDA_PASS_PLAN_H_
