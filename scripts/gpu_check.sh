@@ -11,6 +11,10 @@
 #   variants   A/B of backend switches: the standard workload (Ni=50, both strategies, graphs on)
 #              once per entry of $VARIANTS ('|'-separated env assignments, '-' for none; default
 #              "-"), each run twice, interleaved, so that clock drift shows as spread
+#   ab         A/B of two builds: the standard workload (Ni=50 both strategies, Ni=250 multi-item,
+#              graphs on) through this bundle's rankd-bench and through $BUNDLE_B's (another
+#              bundle or its archive, e.g. the commit before a change), 3 rounds interleaved
+#   kernels    `rankd-bench kernels` (each kernel alone on the workload's shapes), JSON in $OUT
 #   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
@@ -30,11 +34,14 @@ SUMMARY=$OUT/summary.txt
 phases=("$@")
 [[ ${#phases[@]} == 0 ]] && phases=(tests score serve bench memcheck racecheck)
 
-if [[ ! -d $BUNDLE/bin && -f $BUNDLE/rankd-bundle.tar.xz ]]; then
-  tar -C "$BUNDLE" -xJf "$BUNDLE/rankd-bundle.tar.xz" 2>/dev/null ||
+# unpack_bundle DIR: DIR/bin from DIR/rankd-bundle.tar.xz if only the archive is there.
+unpack_bundle() {
+  [[ -d $1/bin || ! -f $1/rankd-bundle.tar.xz ]] && return 0
+  tar -C "$1" -xJf "$1/rankd-bundle.tar.xz" 2>/dev/null ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-      "$BUNDLE/rankd-bundle.tar.xz" "$BUNDLE" || { echo "cannot unpack the bundle" >&2; exit 1; }
-fi
+      "$1/rankd-bundle.tar.xz" "$1" || { echo "cannot unpack the bundle $1" >&2; exit 1; }
+}
+unpack_bundle "$BUNDLE"
 BUNDLE=$(realpath "$BUNDLE")
 export LD_LIBRARY_PATH=$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export RANKD_TEST_DATA_DIR=$PWD/tests/data
@@ -202,6 +209,31 @@ PY
           done
         done
       done
+      ;;
+    ab)
+      make_model
+      [[ -n ${BUNDLE_B:-} ]] || { say "ab: set BUNDLE_B to the other build's bundle"; exit 2; }
+      unpack_bundle "$BUNDLE_B"
+      BIN_B=$(realpath "$BUNDLE_B")/bin
+      for round in 1 2 3; do
+        for side in A B; do
+          bin=$BIN
+          [[ $side == B ]] && bin=$BIN_B
+          for args in "--strategy multi-item --ni 50" "--strategy ibpc --ni 50" \
+              "--strategy multi-item --ni 250"; do
+            # Both builds load their libraries from their own bundle.
+            run "ab $side [$args] round $round" "$OUT/ab.log" 300 \
+              env LD_LIBRARY_PATH="$(dirname "$bin")/lib:/usr/local/cuda/lib64" "$bin/rankd-bench" \
+              engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --iters 30 --graphs $args &&
+              grep -A1 '^backend' "$OUT/ab.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
+          done
+        done
+      done
+      ;;
+    kernels)
+      run "rankd-bench kernels" "$OUT/kernels.log" 300 "$BIN/rankd-bench" kernels \
+        --json "$OUT/kernels.json"
+      cat "$OUT/kernels.log" >>"$SUMMARY"
       ;;
     profile)
       make_model
