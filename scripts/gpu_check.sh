@@ -13,7 +13,7 @@
 #              "-"), each run twice, interleaved, so that clock drift shows as spread
 #   ab         A/B of two builds: the standard workload (Ni=50 both strategies, Ni=250 multi-item,
 #              graphs on) through this bundle's rankd-bench and through $BUNDLE_B's (another
-#              bundle or its archive, e.g. the commit before a change), 3 rounds interleaved
+#              bundle or its archive, e.g. the commit before a change), $AB_ROUNDS (3) rounds interleaved
 #   kernels    `rankd-bench kernels` (each kernel alone on the workload's shapes), JSON in $OUT
 #   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
@@ -215,7 +215,7 @@ PY
       [[ -n ${BUNDLE_B:-} ]] || { say "ab: set BUNDLE_B to the other build's bundle"; exit 2; }
       unpack_bundle "$BUNDLE_B"
       BIN_B=$(realpath "$BUNDLE_B")/bin
-      for round in 1 2 3; do
+      for round in $(seq "${AB_ROUNDS:-3}"); do
         for side in A B; do
           bin=$BIN
           [[ $side == B ]] && bin=$BIN_B
