@@ -216,7 +216,10 @@ PY
       unpack_bundle "$BUNDLE_B"
       BIN_B=$(realpath "$BUNDLE_B")/bin
       for round in $(seq "${AB_ROUNDS:-3}"); do
-        for side in A B; do
+        # Odd rounds run A first, even rounds B first: an order effect cancels out.
+        sides="A B"
+        ((round % 2 == 0)) && sides="B A"
+        for side in $sides; do
           bin=$BIN
           [[ $side == B ]] && bin=$BIN_B
           for args in "--strategy multi-item --ni 50" "--strategy ibpc --ni 50" \
@@ -229,6 +232,16 @@ PY
           done
         done
       done
+      # Where each build's time goes (eager, per stage): tells GPU work from host overhead.
+      for side in A B; do
+        bin=$BIN
+        [[ $side == B ]] && bin=$BIN_B
+        run "ab profile $side multi-item ni=50" "$OUT/ab_profile.log" 300 \
+          env RANKD_CUDA_PROFILE=1 LD_LIBRARY_PATH="$(dirname "$bin")/lib:/usr/local/cuda/lib64" \
+          "$bin/rankd-bench" engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 \
+          --iters 10 --strategy multi-item --ni 50
+      done
+      grep -v '^=====' "$OUT/ab_profile.log" >>"$SUMMARY"
       ;;
     kernels)
       run "rankd-bench kernels" "$OUT/kernels.log" 300 "$BIN/rankd-bench" kernels \

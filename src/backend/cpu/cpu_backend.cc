@@ -1,3 +1,4 @@
+#include "rankd/model/rope.h"
 #include "rankd/backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -106,7 +107,7 @@ class CpuBackend final : public engine::Backend {
       row(head_.yes_id);
       row(head_.no_id);
     }
-    inv_freq_ = RopeInverseFrequencies(config_.rope, config_.head_dim);
+    inv_freq_ = model::RopeInverseFrequencies(config_.rope, config_.head_dim);
     return absl::OkStatus();
   }
 

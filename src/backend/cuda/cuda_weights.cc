@@ -1,3 +1,4 @@
+#include "rankd/model/rope.h"
 #include "rankd/backend/cuda/cuda_weights.h"
 
 #include <cuda_runtime.h>
@@ -5,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "rankd/backend/cpu/ops.h"
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/common/status.h"
 #include "rankd/model/weights.h"
@@ -92,7 +92,7 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     uploads.push_back({&d.w_gate_up, {Whole(s.gate_proj), Whole(s.up_proj)}});
     uploads.push_back({&d.w_down, {Whole(s.down_proj)}});
   }
-  const std::vector<float> inv_freq = cpu::RopeInverseFrequencies(config.rope, config.head_dim);
+  const std::vector<float> inv_freq = model::RopeInverseFrequencies(config.rope, config.head_dim);
 
   // Lay out the arena: measure, allocate, carve again for real.
   auto carve = [&](Carver& c) {

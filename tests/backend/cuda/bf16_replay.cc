@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "rankd/model/rope.h"
 #include "rankd/backend/cpu/ops.h"
 #include "rankd/engine/backend.h"
 #include "rankd/engine/engine.h"
@@ -63,7 +64,7 @@ double Score(const model::ModelConfig& c, const model::ModelTensors& t,
             Nkv = c.num_kv_heads, Q = c.q_width(), KV = c.kv_width(), I = c.intermediate_size;
   const float eps = c.rms_norm_eps;
   const std::vector<float> embed = Load(t.embed, r.weights);
-  const std::vector<float> inv_freq = cpu::RopeInverseFrequencies(c.rope, D);
+  const std::vector<float> inv_freq = model::RopeInverseFrequencies(c.rope, D);
   std::vector<float> x(static_cast<size_t>(T) * H);
   cpu::EmbeddingGather(ids.data(), T, embed.data(), nullptr, H, x.data());
   std::vector<int32_t> pos(T);

@@ -18,6 +18,7 @@
 #include "kernels/rms_norm.cuh"
 #include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
+#include "rankd/model/rope.h"
 #include "rankd/backend/cpu/ops.h"
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
@@ -149,7 +150,7 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
     rope.theta = 500000.0;
     rope.factor = 8.0;
     rope.original_max_position_embeddings = 64;
-    const std::vector<float> inv_freq = cpu::RopeInverseFrequencies(rope, c.D);
+    const std::vector<float> inv_freq = model::RopeInverseFrequencies(rope, c.D);
     const std::vector<float> qkv = rng_.Bf16Values(static_cast<size_t>(c.T) * W, 2.0f);
     const std::vector<float> bias = rng_.Bf16Values(W, 0.5f);
     const std::vector<float> q_norm = rng_.Bf16Values(c.D, 1.5f);
@@ -391,7 +392,7 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
     std::vector<int32_t> positions(T);
     for (int32_t& pos : positions) pos = rng.Int(0, 5000);
     DeviceArray<int32_t> d_pos(positions), d_live(std::vector<int32_t>{T});
-    DeviceArray<float> d_inv(cpu::RopeInverseFrequencies(model::RopeConfig{}, c.D));
+    DeviceArray<float> d_inv(model::RopeInverseFrequencies(model::RopeConfig{}, c.D));
     RANKD_EXPECT_CUDA_OK(
         kernels::LaunchRopeRotations(d_pos.get(), d_inv.get(), T, c.D / 2, d_rot.get(), nullptr));
     kernels::QkvRopeParams r;

@@ -24,8 +24,6 @@ void AddInPlace(float* x, const float* y, int64_t n);
 // out[n] = silu(gate[n]) * up[n]; silu(g) = g / (1 + exp(-g)).
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 
-// RoPE inverse frequencies [D/2] for `rope` (default, linear, llama3), as HF computes them.
-std::vector<float> RopeInverseFrequencies(const model::RopeConfig& rope, int head_dim);
 
 // Rotates x [T, n_heads, D] in place, HF "rotate_half" layout: element i pairs with i + D/2,
 // angle = positions[t] * inv_freq[i].
