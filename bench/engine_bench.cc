@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "percentile.h"
+#include "rankd/backend/registry.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
@@ -74,22 +75,22 @@ void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o) {
   flags.Double("peak-tflops", &o->peak_tflops, "bf16 peak of the device, for the fraction");
 }
 
-absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBenchOptions& o) {
+absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBenchBackend(const EngineBenchOptions& o) {
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromHfDir(o.model_dir));
   std::string head_spec = o.head_spec;
   if (head_spec.empty()) {
     head_spec = config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
                                                                              : "yes_no:4,5";
   }
-  RANKD_ASSIGN_OR_RETURN(engine::HeadSpec head, engine::ParseHeadSpec(head_spec, config, nullptr));
-  engine::BackendOptions bo;
+  RANKD_ASSIGN_OR_RETURN(backend::HeadSpec head, engine::ParseHeadSpec(head_spec, config, nullptr));
+  backend::BackendOptions bo;
   bo.kind = o.backend;
   bo.threads = o.threads;
   bo.device = o.device;
   bo.strategy = o.strategy;
   bo.cuda_graphs = o.graphs;
   bo.max_batch_tokens = o.max_batch_tokens;
-  return engine::CreateBackend(bo, o.model_dir, head);
+  return backend::CreateBackend(bo, o.model_dir, head);
 }
 
 absl::Status CheckEngineBenchOptions(const EngineBenchOptions& o) {
@@ -113,7 +114,8 @@ absl::Status CheckEngineBenchOptions(const EngineBenchOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const EngineBenchOptions& o) {
+absl::StatusOr<EngineBenchResult> RunEngine(backend::Backend& backend,
+                                            const EngineBenchOptions& o) {
   RANKD_RETURN_IF_ERROR(CheckEngineBenchOptions(o));
   const model::ModelConfig& config = backend.config();
   const bool embedding_items = o.items == "embedding";
@@ -123,7 +125,7 @@ absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const Engi
   std::normal_distribution<float> normal(0.0f, 1.0f);
   // Request r of a step: prefixes[r] (tq ids, BOS first), batches[r] (ni items), scores[r].
   std::vector<std::vector<int32_t>> prefixes(c, std::vector<int32_t>(o.tq));
-  std::vector<engine::ItemBatch> batches(c);
+  std::vector<backend::ItemBatch> batches(c);
   std::vector<std::vector<float>> scores(c, std::vector<float>(o.ni));
   auto make_requests = [&] {
     std::vector<int32_t> ids(o.ti);
@@ -148,8 +150,8 @@ absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const Engi
   for (int it = 0; it < o.warmup + o.iters; ++it) {
     make_requests();  // not timed
     const Clock::time_point t0 = Clock::now();
-    std::vector<std::shared_ptr<const engine::PrefixState>> states(c);
-    std::vector<engine::Backend::ScoreGroup> groups(c);
+    std::vector<std::shared_ptr<const backend::PrefixState>> states(c);
+    std::vector<backend::Backend::ScoreGroup> groups(c);
     for (int r = 0; r < c; ++r) {
       RANKD_ASSIGN_OR_RETURN(states[r], backend.EncodePrefix(prefixes[r]));
       groups[r] = {states[r].get(), &batches[r], absl::MakeSpan(scores[r])};
@@ -227,7 +229,7 @@ int RunEngineBench(int argc, char** argv, int first) {
     return 2;
   }
   (void)SetUpLogging("warn", LogFormat::kText, "rankd-bench");
-  absl::StatusOr<std::unique_ptr<engine::Backend>> backend = MakeBenchBackend(o);
+  absl::StatusOr<std::unique_ptr<backend::Backend>> backend = MakeBenchBackend(o);
   if (!backend.ok()) {
     std::fprintf(stderr, "engine: %s\n", std::string(backend.status().message()).c_str());
     return absl::IsInvalidArgument(backend.status()) ? 2 : 1;

@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "rankd/backend/backend.h"
 #include "rankd/cli/flag_set.h"
-#include "rankd/engine/backend.h"
 #include "rankd/model/config.h"
 
 namespace rankd::bench {
@@ -44,7 +44,7 @@ struct EngineBenchResult {
 // place. Defaults shown in --help are `o`'s values at the call.
 void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o);
 
-absl::StatusOr<std::unique_ptr<engine::Backend>> MakeBenchBackend(const EngineBenchOptions& o);
+absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBenchBackend(const EngineBenchOptions& o);
 
 // InvalidArgument naming the flag and its limit when the workload shape cannot run (tq, ti, ni,
 // iters, concurrency below 1, warmup below 0, items not ids or embedding). RunEngine checks this
@@ -54,7 +54,7 @@ absl::Status CheckEngineBenchOptions(const EngineBenchOptions& o);
 // Runs warmup + iters steps on `backend`: each step makes `concurrency` fresh requests (not
 // timed), then encodes their prefixes and scores all their items through ScoreGroupsInPasses.
 // Options that fail CheckEngineBenchOptions give its InvalidArgument, before any step.
-absl::StatusOr<EngineBenchResult> RunEngine(engine::Backend& backend, const EngineBenchOptions& o);
+absl::StatusOr<EngineBenchResult> RunEngine(backend::Backend& backend, const EngineBenchOptions& o);
 
 // Prints the table header and one row.
 void PrintEngineHeader();

@@ -102,7 +102,7 @@ int RunSweep(int argc, char** argv, int first) {
                             "requests_per_s", "p50_ms", "p90_ms", "p99_ms", "requests_failed"});
   std::map<int, Series> items_vs_ni, p99_vs_ni;  // by engine concurrency
   if (!e.model_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<engine::Backend>> backend = MakeBenchBackend(e);
+    absl::StatusOr<std::unique_ptr<backend::Backend>> backend = MakeBenchBackend(e);
     if (!backend.ok()) {
       std::fprintf(stderr, "sweep: %s\n", std::string(backend.status().message()).c_str());
       return 1;

@@ -81,23 +81,24 @@ absl::StatusOr<ModelSettings> ModelSettings::FromModelDir(const std::string& mod
   return s;
 }
 
-absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::ModelConfig& config,
-                                       const tokenizer::Tokenizer* tok) {
-  HeadSpec head;
+absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
+                                                const model::ModelConfig& config,
+                                                const tokenizer::Tokenizer* tok) {
+  backend::HeadSpec head;
   absl::string_view rest = spec;
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
         "head '", spec, "': ", why, " (expected classifier[:INDEX] or yes_no:YES,NO)"));
   };
   if (absl::ConsumePrefix(&rest, "classifier")) {
-    head.type = HeadSpec::Type::kClassifier;
+    head.type = backend::HeadSpec::Type::kClassifier;
     if (absl::ConsumePrefix(&rest, ":")) {
       if (!absl::SimpleAtoi(rest, &head.index)) return bad("INDEX is not an integer");
     } else if (!rest.empty()) {
       return bad("unknown head type");
     }
   } else if (absl::ConsumePrefix(&rest, "yes_no:")) {
-    head.type = HeadSpec::Type::kYesNo;
+    head.type = backend::HeadSpec::Type::kYesNo;
     std::vector<std::string> parts = absl::StrSplit(rest, absl::MaxSplits(',', 1));
     if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) return bad("needs YES,NO");
     int32_t* ids[2] = {&head.yes_id, &head.no_id};
@@ -111,11 +112,12 @@ absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::Mode
   } else {
     return bad("unknown head type");
   }
-  RANKD_RETURN_IF_ERROR(ValidateHead(config, head));
+  RANKD_RETURN_IF_ERROR(backend::ValidateHead(config, head));
   return head;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
+    const EngineOptions& options, const backend::BackendFactory& create_backend) {
   std::unique_ptr<Engine> engine(new Engine());
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(options.model_dir));
   RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
@@ -135,8 +137,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   const std::string head_spec = s.head.value_or(
       config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
                                                                    : "yes_no:yes,no");
-  RANKD_ASSIGN_OR_RETURN(HeadSpec head, ParseHeadSpec(head_spec, config, engine->tokenizer_.get()));
-  RANKD_ASSIGN_OR_RETURN(engine->backend_, CreateBackend(options.backend, options.model_dir, head));
+  RANKD_ASSIGN_OR_RETURN(backend::HeadSpec head,
+                         ParseHeadSpec(head_spec, config, engine->tokenizer_.get()));
+  RANKD_ASSIGN_OR_RETURN(engine->backend_,
+                         create_backend(options.backend, options.model_dir, head));
   engine->tokenizer_threads_ = std::max(1, options.tokenizer_threads);
   engine->max_batch_tokens_ = std::max(1, options.backend.max_batch_tokens);
   engine->prefix_cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
@@ -148,7 +152,7 @@ absl::StatusOr<std::vector<int32_t>> Engine::EncodeQuery(absl::string_view query
                             /*add_special_tokens=*/true);
 }
 
-absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) const {
+absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) const {
   const model::ModelConfig& c = config();
   std::vector<std::string> texts;
   std::vector<size_t> text_index;  // texts[j] belongs to items[text_index[j]]
@@ -160,7 +164,7 @@ absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) co
   }
   RANKD_ASSIGN_OR_RETURN(auto encoded, tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false,
                                                                tokenizer_threads_));
-  ItemBatch batch;
+  backend::ItemBatch batch;
   size_t next_text = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
@@ -200,8 +204,8 @@ absl::StatusOr<ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) co
 namespace {
 
 // Items [begin, end) of `all` as their own batch (embedding rows renumbered).
-ItemBatch Slice(const ItemBatch& all, int begin, int end, int hidden) {
-  ItemBatch out;
+backend::ItemBatch Slice(const backend::ItemBatch& all, int begin, int end, int hidden) {
+  backend::ItemBatch out;
   for (int i = begin; i < end; ++i) {
     const int32_t* b = all.tokens.data() + all.offsets[i];
     const int32_t* e = all.tokens.data() + all.offsets[i + 1];
@@ -219,12 +223,13 @@ ItemBatch Slice(const ItemBatch& all, int begin, int end, int hidden) {
 
 }  // namespace
 
-absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::ScoreGroup> groups,
+absl::Status ScoreGroupsInPasses(backend::Backend& backend,
+                                 absl::Span<const backend::Backend::ScoreGroup> groups,
                                  int max_batch_tokens,
                                  const std::function<void(const PassInfo&)>& after_pass) {
   const int hidden = backend.config().hidden_size;
-  std::vector<Backend::ScoreGroup> pass;
-  std::deque<ItemBatch> slices;  // the parts of split groups in `pass` (stable addresses)
+  std::vector<backend::Backend::ScoreGroup> pass;
+  std::deque<backend::ItemBatch> slices;  // the parts of split groups in `pass` (stable addresses)
   int pass_tokens = 0;
   // Scores the pending pass; `groups_done` leading groups are complete after it.
   auto flush = [&](size_t groups_done) -> absl::Status {
@@ -233,7 +238,7 @@ absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::Sco
     PassInfo info;
     info.groups_done = groups_done;
     info.groups = static_cast<int>(pass.size());
-    for (const Backend::ScoreGroup& g : pass) info.items += g.items->num_items();
+    for (const backend::Backend::ScoreGroup& g : pass) info.items += g.items->num_items();
     info.tokens = pass_tokens;
     pass.clear();
     slices.clear();
@@ -242,8 +247,8 @@ absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::Sco
     return absl::OkStatus();
   };
   for (size_t g = 0; g < groups.size(); ++g) {
-    const Backend::ScoreGroup& group = groups[g];
-    const ItemBatch& all = *group.items;
+    const backend::Backend::ScoreGroup& group = groups[g];
+    const backend::ItemBatch& all = *group.items;
     const int n = all.num_items();
     for (int begin = 0; begin < n;) {
       // Items [begin, end) fill the rest of this pass.
@@ -306,7 +311,7 @@ void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneF
     p->index = i;
     ready.push_back(*std::move(p));
   }
-  std::vector<Backend::ScoreGroup> groups;
+  std::vector<backend::Backend::ScoreGroup> groups;
   groups.reserve(ready.size());
   for (Prepared& p : ready) {
     groups.push_back({p.prefix.get(), &p.items, absl::MakeSpan(p.result.scores)});

@@ -2,7 +2,7 @@
 
 namespace rankd::engine {
 
-std::shared_ptr<const PrefixState> PrefixCache::Get(absl::Span<const int32_t> ids) {
+std::shared_ptr<const backend::PrefixState> PrefixCache::Get(absl::Span<const int32_t> ids) {
   std::lock_guard<std::mutex> lock(mu_);
   if (capacity_ == 0) return nullptr;
   auto it = index_.find(Key(ids.begin(), ids.end()));
@@ -15,7 +15,8 @@ std::shared_ptr<const PrefixState> PrefixCache::Get(absl::Span<const int32_t> id
   return it->second->second;
 }
 
-void PrefixCache::Put(absl::Span<const int32_t> ids, std::shared_ptr<const PrefixState> state) {
+void PrefixCache::Put(absl::Span<const int32_t> ids,
+                      std::shared_ptr<const backend::PrefixState> state) {
   std::lock_guard<std::mutex> lock(mu_);
   if (capacity_ == 0 || state == nullptr || state->bytes() > capacity_) return;
   Key key(ids.begin(), ids.end());

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "engine_flags.h"
 #include "nlohmann/json.hpp"
+#include "rankd/backend/registry.h"
 #include "rankd/cli/request_line.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
@@ -153,7 +154,7 @@ int RunScoreCommand(int argc, char** argv, int first) {
                                            options.backend.max_batch_tokens, ")"));
     return 2;
   }
-  auto engine = engine::Engine::Create(options);
+  auto engine = engine::Engine::Create(options, backend::CreateBackend);
   if (!engine.ok()) {
     spdlog::error("cannot load model: {}", engine.status().message());
     return 1;

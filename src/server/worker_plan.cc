@@ -76,7 +76,7 @@ std::vector<std::string> WorkerCommandLine(const std::string& config_file, const
 
 std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& parent,
                                            const ServeConfig& config, const WorkerSpec& spec) {
-  const engine::BackendOptions& backend = config.model.engine.backend;
+  const backend::BackendOptions& backend = config.model.engine.backend;
   const bool fixed_threads = backend.kind == "cpu" && backend.threads > 0;
   std::vector<std::string> env;
   for (const std::string& entry : parent) {

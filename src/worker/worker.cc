@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "rankd/backend/registry.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
@@ -93,7 +94,7 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
     }
   }
   // Tokenize once to check the limits, then hand the engine the ids.
-  absl::StatusOr<engine::ItemBatch> batch = engine.EncodeItems(items);
+  absl::StatusOr<backend::ItemBatch> batch = engine.EncodeItems(items);
   if (!batch.ok()) return ShiftItemIndex(batch.status(), begin);
   if (batch->num_tokens() > limits.max_request_tokens) {
     return Invalid("items", absl::StrCat(batch->num_tokens(), " tokens exceeds max_request_tokens=",
@@ -348,8 +349,9 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
 
 absl::Status RunWorker(const WorkerOptions& options) {
   const Clock::time_point start = Clock::now();
-  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine,
-                         engine::Engine::Create(WorkerEngineOptions(options.config)));
+  RANKD_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::Engine> engine,
+      engine::Engine::Create(WorkerEngineOptions(options.config), backend::CreateBackend));
   {
     // Warm-up: the first call pays for lazy initialization (thread pools, allocations).
     engine::ScoreRequest warm;

@@ -46,10 +46,10 @@ class EngineBenchTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete backend_; }
 
-  static engine::Backend* backend_;
+  static backend::Backend* backend_;
 };
 
-engine::Backend* EngineBenchTest::backend_ = nullptr;
+backend::Backend* EngineBenchTest::backend_ = nullptr;
 
 TEST_F(EngineBenchTest, SmallRunGivesFiniteNumbers) {
   for (const char* items : {"ids", "embedding"}) {

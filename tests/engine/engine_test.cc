@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "rankd/backend/registry.h"
 #include "tests/common/golden.h"
 
 namespace rankd::engine {
@@ -20,7 +21,7 @@ std::unique_ptr<Engine> Make(const std::string& model, ModelSettings settings = 
   o.model_dir = ModelDir(model);
   o.settings = std::move(settings);
   o.backend.threads = 1;
-  auto e = Engine::Create(o);
+  auto e = Engine::Create(o, backend::CreateBackend);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *std::move(e) : nullptr;
 }
@@ -37,7 +38,7 @@ TEST(HeadSpecTest, ParsesAndValidates) {
   ASSERT_TRUE(cls.ok() && lm.ok());
   EXPECT_EQ(ParseHeadSpec("classifier", *cls, nullptr)->ToString(), "classifier:0");
   EXPECT_EQ(ParseHeadSpec("yes_no:10,11", *lm, nullptr)->ToString(), "yes_no:10,11");
-  const auto expect_error = [](absl::StatusOr<HeadSpec> r, const std::string& needle) {
+  const auto expect_error = [](absl::StatusOr<backend::HeadSpec> r, const std::string& needle) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
@@ -63,7 +64,7 @@ TEST(ModelSettingsTest, RankdYamlBesideTheWeightsAndOverrides) {
                                        "item_template: \"Doc: {item}\"\n";
   EngineOptions o;
   o.model_dir = dir.string();
-  auto e = Engine::Create(o);
+  auto e = Engine::Create(o, backend::CreateBackend);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ((*e)->query_template(), "Query: {query}");
   EXPECT_EQ((*e)->item_template(), "Doc: {item}");
@@ -72,12 +73,12 @@ TEST(ModelSettingsTest, RankdYamlBesideTheWeightsAndOverrides) {
   EXPECT_EQ(*(*e)->EncodeQuery("a job"), *direct);
 
   o.settings.item_template = "{item}";  // a flag overrides the file
-  auto e2 = Engine::Create(o);
+  auto e2 = Engine::Create(o, backend::CreateBackend);
   ASSERT_TRUE(e2.ok());
   EXPECT_EQ((*e2)->item_template(), "{item}");
 
   std::ofstream(dir / "rankd.yaml") << "query_templat: x\n";
-  auto bad = Engine::Create(EngineOptions{.model_dir = dir.string()});
+  auto bad = Engine::Create(EngineOptions{.model_dir = dir.string()}, backend::CreateBackend);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown key 'query_templat'"), std::string::npos);
   fs::remove_all(dir);
@@ -87,7 +88,7 @@ TEST(EngineTest, TemplatesMustHavePlaceholders) {
   EngineOptions o;
   o.model_dir = ModelDir("llama-cls");
   o.settings.query_template = "no placeholder";
-  auto e = Engine::Create(o);
+  auto e = Engine::Create(o, backend::CreateBackend);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("{query}"), std::string::npos);
 }

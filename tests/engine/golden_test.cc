@@ -1,9 +1,11 @@
 // Every golden case of every model in tests/data/models, through the Engine on the CPU backend:
 // token ids equal HF's exactly, scores within 1e-4 * max(1, |ref|) (tests/data/README.md).
+#include "tests/common/golden.h"
+
 #include <gtest/gtest.h>
 
+#include "rankd/backend/registry.h"
 #include "rankd/engine/engine.h"
-#include "tests/common/golden.h"
 
 namespace rankd::engine {
 namespace {
@@ -20,7 +22,7 @@ std::unique_ptr<Engine> MakeEngine(const Golden& g, int max_batch_tokens = 8192)
   if (g.item_template) o.settings.item_template = *g.item_template;
   o.backend.threads = 2;
   o.backend.max_batch_tokens = max_batch_tokens;
-  auto engine = Engine::Create(o);
+  auto engine = Engine::Create(o, backend::CreateBackend);
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? *std::move(engine) : nullptr;
 }

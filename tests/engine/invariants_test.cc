@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <random>
 
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
+#include "rankd/backend/registry.h"
 #include "rankd/model/safetensors.h"
 #include "tests/common/golden.h"
 
@@ -17,21 +18,21 @@ void ExpectClose(float a, float b, const std::string& what) {
 }
 
 struct Fixture {
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<backend::Backend> backend;
   std::mt19937 rng{1234};
 
   explicit Fixture(const std::string& model, const std::string& head) {
     auto config = model::ModelConfig::FromHfDir(rankd::testing::ModelDir(model));
     EXPECT_TRUE(config.ok());
-    HeadSpec h;
+    backend::HeadSpec h;
     if (head.rfind("yes_no", 0) == 0) {
-      h.type = HeadSpec::Type::kYesNo;
+      h.type = backend::HeadSpec::Type::kYesNo;
       h.yes_id = 4;
       h.no_id = 5;
     }
-    BackendOptions o;
+    backend::BackendOptions o;
     o.threads = 2;
-    auto b = CreateBackend(o, rankd::testing::ModelDir(model), h);
+    auto b = backend::CreateBackend(o, rankd::testing::ModelDir(model), h);
     EXPECT_TRUE(b.ok()) << b.status();
     backend = *std::move(b);
   }
@@ -47,7 +48,7 @@ struct Fixture {
                            const std::vector<std::vector<int32_t>>& items) {
     auto p = backend->EncodePrefix(prefix);
     EXPECT_TRUE(p.ok()) << p.status();
-    ItemBatch batch;
+    backend::ItemBatch batch;
     for (const auto& it : items) batch.AddIds(it);
     std::vector<float> scores(items.size());
     auto s = backend->ScoreItems(**p, batch, absl::MakeSpan(scores));
@@ -70,7 +71,8 @@ TEST_P(InvariantsTest, PrefixCachedEqualsFromScratch) {
     ExpectClose(cached, scratch, "cached vs from scratch");
     // Any split point gives the same score.
     const size_t cut = prefix.size() + item.size() / 2;
-    std::vector<int32_t> head(whole.begin(), whole.begin() + cut), tail(whole.begin() + cut, whole.end());
+    std::vector<int32_t> head(whole.begin(), whole.begin() + cut),
+        tail(whole.begin() + cut, whole.end());
     ExpectClose(f.Score(head, {tail})[0], scratch, "split at " + std::to_string(cut));
   }
 }
@@ -110,10 +112,11 @@ TEST_P(InvariantsTest, EmbeddingRowsEqualTheirTokenEmbeddings) {
   const auto prefix = f.RandomIds(6);
   const auto ids = f.RandomIds(5);
   std::vector<float> rows;
-  for (int32_t id : ids) rows.insert(rows.end(), table.begin() + id * H, table.begin() + (id + 1) * H);
+  for (int32_t id : ids)
+    rows.insert(rows.end(), table.begin() + id * H, table.begin() + (id + 1) * H);
   auto p = f.backend->EncodePrefix(prefix);
   ASSERT_TRUE(p.ok());
-  ItemBatch batch;
+  backend::ItemBatch batch;
   batch.AddIds(ids);
   batch.AddEmbeddings(rows, H);
   batch.AddIds(ids);
@@ -127,17 +130,17 @@ TEST_P(InvariantsTest, RejectsBadBatches) {
   Fixture f(GetParam().first, GetParam().second);
   auto p = f.backend->EncodePrefix(f.RandomIds(3));
   ASSERT_TRUE(p.ok());
-  ItemBatch batch;
+  backend::ItemBatch batch;
   batch.AddIds({static_cast<int32_t>(f.backend->config().vocab_size)});
   std::vector<float> s(1);
   EXPECT_EQ(f.backend->ScoreItems(**p, batch, absl::MakeSpan(s)).code(),
             absl::StatusCode::kInvalidArgument);
-  ItemBatch empty_item;
+  backend::ItemBatch empty_item;
   empty_item.AddIds({});
   EXPECT_EQ(f.backend->ScoreItems(**p, empty_item, absl::MakeSpan(s)).code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<float> wrong_size(2);
-  ItemBatch ok;
+  backend::ItemBatch ok;
   ok.AddIds({1, 2});
   EXPECT_EQ(f.backend->ScoreItems(**p, ok, absl::MakeSpan(wrong_size)).code(),
             absl::StatusCode::kInvalidArgument);

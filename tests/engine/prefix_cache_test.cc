@@ -5,7 +5,7 @@
 namespace rankd::engine {
 namespace {
 
-class FakePrefix : public PrefixState {
+class FakePrefix : public backend::PrefixState {
  public:
   explicit FakePrefix(size_t bytes) : bytes_(bytes) {}
   int num_tokens() const override { return 0; }
@@ -15,7 +15,9 @@ class FakePrefix : public PrefixState {
   size_t bytes_;
 };
 
-std::shared_ptr<const PrefixState> Make(size_t bytes) { return std::make_shared<FakePrefix>(bytes); }
+std::shared_ptr<const backend::PrefixState> Make(size_t bytes) {
+  return std::make_shared<FakePrefix>(bytes);
+}
 
 TEST(PrefixCacheTest, HitsMissesAndLruEviction) {
   PrefixCache cache(100);

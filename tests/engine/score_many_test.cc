@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "rankd/backend/registry.h"
 #include "rankd/engine/engine.h"
 #include "tests/common/golden.h"
 
@@ -12,17 +13,17 @@ namespace rankd::engine {
 namespace {
 
 // Forwards to a real backend and records the item tokens of every ScoreGroups call.
-class RecordingBackend : public Backend {
+class RecordingBackend : public backend::Backend {
  public:
-  explicit RecordingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  explicit RecordingBackend(std::unique_ptr<backend::Backend> inner) : inner_(std::move(inner)) {}
   absl::string_view name() const override { return inner_->name(); }
   const model::ModelConfig& config() const override { return inner_->config(); }
-  const HeadSpec& head() const override { return inner_->head(); }
-  absl::StatusOr<std::shared_ptr<const PrefixState>> EncodePrefix(
+  const backend::HeadSpec& head() const override { return inner_->head(); }
+  absl::StatusOr<std::shared_ptr<const backend::PrefixState>> EncodePrefix(
       absl::Span<const int32_t> ids) override {
     return inner_->EncodePrefix(ids);
   }
-  absl::Status ScoreItems(const PrefixState& prefix, const ItemBatch& items,
+  absl::Status ScoreItems(const backend::PrefixState& prefix, const backend::ItemBatch& items,
                           absl::Span<float> scores) override {
     return inner_->ScoreItems(prefix, items, scores);
   }
@@ -36,7 +37,7 @@ class RecordingBackend : public Backend {
   std::vector<int> pass_tokens, pass_groups;
 
  private:
-  std::unique_ptr<Backend> inner_;
+  std::unique_ptr<backend::Backend> inner_;
 };
 
 class ScoreManyTest : public ::testing::Test {
@@ -46,12 +47,12 @@ class ScoreManyTest : public ::testing::Test {
     o.model_dir = rankd::testing::ModelDir("llama-cls");
     o.backend.threads = 1;
     o.backend.max_batch_tokens = kBudget;
-    auto e = Engine::Create(o);
+    auto e = Engine::Create(o, backend::CreateBackend);
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = *std::move(e);
     auto head = ParseHeadSpec("classifier:0", engine_->config(), nullptr);
     ASSERT_TRUE(head.ok());
-    auto reference = CreateBackend(o.backend, o.model_dir, *head);
+    auto reference = backend::CreateBackend(o.backend, o.model_dir, *head);
     ASSERT_TRUE(reference.ok());
     reference_ = *std::move(reference);
     hidden_ = engine_->config().hidden_size;
@@ -126,7 +127,7 @@ class ScoreManyTest : public ::testing::Test {
 
   static constexpr int kBudget = 48;  // item tokens per pass: most requests span several
   std::unique_ptr<Engine> engine_;
-  std::unique_ptr<Backend> reference_;
+  std::unique_ptr<backend::Backend> reference_;
   std::mt19937 rng_{20261130};
   int hidden_ = 0, vocab_ = 0;
 };
@@ -165,12 +166,14 @@ TEST_F(ScoreManyTest, EachRequestGetsTheScoresItGetsAlone) {
 
 TEST_F(ScoreManyTest, PassesStayWithinTheTokenBudgetAndSplitGroups) {
   auto recording = std::make_unique<RecordingBackend>(
-      CreateBackend(BackendOptions{}, rankd::testing::ModelDir("llama-cls"), HeadSpec{}).value());
+      backend::CreateBackend(backend::BackendOptions{}, rankd::testing::ModelDir("llama-cls"),
+                             backend::HeadSpec{})
+          .value());
   RecordingBackend* rec = recording.get();
-  std::vector<std::shared_ptr<const PrefixState>> prefixes;
-  std::vector<ItemBatch> batches(4);
+  std::vector<std::shared_ptr<const backend::PrefixState>> prefixes;
+  std::vector<backend::ItemBatch> batches(4);
   std::vector<std::vector<float>> scores(4);
-  std::vector<Backend::ScoreGroup> groups;
+  std::vector<backend::Backend::ScoreGroup> groups;
   for (int g = 0; g < 4; ++g) {
     prefixes.push_back(*rec->EncodePrefix(RandomIds(3 + g)));
     for (int i = 0; i < 5; ++i) batches[g].AddIds(RandomIds(3 + (g + i) % 5));

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rankd/backend/registry.h"
 #include "rankd/common/status.h"
 #include "tests/common/golden.h"
 
@@ -21,7 +22,7 @@ class PrepareWorkItemTest : public ::testing::Test {
     engine::EngineOptions o;
     o.model_dir = golden_->model_dir;
     o.backend.threads = 1;
-    auto e = engine::Engine::Create(o);
+    auto e = engine::Engine::Create(o, backend::CreateBackend);
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = e->release();
   }

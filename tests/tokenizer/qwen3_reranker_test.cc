@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "rankd/backend/registry.h"
 #include "rankd/engine/engine.h"
 #include "tests/common/golden.h"
 
@@ -86,7 +87,7 @@ void ExpectGolden(const std::string& model_dir, const ModelSettings& settings) {
   o.model_dir = model_dir;
   o.settings = settings;
   o.backend.threads = 2;
-  auto engine = Engine::Create(o);
+  auto engine = Engine::Create(o, backend::CreateBackend);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_EQ((*engine)->head().ToString(), g.head);  // yes/no resolved through the tokenizer
   int scored = 0;
@@ -140,7 +141,7 @@ TEST(Qwen3RerankerEngineTest, InstructionChangesThePrefix) {
   EngineOptions o;
   o.model_dir = g.model_dir;
   o.settings = Preset(std::nullopt);
-  auto engine = Engine::Create(o);
+  auto engine = Engine::Create(o, backend::CreateBackend);
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto prefix = (*engine)->EncodeQuery(g.cases[0].query);
   ASSERT_TRUE(prefix.ok()) << prefix.status();

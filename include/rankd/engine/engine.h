@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
 #include "rankd/engine/options.h"
 #include "rankd/engine/prefix_cache.h"
 #include "rankd/model/config.h"
@@ -59,7 +59,6 @@ inline constexpr char kQwen3RerankerInstruction[] =
 // that `s` sets itself. Without a preset, `s` unchanged (an instruction without one is an error).
 absl::StatusOr<ModelSettings> ApplyPreset(const ModelSettings& s);
 
-
 // One forward pass of ScoreGroupsInPasses.
 struct PassInfo {
   size_t groups_done = 0;  // leading groups whose items are all scored after this pass
@@ -73,13 +72,15 @@ struct PassInfo {
 // first items in this pass, the others in the next); an item longer than the budget goes alone.
 // `after_pass`, if set, runs after each pass with what it held and how many leading groups have all
 // their items scored by then. The first failing pass ends it with that pass's error.
-absl::Status ScoreGroupsInPasses(Backend& backend, absl::Span<const Backend::ScoreGroup> groups,
+absl::Status ScoreGroupsInPasses(backend::Backend& backend,
+                                 absl::Span<const backend::Backend::ScoreGroup> groups,
                                  int max_batch_tokens,
                                  const std::function<void(const PassInfo&)>& after_pass = {});
 
 // Parses a head spec. YES/NO may be token ids or tokenizer pieces (resolved via `tok`).
-absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::ModelConfig& config,
-                                       const tokenizer::Tokenizer* tok);
+absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
+                                                const model::ModelConfig& config,
+                                                const tokenizer::Tokenizer* tok);
 
 // Threading contract: Engine has no lock of its own.
 //   - Score, ScoreMany and backend() (the mutable backend) are for one thread at a time: they
@@ -92,7 +93,10 @@ absl::StatusOr<HeadSpec> ParseHeadSpec(absl::string_view spec, const model::Mode
 //     cache locks (prefix_cache.h).
 class Engine {
  public:
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  // Loads the tokenizer and the settings, then makes the backend through `create_backend`
+  // (rankd/backend/registry.h's CreateBackend where a program is assembled).
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const EngineOptions& options, const backend::BackendFactory& create_backend);
 
   absl::StatusOr<ScoreResult> Score(const ScoreRequest& request);
 
@@ -114,12 +118,12 @@ class Engine {
   absl::StatusOr<std::vector<int32_t>> EncodeQuery(absl::string_view query) const;
   // Packs items (text tokenized with the item template, no special tokens) into a batch; errors
   // name the item index and the field.
-  absl::StatusOr<ItemBatch> EncodeItems(const std::vector<Item>& items) const;
+  absl::StatusOr<backend::ItemBatch> EncodeItems(const std::vector<Item>& items) const;
 
   const model::ModelConfig& config() const { return backend_->config(); }
-  const HeadSpec& head() const { return backend_->head(); }
+  const backend::HeadSpec& head() const { return backend_->head(); }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  Backend& backend() { return *backend_; }
+  backend::Backend& backend() { return *backend_; }
   PrefixCache::Stats prefix_cache_stats() const { return prefix_cache_->stats(); }
   const std::string& query_template() const { return query_template_; }
   const std::string& item_template() const { return item_template_; }
@@ -128,8 +132,8 @@ class Engine {
   // A request ready for the backend: its prefix state, packed items and result to fill.
   struct Prepared {
     size_t index = 0;
-    std::shared_ptr<const PrefixState> prefix;
-    ItemBatch items;
+    std::shared_ptr<const backend::PrefixState> prefix;
+    backend::ItemBatch items;
     ScoreResult result;
     bool apply_sigmoid = false;
   };
@@ -137,7 +141,7 @@ class Engine {
   Engine() = default;
   absl::StatusOr<Prepared> Prepare(const ScoreRequest& request);
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<backend::Backend> backend_;
   std::string query_template_;
   std::string item_template_;
   int tokenizer_threads_ = 1;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
 
 namespace rankd::engine {
 
@@ -37,7 +37,7 @@ struct EngineOptions {
   std::string model_dir;  // Hugging Face model directory
   // The backend, and with it the one item-token budget of a forward pass
   // (backend.max_batch_tokens), which the engine's batching and the worker's scheduler also use.
-  BackendOptions backend;
+  backend::BackendOptions backend;
   ModelSettings settings;     // overrides rankd.yaml
   int tokenizer_threads = 4;  // parallel item tokenization
   // Encoded prefixes kept for reuse (same query ids: no prefix pass); 0 turns the cache off.

@@ -19,7 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
 
 namespace rankd::engine {
 
@@ -29,10 +29,10 @@ class PrefixCache {
   explicit PrefixCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
 
   // The cached state for exactly these ids, or null.
-  std::shared_ptr<const PrefixState> Get(absl::Span<const int32_t> ids);
+  std::shared_ptr<const backend::PrefixState> Get(absl::Span<const int32_t> ids);
   // Inserts (or refreshes) an entry, evicting the least recently used ones until it fits. A state
   // larger than the whole budget is not kept.
-  void Put(absl::Span<const int32_t> ids, std::shared_ptr<const PrefixState> state);
+  void Put(absl::Span<const int32_t> ids, std::shared_ptr<const backend::PrefixState> state);
 
   struct Stats {
     int64_t hits = 0, misses = 0, evictions = 0;
@@ -42,7 +42,7 @@ class PrefixCache {
 
  private:
   using Key = std::vector<int32_t>;
-  using Entry = std::pair<Key, std::shared_ptr<const PrefixState>>;
+  using Entry = std::pair<Key, std::shared_ptr<const backend::PrefixState>>;
   void EvictOneLocked();
 
   const size_t capacity_;

@@ -1,4 +1,3 @@
-#include "rankd/model/rope.h"
 #include "rankd/backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -10,6 +9,7 @@
 #include "rankd/common/logging.h"
 #include "rankd/common/parallel.h"
 #include "rankd/common/status.h"
+#include "rankd/model/rope.h"
 #include "rankd/model/safetensors.h"
 #include "rankd/model/weights.h"
 #include "spdlog/spdlog.h"
@@ -19,9 +19,9 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace rankd::cpu {
 namespace {
 
-using engine::HeadSpec;
-using engine::ItemBatch;
-using engine::PrefixState;
+using backend::HeadSpec;
+using backend::ItemBatch;
+using backend::PrefixState;
 using model::ModelConfig;
 
 // Shapes: H hidden, D head_dim, Q = Nq*D, KV = Nkv*D, I intermediate. All float32, row-major.
@@ -66,7 +66,7 @@ absl::Status AppendF32(const model::TensorView* t, std::vector<float>* out) {
   return absl::OkStatus();
 }
 
-class CpuBackend final : public engine::Backend {
+class CpuBackend final : public backend::Backend {
  public:
   CpuBackend(ModelConfig config, HeadSpec head, int threads)
       : config_(std::move(config)), head_(head), pool_(threads) {}
@@ -117,7 +117,7 @@ class CpuBackend final : public engine::Backend {
 
   absl::StatusOr<std::shared_ptr<const PrefixState>> EncodePrefix(
       absl::Span<const int32_t> ids) override {
-    RANKD_RETURN_IF_ERROR(engine::ValidatePrefixIds(config_, ids));
+    RANKD_RETURN_IF_ERROR(backend::ValidatePrefixIds(config_, ids));
     const int P = static_cast<int>(ids.size());
     auto prefix = std::make_shared<CpuPrefix>(config_.num_layers, P);
     std::vector<float> x(static_cast<size_t>(P) * config_.hidden_size);
@@ -135,7 +135,7 @@ class CpuBackend final : public engine::Backend {
     if (prefix == nullptr) {
       return absl::InvalidArgumentError("prefix was not made by the cpu backend");
     }
-    RANKD_RETURN_IF_ERROR(engine::ValidateItemBatch(config_, items, scores.size()));
+    RANKD_RETURN_IF_ERROR(backend::ValidateItemBatch(config_, items, scores.size()));
     const int N = items.num_items(), T = items.num_tokens(), H = config_.hidden_size;
     const int P = prefix->num_tokens();
     std::vector<float> x(static_cast<size_t>(T) * H);
@@ -240,11 +240,11 @@ class CpuBackend final : public engine::Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCpuBackend(
-    const engine::BackendOptions& options, const std::string& model_dir,
-    const engine::HeadSpec& head) {
+absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCpuBackend(
+    const backend::BackendOptions& options, const std::string& model_dir,
+    const backend::HeadSpec& head) {
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(model_dir));
-  RANKD_RETURN_IF_ERROR(engine::ValidateHead(config, head));
+  RANKD_RETURN_IF_ERROR(backend::ValidateHead(config, head));
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());

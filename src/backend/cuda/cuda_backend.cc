@@ -34,9 +34,9 @@ namespace rankd::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-using engine::HeadSpec;
-using engine::ItemBatch;
-using engine::PrefixState;
+using backend::HeadSpec;
+using backend::ItemBatch;
+using backend::PrefixState;
 using kernels::KvLayers;
 using model::ModelConfig;
 
@@ -147,7 +147,7 @@ struct Meta {
   int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
 };
 
-class CudaBackend final : public engine::Backend {
+class CudaBackend final : public backend::Backend {
  public:
   CudaBackend(ModelConfig config, HeadSpec head, Strategy strategy,
               std::shared_ptr<DeviceContext> ctx, bool graphs)
@@ -500,7 +500,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
 
 absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
     absl::Span<const int32_t> ids) {
-  RANKD_RETURN_IF_ERROR(engine::ValidatePrefixIds(config_, ids));
+  RANKD_RETURN_IF_ERROR(backend::ValidatePrefixIds(config_, ids));
   auto prefix =
       std::make_shared<CudaPrefix>(this, ctx_, std::vector<int32_t>(ids.begin(), ids.end()));
   const int P = static_cast<int>(ids.size());
@@ -551,7 +551,7 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
       return absl::InvalidArgumentError("ScoreGroups: a group has no prefix or no items");
     }
     RANKD_ASSIGN_OR_RETURN(const CudaPrefix* prefix, CheckPrefix(g.prefix));
-    RANKD_RETURN_IF_ERROR(engine::ValidateItemBatch(config_, *g.items, g.scores.size()));
+    RANKD_RETURN_IF_ERROR(backend::ValidateItemBatch(config_, *g.items, g.scores.size()));
     prefixes.push_back(prefix);
     plan_groups.push_back(PlanGroup{prefix->ids(), g.items->tokens, g.items->offsets,
                                     static_cast<int>(g.items->embeddings.size() / H)});
@@ -614,9 +614,9 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view s) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCudaBackend(
-    const engine::BackendOptions& options, const std::string& model_dir,
-    const engine::HeadSpec& head) {
+absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
+    const backend::BackendOptions& options, const std::string& model_dir,
+    const backend::HeadSpec& head) {
   RANKD_ASSIGN_OR_RETURN(Strategy strategy, ParseStrategy(options.strategy));
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
@@ -630,7 +630,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCudaBackend(
         absl::StrCat("cuda device ", options.device, " does not exist (", devices, " devices)"));
   }
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(model_dir));
-  RANKD_RETURN_IF_ERROR(engine::ValidateHead(config, head));
+  RANKD_RETURN_IF_ERROR(backend::ValidateHead(config, head));
   if (!kernels::PrefixAttentionSupportsHeadDim(config.head_dim)) {
     return absl::UnimplementedError(
         absl::StrCat(model_dir, ": head_dim ", config.head_dim,
@@ -656,7 +656,7 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCudaBackend(
   return backend;
 }
 
-std::optional<CudaBackendStats> GetCudaBackendStats(engine::Backend& backend) {
+std::optional<CudaBackendStats> GetCudaBackendStats(backend::Backend& backend) {
   auto* cuda = dynamic_cast<CudaBackend*>(&backend);
   if (cuda == nullptr) return std::nullopt;
   return cuda->Stats();

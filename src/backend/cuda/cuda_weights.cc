@@ -1,4 +1,3 @@
-#include "rankd/model/rope.h"
 #include "rankd/backend/cuda/cuda_weights.h"
 
 #include <cuda_runtime.h>
@@ -8,13 +7,14 @@
 
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/common/status.h"
+#include "rankd/model/rope.h"
 #include "rankd/model/weights.h"
 
 namespace rankd::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-using engine::HeadSpec;
+using backend::HeadSpec;
 
 // A run of elements of a checkpoint tensor, converted to bf16 on upload.
 struct Piece {

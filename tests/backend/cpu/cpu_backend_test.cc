@@ -19,9 +19,9 @@
 namespace rankd::cpu {
 namespace {
 
-using engine::Backend;
-using engine::ItemBatch;
-using engine::PrefixState;
+using backend::Backend;
+using backend::ItemBatch;
+using backend::PrefixState;
 using rankd::testing::Golden;
 using rankd::testing::GoldenCase;
 using rankd::testing::LoadGolden;
@@ -34,7 +34,7 @@ std::unique_ptr<Backend> MakeBackend(const Golden& g, int threads = 2) {
   auto head = engine::ParseHeadSpec(g.head, *config, /*tok=*/nullptr);
   EXPECT_TRUE(head.ok()) << head.status();
   if (!head.ok()) return nullptr;
-  engine::BackendOptions options;
+  backend::BackendOptions options;
   options.threads = threads;
   auto backend = CreateCpuBackend(options, g.model_dir, *head);
   EXPECT_TRUE(backend.ok()) << backend.status();

@@ -5,7 +5,7 @@
 //     on batch composition, each within bf16 rounding (kConsistency);
 //   - CUDA against the CPU backend on random prefixes, id items and embedding items.
 // Each test prints one "[stats]" line with its largest errors, for bench/RESULTS.md.
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include <random>
 
 #include "rankd/backend/cuda/cuda_backend.h"
+#include "rankd/backend/registry.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/config.h"
 #include "rankd/tokenizer/tokenizer.h"
@@ -26,8 +27,8 @@
 namespace rankd::cuda {
 namespace {
 
-using engine::Backend;
-using engine::ItemBatch;
+using backend::Backend;
+using backend::ItemBatch;
 using rankd::testing::Golden;
 using rankd::testing::GoldenCase;
 using rankd::testing::LoadGolden;
@@ -119,13 +120,13 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
   if (!config.ok()) return config.status();
   auto head = engine::ParseHeadSpec(head_spec, *config, nullptr);
   if (!head.ok()) return head.status();
-  engine::BackendOptions o;
+  backend::BackendOptions o;
   o.kind = kind;
   o.strategy = strategy;
   o.threads = 2;
   o.max_batch_tokens = max_batch_tokens;
   o.cuda_graphs = graphs;
-  return engine::CreateBackend(o, model_dir, *head);
+  return backend::CreateBackend(o, model_dir, *head);
 }
 
 ItemBatch IdItems(const GoldenCase& c) {
@@ -220,7 +221,7 @@ TEST_P(CudaGoldenTest, TextItemsThroughEngine) {
   if (golden_.query_template) o.settings.query_template = *golden_.query_template;
   if (golden_.item_template) o.settings.item_template = *golden_.item_template;
   o.backend.max_batch_tokens = 64;  // several backend calls per request
-  auto eng = engine::Engine::Create(o);
+  auto eng = engine::Engine::Create(o, backend::CreateBackend);
   ASSERT_TRUE(eng.ok()) << eng.status();
   Stats st{Tag("golden text")};
   for (const auto& c : golden_.cases) {
@@ -495,7 +496,7 @@ TEST_P(CudaRandomTest, ScoreGroupsMatchesScoreItemsPerGroup) {
       std::vector<ItemBatch> batches(num_groups);
       for (int g = 0; g < num_groups; ++g) MakeInputs((*cuda)->config(), &prefixes[g], &batches[g]);
       batches[num_groups - 1].Clear();  // a request with no items takes no slot
-      std::vector<std::shared_ptr<const engine::PrefixState>> cuda_prefix, cpu_prefix;
+      std::vector<std::shared_ptr<const backend::PrefixState>> cuda_prefix, cpu_prefix;
       std::vector<std::vector<float>> packed(num_groups), cpu_scores(num_groups);
       std::vector<Backend::ScoreGroup> cuda_groups, cpu_groups;
       for (int g = 0; g < num_groups; ++g) {

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "rankd/model/rope.h"
+#include "rankd/backend/backend.h"
 #include "rankd/backend/cpu/ops.h"
-#include "rankd/engine/backend.h"
 #include "rankd/engine/engine.h"
+#include "rankd/model/rope.h"
 #include "rankd/model/safetensors.h"
 #include "rankd/model/weights.h"
 #include "tests/common/golden.h"
@@ -59,7 +59,7 @@ std::vector<float> Load(const model::TensorView* t, bool round) {
 
 // One sequence (prefix ++ item, from scratch) through the model; returns the score.
 double Score(const model::ModelConfig& c, const model::ModelTensors& t,
-             const engine::HeadSpec& head, const std::vector<int32_t>& ids, const Rounding& r) {
+             const backend::HeadSpec& head, const std::vector<int32_t>& ids, const Rounding& r) {
   const int T = static_cast<int>(ids.size()), H = c.hidden_size, D = c.head_dim, Nq = c.num_heads,
             Nkv = c.num_kv_heads, Q = c.q_width(), KV = c.kv_width(), I = c.intermediate_size;
   const float eps = c.rms_norm_eps;
@@ -153,7 +153,7 @@ double Score(const model::ModelConfig& c, const model::ModelTensors& t,
     const float z = cpu::Dot(w_head.data() + static_cast<size_t>(row) * H, last.data(), H);
     return r.logits ? Bf16(z) : z;
   };
-  if (head.type == engine::HeadSpec::Type::kClassifier) return logit(head.index);
+  if (head.type == backend::HeadSpec::Type::kClassifier) return logit(head.index);
   return static_cast<double>(logit(head.yes_id)) - logit(head.no_id);
 }
 
@@ -165,7 +165,7 @@ int Replay(const std::string& name) {
   auto tensors = st.ok() ? model::BindTensors(*config, **st)
                          : absl::StatusOr<model::ModelTensors>(st.status());
   auto head = tensors.ok() ? engine::ParseHeadSpec(g.head, *config, nullptr)
-                           : absl::StatusOr<engine::HeadSpec>(tensors.status());
+                           : absl::StatusOr<backend::HeadSpec>(tensors.status());
   if (!head.ok()) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(head.status().message()).c_str());
     return 1;

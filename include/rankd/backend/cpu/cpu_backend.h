@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
 
 namespace rankd::cpu {
 
@@ -20,9 +20,9 @@ namespace rankd::cpu {
 // and only read the weights, and the pool takes concurrent loops, but whether they may overlap
 // depends on the OpenBLAS build and is not tested: call them from one thread at a time (the Engine
 // does). Nothing in the backend locks.
-absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCpuBackend(
-    const engine::BackendOptions& options, const std::string& model_dir,
-    const engine::HeadSpec& head);
+absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCpuBackend(
+    const backend::BackendOptions& options, const std::string& model_dir,
+    const backend::HeadSpec& head);
 
 }  // namespace rankd::cpu
 

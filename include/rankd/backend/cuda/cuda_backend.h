@@ -21,15 +21,15 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
 
 namespace rankd::cuda {
 
 // Unavailable when no CUDA device (or driver) is present; InvalidArgument for an unknown strategy
 // or a bad device index; Unimplemented for a head_dim the attention kernel lacks.
-absl::StatusOr<std::unique_ptr<engine::Backend>> CreateCudaBackend(
-    const engine::BackendOptions& options, const std::string& model_dir,
-    const engine::HeadSpec& head);
+absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
+    const backend::BackendOptions& options, const std::string& model_dir,
+    const backend::HeadSpec& head);
 
 // What a CUDA backend did so far.
 struct CudaBackendStats {
@@ -42,7 +42,7 @@ struct CudaBackendStats {
 };
 
 // The stats of `backend` if it is a CUDA backend.
-std::optional<CudaBackendStats> GetCudaBackendStats(engine::Backend& backend);
+std::optional<CudaBackendStats> GetCudaBackendStats(backend::Backend& backend);
 
 }  // namespace rankd::cuda
 

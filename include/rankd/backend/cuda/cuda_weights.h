@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rankd/backend/backend.h"
 #include "rankd/backend/cuda/device_arena.h"
-#include "rankd/engine/backend.h"
 #include "rankd/model/config.h"
 #include "rankd/model/safetensors.h"
 
@@ -46,7 +46,7 @@ struct CudaWeights {
 // Binds the checkpoint's tensors, converts them to bf16 and copies them to the current device
 // (synchronously), with `gemm_workspace_bytes` of workspace reserved in front.
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config,
-                                          const engine::HeadSpec& head,
+                                          const backend::HeadSpec& head,
                                           const model::SafetensorsModel& st,
                                           size_t gemm_workspace_bytes);
 

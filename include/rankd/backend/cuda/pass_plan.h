@@ -60,7 +60,7 @@ struct PassArrays {
 // One request of a score pass.
 struct PlanGroup {
   absl::Span<const int32_t> prefix_ids;  // [P]; IBPC reads only P (the K/V is cached)
-  // The items' tokens as engine::ItemBatch holds them: a vocab id, or -(r + 1) for row r of the
+  // The items' tokens as backend::ItemBatch holds them: a vocab id, or -(r + 1) for row r of the
   // request's own embedding rows.
   absl::Span<const int32_t> tokens;
   absl::Span<const int32_t> offsets;  // [n + 1]: item i is tokens[offsets[i], offsets[i + 1])

@@ -1,4 +1,4 @@
-#include "rankd/engine/backend.h"
+#include "rankd/backend/backend.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
 
-namespace rankd::engine {
+namespace rankd::backend {
 
 std::string HeadSpec::ToString() const {
   if (type == Type::kClassifier) return absl::StrCat("classifier:", index);
@@ -115,4 +115,4 @@ absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head
   return absl::OkStatus();
 }
 
-}  // namespace rankd::engine
+}  // namespace rankd::backend

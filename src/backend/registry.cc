@@ -1,12 +1,12 @@
-// CreateBackend: the backends this binary was built with.
+#include "rankd/backend/registry.h"
+
 #include "absl/strings/str_cat.h"
 #include "rankd/backend/cpu/cpu_backend.h"
-#include "rankd/engine/backend.h"
 #ifdef RANKD_HAVE_CUDA
 #include "rankd/backend/cuda/cuda_backend.h"
 #endif
 
-namespace rankd::engine {
+namespace rankd::backend {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
                                                        const std::string& model_dir,
@@ -24,4 +24,4 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
       absl::StrCat("backend '", options.kind, "' is unknown (cpu, cuda)"));
 }
 
-}  // namespace rankd::engine
+}  // namespace rankd::backend

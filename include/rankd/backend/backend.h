@@ -2,20 +2,21 @@
 // the CUDA backend fuse kernels and capture graphs); the engine above it handles text, templates,
 // validation and batching. Every backend computes the same scores (ARCHITECTURE.md, "Score
 // semantics"); the CPU backend is the float32 reference.
-#ifndef RANKD_ENGINE_BACKEND_H_
-#define RANKD_ENGINE_BACKEND_H_
+#ifndef RANKD_BACKEND_BACKEND_H_
+#define RANKD_BACKEND_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "rankd/model/config.h"
 
-namespace rankd::engine {
+namespace rankd::backend {
 
 // What turns the last position's hidden state into a score.
 struct HeadSpec {
@@ -105,11 +106,10 @@ struct BackendOptions {
   bool operator==(const BackendOptions&) const = default;
 };
 
-// Creates a backend for the model in `model_dir`. Unavailable when the kind is not built in or
-// no device exists; InvalidArgument for an unknown kind.
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
-                                                       const std::string& model_dir,
-                                                       const HeadSpec& head);
+// Makes a backend for the model in `model_dir` (rankd/backend/registry.h's CreateBackend is the
+// one the programs use; the engine takes whichever factory it is given and knows no backend).
+using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(
+    const BackendOptions& options, const std::string& model_dir, const HeadSpec& head)>;
 
 // Checks a prefix's token ids before a backend encodes it: every id is in the vocabulary.
 absl::Status ValidatePrefixIds(const model::ModelConfig& config, absl::Span<const int32_t> ids);
@@ -123,6 +123,6 @@ absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch
 // num_labels; yes_no needs *ForCausalLM with ids < vocab_size).
 absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head);
 
-}  // namespace rankd::engine
+}  // namespace rankd::backend
 
-#endif  // RANKD_ENGINE_BACKEND_H_
+#endif  // RANKD_BACKEND_BACKEND_H_
