@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBenchBackend(const EngineB
   bo.strategy = o.strategy;
   bo.cuda_graphs = o.graphs;
   bo.max_batch_tokens = o.max_batch_tokens;
+  RANKD_RETURN_IF_ERROR(backend::ApplyBackendEnvironment(&bo));  // RANKD_CUDA_* switches
   return backend::CreateBackend(bo, o.model_dir, head);
 }
 

@@ -1,7 +1,9 @@
 #include "rankd/backend/registry.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "rankd/backend/cpu/cpu_backend.h"
+#include "spdlog/spdlog.h"
 #ifdef RANKD_HAVE_CUDA
 #include "rankd/backend/cuda/cuda_backend.h"
 #endif
@@ -22,6 +24,47 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   }
   return absl::InvalidArgumentError(
       absl::StrCat("backend '", options.kind, "' is unknown (cpu, cuda)"));
+}
+
+absl::Status ApplyBackendEnvironment(BackendOptions* options,
+                                     const std::function<const char*(const char*)>& getenv) {
+  // A 0/1 switch: unset keeps `*value`.
+  auto flag = [&](const char* name, bool* value) -> absl::Status {
+    const char* v = getenv(name);
+    if (v == nullptr) return absl::OkStatus();
+    const std::string s(v);
+    if (s != "0" && s != "1") {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": '", s, "' is not 0 or 1"));
+    }
+    *value = s == "1";
+    return absl::OkStatus();
+  };
+  auto number = [&](const char* name, int* value) -> absl::Status {
+    const char* v = getenv(name);
+    if (v == nullptr) return absl::OkStatus();
+    if (!absl::SimpleAtoi(v, value) || *value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": '", v, "' is not a non-negative integer"));
+    }
+    return absl::OkStatus();
+  };
+  bool graphs = options->cuda_graphs;
+  if (absl::Status s = flag("RANKD_CUDA_GRAPHS", &graphs); !s.ok()) return s;
+  if (options->cuda_graphs && !graphs) {
+    spdlog::warn(
+        "RANKD_CUDA_GRAPHS=0 in the environment: CUDA graphs off (the config or flags "
+        "had them on)");
+  }
+  options->cuda_graphs = graphs;
+  BackendOptions::CudaSwitches& c = options->cuda;
+  for (auto [name, value] :
+       {std::pair{"RANKD_CUDA_STATS", &c.stats}, std::pair{"RANKD_CUDA_PROFILE", &c.profile},
+        std::pair{"RANKD_CUDA_GEMM_TUNE", &c.gemm_tune},
+        std::pair{"RANKD_CUDA_FUSE_Q_ROPE", &c.fuse_q_rope}}) {
+    if (absl::Status s = flag(name, value); !s.ok()) return s;
+  }
+  if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
+  return number("RANKD_CUDA_GEMM_CANDIDATES", &c.gemm_candidates);
 }
 
 }  // namespace rankd::backend

@@ -146,12 +146,16 @@ int RunScoreCommand(int argc, char** argv, int first) {
     std::fprintf(stderr, "rankd score: --log-level: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  const engine::EngineOptions options = ToEngineOptions(engine_flags, flags);
+  engine::EngineOptions options = ToEngineOptions(engine_flags, flags);
   if (options.model_dir.empty() || options.backend.max_batch_tokens <= 0) {
     spdlog::error("{}", options.model_dir.empty()
                             ? "--model is required"
                             : absl::StrCat("--max-batch-tokens must be positive (got ",
                                            options.backend.max_batch_tokens, ")"));
+    return 2;
+  }
+  if (absl::Status s = backend::ApplyBackendEnvironment(&options.backend); !s.ok()) {
+    spdlog::error("{}", s.message());
     return 2;
   }
   auto engine = engine::Engine::Create(options, backend::CreateBackend);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine_flags.h"
+#include "rankd/backend/registry.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
 #include "rankd/server/config.h"
@@ -101,6 +102,10 @@ int RunServeCommand(int argc, char** argv, int first) {
   if (absl::Status s = server::FinalizeServeConfig(&config); !s.ok()) {
     return FlagError("serve", s);
   }
+  // A bad RANKD_CUDA_* value fails here, once, rather than in every worker start.
+  if (absl::Status s = backend::ApplyBackendEnvironment(&config.model.engine.backend); !s.ok()) {
+    return FlagError("serve", s);
+  }
   if (absl::Status s = SetUpCommandLogging(config.logging.level, config.logging.format, "serve");
       !s.ok()) {
     return FlagError("serve", s);
@@ -143,6 +148,11 @@ int RunWorkerCommand(int argc, char** argv, int first) {
   }
   if (!config.ok()) return FlagError("worker", config.status());
   options.config = std::move(*config);
+  // The RANKD_CUDA_* switches, read once here (the worker inherits serve's environment).
+  if (absl::Status s = backend::ApplyBackendEnvironment(&options.config.model.engine.backend);
+      !s.ok()) {
+    return FlagError("worker", s);
+  }
   const server::LoggingSection& log = options.config.logging;
   if (absl::Status s =
           SetUpCommandLogging(log.level, log.format, absl::StrCat("worker-", options.index));

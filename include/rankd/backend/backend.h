@@ -99,6 +99,20 @@ struct BackendOptions {
   // (prefix and items in one packed pass).
   std::string strategy = "ibpc";
   bool cuda_graphs = true;
+  // The CUDA backend's diagnostics and tuning switches. Programs take them from the RANKD_CUDA_*
+  // environment variables once, at start (ApplyBackendEnvironment, rankd/backend/registry.h;
+  // docs/config.md lists them); the backend reads nothing from the environment itself.
+  struct CudaSwitches {
+    bool stats = false;       // RANKD_CUDA_STATS=1: graph statistics to stderr at close
+    bool profile = false;     // RANKD_CUDA_PROFILE=1: per-stage GPU time table (eager passes)
+    int profile_skip = 3;     // RANKD_CUDA_PROFILE_SKIP: warm-up passes left out of the profile
+    bool gemm_tune = true;    // RANKD_CUDA_GEMM_TUNE=0: cuBLASLt's first heuristic pick
+    int gemm_candidates = 0;  // RANKD_CUDA_GEMM_CANDIDATES: candidates timed (0: the default, 8)
+    bool fuse_q_rope = true;  // RANKD_CUDA_FUSE_Q_ROPE=0: RoPE of q in its own kernel
+
+    bool operator==(const CudaSwitches&) const = default;
+  };
+  CudaSwitches cuda;
   // Item tokens per forward pass, at most: the one budget. The engine splits work into passes
   // of at most this many item tokens, and the CUDA backend sizes its buffers and graphs for it.
   int max_batch_tokens = 8192;

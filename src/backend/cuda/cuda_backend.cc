@@ -45,11 +45,6 @@ constexpr size_t kGemmWorkspaceBytes = 32 << 20;
 // driver (prefix caches come and go with every new query).
 constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
 
-bool EnvIs(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, value) == 0;
-}
-
 // The device and the stream all of a backend's work runs on, and the lock that serialises the
 // stream's users. Shared with the prefixes the backend made, so that a prefix outliving its
 // backend can still free its K/V in stream order, and never while a graph is being captured on the
@@ -150,10 +145,12 @@ struct Meta {
 class CudaBackend final : public backend::Backend {
  public:
   CudaBackend(ModelConfig config, HeadSpec head, Strategy strategy,
-              std::shared_ptr<DeviceContext> ctx, bool graphs)
+              std::shared_ptr<DeviceContext> ctx, bool graphs,
+              backend::BackendOptions::CudaSwitches switches)
       : config_(std::move(config)),
         head_(head),
         strategy_(strategy),
+        switches_(switches),
         ctx_(std::move(ctx)),
         graphs_(graphs) {}
 
@@ -165,7 +162,7 @@ class CudaBackend final : public backend::Backend {
     if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
     const std::string line = absl::StrCat("cuda backend stats: ", graphs_.Summary());
     spdlog::info("{}", line);
-    if (EnvIs("RANKD_CUDA_STATS", "1") || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
+    if (switches_.stats || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
     if (profiler_) std::fputs(profiler_->Table().c_str(), stderr);
   }
 
@@ -220,6 +217,7 @@ class CudaBackend final : public backend::Backend {
   ModelConfig config_;
   HeadSpec head_;
   Strategy strategy_;
+  const backend::BackendOptions::CudaSwitches switches_;  // read once by the program (RANKD_CUDA_*)
   std::shared_ptr<DeviceContext> ctx_;  // its mutex: one pass at a time, workspace and staging
   GraphCache graphs_;                   // captured passes, valid with this workspace
 
@@ -256,27 +254,23 @@ class CudaBackend final : public backend::Backend {
   float* host_scores_ = nullptr;  // [Tc] fp32 pinned
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of staging
 
-  std::unique_ptr<StageProfiler> profiler_;  // null unless RANKD_CUDA_PROFILE=1
+  std::unique_ptr<StageProfiler> profiler_;  // null unless switches_.profile
 };
 
 // ---- loading ---------------------------------------------------------------------------------
 
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
   RANKD_ASSIGN_OR_RETURN(weights_, UploadWeights(config_, head_, st, kGemmWorkspaceBytes));
-  const char* candidates = std::getenv("RANKD_CUDA_GEMM_CANDIDATES");
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
-                                             !EnvIs("RANKD_CUDA_GEMM_TUNE", "0"),
-                                             candidates != nullptr ? std::atoi(candidates) : 0));
+                                             switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
-  q_rope_in_attention_ =
-      !config_.attention_bias && !config_.qk_norm && !EnvIs("RANKD_CUDA_FUSE_Q_ROPE", "0");
+  q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
   if (attention_blocks_ <= 0) {
     return absl::InternalError("cannot size the attention kernel's grid on this device");
   }
-  if (EnvIs("RANKD_CUDA_PROFILE", "1")) {
-    const char* skip = std::getenv("RANKD_CUDA_PROFILE_SKIP");
-    RANKD_ASSIGN_OR_RETURN(profiler_, StageProfiler::Create(skip ? std::atoi(skip) : 3));
+  if (switches_.profile) {
+    RANKD_ASSIGN_OR_RETURN(profiler_, StageProfiler::Create(switches_.profile_skip));
     graphs_.Disable();  // the profile times eager passes
   }
   return EnsureCapacity(Bucket(initial_tokens), 0);
@@ -643,16 +637,21 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   uint64_t threshold = kPoolReleaseThreshold;
   RANKD_CUDA_RETURN_IF_ERROR(
       cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-  const bool graphs = options.cuda_graphs && !EnvIs("RANKD_CUDA_GRAPHS", "0");
-  auto backend = std::make_unique<CudaBackend>(config, head, strategy, std::move(ctx), graphs);
+  const bool graphs = options.cuda_graphs;
+  auto backend =
+      std::make_unique<CudaBackend>(config, head, strategy, std::move(ctx), graphs, options.cuda);
   RANKD_RETURN_IF_ERROR(
       Annotate(backend->Load(*st, std::max(1, options.max_batch_tokens)), model_dir));
   cudaDeviceProp prop;
   RANKD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
+  const backend::BackendOptions::CudaSwitches& sw = options.cuda;
   spdlog::info(
-      "cuda backend: {} on {} (device {}), strategy {}, head {}, graphs {}, {:.1f} MiB of weights",
+      "cuda backend: {} on {} (device {}), strategy {}, head {}, graphs {}, {:.1f} MiB of "
+      "weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
+      "fuse_q_rope {}",
       config.Summary(), prop.name, options.device, options.strategy, head.ToString(),
-      graphs ? "on" : "off", backend->weight_bytes() / 1048576.0);
+      graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats, sw.profile,
+      sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope);
   return backend;
 }
 

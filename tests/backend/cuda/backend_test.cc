@@ -126,6 +126,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
   o.threads = 2;
   o.max_batch_tokens = max_batch_tokens;
   o.cuda_graphs = graphs;
+  // As the programs do: the RANKD_CUDA_* switches (ScopedEnv below) from the environment.
+  if (absl::Status s = backend::ApplyBackendEnvironment(&o); !s.ok()) return s;
   return backend::CreateBackend(o, model_dir, *head);
 }
 

@@ -1,0 +1,84 @@
+// The backend registry: CreateBackend by name, and the RANKD_CUDA_* switches read once into
+// BackendOptions (ApplyBackendEnvironment) instead of by the backend.
+#include "rankd/backend/registry.h"
+
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/golden.h"
+
+namespace rankd::backend {
+namespace {
+
+using ::testing::HasSubstr;
+
+// An environment made of `vars`.
+std::function<const char*(const char*)> Env(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(ApplyBackendEnvironmentTest, AnEmptyEnvironmentKeepsEveryOption) {
+  BackendOptions o;
+  o.cuda_graphs = false;
+  o.cuda.gemm_candidates = 5;
+  const BackendOptions before = o;
+  ASSERT_TRUE(ApplyBackendEnvironment(&o, Env({})).ok());
+  EXPECT_TRUE(o == before);
+}
+
+TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
+  BackendOptions o;
+  ASSERT_TRUE(ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_GRAPHS", "0"},
+                                               {"RANKD_CUDA_STATS", "1"},
+                                               {"RANKD_CUDA_PROFILE", "1"},
+                                               {"RANKD_CUDA_PROFILE_SKIP", "7"},
+                                               {"RANKD_CUDA_GEMM_TUNE", "0"},
+                                               {"RANKD_CUDA_GEMM_CANDIDATES", "16"},
+                                               {"RANKD_CUDA_FUSE_Q_ROPE", "0"}}))
+                  .ok());
+  EXPECT_FALSE(o.cuda_graphs);
+  EXPECT_TRUE(o.cuda.stats);
+  EXPECT_TRUE(o.cuda.profile);
+  EXPECT_EQ(o.cuda.profile_skip, 7);
+  EXPECT_FALSE(o.cuda.gemm_tune);
+  EXPECT_EQ(o.cuda.gemm_candidates, 16);
+  EXPECT_FALSE(o.cuda.fuse_q_rope);
+  // RANKD_CUDA_GRAPHS=1 does not turn on what the config turned off.
+  BackendOptions off;
+  off.cuda_graphs = false;
+  ASSERT_TRUE(ApplyBackendEnvironment(&off, Env({{"RANKD_CUDA_GRAPHS", "1"}})).ok());
+  EXPECT_TRUE(off.cuda_graphs) << "1 means on, as the variable says";
+}
+
+TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
+  BackendOptions o;
+  absl::Status s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_GRAPHS", "off"}}));
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_GRAPHS: 'off' is not 0 or 1"));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_GEMM_CANDIDATES", "eight"}}));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_GEMM_CANDIDATES: 'eight'"));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_PROFILE_SKIP", "-1"}}));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_PROFILE_SKIP"));
+}
+
+TEST(CreateBackendTest, KnowsTheBuiltInKinds) {
+  BackendOptions o;
+  o.kind = "tpu";
+  auto b = CreateBackend(o, rankd::testing::ModelDir("llama-cls"), HeadSpec{});
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(b.status()));
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("'tpu' is unknown"));
+  o.kind = "cpu";
+  o.threads = 1;
+  b = CreateBackend(o, rankd::testing::ModelDir("llama-cls"), HeadSpec{});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->name(), "cpu");
+}
+
+}  // namespace
+}  // namespace rankd::backend
