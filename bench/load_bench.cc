@@ -26,6 +26,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "percentile.h"
 #include "rankd/cli/flag_set.h"
+#include "rankd/common/grpc_status.h"
 #include "rankd/common/status.h"
 #include "rankd/v1/scorer.grpc.pb.h"
 
@@ -33,11 +34,6 @@ namespace rankd::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// gRPC's status codes are absl's, number for number.
-std::string CodeName(grpc::StatusCode code) {
-  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-}
 
 // Words for text items and queries (a fixed seed: every run sends the same texts).
 constexpr const char* kWords[] = {
@@ -108,12 +104,10 @@ nlohmann::json LoadResult::ToJson(const LoadOptions& o) const {
   };
 }
 
-
 // A server that listens is not yet ready to score (workers load the model first): wait until the
 // health service reports rankd.v1.Scorer SERVING, so the first requests measure scoring, not
 // start-up refusals.
-absl::Status WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel,
-                              absl::Duration limit) {
+absl::Status WaitUntilServing(const std::shared_ptr<grpc::Channel>& channel, absl::Duration limit) {
   auto health = grpc::health::v1::Health::NewStub(channel);
   const absl::Time give_up = absl::Now() + limit;
   while (true) {
@@ -196,7 +190,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
               items += call->resp.usage().items_scored();
               item_tokens += call->resp.usage().item_tokens();
             } else {
-              result.errors[CodeName(status.error_code())]++;
+              result.errors[GrpcCodeName(status.error_code())]++;
             }
           }
           delete call;

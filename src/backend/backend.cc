@@ -13,12 +13,6 @@ std::string HeadSpec::ToString() const {
   return absl::StrCat("yes_no:", yes_id, ",", no_id);
 }
 
-int ItemBatch::max_item_length() const {
-  int m = 0;
-  for (int i = 0; i < num_items(); ++i) m = std::max(m, item_length(i));
-  return m;
-}
-
 void ItemBatch::AddIds(absl::Span<const int32_t> ids) {
   tokens.insert(tokens.end(), ids.begin(), ids.end());
   offsets.push_back(static_cast<int32_t>(tokens.size()));

@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/cli/request_line.h"
+#include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/v1/scorer.grpc.pb.h"
 #include "request_proto.h"
@@ -46,11 +47,6 @@ std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-}
-
-// gRPC's status codes are absl's, number for number.
-std::string CodeName(grpc::StatusCode code) {
-  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
 // The body of a JSON string (without its quotes); bytes that are not UTF-8 become U+FFFD, so the
@@ -107,7 +103,8 @@ int Score(int argc, char** argv) {
     const grpc::Status s = stub->Score(&context, request, &response);
     if (!s.ok()) {
       std::printf("{\"error\": {\"code\": \"%s\", \"message\": \"%s\"}}\n",
-                  CodeName(s.error_code()).c_str(), JsonEscape(s.error_message()).c_str());
+                  rankd::GrpcCodeName(s.error_code()).c_str(),
+                  JsonEscape(s.error_message()).c_str());
       ++failures;
       continue;
     }
@@ -143,7 +140,7 @@ int Health(int argc, char** argv) {
     const grpc::Status s = stub->Check(&context, request, &response);
     const std::string label = name.empty() ? "(server)" : name;
     if (!s.ok()) {
-      std::printf("%-18s %s: %s\n", label.c_str(), CodeName(s.error_code()).c_str(),
+      std::printf("%-18s %s: %s\n", label.c_str(), rankd::GrpcCodeName(s.error_code()).c_str(),
                   s.error_message().c_str());
       all_serving = false;
     } else {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "rankd/common/grpc_status.h"
 #include "rankd/common/status.h"
 #include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
@@ -329,8 +330,7 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
       for (const Slot& s : slots_) other_up |= s.up && s.incarnation != incarnation;
       if (!stopping_ && work->attempts_ < 2 && other_up) {
         spdlog::warn("worker {} failed a call ({}: {}); sending its items again to another worker",
-                     index, absl::StatusCodeToString(static_cast<absl::StatusCode>(code)),
-                     status.error_message());
+                     index, GrpcCodeName(code), status.error_message());
         metrics_->retries->Add();
         work->state_ = Work::State::kQueued;
         (work->interactive() ? interactive_queue_ : batch_queue_).push_front(work);

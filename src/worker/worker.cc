@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "rankd/backend/registry.h"
+#include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
@@ -250,8 +251,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
         absl::StatusOr<engine::ScoreRequest> prepared =
             PrepareWorkItem(*engine_, *job.request, options_.config.limits);
         if (!prepared.ok()) {
-          Finish(job, grpc::Status(static_cast<grpc::StatusCode>(prepared.status().code()),
-                                   std::string(prepared.status().message())));
+          Finish(job, ToGrpcStatus(prepared.status()));
           continue;
         }
         job.tokens = static_cast<int64_t>(prepared->query_ids->size());
@@ -295,9 +295,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       Job& job = step[i];
       answered_at[i] = Clock::now();
       if (!scored.ok()) {
-        const absl::Status s = ShiftItemIndex(scored.status(), job.request->begin());
-        Finish(job,
-               grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message())));
+        Finish(job, ToGrpcStatus(ShiftItemIndex(scored.status(), job.request->begin())));
         return;
       }
       WorkResult& result = *job.response;

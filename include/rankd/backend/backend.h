@@ -45,7 +45,6 @@ struct ItemBatch {
   int num_items() const { return static_cast<int>(offsets.size()) - 1; }
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int item_length(int i) const { return offsets[i + 1] - offsets[i]; }
-  int max_item_length() const;
 
   void AddIds(absl::Span<const int32_t> ids);
   // `rows` holds k * hidden floats: k embedding rows.
