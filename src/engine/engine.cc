@@ -286,6 +286,11 @@ absl::StatusOr<Engine::Prepared> Engine::Prepare(const ScoreRequest& request) {
   }
   RANKD_RETURN_IF_ERROR(model::CheckTokenIds(prefix_ids, "query_ids", config().vocab_size));
   RANKD_ASSIGN_OR_RETURN(p.items, EncodeItems(request.items));
+  for (int i = 0; i < p.items.num_items(); ++i) {
+    RANKD_RETURN_IF_ERROR(model::CheckContextLength(
+        static_cast<int64_t>(prefix_ids.size()), p.items.item_length(i),
+        config().max_position_embeddings, absl::StrCat("items[", i, "]")));
+  }
   p.prefix = prefix_cache_->Get(prefix_ids);
   if (p.prefix == nullptr) {
     RANKD_ASSIGN_OR_RETURN(p.prefix, backend_->EncodePrefix(prefix_ids));

@@ -33,4 +33,13 @@ absl::Status CheckFiniteEmbedding(absl::Span<const float> values, absl::string_v
   return absl::OkStatus();
 }
 
+absl::Status CheckContextLength(int64_t prefix_tokens, int64_t item_tokens,
+                                int max_position_embeddings, absl::string_view field) {
+  const int64_t total = prefix_tokens + item_tokens;
+  if (max_position_embeddings <= 0 || total <= max_position_embeddings) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": prefix ", prefix_tokens, " + item ", item_tokens, " tokens = ", total,
+                   " exceeds the model's max_position_embeddings=", max_position_embeddings));
+}
+
 }  // namespace rankd::model

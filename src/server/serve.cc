@@ -117,7 +117,8 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
 absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig model_config,
                          model::ModelConfig::FromHfDir(config.model.engine.model_dir));
-  const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size};
+  const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size,
+                        model_config.max_position_embeddings};
   RANKD_ASSIGN_OR_RETURN(std::vector<WorkerSpec> specs,
                          PlanWorkers(config.workers, config.model.engine.backend.kind == "cuda",
                                      CountVisibleGpus(), AvailableCpus()));
@@ -155,11 +156,12 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
     server->Shutdown();
     return s;
   }
-  spdlog::info(
-      "serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}){}", config.model.name,
-      config.model.engine.model_dir, config.model.engine.backend.kind, specs.size(), config.server.listen, grpc_port,
-      config.server.metrics_listen.empty() ? std::string()
-                                           : absl::StrCat(", metrics on port ", http.port()));
+  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}){}",
+               config.model.name, config.model.engine.model_dir, config.model.engine.backend.kind,
+               specs.size(), config.server.listen, grpc_port,
+               config.server.metrics_listen.empty()
+                   ? std::string()
+                   : absl::StrCat(", metrics on port ", http.port()));
   if (!options.ready_file.empty()) {
     if (absl::Status s = WriteReadyFile(options.ready_file, grpc_port, http.port()); !s.ok()) {
       spdlog::error("{}", s.message());

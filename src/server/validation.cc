@@ -85,6 +85,10 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
             !s.ok()) {
           return s;
         }
+        if (request.query_ids_size() > 0) {
+          RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), n,
+                                                          model.max_position_embeddings, f));
+        }
         if (i < scored) known_tokens += n;
         break;
       }
@@ -109,6 +113,10 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
         RANKD_RETURN_IF_ERROR(
             model::CheckFiniteEmbedding(absl::MakeConstSpan(e.values().data(), e.values_size()),
                                         f + ".embedding.values", model.hidden_size));
+        if (request.query_ids_size() > 0) {
+          RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), e.rows(),
+                                                          model.max_position_embeddings, f));
+        }
         if (i < scored) known_tokens += e.rows();
         break;
       }

@@ -26,6 +26,25 @@ std::unique_ptr<Engine> Make(const std::string& model, ModelSettings settings = 
   return e.ok() ? *std::move(e) : nullptr;
 }
 
+// llama-cls's config.json gives max_position_embeddings 2048: a prefix plus item past it is refused
+// with both numbers, whatever the kind of item.
+TEST(EngineTest, PrefixPlusItemBeyondTheContextIsRefused) {
+  auto e = Make("llama-cls");
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->config().max_position_embeddings, 2048);
+  ScoreRequest req;
+  req.query_ids = std::vector<int32_t>(10, 5);
+  req.items = {Item::Ids(std::vector<int32_t>(2038, 7)), Item::Ids(std::vector<int32_t>(2039, 7))};
+  auto r = e->Score(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "items[1]: prefix 10 + item 2039 tokens = 2049 exceeds the model's "
+            "max_position_embeddings=2048");
+  req.items.pop_back();  // 10 + 2038 = 2048 fits exactly
+  EXPECT_TRUE(e->Score(req).ok());
+}
+
 TEST(HeadSpecTest, DefaultsByArchitecture) {
   EXPECT_EQ(Make("llama-cls")->head().ToString(), "classifier:0");
   // yes/no pieces resolved through the tokenizer.

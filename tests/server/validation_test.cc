@@ -53,6 +53,26 @@ TEST_F(ValidationTest, Query) {
   EXPECT_EQ(Check(r), "INVALID_ARGUMENT: query_ids: 9 tokens exceeds max_query_tokens=8");
 }
 
+// The prefix and each item must fit the model's context; the front end checks it where it knows
+// both lengths (query_ids with id or embedding items), the worker's engine everywhere else.
+TEST_F(ValidationTest, PrefixPlusItemFitTheModelsContext) {
+  model_.max_position_embeddings = 6;
+  ScoreRequest r = good_;
+  r.clear_query();
+  for (int i = 0; i < 3; ++i) r.add_query_ids(1);
+  EXPECT_EQ(Check(r), "ok");  // 3 + 1 ids, 3 + 1 embedding row
+  for (int i = 0; i < 3; ++i) r.mutable_items(1)->mutable_token_ids()->add_ids(1);
+  EXPECT_EQ(Check(r),
+            "INVALID_ARGUMENT: items[1]: prefix 3 + item 4 tokens = 7 exceeds the model's "
+            "max_position_embeddings=6");
+  r.mutable_items(1)->mutable_token_ids()->mutable_ids()->Truncate(1);
+  r.mutable_items(2)->mutable_embedding()->set_rows(4);
+  for (int i = 0; i < 12; ++i) r.mutable_items(2)->mutable_embedding()->add_values(0.5f);
+  EXPECT_THAT(Check(r), HasSubstr("items[2]: prefix 3 + item 4 tokens = 7 exceeds"));
+  model_.max_position_embeddings = 0;  // not given by config.json: no limit
+  EXPECT_EQ(Check(r), "ok");
+}
+
 TEST_F(ValidationTest, ItemLimitsAndContents) {
   ScoreRequest r = good_;
   r.add_items()->set_text("b");

@@ -25,6 +25,13 @@ absl::Status CheckTokenIds(absl::Span<const int32_t> ids, absl::string_view fiel
 absl::Status CheckFiniteEmbedding(absl::Span<const float> values, absl::string_view field,
                                   int hidden_size);
 
+// OK when the prefix and one item fit the model's context (max_position_embeddings of config.json;
+// 0: not given, no limit); else InvalidArgument "FIELD: prefix P + item I tokens = S exceeds the
+// model's max_position_embeddings=M". Every scoring path puts an item right after the prefix, so
+// this is the longest sequence the model sees.
+absl::Status CheckContextLength(int64_t prefix_tokens, int64_t item_tokens,
+                                int max_position_embeddings, absl::string_view field);
+
 }  // namespace rankd::model
 
 #endif  // RANKD_MODEL_INPUT_CHECKS_H_

@@ -19,6 +19,7 @@ struct ModelInfo {
   std::string name;
   int vocab_size = 0;
   int hidden_size = 0;
+  int max_position_embeddings = 0;  // 0: the model's config.json gives none
 };
 
 absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
