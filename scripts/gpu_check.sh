@@ -11,9 +11,11 @@
 #   variants   A/B of backend switches: the standard workload (Ni=50, both strategies, graphs on)
 #              once per entry of $VARIANTS ('|'-separated env assignments, '-' for none; default
 #              "-"), each run twice, interleaved, so that clock drift shows as spread
-#   ab         A/B of two builds: the standard workload (Ni=50 both strategies, Ni=250 multi-item,
+#   ab         A/B(/C) of builds: the standard workload (Ni=50 both strategies, Ni=250 multi-item,
 #              graphs on) through this bundle's rankd-bench and through $BUNDLE_B's (another
-#              bundle or its archive, e.g. the commit before a change), $AB_ROUNDS (3) rounds interleaved
+#              bundle or its archive, e.g. the commit before a change) and $BUNDLE_C's if set (a
+#              folder with only bin/rankd-bench uses this bundle's lib/), $AB_ROUNDS (3) rounds,
+#              each starting with another build; then a per-stage profile of each
 #   kernels    `rankd-bench kernels` (each kernel alone on the workload's shapes), JSON in $OUT
 #   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
@@ -213,35 +215,47 @@ PY
     ab)
       make_model
       [[ -n ${BUNDLE_B:-} ]] || { say "ab: set BUNDLE_B to the other build's bundle"; exit 2; }
-      unpack_bundle "$BUNDLE_B"
-      BIN_B=$(realpath "$BUNDLE_B")/bin
+      # Sides: A this bundle, B $BUNDLE_B, C $BUNDLE_C if set. A side's libraries come from its own
+      # bundle's lib/, or from A's when it ships only bin/rankd-bench (a variant of A's build).
+      declare -A side_bin side_lib
+      side_bin[A]=$BIN
+      side_lib[A]=$BUNDLE/lib
+      sides_all="A B"
+      for side in B C; do
+        var=BUNDLE_$side
+        [[ -n ${!var:-} ]] || continue
+        unpack_bundle "${!var}"
+        dir=$(realpath "${!var}")
+        side_bin[$side]=$dir/bin
+        side_lib[$side]=$dir/lib
+        [[ -d $dir/lib ]] || side_lib[$side]=$BUNDLE/lib
+        [[ $side == C ]] && sides_all="A B C"
+      done
       for round in $(seq "${AB_ROUNDS:-3}"); do
-        # Odd rounds run A first, even rounds B first: an order effect cancels out.
-        sides="A B"
-        ((round % 2 == 0)) && sides="B A"
-        for side in $sides; do
-          bin=$BIN
-          [[ $side == B ]] && bin=$BIN_B
+        # Each round starts with another side: an order effect cancels out.
+        read -r -a order <<<"$sides_all"
+        shift_by=$(((round - 1) % ${#order[@]}))
+        order=("${order[@]:shift_by}" "${order[@]:0:shift_by}")
+        for side in "${order[@]}"; do
           for args in "--strategy multi-item --ni 50" "--strategy ibpc --ni 50" \
               "--strategy multi-item --ni 250"; do
-            # Both builds load their libraries from their own bundle.
             run "ab $side [$args] round $round" "$OUT/ab.log" 300 \
-              env LD_LIBRARY_PATH="$(dirname "$bin")/lib:/usr/local/cuda/lib64" "$bin/rankd-bench" \
-              engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --iters 30 --graphs $args &&
+              env LD_LIBRARY_PATH="${side_lib[$side]}:/usr/local/cuda/lib64" \
+              "${side_bin[$side]}/rankd-bench" engine --backend cuda --model "$MODEL_379M" \
+              --tq 50 --ti 150 --iters 30 --graphs $args &&
               grep -A1 '^backend' "$OUT/ab.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
           done
         done
       done
       # Where each build's time goes (eager, per stage): tells GPU work from host overhead.
-      for side in A B; do
-        bin=$BIN
-        [[ $side == B ]] && bin=$BIN_B
+      for side in $sides_all; do
+        echo "===== profile $side" >>"$OUT/ab_profile.log"
         run "ab profile $side multi-item ni=50" "$OUT/ab_profile.log" 300 \
-          env RANKD_CUDA_PROFILE=1 LD_LIBRARY_PATH="$(dirname "$bin")/lib:/usr/local/cuda/lib64" \
-          "$bin/rankd-bench" engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 \
-          --iters 10 --strategy multi-item --ni 50
+          env RANKD_CUDA_PROFILE=1 LD_LIBRARY_PATH="${side_lib[$side]}:/usr/local/cuda/lib64" \
+          "${side_bin[$side]}/rankd-bench" engine --backend cuda --model "$MODEL_379M" --tq 50 \
+          --ti 150 --iters 10 --strategy multi-item --ni 50
       done
-      grep -v '^=====' "$OUT/ab_profile.log" >>"$SUMMARY"
+      cat "$OUT/ab_profile.log" >>"$SUMMARY"
       ;;
     kernels)
       run "rankd-bench kernels" "$OUT/kernels.log" 300 "$BIN/rankd-bench" kernels \
