@@ -1,3 +1,8 @@
+// rankd/backend: the Backend interface, its own part (library rankd_backend_api), between the
+// engine above it and the implementations beside it (backend/cpu: the float32 reference,
+// backend/cuda: bf16 kernels and cuBLASLt); the registry (registry.h, rankd_backends) picks one by
+// name where a program is assembled, so the engine knows only this header.
+//
 // Backend: the model-level compute interface. A backend owns the whole forward pass (which lets
 // the CUDA backend fuse kernels and capture graphs); the engine above it handles text, templates,
 // validation and batching. Every backend computes the same scores (ARCHITECTURE.md, "Score
@@ -61,6 +66,11 @@ class PrefixState {
   virtual size_t bytes() const = 0;  // memory held, for cache accounting
 };
 
+// Threading contract, for every implementation: name(), config() and head() may be called from
+// any thread at any time, and a PrefixState, once returned, is immutable and may be read by any
+// number of threads and outlive later calls. EncodePrefix, ScoreItems and ScoreGroups are made by
+// one thread at a time (in rankd, the worker's engine thread); an implementation may allow more
+// (the CUDA backend serialises its stream's users itself) but callers must not rely on it.
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -1,3 +1,6 @@
+// rankd/cli: what the command-line programs (rankd, rankd-client, rankd-bench) share: the flag
+// parser (this header, library rankd_flags) and the request-line JSON (request_line.h).
+//
 // A small per-command flag parser: `--name=value`, `--name value`, `--bool` / `--no-bool`, and
 // --help. Each command of rankd, rankd-client and rankd-bench has its own set, so a flag means one
 // thing per command and an unknown or misspelt flag is an error that names it.

@@ -1,3 +1,7 @@
+// rankd/common: what every module uses: Status helpers (this header), gRPC status conversion
+// (grpc_status.h, for the gRPC programs only), logging (logging.h), ThreadPool and ParallelFor
+// (parallel.h), UTF-8 checks (utf8.h).
+//
 // Status helpers shared by every module: the RETURN_IF_ERROR / ASSIGN_OR_RETURN macros that this
 // abseil (20220623) lacks, and a few constructors that put the file and field into the message.
 #ifndef RANKD_COMMON_STATUS_H_

@@ -1,6 +1,10 @@
+// rankd/engine: the engine (this header), its options (options.h: EngineOptions, the one
+// definition of an engine's settings) and its prefix cache (prefix_cache.h). It knows the Backend
+// interface only; the backend comes from the factory its creator passes in.
+//
 // Engine: text in, scores out. Owns a tokenizer and a backend; applies the model's templates,
 // validates items, encodes the query prefix once and scores the items against it in batches of at
-// most `max_batch_tokens` item tokens.
+// most `backend.max_batch_tokens` item tokens.
 #ifndef RANKD_ENGINE_ENGINE_H_
 #define RANKD_ENGINE_ENGINE_H_
 

@@ -1,3 +1,7 @@
+// rankd/model: what a checkpoint is, with no compute: config.json (this header), safetensors
+// (safetensors.h), tensor binding (weights.h), RoPE's frequency table (rope.h) and the input checks
+// every layer shares (input_checks.h: token ids, finite embeddings, context length).
+//
 // ModelConfig: the architecture facts of a Hugging Face checkpoint, read from its config.json.
 // Both config styles that real checkpoints use are accepted: transformers 4.x (`rope_theta` and
 // `rope_scaling` at top level) and 5.x (`rope_parameters`).

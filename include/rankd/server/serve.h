@@ -1,3 +1,9 @@
+// rankd/server: the front end of `rankd serve`, by part: config.h (ServeConfig, library
+// rankd_config, which the workers read too), validation.h (checks before queueing),
+// scorer_service.h (the gRPC service), worker_pool.h (admission, queues, dispatch, retry),
+// worker_supervisor.h (worker processes: spawn, pings, reap, restart, stop), worker_plan.h (each
+// worker's GPU, CPUs, command line and environment), metrics.h, process.h.
+//
 // `rankd serve`: the gRPC front end (rankd.v1.Scorer, grpc.health.v1, server reflection), the
 // worker pool, /metrics over HTTP, and the SIGTERM drain.
 #ifndef RANKD_SERVER_SERVE_H_

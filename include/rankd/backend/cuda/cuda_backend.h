@@ -6,12 +6,18 @@
 //   "multi-item"  EncodePrefix keeps the prefix ids; ScoreItems runs prefix and items in one
 //                 packed pass in which the attention mask keeps the items apart.
 // ScoreGroups packs several requests' items (each request with its own prefix) into one pass.
-// Passes are padded to a row-count bucket and, unless BackendOptions::cuda_graphs is false or
-// RANKD_CUDA_GRAPHS=0, captured as one CUDA graph per bucket the first time and replayed after
-// (all per-batch data, the attention metadata and the prefixes' K/V pointers included, lives in
-// uploaded device buffers). A failed capture leaves that bucket eager and is counted.
-// RANKD_CUDA_PROFILE=1 times every stage of eager passes and prints the table at destruction;
-// RANKD_CUDA_GEMM_TUNE=0 keeps cuBLASLt's first heuristic pick instead of timing its top few.
+// Passes are padded to a row-count bucket and, unless BackendOptions::cuda_graphs is false,
+// captured as one CUDA graph per bucket the first time and replayed after (all per-batch data, the
+// attention metadata and the prefixes' K/V pointers included, lives in uploaded device buffers).
+// A failed capture leaves that bucket eager and is counted. BackendOptions::cuda (the RANKD_CUDA_*
+// switches, read by the program at start): profile times every stage of eager passes and prints
+// the table at destruction; gemm_tune=false keeps cuBLASLt's first heuristic pick.
+//
+// The folder's parts, by name: cuda_backend.cc (the Backend methods and the forward pass),
+// pass_plan.h (host-side planning of a pass: packing, positions, attention tiles; plain C++,
+// CPU-tested), cuda_weights.h (bf16 upload of the weights), graph_cache.h (captured passes per
+// shape), gemm.h (cuBLASLt), device_arena.h, stage_profiler.h, cuda_status.h; kernels/ holds the
+// kernels, each with its CPU reference in backend/cpu/ops.h and `rankd-bench kernels`.
 #ifndef RANKD_BACKEND_CUDA_CUDA_BACKEND_H_
 #define RANKD_BACKEND_CUDA_CUDA_BACKEND_H_
 
