@@ -97,17 +97,13 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBenchBackend(const EngineB
 absl::Status CheckEngineBenchOptions(const EngineBenchOptions& o) {
   // Checked here rather than in each command: RunEngine sizes its buffers from these (tq 0 writes
   // past an empty prefix) and divides by iters, and the sweep calls it with its own options.
-  const std::pair<const char*, int> at_least_one[] = {
-      {"tq", o.tq}, {"ti", o.ti}, {"ni", o.ni}, {"iters", o.iters}, {"concurrency", o.concurrency}};
-  for (const auto& [flag, value] : at_least_one) {
-    if (value < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " must be >= 1 (got ", value, ")"));
-    }
-  }
-  if (o.warmup < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--warmup must be >= 0 (got ", o.warmup, ")"));
-  }
+  RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"tq", o.tq},
+                                                {"ti", o.ti},
+                                                {"ni", o.ni},
+                                                {"iters", o.iters},
+                                                {"concurrency", o.concurrency}},
+                                               1));
+  RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"warmup", o.warmup}}, 0));
   if (o.items != "ids" && o.items != "embedding") {
     return absl::InvalidArgumentError(
         absl::StrCat("--items must be ids or embedding (got '", o.items, "')"));

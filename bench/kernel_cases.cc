@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rankd/common/status.h"
 
 namespace rankd::bench {
 
@@ -164,17 +165,10 @@ void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o) {
 }
 
 absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOptions& o) {
-  const std::pair<const char*, int> at_least_one[] = {
-      {"tq", o.workload.tq}, {"ti", o.workload.ti}, {"ni", o.workload.ni}, {"iters", o.iters}};
-  for (const auto& [flag, value] : at_least_one) {
-    if (value < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " must be >= 1 (got ", value, ")"));
-    }
-  }
-  if (o.warmup < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--warmup must be >= 0 (got ", o.warmup, ")"));
-  }
+  RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast(
+      {{"tq", o.workload.tq}, {"ti", o.workload.ti}, {"ni", o.workload.ni}, {"iters", o.iters}},
+      1));
+  RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"warmup", o.warmup}}, 0));
   std::vector<KernelCase> cases;
   if (o.shape == "both") {
     cases = KernelCases(*FindKernelModelShape("379m"), o.workload, false);

@@ -123,4 +123,15 @@ std::optional<int> ParseCommandFlags(FlagSet& flags, int argc, char** argv, int 
   return 2;
 }
 
+absl::Status CheckFlagsAtLeast(std::initializer_list<std::pair<const char*, int>> flags,
+                               int minimum) {
+  for (const auto& [flag, value] : flags) {
+    if (value < minimum) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be >= ", minimum, " (got ", value, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace rankd::cli

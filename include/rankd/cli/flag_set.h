@@ -8,9 +8,11 @@
 #ifndef RANKD_CLI_FLAG_SET_H_
 #define RANKD_CLI_FLAG_SET_H_
 
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,6 +56,11 @@ class FlagSet {
 // printed), 2 after printing "<command>: <error>" to stderr.
 std::optional<int> ParseCommandFlags(FlagSet& flags, int argc, char** argv, int first,
                                      const char* command);
+
+// The range check of numeric flags: InvalidArgument "--NAME must be >= MINIMUM (got V)" for the
+// first {NAME, V} of `flags` below `minimum`.
+absl::Status CheckFlagsAtLeast(std::initializer_list<std::pair<const char*, int>> flags,
+                               int minimum);
 
 }  // namespace rankd::cli
 
