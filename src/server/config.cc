@@ -90,6 +90,19 @@ Field Number(T* v) {
             }
           }};
 }
+// A size given in MiB in the file, kept in bytes (whole MiB: what the file can say).
+Field MebiBytes(size_t* bytes) {
+  return {[bytes](const YAML::Node& n, const std::string& k) -> absl::Status {
+            int64_t mb = 0;
+            RANKD_RETURN_IF_ERROR(Scalar(n, k, "an integer (MiB)", &mb));
+            if (mb < 0 || mb > (int64_t{1} << 30)) {
+              return KeyError(k, absl::StrCat("must be between 0 and 2^30 MiB (got ", mb, ")"));
+            }
+            *bytes = static_cast<size_t>(mb) << 20;
+            return absl::OkStatus();
+          },
+          [bytes](YAML::Emitter& e) { e << static_cast<int64_t>(*bytes >> 20); }};
+}
 Field Bool(bool* v) {
   return {
       [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); },
@@ -218,6 +231,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                          {"threads", Number(&eo.backend.threads)},
                          {"tokenizer_threads", Number(&eo.tokenizer_threads)},
                          {"max_batch_tokens", Number(&eo.backend.max_batch_tokens)},
+                         {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes)},
                          {"cuda_strategy", String(&eo.backend.strategy)},
                          {"cuda_graphs", Bool(&eo.backend.cuda_graphs)}})},
       {"server", Section({{"listen", String(&s.listen)},

@@ -55,6 +55,7 @@ model:
   head: "yes_no:4,5"
   query_template: "Q: {query}"
   threads: 3
+  prefix_cache_mb: 0
 server:
   listen: 0.0.0.0:1234
   metrics_listen: ""
@@ -83,6 +84,7 @@ logging:
   EXPECT_EQ(c->model.engine.settings.query_template, "Q: {query}");
   EXPECT_FALSE(c->model.engine.settings.item_template.has_value());
   EXPECT_EQ(c->model.engine.backend.threads, 3);
+  EXPECT_EQ(c->model.engine.prefix_cache_bytes, 0u);
   EXPECT_EQ(c->server.listen, "0.0.0.0:1234");
   EXPECT_EQ(c->server.metrics_listen, "");
   EXPECT_EQ(c->server.queue_size, 9);
@@ -119,6 +121,7 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   e.backend.cuda_graphs = false;
   e.backend.max_batch_tokens = 12345;
   e.tokenizer_threads = 3;
+  e.prefix_cache_bytes = size_t{48} << 20;
   e.settings.head = "yes_no:yes,no";
   e.settings.query_template = "<|im_start|>system\nJudge: \"yes\" or 'no' \u00e9\u4e2d: {query}\n";
   e.settings.item_template = "  {item}\t# not a comment";
@@ -179,6 +182,8 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("f.yaml: workers.cuont: unknown setting"));
   EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("count"));  // lists the known keys
   EXPECT_THAT(error("workres: {}\n"), HasSubstr("workres: unknown setting"));
+  EXPECT_THAT(error("model:\n  dir: /m\n  prefix_cache_mb: -1\n"),
+              HasSubstr("model.prefix_cache_mb: must be between 0 and 2^30 MiB (got -1)"));
   EXPECT_THAT(error("workers:\n  count: two\n"), HasSubstr("workers.count: must be an integer"));
   EXPECT_THAT(error("workers:\n  count: 1.5\n"), HasSubstr("workers.count"));
   EXPECT_THAT(error("workers: 3\n"), HasSubstr("workers: must be a mapping"));
