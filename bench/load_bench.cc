@@ -64,6 +64,7 @@ std::vector<rankd::v1::ScoreRequest> MakeRequests(const LoadOptions& o, int coun
     }
     req.set_priority(o.priority == "batch" ? rankd::v1::PRIORITY_BATCH
                                            : rankd::v1::PRIORITY_INTERACTIVE);
+    req.set_skip_cache(!o.cache);
     for (int n = 0; n < o.ni; ++n) {
       auto* item = req.add_items();
       if (o.items == "embedding") {
@@ -273,6 +274,9 @@ int RunLoadBench(int argc, char** argv, int first) {
   flags.Int("query-words", &o.query_words, "words per query (--items text)");
   flags.String("priority", &o.priority, "interactive or batch");
   flags.Int("seed", &o.seed, "random seed");
+  flags.Bool("cache", &o.cache,
+             "let the server's result cache answer items it has seen (default: skip_cache on "
+             "every request, so that every item is scored)");
   flags.String("json", &json_path, "also write the result as JSON to this file");
   if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "load")) {
     return *exit_code;

@@ -26,6 +26,9 @@ struct LoadOptions {
   int item_words = 60, query_words = 8;
   std::string priority = "interactive";
   int seed = 1;
+  // false: every request carries skip_cache, so that every item is scored (the serving path's
+  // throughput); true: the server's result cache may answer items it has seen.
+  bool cache = false;
 };
 
 struct LoadResult {

@@ -219,6 +219,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
   Limits& l = c.limits;
   WorkersSection& w = c.workers;
   LoggingSection& g = c.logging;
+  ResultCacheSection& rc = c.result_cache;
   return {
       {"model", Section({{"dir", Path(&eo.model_dir, base)},
                          {"name", String(&m.name)},
@@ -259,6 +260,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                            {"restart_backoff_max_s", Number(&w.restart_backoff_max_s)},
                            {"stop_timeout_s", Number(&w.stop_timeout_s)},
                            {"socket_dir", Path(&w.socket_dir, base)}})},
+      {"result_cache",
+       Section({{"capacity_mb", Number(&rc.capacity_mb)}, {"ttl_s", Number(&rc.ttl_s)}})},
       {"logging", Section({{"level", String(&g.level)},
                            {"format", String(&g.format)},
                            {"access_log", Bool(&g.access_log)}})},
@@ -380,6 +383,13 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   if (w.count == 0 && w.gpus.empty() && !w.all_gpus) {
     return KeyError("workers.count", "must be positive when no GPUs are listed");
   }
+
+  const ResultCacheSection& rc = config->result_cache;
+  RANKD_RETURN_IF_ERROR(non_negative("result_cache.capacity_mb", rc.capacity_mb));
+  if (rc.capacity_mb > (int64_t{1} << 30)) {
+    return KeyError("result_cache.capacity_mb", "must be at most 2^30 MiB");
+  }
+  RANKD_RETURN_IF_ERROR(positive("result_cache.ttl_s", rc.ttl_s));
 
   const LoggingSection& g = config->logging;
   if (g.format != "text" && g.format != "json") {

@@ -199,6 +199,15 @@ ServerMetrics::ServerMetrics(MetricsRegistry* r)
                                     "Workers started again after one exited or was killed.")),
       worker_exits(r->GetCounter("rankd_worker_exits_total",
                                  "Worker processes that exited (crashed, killed, or stopped).")),
+      result_cache_hits(
+          r->GetCounter("rankd_result_cache_hits_total", "Items answered from the result cache.")),
+      result_cache_misses(r->GetCounter("rankd_result_cache_misses_total",
+                                        "Items looked up in the result cache and not found.")),
+      result_cache_evictions(
+          r->GetCounter("rankd_result_cache_evictions_total",
+                        "Result cache entries pushed out by result_cache.capacity_mb.")),
+      result_cache_bytes(r->GetGauge("rankd_result_cache_bytes",
+                                     "Bytes the result cache holds (an estimate per entry).")),
       queue_depth(r->GetGauge("rankd_queue_depth", "Work waiting for a worker.")),
       running(r->GetGauge("rankd_calls_in_flight", "Worker calls in flight, all workers.")),
       workers_up(r->GetGauge("rankd_workers_up", "Workers that are up (answered a ping).")),

@@ -102,9 +102,11 @@ std::optional<float> ResultCache::Get(const ResultKey& key) {
   Shard& s = ShardOf(key);
   const Clock::time_point now = options_.now();
   std::lock_guard<std::mutex> lock(s.mu);
+  ServerMetrics* m = options_.metrics;
   auto it = s.index.find(key);
   if (it == s.index.end()) {
     ++s.misses;
+    if (m) m->result_cache_misses->Add();
     return std::nullopt;
   }
   if (it->second->expires <= now) {
@@ -112,10 +114,15 @@ std::optional<float> ResultCache::Get(const ResultKey& key) {
     s.index.erase(it);
     ++s.expired;
     ++s.misses;
+    if (m) {
+      m->result_cache_misses->Add();
+      m->result_cache_bytes->Add(-kEntryBytes);
+    }
     return std::nullopt;
   }
   s.lru.splice(s.lru.begin(), s.lru, it->second);
   ++s.hits;
+  if (m) m->result_cache_hits->Add();
   return it->second->score;
 }
 
@@ -133,10 +140,16 @@ void ResultCache::Put(const ResultKey& key, float score) {
   }
   s.lru.push_front(Entry{key, score, expires});
   s.index.emplace(key, s.lru.begin());
+  int evicted = 0;
   while (static_cast<int64_t>(s.lru.size()) > shard_capacity_entries_) {
     s.index.erase(s.lru.back().key);
     s.lru.pop_back();
-    ++s.evictions;
+    ++evicted;
+  }
+  s.evictions += evicted;
+  if (ServerMetrics* m = options_.metrics) {
+    m->result_cache_bytes->Add(static_cast<double>((1 - evicted) * kEntryBytes));
+    if (evicted > 0) m->result_cache_evictions->Add(evicted);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
+#include "rankd/server/result_cache.h"
 #include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
 
@@ -39,9 +40,7 @@ void AppendScores(const ScoreRequest& request, int begin, int end, int scored_en
 }
 
 // A caller's string for the log, bounded (the log formatter escapes whatever it holds).
-absl::string_view ForLog(const std::string& s) {
-  return absl::string_view(s).substr(0, 256);
-}
+absl::string_view ForLog(const std::string& s) { return absl::string_view(s).substr(0, 256); }
 
 // Metrics and the access log of one finished call.
 void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc::Status& status,
@@ -72,8 +71,41 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
       Done(ToGrpcStatus(s));
       return;
     }
+    const int scored_end = ItemsToScore(*request);
+    // What the worker scores: the whole request, or (with cache hits) a request of the misses.
+    const ScoreRequest* to_score = request;
+    int to_score_end = scored_end;
+    ResultCache* cache = service->cache();
+    if (cache->enabled() && !request->skip_cache()) {
+      const ResultKeyBuilder keys(service->cache_scope(), *request);
+      keys_.reserve(scored_end);
+      cached_.reserve(scored_end);
+      for (int i = 0; i < scored_end; ++i) {
+        keys_.push_back(keys.ItemKey(request->items(i)));
+        cached_.push_back(cache->Get(keys_.back()));
+        if (!cached_.back()) misses_.push_back(i);
+      }
+      if (misses_.empty()) {  // every item answered here: nothing queues
+        Answer(nullptr);
+        Done(grpc::Status::OK);
+        return;
+      }
+      if (static_cast<int>(misses_.size()) < scored_end) {
+        // What the worker reads besides the items, and the misses alone.
+        misses_request_.set_query(request->query());
+        *misses_request_.mutable_query_ids() = request->query_ids();
+        misses_request_.set_apply_sigmoid(request->apply_sigmoid());
+        misses_request_.set_priority(request->priority());
+        misses_request_.set_request_id(request->request_id());
+        for (int i : misses_) *misses_request_.add_items() = request->items(i);
+        to_score = &misses_request_;
+        to_score_end = static_cast<int>(misses_.size());
+      } else {
+        misses_.clear();  // all missed: the whole request goes, index for index
+      }
+    }
     work_ = std::make_shared<Work>(
-        request, 0, ItemsToScore(*request), Interactive(*request), context->deadline(),
+        to_score, 0, to_score_end, Interactive(*request), context->deadline(),
         Work::Carry::kWholeRequest,
         [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
     s = service->pool()->Submit({work_});
@@ -87,18 +119,54 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
 
  private:
   void OnWorkDone(const grpc::Status& status, Work& work) {
-    if (status.ok()) {
-      const auto& r = work.result();
-      AppendScores(*request_, 0, request_->items_size(), work.end(), &r, 0, response_);
-      response_->mutable_usage()->set_prefix_tokens(r.prefix_tokens());
-      response_->mutable_usage()->set_item_tokens(r.item_tokens());
-      response_->mutable_usage()->set_items_scored(work.num_items());
-      response_->set_model(service_->model().name);
-      response_->set_request_id(request_->request_id());
-      response_->mutable_timing()->set_queue_seconds(work.queue_seconds());
-      response_->mutable_timing()->set_compute_seconds(r.compute_seconds());
+    if (!status.ok()) {
+      if (misses_.empty()) return Done(status);
+      // The worker named items of the misses' request: name them by their index in the call's.
+      const std::vector<int>& misses = misses_;
+      return Done(
+          grpc::Status(status.error_code(),
+                       rankd::worker::MapItemIndex(status.error_message(), [&misses](int j) {
+                         return j >= 0 && j < static_cast<int>(misses.size()) ? misses[j] : j;
+                       })));
     }
+    Answer(&work);
     Done(status);
+  }
+
+  // The response: items below the depth from the cache or from `work`'s result (null: all
+  // cached); the worker's scores fill the cache.
+  void Answer(const Work* work) {
+    const int n = request_->items_size();
+    const int scored_end = ItemsToScore(*request_);
+    const rankd::worker::v1::WorkResult* r = work ? &work->result() : nullptr;
+    ResultCache* cache = service_->cache();
+    size_t next_miss = 0;
+    for (int i = 0; i < n; ++i) {
+      rankd::v1::ItemScore* s = response_->add_scores();
+      if (i < scored_end) {
+        s->set_scored(true);
+        if (!cached_.empty() && cached_[i]) {
+          s->set_score(*cached_[i]);
+          s->set_cached(true);
+        } else {
+          // The worker's scores are the misses' in order (or every item's, index for index).
+          const int j = misses_.empty() ? i : static_cast<int>(next_miss++);
+          s->set_score(r->scores(j));
+          if (!keys_.empty()) cache->Put(keys_[i], r->scores(j));
+        }
+      }
+      if (!request_->items(i).id().empty()) s->set_id(request_->items(i).id());
+    }
+    response_->set_depth(scored_end);
+    response_->set_model(service_->model().name);
+    response_->set_request_id(request_->request_id());
+    if (r != nullptr) {
+      response_->mutable_usage()->set_prefix_tokens(r->prefix_tokens());
+      response_->mutable_usage()->set_item_tokens(r->item_tokens());
+      response_->mutable_usage()->set_items_scored(work->num_items());
+      response_->mutable_timing()->set_queue_seconds(work->queue_seconds());
+      response_->mutable_timing()->set_compute_seconds(r->compute_seconds());
+    }
   }
 
   void Done(const grpc::Status& status) {
@@ -111,6 +179,12 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   ScoreResponse* const response_;
   const Clock::time_point start_;
   std::shared_ptr<Work> work_;
+  // With the result cache: the keys and cached scores of items [0, depth), the items that missed
+  // (empty when none hit: then the whole request goes to the worker) and their own request.
+  std::vector<ResultKey> keys_;
+  std::vector<std::optional<float>> cached_;
+  std::vector<int> misses_;
+  ScoreRequest misses_request_;
 };
 
 // Answers in chunks of consecutive items, in order, each as soon as it and those before it are
@@ -285,9 +359,37 @@ int TransportMessageLimit(const Limits& limits) {
   return rankd::worker::TransportMessageLimit(limits.max_message_bytes);  // the workers' too
 }
 
+namespace {
+
+// What fixes a score besides the request: the model and its prompt and head settings.
+std::string CacheScope(const ServeConfig& config) {
+  const engine::ModelSettings& ms = config.model.engine.settings;
+  const std::vector<std::string> parts = {config.model.name,
+                                          config.model.engine.model_dir,
+                                          ms.query_template.value_or(""),
+                                          ms.item_template.value_or(""),
+                                          ms.head.value_or(""),
+                                          ms.preset.value_or(""),
+                                          ms.instruction.value_or("")};
+  std::string scope;
+  for (const std::string& part : parts) {
+    absl::StrAppend(&scope, part.size(), ":", part, ";");  // length-prefixed: no two alike
+  }
+  return scope;
+}
+
+}  // namespace
+
 ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,
                              ServerMetrics* metrics)
-    : config_(config), model_(std::move(model)), pool_(pool), metrics_(metrics) {}
+    : config_(config),
+      model_(std::move(model)),
+      pool_(pool),
+      metrics_(metrics),
+      cache_scope_(CacheScope(config)),
+      cache_(ResultCache::Options{.capacity_bytes = config.result_cache.capacity_mb << 20,
+                                  .ttl_s = config.result_cache.ttl_s,
+                                  .metrics = metrics}) {}
 
 grpc::ServerUnaryReactor* ScorerService::Score(grpc::CallbackServerContext* context,
                                                const ScoreRequest* request,

@@ -142,6 +142,8 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   c.workers.socket_dir = "/run/rankd";
   c.logging.level = "debug";
   c.logging.access_log = true;
+  c.result_cache.capacity_mb = 3;
+  c.result_cache.ttl_s = 1.5;
   const std::string yaml = ServeConfigToYaml(c);
   back = ParseServeConfig(yaml, "/elsewhere", "yaml");
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
@@ -182,6 +184,8 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("f.yaml: workers.cuont: unknown setting"));
   EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("count"));  // lists the known keys
   EXPECT_THAT(error("workres: {}\n"), HasSubstr("workres: unknown setting"));
+  EXPECT_THAT(error("model:\n  dir: /m\nresult_cache:\n  ttl_s: 0\n"),
+              HasSubstr("result_cache.ttl_s: must be positive"));
   EXPECT_THAT(error("model:\n  dir: /m\n  prefix_cache_mb: -1\n"),
               HasSubstr("model.prefix_cache_mb: must be between 0 and 2^30 MiB (got -1)"));
   EXPECT_THAT(error("workers:\n  count: two\n"), HasSubstr("workers.count: must be an integer"));

@@ -301,6 +301,7 @@ TEST(ServeTest, GoldenScoresLlamaClassifier) {
   {
     ScoreRequest request = TextRequest(big);
     request.set_depth(5);
+    request.set_skip_cache(true);  // scored again: the items are the big request's
     ScoreResponse response;
     ASSERT_TRUE(Score(*server, request, &response).ok());
     ++requests;
@@ -314,9 +315,73 @@ TEST(ServeTest, GoldenScoresLlamaClassifier) {
       }
     }
     EXPECT_EQ(response.usage().items_scored(), 5);
+    EXPECT_EQ(response.depth(), 5);
   }
   EXPECT_EQ(server->Metric("rankd_requests_total{code=\"OK\"}"), requests);
   EXPECT_EQ(server->Metric("rankd_items_scored_total"), items);
+}
+
+// The result cache (on by default): a repeated (query, item) is answered without a worker, with
+// the bits first computed; a mixed request sends only its misses and merges them in order; a
+// worker's error about a miss names the item's index in the caller's request; skip_cache scores
+// everything again.
+TEST(ServeTest, ResultCacheAnswersRepeatedItems) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[4];
+  ASSERT_GE(c.items.size(), 5u);
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  ScoreRequest first = TextRequest(c);
+  first.mutable_items()->DeleteSubrange(3, first.items_size() - 3);
+  ScoreResponse r1;
+  ASSERT_TRUE(Score(*server, first, &r1).ok());
+  EXPECT_EQ(r1.depth(), 3);
+  EXPECT_EQ(r1.usage().items_scored(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(r1.scores(i).cached()) << i;
+
+  ScoreResponse r2;
+  ASSERT_TRUE(Score(*server, first, &r2).ok());
+  EXPECT_EQ(r2.usage().items_scored(), 0);  // no worker call
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(r2.scores(i).cached()) << i;
+    EXPECT_TRUE(r2.scores(i).scored()) << i;
+    EXPECT_EQ(r2.scores(i).score(), r1.scores(i).score()) << i;  // the same bits
+    EXPECT_EQ(r2.scores(i).id(), absl::StrCat("item-", i));
+  }
+  EXPECT_EQ(server->Metric("rankd_result_cache_hits_total"), 3);
+
+  // Items 0..4: 0..2 cached, 3 and 4 scored now, in order.
+  ScoreRequest mixed = TextRequest(c);
+  mixed.mutable_items()->DeleteSubrange(5, mixed.items_size() - 5);
+  ScoreResponse r3;
+  ASSERT_TRUE(Score(*server, mixed, &r3).ok());
+  ASSERT_EQ(r3.scores_size(), 5);
+  EXPECT_EQ(r3.usage().items_scored(), 2);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(r3.scores(i).cached(), i < 3) << i;
+    EXPECT_TRUE(WithinF32Tolerance(r3.scores(i).score(), c.items[i].score)) << i;
+    EXPECT_EQ(r3.scores(i).id(), absl::StrCat("item-", i));
+  }
+
+  // A miss the worker refuses (over max_item_tokens=128) at index 1 of the misses' request is
+  // items[6] of the caller's.
+  ScoreRequest bad = mixed;
+  std::string long_text;
+  for (int w = 0; w < 400; ++w) absl::StrAppend(&long_text, "word", w, " ");
+  bad.add_items()->set_text("a new item");
+  bad.add_items()->set_text(long_text);
+  ScoreResponse r4;
+  const grpc::Status s = Score(*server, bad, &r4);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("items[6].text"));
+
+  // skip_cache: every item goes to a worker again, nothing marked cached.
+  mixed.set_skip_cache(true);
+  ScoreResponse r5;
+  ASSERT_TRUE(Score(*server, mixed, &r5).ok());
+  EXPECT_EQ(r5.usage().items_scored(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(r5.scores(i).cached()) << i;
+  EXPECT_GT(server->Metric("rankd_result_cache_bytes").value_or(0), 0);
 }
 
 TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
@@ -655,8 +720,10 @@ TEST(ServeTest, WorkKilledInFlightIsSentToTheOtherWorker) {
   ASSERT_EQ(kill(victim, SIGSTOP), 0);
   // Calls alternate between the idle workers: within a few calls one sticks on the stopped one.
   std::unique_ptr<AsyncScore> stuck;
+  ScoreRequest request = TextRequest(c);
+  request.set_skip_cache(true);  // each call must reach a worker
   for (int attempt = 0; attempt < 10 && !stuck; ++attempt) {
-    auto call = std::make_unique<AsyncScore>(*server, TextRequest(c), seconds(60));
+    auto call = std::make_unique<AsyncScore>(*server, request, seconds(60));
     if (call->Done(milliseconds(500))) {
       ASSERT_TRUE(call->Wait().ok());
       continue;

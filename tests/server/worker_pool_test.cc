@@ -85,6 +85,14 @@ TEST(WorkTest, OwnItemsCopiesTheQuery) {
   EXPECT_EQ(work.worker_item().request().items_size(), 2);
 }
 
+TEST(MapItemIndexTest, RenamesTheLeadingItemIndex) {
+  using rankd::worker::MapItemIndex;
+  const auto misses = [](int j) { return std::vector<int>{2, 5, 7}[j]; };
+  EXPECT_EQ(MapItemIndex("items[1].text: 200 tokens", misses), "items[5].text: 200 tokens");
+  EXPECT_EQ(MapItemIndex("items: 5000 tokens", misses), "items: 5000 tokens");
+  EXPECT_EQ(MapItemIndex("query: see items[1]", misses), "query: see items[1]");
+}
+
 TEST(ShiftItemIndexTest, MovesTheLeadingItemIndexOnly) {
   using rankd::worker::ShiftItemIndex;
   EXPECT_EQ(ShiftItemIndex("items[1].text: 200 tokens", 9), "items[10].text: 200 tokens");

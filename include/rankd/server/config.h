@@ -87,6 +87,14 @@ struct WorkersSection {
 inline constexpr int kDefaultMaxInflightCuda = 4;
 inline constexpr int kDefaultMaxInflightCpu = 1;
 
+// The front end's (query, item) -> score cache (ResultCache).
+struct ResultCacheSection {
+  int64_t capacity_mb = 256;  // MiB of entries, at most; 0 turns the cache off
+  double ttl_s = 600;         // how long a score is kept after it was computed
+
+  bool operator==(const ResultCacheSection&) const = default;
+};
+
 struct LoggingSection {
   std::string level = "info";   // trace | debug | info | warn | error | off
   std::string format = "text";  // text | json
@@ -100,6 +108,7 @@ struct ServeConfig {
   ServerSection server;
   Limits limits;
   WorkersSection workers;
+  ResultCacheSection result_cache;
   LoggingSection logging;
 
   bool operator==(const ServeConfig&) const = default;

@@ -118,8 +118,12 @@ struct ServerMetrics {
   Counter* retries;          // worker calls re-dispatched after a worker failed
   Counter* worker_restarts;  // workers started again after one exited or was killed
   Counter* worker_exits;
-  Gauge* queue_depth;  // requests (stream chunks) waiting for a worker
-  Gauge* running;      // worker calls in flight, all workers
+  Counter* result_cache_hits;       // items answered from the result cache
+  Counter* result_cache_misses;     // items looked up and not found (or expired)
+  Counter* result_cache_evictions;  // entries pushed out by result_cache.capacity_mb
+  Gauge* result_cache_bytes;        // what the result cache holds (ResultCache::kEntryBytes each)
+  Gauge* queue_depth;               // requests (stream chunks) waiting for a worker
+  Gauge* running;                   // worker calls in flight, all workers
   Gauge* workers_up;
   Gauge* workers_configured;
   Gauge* ready;  // 1 when health reports rankd.v1.Scorer SERVING

@@ -27,6 +27,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "rankd/server/metrics.h"
 #include "rankd/v1/scorer.pb.h"
 
 namespace rankd::server {
@@ -62,6 +63,8 @@ class ResultCache {
     double ttl_s = 600;
     int shards = 16;
     std::function<Clock::time_point()> now = [] { return Clock::now(); };  // tests set a clock
+    // If set, hits, misses, evictions and bytes are counted there too (rankd_result_cache_*).
+    ServerMetrics* metrics = nullptr;
   };
   struct Stats {
     int64_t hits = 0;

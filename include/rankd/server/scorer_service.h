@@ -7,6 +7,7 @@
 
 #include "rankd/server/config.h"
 #include "rankd/server/metrics.h"
+#include "rankd/server/result_cache.h"
 #include "rankd/server/validation.h"
 #include "rankd/server/worker_pool.h"
 #include "rankd/v1/scorer.grpc.pb.h"
@@ -30,12 +31,17 @@ class ScorerService final : public rankd::v1::Scorer::CallbackService {
   const ModelInfo& model() const { return model_; }
   WorkerPool* pool() const { return pool_; }
   ServerMetrics* metrics() const { return metrics_; }
+  // The (query, item) -> score cache of Score calls (result_cache in the config).
+  ResultCache* cache() { return &cache_; }
+  const std::string& cache_scope() const { return cache_scope_; }
 
  private:
   const ServeConfig config_;
   const ModelInfo model_;
   WorkerPool* const pool_;
   ServerMetrics* const metrics_;
+  const std::string cache_scope_;
+  ResultCache cache_;
 };
 
 // The largest message the gRPC transport accepts: above limits.max_message_bytes, so that a

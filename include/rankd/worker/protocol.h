@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -16,17 +17,23 @@
 namespace rankd::worker {
 
 // An error message that names an item by its index in some list of items ("items[3].text: ...")
-// with that index moved by `offset`, for a list that starts at item `offset` of the caller's
-// request: errors name items by their index in the whole request. Other messages as they are.
-inline std::string ShiftItemIndex(absl::string_view message, int offset) {
+// with that index replaced by `map(index)`: for a list that holds some of the caller's items,
+// errors name items by their index in the caller's request. Other messages as they are.
+inline std::string MapItemIndex(absl::string_view message, const std::function<int(int)>& map) {
   absl::string_view rest = message;
-  if (offset == 0 || !absl::ConsumePrefix(&rest, "items[")) return std::string(message);
+  if (!absl::ConsumePrefix(&rest, "items[")) return std::string(message);
   const size_t close = rest.find(']');
   int index = 0;
   if (close == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, close), &index)) {
     return std::string(message);
   }
-  return absl::StrCat("items[", index + offset, rest.substr(close));
+  return absl::StrCat("items[", map(index), rest.substr(close));
+}
+
+// MapItemIndex for a list that starts at item `offset` of the caller's request.
+inline std::string ShiftItemIndex(absl::string_view message, int offset) {
+  if (offset == 0) return std::string(message);
+  return MapItemIndex(message, [offset](int i) { return i + offset; });
 }
 
 // The largest message rankd's gRPC servers accept, the front end's (limits.max_message_bytes) and
