@@ -220,6 +220,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
   WorkersSection& w = c.workers;
   LoggingSection& g = c.logging;
   ResultCacheSection& rc = c.result_cache;
+  DepthControlSection& dc = c.depth_control;
   return {
       {"model", Section({{"dir", Path(&eo.model_dir, base)},
                          {"name", String(&m.name)},
@@ -262,6 +263,14 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                            {"socket_dir", Path(&w.socket_dir, base)}})},
       {"result_cache",
        Section({{"capacity_mb", Number(&rc.capacity_mb)}, {"ttl_s", Number(&rc.ttl_s)}})},
+      {"depth_control", Section({{"enabled", Bool(&dc.enabled)},
+                                 {"target_p99_s", Number(&dc.target_p99_s)},
+                                 {"min_depth", Number(&dc.min_depth)},
+                                 {"max_depth", Number(&dc.max_depth)},
+                                 {"kp", Number(&dc.kp)},
+                                 {"ki", Number(&dc.ki)},
+                                 {"kd", Number(&dc.kd)},
+                                 {"window_s", Number(&dc.window_s)}})},
       {"logging", Section({{"level", String(&g.level)},
                            {"format", String(&g.format)},
                            {"access_log", Bool(&g.access_log)}})},
@@ -390,6 +399,19 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
     return KeyError("result_cache.capacity_mb", "must be at most 2^30 MiB");
   }
   RANKD_RETURN_IF_ERROR(positive("result_cache.ttl_s", rc.ttl_s));
+
+  const DepthControlSection& dc = config->depth_control;
+  RANKD_RETURN_IF_ERROR(positive("depth_control.target_p99_s", dc.target_p99_s));
+  RANKD_RETURN_IF_ERROR(positive("depth_control.min_depth", dc.min_depth));
+  if (dc.max_depth < dc.min_depth) {
+    return KeyError(
+        "depth_control.max_depth",
+        absl::StrCat("must be at least min_depth=", dc.min_depth, " (got ", dc.max_depth, ")"));
+  }
+  RANKD_RETURN_IF_ERROR(non_negative("depth_control.kp", dc.kp));
+  RANKD_RETURN_IF_ERROR(non_negative("depth_control.ki", dc.ki));
+  RANKD_RETURN_IF_ERROR(non_negative("depth_control.kd", dc.kd));
+  RANKD_RETURN_IF_ERROR(positive("depth_control.window_s", dc.window_s));
 
   const LoggingSection& g = config->logging;
   if (g.format != "text" && g.format != "json") {

@@ -71,7 +71,8 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
       Done(ToGrpcStatus(s));
       return;
     }
-    const int scored_end = ItemsToScore(*request);
+    scored_end_ = ItemsToScore(*request, service->default_depth());
+    const int scored_end = scored_end_;
     // What the worker scores: the whole request, or (with cache hits) a request of the misses.
     const ScoreRequest* to_score = request;
     int to_score_end = scored_end;
@@ -137,7 +138,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   // cached); the worker's scores fill the cache.
   void Answer(const Work* work) {
     const int n = request_->items_size();
-    const int scored_end = ItemsToScore(*request_);
+    const int scored_end = scored_end_;
     const rankd::worker::v1::WorkResult* r = work ? &work->result() : nullptr;
     ResultCache* cache = service_->cache();
     size_t next_miss = 0;
@@ -171,6 +172,9 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
 
   void Done(const grpc::Status& status) {
     RecordCall(service_, *request_, status, start_, "Score");
+    if (status.ok()) {
+      service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
+    }
     Finish(status);
   }
 
@@ -178,6 +182,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   const ScoreRequest* const request_;
   ScoreResponse* const response_;
   const Clock::time_point start_;
+  int scored_end_ = 0;  // items [0, scored_end_) are scored: ItemsToScore with the controller's
   std::shared_ptr<Work> work_;
   // With the result cache: the keys and cached scores of items [0, depth), the items that missed
   // (empty when none hit: then the whole request goes to the worker) and their own request.
@@ -389,7 +394,49 @@ ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerP
       cache_scope_(CacheScope(config)),
       cache_(ResultCache::Options{.capacity_bytes = config.result_cache.capacity_mb << 20,
                                   .ttl_s = config.result_cache.ttl_s,
-                                  .metrics = metrics}) {}
+                                  .metrics = metrics}),
+      latencies_(config.depth_control.window_s) {
+  if (config_.depth_control.enabled) {
+    default_depth_ = config_.depth_control.max_depth;
+    metrics_->depth->Set(default_depth_);
+    control_ = std::thread(&ScorerService::ControlLoop, this);
+  }
+}
+
+ScorerService::~ScorerService() {
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    stop_control_ = true;
+  }
+  control_cv_.notify_all();
+  if (control_.joinable()) control_.join();
+}
+
+void ScorerService::RecordLatency(double seconds) {
+  if (config_.depth_control.enabled) latencies_.Record(seconds, Clock::now());
+}
+
+void ScorerService::ControlLoop() {
+  constexpr auto kPeriod = std::chrono::seconds(1);
+  const DepthControlSection& dc = config_.depth_control;
+  DepthController controller(DepthControlOptions{.target_p99_s = dc.target_p99_s,
+                                                 .min_depth = dc.min_depth,
+                                                 .max_depth = dc.max_depth,
+                                                 .kp = dc.kp,
+                                                 .ki = dc.ki,
+                                                 .kd = dc.kd});
+  Clock::time_point last = Clock::now();
+  std::unique_lock<std::mutex> lock(control_mu_);
+  while (!control_cv_.wait_for(lock, kPeriod, [this] { return stop_control_; })) {
+    const Clock::time_point now = Clock::now();
+    const std::optional<double> p99 = latencies_.P99(now);
+    const int depth = controller.Update(p99, std::chrono::duration<double>(now - last).count());
+    last = now;
+    default_depth_.store(depth, std::memory_order_relaxed);
+    metrics_->depth->Set(depth);
+    if (p99) metrics_->latency_p99->Set(*p99);
+  }
+}
 
 grpc::ServerUnaryReactor* ScorerService::Score(grpc::CallbackServerContext* context,
                                                const ScoreRequest* request,

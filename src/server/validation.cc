@@ -18,9 +18,10 @@ absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids, absl:
 
 }  // namespace
 
-int ItemsToScore(const rankd::v1::ScoreRequest& request) {
+int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth) {
   const int n = request.items_size();
-  return request.depth() > 0 && request.depth() < n ? request.depth() : n;
+  const int depth = request.depth() > 0 ? request.depth() : default_depth;
+  return depth > 0 && depth < n ? depth : n;
 }
 
 absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,

@@ -144,6 +144,14 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   c.logging.access_log = true;
   c.result_cache.capacity_mb = 3;
   c.result_cache.ttl_s = 1.5;
+  c.depth_control = {.enabled = true,
+                     .target_p99_s = 0.25,
+                     .min_depth = 10,
+                     .max_depth = 20,
+                     .kp = 1.5,
+                     .ki = 0.125,
+                     .kd = 0,
+                     .window_s = 30};
   const std::string yaml = ServeConfigToYaml(c);
   back = ParseServeConfig(yaml, "/elsewhere", "yaml");
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
@@ -184,6 +192,8 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("f.yaml: workers.cuont: unknown setting"));
   EXPECT_THAT(error("workers:\n  cuont: 2\n"), HasSubstr("count"));  // lists the known keys
   EXPECT_THAT(error("workres: {}\n"), HasSubstr("workres: unknown setting"));
+  EXPECT_THAT(error("model:\n  dir: /m\ndepth_control:\n  min_depth: 100\n  max_depth: 60\n"),
+              HasSubstr("depth_control.max_depth: must be at least min_depth=100 (got 60)"));
   EXPECT_THAT(error("model:\n  dir: /m\nresult_cache:\n  ttl_s: 0\n"),
               HasSubstr("result_cache.ttl_s: must be positive"));
   EXPECT_THAT(error("model:\n  dir: /m\n  prefix_cache_mb: -1\n"),

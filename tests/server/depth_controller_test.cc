@@ -113,5 +113,27 @@ TEST(DepthControllerTest, NoSamplesKeepTheDepth) {
   EXPECT_EQ(c.Update(0.4, 0), d);
 }
 
+TEST(LatencyWindowTest, NearestRankP99OfTheWindowOnly) {
+  using Clock = LatencyWindow::Clock;
+  const Clock::time_point t0 = Clock::time_point() + std::chrono::hours(1);
+  LatencyWindow w(10.0);
+  EXPECT_FALSE(w.P99(t0).has_value());
+  for (int i = 1; i <= 100; ++i) w.Record(i * 0.001, t0);
+  EXPECT_DOUBLE_EQ(*w.P99(t0), 0.099);
+  w.Record(5.0, t0 + std::chrono::seconds(8));
+  EXPECT_DOUBLE_EQ(*w.P99(t0 + std::chrono::seconds(9)), 0.100);  // 101 samples: rank 100
+  // 11 s on, the first hundred are out of the window: only the 5 s one is left.
+  EXPECT_DOUBLE_EQ(*w.P99(t0 + std::chrono::seconds(11)), 5.0);
+  EXPECT_FALSE(w.P99(t0 + std::chrono::seconds(30)).has_value());
+}
+
+TEST(LatencyWindowTest, KeepsAtMostMaxSamplesTheNewest) {
+  using Clock = LatencyWindow::Clock;
+  const Clock::time_point t0 = Clock::time_point() + std::chrono::hours(1);
+  LatencyWindow w(10.0, /*max_samples=*/10);
+  for (int i = 0; i < 1000; ++i) w.Record(i < 990 ? 9.0 : 0.001, t0);
+  EXPECT_DOUBLE_EQ(*w.P99(t0), 0.001);
+}
+
 }  // namespace
 }  // namespace rankd::server

@@ -384,6 +384,41 @@ TEST(ServeTest, ResultCacheAnswersRepeatedItems) {
   EXPECT_GT(server->Metric("rankd_result_cache_bytes").value_or(0), 0);
 }
 
+// The depth controller: with a p99 target no call can meet, it lowers the depth of calls that do
+// not pin one to min_depth within a few control periods (one a second); a pinned depth is kept.
+TEST(ServeTest, DepthControllerLowersTheDepthOfUnpinnedCalls) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[4];
+  ASSERT_GE(c.items.size(), 5u);
+  auto server = StartReady(absl::StrCat(MainConfig("llama-cls"),
+                                        "depth_control:\n"
+                                        "  enabled: true\n"
+                                        "  target_p99_s: 0.00001\n"
+                                        "  min_depth: 2\n"
+                                        "  max_depth: 4\n"
+                                        "  window_s: 30\n"));
+  ASSERT_NE(server, nullptr);
+  ScoreRequest request = TextRequest(c);
+  request.mutable_items()->DeleteSubrange(5, request.items_size() - 5);
+  request.set_skip_cache(true);
+  ScoreResponse r1;
+  ASSERT_TRUE(Score(*server, request, &r1).ok());
+  EXPECT_EQ(r1.depth(), 4);  // it starts at max_depth
+  EXPECT_FALSE(r1.scores(4).scored());
+  ASSERT_TRUE(server->WaitForMetric("rankd_depth", 2, seconds(20)));
+  EXPECT_GT(server->Metric("rankd_latency_p99_seconds").value_or(0), 0.00001);
+  ScoreResponse r2;
+  ASSERT_TRUE(Score(*server, request, &r2).ok());
+  EXPECT_EQ(r2.depth(), 2);
+  ASSERT_EQ(r2.scores_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r2.scores(i).scored(), i < 2) << i;
+  EXPECT_EQ(r2.usage().items_scored(), 2);
+  request.set_depth(3);  // pinned by the caller
+  ScoreResponse r3;
+  ASSERT_TRUE(Score(*server, request, &r3).ok());
+  EXPECT_EQ(r3.depth(), 3);
+}
+
 TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
   const Golden golden = LoadGolden("llama-cls");
   auto server = StartReady(MainConfig("llama-cls"));  // stream_chunk_items: 3

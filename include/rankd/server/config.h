@@ -95,6 +95,18 @@ struct ResultCacheSection {
   bool operator==(const ResultCacheSection&) const = default;
 };
 
+// The latency controller that sets how many candidates of a Score call (depth 0) get scored.
+struct DepthControlSection {
+  bool enabled = false;
+  double target_p99_s = 0.5;  // end-to-end p99 of Score calls to hold
+  int min_depth = 50;
+  int max_depth = 250;
+  double kp = 60, ki = 40, kd = 5;  // DepthControlOptions' gains
+  double window_s = 10;             // the p99 is of the Score calls that ended this recently
+
+  bool operator==(const DepthControlSection&) const = default;
+};
+
 struct LoggingSection {
   std::string level = "info";   // trace | debug | info | warn | error | off
   std::string format = "text";  // text | json
@@ -109,6 +121,7 @@ struct ServeConfig {
   Limits limits;
   WorkersSection workers;
   ResultCacheSection result_cache;
+  DepthControlSection depth_control;
   LoggingSection logging;
 
   bool operator==(const ServeConfig&) const = default;

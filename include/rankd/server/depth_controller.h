@@ -13,7 +13,12 @@
 #ifndef RANKD_SERVER_DEPTH_CONTROLLER_H_
 #define RANKD_SERVER_DEPTH_CONTROLLER_H_
 
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <utility>
 
 namespace rankd::server {
 
@@ -41,6 +46,24 @@ class DepthController {
   double integral_;                         // in depth units
   std::optional<double> last_measurement_;  // p99 / target of the previous step
   int depth_;
+};
+
+// The p99 of the latencies recorded in the last `window_s` seconds, what the controller reads.
+// Keeps at most `max_samples` (the newest), so its memory is bounded whatever the rate.
+// Threading contract: every method may be called from any thread.
+class LatencyWindow {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit LatencyWindow(double window_s, size_t max_samples = size_t{1} << 16);
+  void Record(double seconds, Clock::time_point at);
+  // nullopt when no sample is younger than the window.
+  std::optional<double> P99(Clock::time_point now);
+
+ private:
+  const Clock::duration window_;
+  const size_t max_samples_;
+  std::mutex mu_;
+  std::deque<std::pair<Clock::time_point, double>> samples_;  // oldest first
 };
 
 }  // namespace rankd::server

@@ -122,6 +122,8 @@ struct ServerMetrics {
   Counter* result_cache_misses;     // items looked up and not found (or expired)
   Counter* result_cache_evictions;  // entries pushed out by result_cache.capacity_mb
   Gauge* result_cache_bytes;        // what the result cache holds (ResultCache::kEntryBytes each)
+  Gauge* depth;                     // the depth controller's current depth
+  Gauge* latency_p99;               // the p99 (s) the depth controller sees
   Gauge* queue_depth;               // requests (stream chunks) waiting for a worker
   Gauge* running;                   // worker calls in flight, all workers
   Gauge* workers_up;

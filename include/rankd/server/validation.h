@@ -25,8 +25,9 @@ struct ModelInfo {
 absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
                                   const ModelInfo& model);
 
-// Items to score: request.depth when set (and smaller than the list), else all.
-int ItemsToScore(const rankd::v1::ScoreRequest& request);
+// Items to score: request.depth when set (and smaller than the list), else `default_depth` (the
+// depth controller's, when it runs; 0: all), else all.
+int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth = 0);
 
 }  // namespace rankd::server
 
