@@ -72,16 +72,12 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     scored_end_ = ItemsToScore(*request, service->default_depth());
-    const int scored_end = scored_end_;
-    // What the worker scores: the whole request, or (with cache hits) a request of the misses.
-    const ScoreRequest* to_score = request;
-    int to_score_end = scored_end;
     ResultCache* cache = service->cache();
     if (cache->enabled() && !request->skip_cache()) {
       const ResultKeyBuilder keys(service->cache_scope(), *request);
-      keys_.reserve(scored_end);
-      cached_.reserve(scored_end);
-      for (int i = 0; i < scored_end; ++i) {
+      keys_.reserve(scored_end_);
+      cached_.reserve(scored_end_);
+      for (int i = 0; i < scored_end_; ++i) {
         keys_.push_back(keys.ItemKey(request->items(i)));
         cached_.push_back(cache->Get(keys_.back()));
         if (!cached_.back()) misses_.push_back(i);
@@ -91,24 +87,16 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
         Done(grpc::Status::OK);
         return;
       }
-      if (static_cast<int>(misses_.size()) < scored_end) {
-        // What the worker reads besides the items, and the misses alone.
-        misses_request_.set_query(request->query());
-        *misses_request_.mutable_query_ids() = request->query_ids();
-        misses_request_.set_apply_sigmoid(request->apply_sigmoid());
-        misses_request_.set_priority(request->priority());
-        misses_request_.set_request_id(request->request_id());
-        for (int i : misses_) *misses_request_.add_items() = request->items(i);
-        to_score = &misses_request_;
-        to_score_end = static_cast<int>(misses_.size());
-      } else {
-        misses_.clear();  // all missed: the whole request goes, index for index
-      }
+      if (static_cast<int>(misses_.size()) == scored_end_) misses_.clear();  // all: one range
     }
-    work_ = std::make_shared<Work>(
-        to_score, 0, to_score_end, Interactive(*request), context->deadline(),
-        Work::Carry::kWholeRequest,
-        [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
+    auto done = [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); };
+    // The worker scores the misses alone (it names them by their index in this call), or the
+    // whole range.
+    work_ = misses_.empty()
+                ? std::make_shared<Work>(request, 0, scored_end_, Interactive(*request),
+                                         context->deadline(), Work::Carry::kWholeRequest, done)
+                : std::make_shared<Work>(request, misses_, Interactive(*request),
+                                         context->deadline(), done);
     s = service->pool()->Submit({work_});
     if (!s.ok()) Done(ToGrpcStatus(s));
   }
@@ -120,17 +108,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
 
  private:
   void OnWorkDone(const grpc::Status& status, Work& work) {
-    if (!status.ok()) {
-      if (misses_.empty()) return Done(status);
-      // The worker named items of the misses' request: name them by their index in the call's.
-      const std::vector<int>& misses = misses_;
-      return Done(
-          grpc::Status(status.error_code(),
-                       rankd::worker::MapItemIndex(status.error_message(), [&misses](int j) {
-                         return j >= 0 && j < static_cast<int>(misses.size()) ? misses[j] : j;
-                       })));
-    }
-    Answer(&work);
+    if (status.ok()) Answer(&work);
     Done(status);
   }
 
@@ -182,14 +160,13 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   const ScoreRequest* const request_;
   ScoreResponse* const response_;
   const Clock::time_point start_;
-  int scored_end_ = 0;  // items [0, scored_end_) are scored: ItemsToScore with the controller's
+  int scored_end_ = 0;  // items [0, scored_end_) are scored (the depth: pinned or the controller's)
   std::shared_ptr<Work> work_;
-  // With the result cache: the keys and cached scores of items [0, depth), the items that missed
-  // (empty when none hit: then the whole request goes to the worker) and their own request.
+  // With the result cache: the keys and cached scores of items [0, depth), and the items that
+  // missed (empty when none hit: then the whole range goes to the worker).
   std::vector<ResultKey> keys_;
   std::vector<std::optional<float>> cached_;
   std::vector<int> misses_;
-  ScoreRequest misses_request_;
 };
 
 // Answers in chunks of consecutive items, in order, each as soon as it and those before it are

@@ -24,27 +24,49 @@ double Seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double
 Work::Work(const rankd::v1::ScoreRequest* request, int begin, int end, bool interactive,
            WallTime deadline, Carry carry, DoneFn done)
     : carry_(carry), interactive_(interactive), deadline_(deadline), done_(std::move(done)) {
-  // The wrapper points at the caller's request (or items) for serialization and never owns or
-  // changes them; the destructor detaches them again.
-  if (carry == Carry::kWholeRequest) {
-    item_.unsafe_arena_set_allocated_request(const_cast<rankd::v1::ScoreRequest*>(request));
-    item_.set_begin(begin);
-    item_.set_end(end);
+  if (carry == Carry::kOwnItems) {
+    for (int i = begin; i < end; ++i) items_.push_back(i);
+    CarryOwnItems(*request);
     return;
   }
-  // What PrepareWorkItem (src/worker/worker.cc) reads of the request, besides the items.
+  // The wrapper points at the caller's request for serialization and never owns or changes it;
+  // the destructor detaches it again.
+  item_.unsafe_arena_set_allocated_request(const_cast<rankd::v1::ScoreRequest*>(request));
+  item_.set_begin(begin);
+  item_.set_end(end);
+}
+
+Work::Work(const rankd::v1::ScoreRequest* request, std::vector<int> items, bool interactive,
+           WallTime deadline, DoneFn done)
+    : carry_(Carry::kOwnItems),
+      items_(std::move(items)),
+      interactive_(interactive),
+      deadline_(deadline),
+      done_(std::move(done)) {
+  CarryOwnItems(*request);
+}
+
+std::string Work::CallerItemMessage(const std::string& message) const {
+  if (items_.empty()) return message;
+  return rankd::worker::MapItemIndex(message, [this](int j) {
+    return j >= 0 && j < static_cast<int>(items_.size()) ? items_[j] : j;
+  });
+}
+
+void Work::CarryOwnItems(const rankd::v1::ScoreRequest& request) {
+  // What PrepareWorkItem (src/worker/worker.cc) reads of the request besides the items, and the
+  // caller's items items_, pointed at, not copied (the destructor detaches them again).
   rankd::v1::ScoreRequest* own = item_.mutable_request();
-  own->set_query(request->query());
-  *own->mutable_query_ids() = request->query_ids();
-  own->set_apply_sigmoid(request->apply_sigmoid());
-  own->set_priority(request->priority());
-  own->mutable_items()->Reserve(end - begin);
-  for (int i = begin; i < end; ++i) {
-    own->mutable_items()->UnsafeArenaAddAllocated(const_cast<rankd::v1::Item*>(&request->items(i)));
+  own->set_query(request.query());
+  *own->mutable_query_ids() = request.query_ids();
+  own->set_apply_sigmoid(request.apply_sigmoid());
+  own->set_priority(request.priority());
+  own->mutable_items()->Reserve(static_cast<int>(items_.size()));
+  for (int i : items_) {
+    own->mutable_items()->UnsafeArenaAddAllocated(const_cast<rankd::v1::Item*>(&request.items(i)));
   }
-  item_offset_ = begin;
   item_.set_begin(0);
-  item_.set_end(end - begin);
+  item_.set_end(static_cast<int>(items_.size()));
 }
 
 Work::~Work() {
@@ -347,11 +369,10 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
       }
     } else {
       // The worker's own verdict, e.g. a token limit. It names items by their index in the items
-      // it was sent, which start at item_offset_ of the caller's request.
+      // it was sent: with Carry::kOwnItems, rename them to the caller's.
       FinishLocked(
           work,
-          grpc::Status(status.error_code(),
-                       rankd::worker::ShiftItemIndex(status.error_message(), work->item_offset_),
+          grpc::Status(status.error_code(), work->CallerItemMessage(status.error_message()),
                        status.error_details()),
           actions);
     }

@@ -18,10 +18,10 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
+#include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/server/config.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/worker_plan.h"
-#include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/server/worker_supervisor.h"
 
 namespace rankd::server {
@@ -49,13 +49,17 @@ class Work {
 
   Work(const rankd::v1::ScoreRequest* request, int begin, int end, bool interactive,
        WallTime deadline, Carry carry, DoneFn done);
+  // Carry::kOwnItems of the caller's items `items` (indices, ascending; e.g. the items of a Score
+  // call that the result cache did not have): the worker call carries just those.
+  Work(const rankd::v1::ScoreRequest* request, std::vector<int> items, bool interactive,
+       WallTime deadline, DoneFn done);
   ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
-  // Items of the caller's request.
-  int begin() const { return item_offset_ + item_.begin(); }
-  int end() const { return item_offset_ + item_.end(); }
+  // The span of the caller's items the work holds ([begin, end) for a range).
+  int begin() const { return items_.empty() ? item_.begin() : items_.front(); }
+  int end() const { return items_.empty() ? item_.end() : items_.back() + 1; }
   int num_items() const { return item_.end() - item_.begin(); }
   // What the worker call sends.
   const rankd::worker::v1::WorkItem& worker_item() const { return item_; }
@@ -67,12 +71,16 @@ class Work {
  private:
   friend class WorkerPool;
   enum class State { kNew, kQueued, kRunning, kDone };
+  void CarryOwnItems(const rankd::v1::ScoreRequest& request);  // item_ from items_
+  // A worker's error about "items[j]" of what it was sent, about the caller's item instead.
+  std::string CallerItemMessage(const std::string& message) const;
 
   // Holds the caller's request, or with Carry::kOwnItems a request of its own whose items are the
   // caller's, without owning them.
   rankd::worker::v1::WorkItem item_;
   const Carry carry_;
-  int item_offset_ = 0;  // the index in the caller's request of item_'s first item
+  // With Carry::kOwnItems: the caller's index of each of item_'s items.
+  std::vector<int> items_;
   rankd::worker::v1::WorkResult result_;
   const bool interactive_;
   const WallTime deadline_;
