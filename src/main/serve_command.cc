@@ -88,7 +88,6 @@ int RunServeCommand(int argc, char** argv, int first) {
     return 0;
   }
   m.engine = ToEngineOptions(engine_flags, flags);
-  m.engine.backend.device = 0;  // each worker's own GPU; --device picks which one it is (below)
   if (flags.WasSet("device")) {
     config.workers.all_gpus = false;
     config.workers.gpus = {engine_flags.options.backend.device};
