@@ -221,6 +221,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
   LoggingSection& g = c.logging;
   ResultCacheSection& rc = c.result_cache;
   DepthControlSection& dc = c.depth_control;
+  ShapingSection& sh = c.shaping;
   return {
       {"model", Section({{"dir", Path(&eo.model_dir, base)},
                          {"name", String(&m.name)},
@@ -271,6 +272,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                                  {"ki", Number(&dc.ki)},
                                  {"kd", Number(&dc.kd)},
                                  {"window_s", Number(&dc.window_s)}})},
+      {"shaping", Section({{"batch_max_wait_s", Number(&sh.batch_max_wait_s)},
+                           {"busy_threshold", Number(&sh.busy_threshold)}})},
       {"logging", Section({{"level", String(&g.level)},
                            {"format", String(&g.format)},
                            {"access_log", Bool(&g.access_log)}})},
@@ -412,6 +415,13 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   RANKD_RETURN_IF_ERROR(non_negative("depth_control.ki", dc.ki));
   RANKD_RETURN_IF_ERROR(non_negative("depth_control.kd", dc.kd));
   RANKD_RETURN_IF_ERROR(positive("depth_control.window_s", dc.window_s));
+
+  const ShapingSection& sh = config->shaping;
+  RANKD_RETURN_IF_ERROR(positive("shaping.batch_max_wait_s", sh.batch_max_wait_s));
+  if (!(sh.busy_threshold > 0 && sh.busy_threshold <= 1)) {
+    return KeyError("shaping.busy_threshold",
+                    absl::StrCat("must be in (0, 1] (got ", sh.busy_threshold, ")"));
+  }
 
   const LoggingSection& g = config->logging;
   if (g.format != "text" && g.format != "json") {

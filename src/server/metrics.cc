@@ -171,6 +171,17 @@ ServerMetrics::ServerMetrics(MetricsRegistry* r)
       queue_seconds(r->GetHistogram("rankd_queue_duration_seconds",
                                     "Time work waited in the front end's queue for a worker.",
                                     DurationBuckets())),
+      batch_wait_seconds(r->GetHistogram(
+          "rankd_batch_wait_seconds",
+          "Time PRIORITY_BATCH work waited in the front end's queue (for idle capacity).",
+          DurationBuckets())),
+      batch_deferred(r->GetCounter("rankd_batch_deferred_total",
+                                   "PRIORITY_BATCH work held back while interactive load was above "
+                                   "shaping.busy_threshold.")),
+      interactive_load(r->GetGauge(
+          "rankd_interactive_load",
+          "Share of the workers busy with interactive calls (now, or over the last second, "
+          "whichever is higher).")),
       compute_seconds(r->GetHistogram("rankd_compute_duration_seconds",
                                       "Time a worker spent tokenizing and scoring one call.",
                                       DurationBuckets())),

@@ -24,19 +24,73 @@ bool Interactive(const ScoreRequest& request) {
   return request.priority() != rankd::v1::PRIORITY_BATCH;
 }
 
-// Appends the entries of items [begin, end) to `response`: those below `scored_end` take their
-// score from `result` (whose scores start at item `result_begin`), the rest are unscored.
-void AppendScores(const ScoreRequest& request, int begin, int end, int scored_end,
-                  const rankd::worker::v1::WorkResult* result, int result_begin,
-                  ScoreResponse* response) {
-  for (int i = begin; i < end; ++i) {
-    rankd::v1::ItemScore* s = response->add_scores();
-    if (i < scored_end) {
-      s->set_score(result->scores(i - result_begin));
-      s->set_scored(true);
+// The result cache's part in one call: the keys of its items below the depth and what the cache
+// had for them (nothing when the cache is off or the call skips it).
+class CachedItems {
+ public:
+  CachedItems(ScorerService* service, const ScoreRequest& request, int scored_end) {
+    ResultCache* cache = service->cache();
+    if (!cache->enabled() || request.skip_cache()) return;
+    cache_ = cache;
+    const ResultKeyBuilder keys(service->cache_scope(), request);
+    keys_.reserve(scored_end);
+    scores_.reserve(scored_end);
+    for (int i = 0; i < scored_end; ++i) {
+      keys_.push_back(keys.ItemKey(request.items(i)));
+      scores_.push_back(cache->Get(keys_.back()));
     }
-    if (!request.items(i).id().empty()) s->set_id(request.items(i).id());
   }
+
+  // The items of [begin, end) (below the depth) that the cache did not have.
+  std::vector<int> Misses(int begin, int end) const {
+    std::vector<int> misses;
+    for (int i = begin; i < end; ++i) {
+      if (cache_ == nullptr || !scores_[i]) misses.push_back(i);
+    }
+    return misses;
+  }
+
+  // Appends the entries of items [begin, end) to `response`: those below `scored_end` are scored,
+  // from the cache or else from `result`, whose scores are the misses' among them in order (null:
+  // none missed); the rest come back unscored. The worker's scores fill the cache.
+  void Append(const ScoreRequest& request, int begin, int end, int scored_end,
+              const rankd::worker::v1::WorkResult* result, ScoreResponse* response) const {
+    int next = 0;
+    for (int i = begin; i < end; ++i) {
+      rankd::v1::ItemScore* s = response->add_scores();
+      if (i < scored_end) {
+        s->set_scored(true);
+        if (cache_ != nullptr && scores_[i]) {
+          s->set_score(*scores_[i]);
+          s->set_cached(true);
+        } else {
+          const float score = result->scores(next++);
+          s->set_score(score);
+          if (cache_ != nullptr) cache_->Put(keys_[i], score);
+        }
+      }
+      if (!request.items(i).id().empty()) s->set_id(request.items(i).id());
+    }
+  }
+
+ private:
+  ResultCache* cache_ = nullptr;  // null: no lookups were made
+  std::vector<ResultKey> keys_;
+  std::vector<std::optional<float>> scores_;
+};
+
+// The work that scores `misses`, the items of [begin, end) that need a worker: the range when it
+// is all of them (with `whole` the worker call points at the whole request), else just those.
+std::shared_ptr<Work> MakeWork(const ScoreRequest* request, int begin, int end,
+                               std::vector<int> misses, bool whole,
+                               grpc::CallbackServerContext* context, Work::DoneFn done) {
+  if (static_cast<int>(misses.size()) == end - begin) {
+    return std::make_shared<Work>(request, begin, end, Interactive(*request), context->deadline(),
+                                  whole ? Work::Carry::kWholeRequest : Work::Carry::kOwnItems,
+                                  std::move(done));
+  }
+  return std::make_shared<Work>(request, std::move(misses), Interactive(*request),
+                                context->deadline(), std::move(done));
 }
 
 // A caller's string for the log, bounded (the log formatter escapes whatever it holds).
@@ -72,31 +126,15 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     scored_end_ = ItemsToScore(*request, service->default_depth());
-    ResultCache* cache = service->cache();
-    if (cache->enabled() && !request->skip_cache()) {
-      const ResultKeyBuilder keys(service->cache_scope(), *request);
-      keys_.reserve(scored_end_);
-      cached_.reserve(scored_end_);
-      for (int i = 0; i < scored_end_; ++i) {
-        keys_.push_back(keys.ItemKey(request->items(i)));
-        cached_.push_back(cache->Get(keys_.back()));
-        if (!cached_.back()) misses_.push_back(i);
-      }
-      if (misses_.empty()) {  // every item answered here: nothing queues
-        Answer(nullptr);
-        Done(grpc::Status::OK);
-        return;
-      }
-      if (static_cast<int>(misses_.size()) == scored_end_) misses_.clear();  // all: one range
+    cached_.emplace(service, *request, scored_end_);
+    std::vector<int> misses = cached_->Misses(0, scored_end_);
+    if (misses.empty()) {  // every item answered here: nothing queues
+      Answer(nullptr);
+      Done(grpc::Status::OK);
+      return;
     }
-    auto done = [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); };
-    // The worker scores the misses alone (it names them by their index in this call), or the
-    // whole range.
-    work_ = misses_.empty()
-                ? std::make_shared<Work>(request, 0, scored_end_, Interactive(*request),
-                                         context->deadline(), Work::Carry::kWholeRequest, done)
-                : std::make_shared<Work>(request, misses_, Interactive(*request),
-                                         context->deadline(), done);
+    work_ = MakeWork(request, 0, scored_end_, std::move(misses), /*whole=*/true, context,
+                     [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
     s = service->pool()->Submit({work_});
     if (!s.ok()) Done(ToGrpcStatus(s));
   }
@@ -112,31 +150,11 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
     Done(status);
   }
 
-  // The response: items below the depth from the cache or from `work`'s result (null: all
-  // cached); the worker's scores fill the cache.
+  // The response, from the cache and `work`'s result (null: all cached).
   void Answer(const Work* work) {
-    const int n = request_->items_size();
-    const int scored_end = scored_end_;
     const rankd::worker::v1::WorkResult* r = work ? &work->result() : nullptr;
-    ResultCache* cache = service_->cache();
-    size_t next_miss = 0;
-    for (int i = 0; i < n; ++i) {
-      rankd::v1::ItemScore* s = response_->add_scores();
-      if (i < scored_end) {
-        s->set_scored(true);
-        if (!cached_.empty() && cached_[i]) {
-          s->set_score(*cached_[i]);
-          s->set_cached(true);
-        } else {
-          // The worker's scores are the misses' in order (or every item's, index for index).
-          const int j = misses_.empty() ? i : static_cast<int>(next_miss++);
-          s->set_score(r->scores(j));
-          if (!keys_.empty()) cache->Put(keys_[i], r->scores(j));
-        }
-      }
-      if (!request_->items(i).id().empty()) s->set_id(request_->items(i).id());
-    }
-    response_->set_depth(scored_end);
+    cached_->Append(*request_, 0, request_->items_size(), scored_end_, r, response_);
+    response_->set_depth(scored_end_);
     response_->set_model(service_->model().name);
     response_->set_request_id(request_->request_id());
     if (r != nullptr) {
@@ -161,12 +179,8 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   ScoreResponse* const response_;
   const Clock::time_point start_;
   int scored_end_ = 0;  // items [0, scored_end_) are scored (the depth: pinned or the controller's)
+  std::optional<CachedItems> cached_;
   std::shared_ptr<Work> work_;
-  // With the result cache: the keys and cached scores of items [0, depth), and the items that
-  // missed (empty when none hit: then the whole range goes to the worker).
-  std::vector<ResultKey> keys_;
-  std::vector<std::optional<float>> cached_;
-  std::vector<int> misses_;
 };
 
 // Answers in chunks of consecutive items, in order, each as soon as it and those before it are
@@ -184,7 +198,8 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
       return;
     }
     const int n = request->items_size();
-    const int scored_end = ItemsToScore(*request);
+    scored_end_ = ItemsToScore(*request, service->default_depth());
+    cached_.emplace(service, *request, scored_end_);
     const int chunk = service->config().server.stream_chunk_items;
     std::vector<std::shared_ptr<Work>> works;
     for (int b = 0; b < n; b += chunk) {
@@ -192,16 +207,16 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
       c.begin = b;
       c.end = std::min(n, b + chunk);
       const int k = static_cast<int>(chunks_.size());
-      if (b < scored_end) {
+      std::vector<int> misses = cached_->Misses(b, std::min(c.end, scored_end_));
+      if (!misses.empty()) {
         // Each chunk's worker call carries its own items only: with the whole request, a stream
         // of n items in chunks of c would send and parse n * n / c items.
-        c.work = std::make_shared<Work>(
-            request, b, std::min(c.end, scored_end), Interactive(*request), context->deadline(),
-            Work::Carry::kOwnItems,
+        c.work = MakeWork(
+            request, b, std::min(c.end, scored_end_), std::move(misses), /*whole=*/false, context,
             [this, k](const grpc::Status& status, Work& work) { OnWorkDone(k, status, work); });
         works.push_back(c.work);
       } else {
-        c.ready = true;  // nothing to score in it
+        c.ready = true;  // nothing for a worker in it: cached, or past the depth
       }
       chunks_.push_back(std::move(c));
     }
@@ -209,10 +224,10 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (Chunk& c : chunks_) {
-        if (c.ready) AppendScores(*request_, c.begin, c.end, 0, nullptr, 0, &c.response);
+        if (c.ready) cached_->Append(*request_, c.begin, c.end, scored_end_, nullptr, &c.response);
       }
     }
-    s = service->pool()->Submit(works);
+    s = works.empty() ? absl::OkStatus() : service->pool()->Submit(works);
     if (!s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -258,7 +273,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
       Chunk& c = chunks_[k];
       if (status.ok()) {
         const auto& r = work.result();
-        AppendScores(*request_, c.begin, c.end, work.end(), &r, work.begin(), &c.response);
+        cached_->Append(*request_, c.begin, c.end, scored_end_, &r, &c.response);
         c.response.set_offset(c.begin);
         c.response.mutable_timing()->set_queue_seconds(work.queue_seconds());
         c.response.mutable_timing()->set_compute_seconds(r.compute_seconds());
@@ -292,6 +307,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
       }
       ScoreResponse& r = chunks_[next_].response;
       r.set_offset(chunks_[next_].begin);
+      r.set_depth(scored_end_);
       r.set_model(service_->model().name);
       r.set_request_id(request_->request_id());
       if (next_ + 1 == chunks_.size()) {
@@ -322,6 +338,8 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
   ScorerService* const service_;
   const ScoreRequest* const request_;
   const Clock::time_point start_;
+  int scored_end_ = 0;                 // items [0, scored_end_) are scored
+  std::optional<CachedItems> cached_;  // fixed after the constructor
 
   std::mutex mu_;
   std::vector<Chunk> chunks_;  // fixed after the constructor

@@ -1,6 +1,7 @@
 #include "rankd/server/worker_pool.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +17,8 @@ using Clock = std::chrono::steady_clock;
 using WallClock = std::chrono::system_clock;
 // Weight of the newest measurement in the moving average of seconds per item.
 constexpr double kCostSmoothing = 0.2;
+// Time constant of the interactive load's moving average (traffic shaping).
+constexpr std::chrono::seconds kLoadTimeConstant(1);
 
 double Seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
 
@@ -103,6 +106,7 @@ absl::Status WorkerPool::Start() {
   RANKD_RETURN_IF_ERROR(supervisor_.Start());
   std::lock_guard<std::mutex> lock(mu_);
   started_ = true;
+  shaping_ = std::thread(&WorkerPool::ShapingLoop, this);
   return absl::OkStatus();
 }
 
@@ -207,75 +211,146 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
     }
     DispatchLocked(actions);
     UpdateGaugesLocked();
+    if (!batch_queue_.empty()) shaping_cv_.notify_one();
   }
   Run(actions);
   return absl::OkStatus();
 }
 
-void WorkerPool::DispatchLocked(Actions& actions) {
-  if (stopping_) return;
+double WorkerPool::InteractiveLoadLocked(SteadyTime now) {
+  int up = 0;
+  int64_t interactive = static_cast<int64_t>(interactive_queue_.size());
+  for (const Slot& s : slots_) {
+    if (!s.up) continue;
+    ++up;
+    for (const auto& w : s.running) interactive += w->interactive();
+  }
+  // The share held since the last update, folded into the average over the time it was held.
+  const double decay = std::exp(-Seconds(now - load_at_) / Seconds(kLoadTimeConstant));
+  load_average_ = decay * load_average_ + (1 - decay) * load_share_;
+  load_at_ = now;
+  load_share_ = up == 0 ? 0 : std::min(1.0, static_cast<double>(interactive) / up);
+  const double load = std::max(load_share_, load_average_);
+  metrics_->interactive_load->Set(load);
+  return load;
+}
+
+template <typename Eligible>
+void WorkerPool::DispatchQueueLocked(std::deque<std::shared_ptr<Work>>& queue, Eligible eligible,
+                                     WallTime wall_now, SteadyTime now, Actions& actions) {
   const int max_inflight = config_.workers.max_inflight;
+  // Batch calls leave one of a worker's slots to interactive work.
+  const int batch_inflight = std::max(1, max_inflight - 1);
   const int n = static_cast<int>(slots_.size());
-  // The least-loaded usable worker for `w`, or -1. A retry avoids the worker that failed it.
-  auto pick = [&](const Work& w, bool* any_free) {
+  // The least-loaded usable worker for `w`, or -1; `any_room`: some worker has room for work of
+  // w's priority. A retry avoids the worker that failed it.
+  auto pick = [&](const Work& w, bool* any_room) {
     int best = -1;
-    *any_free = false;
+    *any_room = false;
     for (int k = 1; k <= n; ++k) {
       const int i = (round_robin_ + k) % n;
       const Slot& s = slots_[i];
-      if (!s.up || s.suspect || static_cast<int>(s.running.size()) >= max_inflight) {
+      if (!s.up || s.suspect || static_cast<int>(s.running.size()) >= max_inflight) continue;
+      if (!w.interactive() && std::count_if(s.running.begin(), s.running.end(), [](const auto& r) {
+                                return !r->interactive();
+                              }) >= batch_inflight) {
         continue;
       }
-      *any_free = true;
+      *any_room = true;
       if (w.attempts_ > 0 && s.incarnation == w.incarnation_) continue;
       if (best < 0 || s.running.size() < slots_[best].running.size()) best = i;
     }
     return best;
   };
+  for (auto it = queue.begin(); it != queue.end();) {
+    std::shared_ptr<Work> w = *it;
+    if (wall_now >= w->deadline_) {
+      it = queue.erase(it);
+      queued_items_ -= w->num_items();
+      FinishLocked(w,
+                   grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                absl::StrFormat("deadline exceeded after %.0f ms in the queue",
+                                                1e3 * Seconds(now - w->enqueued_at_))),
+                   actions);
+      continue;
+    }
+    if (!eligible(*w)) {
+      ++it;
+      continue;
+    }
+    bool any_room = false;
+    const int best = pick(*w, &any_room);
+    if (!any_room) return;
+    if (best < 0) {
+      ++it;
+      continue;
+    }
+    it = queue.erase(it);
+    queued_items_ -= w->num_items();
+    round_robin_ = best;
+    Slot& slot = slots_[best];
+    slot.running.push_back(w);
+    w->state_ = Work::State::kRunning;
+    w->incarnation_ = slot.incarnation;
+    if (++w->attempts_ == 1) {
+      w->queue_seconds_ = Seconds(now - w->enqueued_at_);
+      metrics_->queue_seconds->Observe(w->queue_seconds_);
+      if (!w->interactive()) metrics_->batch_wait_seconds->Observe(w->queue_seconds_);
+    }
+    w->result_.Clear();
+    auto context = std::make_shared<grpc::ClientContext>();
+    context->set_deadline(
+        std::min(w->deadline_,
+                 wall_now + std::chrono::duration_cast<WallClock::duration>(
+                                std::chrono::duration<double>(config_.workers.call_timeout_s))));
+    w->context_ = context;
+    ++running_;
+    ++outstanding_;
+    actions.calls.push_back({w, slot.stub, best, slot.incarnation});
+  }
+}
+
+void WorkerPool::DispatchLocked(Actions& actions) {
+  if (stopping_) return;
   const WallTime wall_now = WallClock::now();
   const SteadyTime now = Clock::now();
-  for (auto* queue : {&interactive_queue_, &batch_queue_}) {
-    for (auto it = queue->begin(); it != queue->end();) {
-      std::shared_ptr<Work> w = *it;
-      if (wall_now >= w->deadline_) {
-        it = queue->erase(it);
-        queued_items_ -= w->num_items();
-        FinishLocked(w,
-                     grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                  absl::StrFormat("deadline exceeded after %.0f ms in the queue",
-                                                  1e3 * Seconds(now - w->enqueued_at_))),
-                     actions);
-        continue;
-      }
-      bool any_free = false;
-      const int best = pick(*w, &any_free);
-      if (!any_free) return;
-      if (best < 0) {
-        ++it;
-        continue;
-      }
-      it = queue->erase(it);
-      queued_items_ -= w->num_items();
-      round_robin_ = best;
-      Slot& slot = slots_[best];
-      slot.running.push_back(w);
-      w->state_ = Work::State::kRunning;
-      w->incarnation_ = slot.incarnation;
-      if (++w->attempts_ == 1) {
-        w->queue_seconds_ = Seconds(now - w->enqueued_at_);
-        metrics_->queue_seconds->Observe(w->queue_seconds_);
-      }
-      w->result_.Clear();
-      auto context = std::make_shared<grpc::ClientContext>();
-      context->set_deadline(
-          std::min(w->deadline_,
-                   wall_now + std::chrono::duration_cast<WallClock::duration>(
-                                  std::chrono::duration<double>(config_.workers.call_timeout_s))));
-      w->context_ = context;
-      ++running_;
-      ++outstanding_;
-      actions.calls.push_back({w, slot.stub, best, slot.incarnation});
+  const double load = InteractiveLoadLocked(now);
+  const auto max_wait = std::chrono::duration<double>(config_.shaping.batch_max_wait_s);
+  auto overdue = [&](const Work& w) { return now - w.enqueued_at_ >= max_wait; };
+  DispatchQueueLocked(batch_queue_, overdue, wall_now, now, actions);
+  DispatchQueueLocked(
+      interactive_queue_, [](const Work&) { return true; }, wall_now, now, actions);
+  const bool busy = load > config_.shaping.busy_threshold || !interactive_queue_.empty();
+  DispatchQueueLocked(
+      batch_queue_,
+      [&](Work& w) {
+        if (!busy) return true;
+        if (!w.deferred_) {
+          w.deferred_ = true;
+          metrics_->batch_deferred->Add();
+        }
+        return false;
+      },
+      wall_now, now, actions);
+}
+
+void WorkerPool::ShapingLoop() {
+  // How soon batch work notices that the load fell below shaping.busy_threshold.
+  constexpr auto kTick = std::chrono::milliseconds(10);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (batch_queue_.empty()) {
+      shaping_cv_.wait(lock, [this] { return stopping_ || !batch_queue_.empty(); });
+    } else {
+      shaping_cv_.wait_for(lock, kTick, [this] { return stopping_; });
     }
+    if (stopping_) break;
+    Actions actions;
+    DispatchLocked(actions);
+    UpdateGaugesLocked();
+    lock.unlock();
+    Run(actions);
+    lock.lock();
   }
 }
 
@@ -395,6 +470,7 @@ void WorkerPool::Cancel(const std::shared_ptr<Work>& work) {
       }
       queued_items_ -= work->num_items();
       FinishLocked(work, cancelled, actions);
+      InteractiveLoadLocked(Clock::now());
     } else if (work->state_ == Work::State::kRunning && !work->cancelled_) {
       work->cancelled_ = true;
       work->cancel_status_ = cancelled;
@@ -508,6 +584,8 @@ void WorkerPool::Shutdown() {
       }
     }
   }
+  shaping_cv_.notify_all();
+  shaping_.join();
   Run(actions);
   PublishReadiness();
   {

@@ -152,6 +152,7 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
                      .ki = 0.125,
                      .kd = 0,
                      .window_s = 30};
+  c.shaping = {.batch_max_wait_s = 2.5, .busy_threshold = 0.75};
   const std::string yaml = ServeConfigToYaml(c);
   back = ParseServeConfig(yaml, "/elsewhere", "yaml");
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
@@ -194,6 +195,10 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("workres: {}\n"), HasSubstr("workres: unknown setting"));
   EXPECT_THAT(error("model:\n  dir: /m\ndepth_control:\n  min_depth: 100\n  max_depth: 60\n"),
               HasSubstr("depth_control.max_depth: must be at least min_depth=100 (got 60)"));
+  EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  busy_threshold: 0\n"),
+              HasSubstr("shaping.busy_threshold: must be in (0, 1] (got 0)"));
+  EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  batch_max_wait_s: -1\n"),
+              HasSubstr("shaping.batch_max_wait_s: must be positive"));
   EXPECT_THAT(error("model:\n  dir: /m\nresult_cache:\n  ttl_s: 0\n"),
               HasSubstr("result_cache.ttl_s: must be positive"));
   EXPECT_THAT(error("model:\n  dir: /m\n  prefix_cache_mb: -1\n"),

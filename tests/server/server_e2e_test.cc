@@ -417,17 +417,41 @@ TEST(ServeTest, DepthControllerLowersTheDepthOfUnpinnedCalls) {
   ScoreResponse r3;
   ASSERT_TRUE(Score(*server, request, &r3).ok());
   EXPECT_EQ(r3.depth(), 3);
+
+  // ScoreStream follows the controller too (chunks of 3: [0, 3) scored up to 2, [3, 5) not).
+  request.set_depth(0);
+  auto stub = server->NewScorer();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto reader = stub->ScoreStream(&context, request);
+  ScoreResponse chunk;
+  int items = 0;
+  while (reader->Read(&chunk)) {
+    EXPECT_EQ(chunk.depth(), 2);
+    for (const auto& s : chunk.scores()) EXPECT_EQ(s.scored(), items++ < 2) << items;
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(items, 5);
 }
 
+// Chunks in order, through the result cache: a pass at depth 7 fills items 0..6; the full pass
+// then takes those from the cache (chunk [6, 9) mixed: item 6 cached, 7 and 8 scored) and scores
+// the other 10; skip_cache scores all 17 again.
 TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
   const Golden golden = LoadGolden("llama-cls");
   auto server = StartReady(MainConfig("llama-cls"));  // stream_chunk_items: 3
   ASSERT_NE(server, nullptr);
   const GoldenCase& big = golden.cases[5];  // 17 items: chunks of 3, the last one of 2
-  for (int depth : {0, 7}) {
-    SCOPED_TRACE(absl::StrCat("depth ", depth));
+  struct Pass {
+    int depth;
+    bool skip_cache;
+    int cached;  // items [0, cached) come from the cache
+  };
+  for (const Pass& pass : {Pass{7, false, 0}, Pass{0, false, 7}, Pass{0, true, 0}}) {
+    SCOPED_TRACE(absl::StrCat("depth ", pass.depth, " skip_cache ", pass.skip_cache));
     ScoreRequest request = TextRequest(big);
-    request.set_depth(depth);
+    request.set_depth(pass.depth);
+    request.set_skip_cache(pass.skip_cache);
     auto stub = server->NewScorer();
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + seconds(30));
@@ -435,8 +459,10 @@ TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
     ScoreResponse chunk;
     std::vector<rankd::v1::ItemScore> scores;
     int chunks = 0, items_scored = 0;
+    const int scored = pass.depth > 0 ? pass.depth : static_cast<int>(big.items.size());
     while (reader->Read(&chunk)) {
       EXPECT_EQ(chunk.offset(), static_cast<int>(scores.size()));
+      EXPECT_EQ(chunk.depth(), scored);
       scores.insert(scores.end(), chunk.scores().begin(), chunk.scores().end());
       items_scored = chunk.usage().items_scored();  // set on the last chunk
       ++chunks;
@@ -445,12 +471,13 @@ TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(chunks, 6);
     ASSERT_EQ(scores.size(), big.items.size());
-    const int scored = depth > 0 ? depth : static_cast<int>(big.items.size());
-    EXPECT_EQ(items_scored, scored);
+    EXPECT_EQ(items_scored, scored - pass.cached);
     for (size_t i = 0; i < scores.size(); ++i) {
+      const int k = static_cast<int>(i);
       EXPECT_EQ(scores[i].id(), absl::StrCat("item-", i));
-      EXPECT_EQ(scores[i].scored(), static_cast<int>(i) < scored) << i;
-      if (static_cast<int>(i) < scored) {
+      EXPECT_EQ(scores[i].scored(), k < scored) << i;
+      EXPECT_EQ(scores[i].cached(), k < pass.cached) << i;
+      if (k < scored) {
         EXPECT_TRUE(WithinF32Tolerance(scores[i].score(), big.items[i].score)) << i;
       }
     }

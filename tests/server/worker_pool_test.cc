@@ -611,6 +611,83 @@ TEST_F(WorkerPoolTest, DrainRefusesNewWorkAndWaitIdleWaitsForTheRunningWork) {
   EXPECT_TRUE(completions_.Wait(0)->ok());
 }
 
+// ---- traffic shaping -------------------------------------------------------------------------
+
+TEST_F(WorkerPoolTest, BatchWorkWaitsWhileInteractiveWorkRunsThenRunsWhenIdle) {
+  fleet_.SetMode(0, FakeWorker::Mode::kHold);
+  config_.shaping.batch_max_wait_s = 600;
+  StartPool(1, 1);
+  FakeWorker* worker = fleet_.WaitLaunch(0, 0);
+  ASSERT_TRUE(pool_->Submit({completions_.Make(&request_, /*interactive=*/true)}).ok());
+  ASSERT_TRUE(worker->WaitHeld(1));
+  // The one worker is busy with interactive work (load 1 > busy_threshold 0.5): the batch work
+  // waits although the worker has free slots, for as long as the interactive call runs.
+  auto batch = completions_.Make(&request_, /*interactive=*/false);
+  ASSERT_TRUE(pool_->Submit({batch}).ok());
+  EXPECT_EQ(metrics_.batch_deferred->value(), 1);
+  std::this_thread::sleep_for(milliseconds(200));  // the shaping thread ticks every 10 ms
+  EXPECT_EQ(worker->held(), 1u);
+  EXPECT_EQ(metrics_.queue_depth->value(), 1);
+  EXPECT_GT(metrics_.interactive_load->value(), 0.5);
+  // Idle: the batch work goes without any other event.
+  worker->ReleaseAll();
+  ASSERT_TRUE(completions_.Wait(0)->ok());
+  ASSERT_TRUE(worker->WaitHeld(1));
+  worker->ReleaseAll();
+  ASSERT_TRUE(completions_.Wait(1)->ok());
+  EXPECT_EQ(metrics_.batch_deferred->value(), 1);  // once per work
+  EXPECT_EQ(metrics_.batch_wait_seconds->Read().count, 1u);
+  EXPECT_GE(batch->queue_seconds(), 0.2);
+}
+
+TEST_F(WorkerPoolTest, BatchWorkPastBatchMaxWaitIsAdmittedAnyway) {
+  fleet_.SetMode(0, FakeWorker::Mode::kHold);
+  config_.shaping.batch_max_wait_s = 0.3;
+  StartPool(1, 1);
+  FakeWorker* worker = fleet_.WaitLaunch(0, 0);
+  ASSERT_TRUE(pool_->Submit({completions_.Make(&request_, /*interactive=*/true)}).ok());
+  ASSERT_TRUE(worker->WaitHeld(1));
+  auto batch = completions_.Make(&request_, /*interactive=*/false);
+  ASSERT_TRUE(pool_->Submit({batch}).ok());
+  // The interactive call never ends, yet the batch work is sent once it has waited 0.3 s.
+  ASSERT_TRUE(worker->WaitHeld(2));
+  EXPECT_GE(batch->queue_seconds(), 0.3);
+  EXPECT_FALSE(completions_.done(0));
+  worker->ReleaseAll();
+  EXPECT_TRUE(completions_.Wait(0)->ok());
+  EXPECT_TRUE(completions_.Wait(1)->ok());
+}
+
+TEST_F(WorkerPoolTest, AnInteractiveCallMeetsAFreeSlotBehindABatchBacklog) {
+  fleet_.SetMode(0, FakeWorker::Mode::kHold);
+  StartPool(1, 1);  // max_inflight 4
+  FakeWorker* worker = fleet_.WaitLaunch(0, 0);
+  constexpr int kBatch = 6;
+  for (int i = 0; i < kBatch; ++i) {
+    ASSERT_TRUE(pool_->Submit({completions_.Make(&request_, /*interactive=*/false)}).ok());
+  }
+  // No interactive load: batch work takes the worker, but one slot stays free.
+  ASSERT_TRUE(worker->WaitHeld(3));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(worker->held(), 3u);
+  EXPECT_EQ(metrics_.queue_depth->value(), kBatch - 3);
+  EXPECT_EQ(metrics_.batch_deferred->value(), 0);
+  // An interactive call goes straight to that slot, ahead of the batch backlog.
+  auto interactive = completions_.Make(&request_, /*interactive=*/true);
+  ASSERT_TRUE(pool_->Submit({interactive}).ok());
+  EXPECT_EQ(metrics_.queue_depth->value(), kBatch - 3);  // sent within Submit, not queued
+  ASSERT_TRUE(worker->WaitHeld(4));
+  // The backlog drains; nothing is lost.
+  ASSERT_TRUE(WaitFor([&] {
+    worker->ReleaseAll();
+    for (int i = 0; i <= kBatch; ++i) {
+      if (!completions_.done(i)) return false;
+    }
+    return true;
+  }));
+  for (int i = 0; i <= kBatch; ++i) EXPECT_TRUE(completions_.Wait(i)->ok()) << i;
+}
+
 TEST_F(WorkerPoolTest, ReadinessFollowsTheWorkersUp) {
   config_.workers.min_ready = 2;
   StartPool(2, 2);

@@ -107,6 +107,17 @@ struct DepthControlSection {
   bool operator==(const DepthControlSection&) const = default;
 };
 
+// Traffic shaping: PRIORITY_BATCH work waits for idle capacity (WorkerPool).
+struct ShapingSection {
+  // How long batch work may wait for idle capacity before it is admitted anyway.
+  double batch_max_wait_s = 30;
+  // The interactive load (0..1: the share of the workers busy with interactive calls, now or
+  // averaged over the last second, whichever is higher) above which batch work waits; 1 never.
+  double busy_threshold = 0.5;
+
+  bool operator==(const ShapingSection&) const = default;
+};
+
 struct LoggingSection {
   std::string level = "info";   // trace | debug | info | warn | error | off
   std::string format = "text";  // text | json
@@ -122,6 +133,7 @@ struct ServeConfig {
   WorkersSection workers;
   ResultCacheSection result_cache;
   DepthControlSection depth_control;
+  ShapingSection shaping;
   LoggingSection logging;
 
   bool operator==(const ServeConfig&) const = default;

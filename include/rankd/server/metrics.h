@@ -106,6 +106,9 @@ struct ServerMetrics {
   MetricsRegistry* registry;
   Histogram* request_seconds;       // arrival -> answer, successful or not
   Histogram* queue_seconds;         // admission -> sent to a worker
+  Histogram* batch_wait_seconds;    // the same, of PRIORITY_BATCH work (traffic shaping)
+  Counter* batch_deferred;          // batch work held back for idle capacity
+  Gauge* interactive_load;          // what shaping.busy_threshold is compared with
   Histogram* compute_seconds;       // tokenize + score inside the worker
   Histogram* batch_items;           // items per worker call
   Histogram* batch_tokens;          // item tokens per worker call

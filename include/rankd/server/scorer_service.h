@@ -39,7 +39,7 @@ class ScorerService final : public rankd::v1::Scorer::CallbackService {
   const ModelInfo& model() const { return model_; }
   WorkerPool* pool() const { return pool_; }
   ServerMetrics* metrics() const { return metrics_; }
-  // The (query, item) -> score cache of Score calls (result_cache in the config).
+  // The (query, item) -> score cache of Score and ScoreStream calls (result_cache in the config).
   ResultCache* cache() { return &cache_; }
   const std::string& cache_scope() const { return cache_scope_; }
   // Items to score of a call without its own depth: the depth controller's (0: all, when it is

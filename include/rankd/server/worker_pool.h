@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,14 +96,22 @@ class Work {
   std::shared_ptr<grpc::ClientContext> context_;
   SteadyTime enqueued_at_;
   double queue_seconds_ = 0;
+  bool deferred_ = false;  // batch work held back by traffic shaping (counted once)
 };
 
+// Dispatch order (traffic shaping, config `shaping`): batch work that has waited
+// shaping.batch_max_wait_s (admitted anyway: no starvation), then interactive work, then batch
+// work while the interactive load is at most shaping.busy_threshold and no interactive work
+// waits. Batch calls hold at most max_inflight - 1 calls of a worker (all, when max_inflight is
+// 1), so that an interactive call arriving meets a free slot, not a queue behind batch work.
+//
 // Threads: Submit, Cancel, ready and SetReadinessCallback run on any thread (gRPC reactor
 // threads) and never block (a short lock); Start, StartDrain, WaitIdle, Shutdown and the
-// destructor on the owner's thread. Call completions run on gRPC threads, the supervisor's
-// events (workers up and down) on the supervisor thread; both may finish work, so `done`
-// callbacks run on either. No gRPC call, no supervisor call and no `done` callback runs under the
-// pool's lock.
+// destructor on the owner's thread. While batch work waits, a shaping thread dispatches again
+// every few milliseconds (the load falls with time, not only with events). Call completions run on
+// gRPC threads, the supervisor's events (workers up and down) on the supervisor thread; both may
+// finish work, so `done` callbacks run on either. No gRPC call, no supervisor call and no `done`
+// callback runs under the pool's lock.
 class WorkerPool {
  public:
   // Workers are `rankd worker` processes.
@@ -177,8 +186,19 @@ class WorkerPool {
   void OnCallDone(const std::shared_ptr<Work>& work, int index, uint64_t incarnation,
                   const grpc::Status& status);
 
+  void ShapingLoop();
+
   // Locked helpers.
   void DispatchLocked(Actions& actions);
+  // Dispatches the works of `queue` for which `eligible` holds, in order, while a worker has room
+  // for work of their priority; expired work on the way fails DEADLINE_EXCEEDED.
+  template <typename Eligible>
+  void DispatchQueueLocked(std::deque<std::shared_ptr<Work>>& queue, Eligible eligible,
+                           WallTime wall_now, SteadyTime now, Actions& actions);
+  // The interactive load that shaping.busy_threshold is compared with: the larger of the share of
+  // workers up busy with interactive calls (running or queued, per worker up, at most 1) and its
+  // moving average (time constant kLoadTimeConstant). Advances the average to `now`.
+  double InteractiveLoadLocked(SteadyTime now);
   void FinishLocked(const std::shared_ptr<Work>& work, grpc::Status status, Actions& actions);
   void FailQueuedLocked(const grpc::Status& status, Actions& actions);
   int WorkersUpLocked() const;
@@ -197,6 +217,11 @@ class WorkerPool {
   int outstanding_ = 0;      // worker calls whose callbacks have not run yet
   int round_robin_ = 0;      // where the least-loaded search starts, to spread ties
   double seconds_per_item_;  // moving average of compute time per item, for deadline admission
+  double load_share_ = 0;    // interactive share of the workers since load_at_
+  double load_average_ = 0;  // its moving average, at load_at_
+  SteadyTime load_at_ = std::chrono::steady_clock::now();
+  std::condition_variable shaping_cv_;  // batch work queued, or stopping
+  std::thread shaping_;
   bool draining_ = false;
   bool stopping_ = false;  // Shutdown: no new calls
   bool published_ready_ = false;
