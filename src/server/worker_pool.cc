@@ -186,9 +186,13 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
     if (!works.empty() && works[0]->deadline_ != WallTime::max()) {
       int64_t items = 0;
       for (const auto& w : works) items += w->num_items();
-      // Ahead of it: the front end's queue and the calls the workers hold (with max_inflight > 1
-      // they queue inside the workers too).
+      // Ahead of it: the front end's queue (of interactive work only, for interactive work) and
+      // the calls the workers hold (with max_inflight > 1 they queue inside the workers too).
       int64_t ahead = queued_items_;
+      if (works[0]->interactive()) {
+        ahead = 0;
+        for (const auto& w : interactive_queue_) ahead += w->num_items();
+      }
       for (const Slot& s : slots_) {
         for (const auto& w : s.running) ahead += w->num_items();
       }

@@ -688,6 +688,37 @@ TEST_F(WorkerPoolTest, AnInteractiveCallMeetsAFreeSlotBehindABatchBacklog) {
   for (int i = 0; i <= kBatch; ++i) EXPECT_TRUE(completions_.Wait(i)->ok()) << i;
 }
 
+// Deadline admission counts for interactive work only the interactive work queued ahead of it
+// (a batch backlog does not make its deadline look unmeetable), besides what the workers hold.
+TEST_F(WorkerPoolTest, DeadlineAdmissionOfInteractiveWorkIgnoresTheBatchBacklog) {
+  fleet_.SetMode(0, FakeWorker::Mode::kHold);
+  config_.workers.max_inflight = 2;  // batch: one call at a time
+  config_.server.initial_seconds_per_item = 0.001;
+  StartPool(1, 1);
+  FakeWorker* worker = fleet_.WaitLaunch(0, 0);
+  const rankd::v1::ScoreRequest big = Request(1000);  // 1 s of work each at 1 ms an item
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(pool_->Submit({completions_.Make(&big, /*interactive=*/false)}).ok());
+  }
+  ASSERT_TRUE(worker->WaitHeld(1));
+  // 1 s running and 5 s of batch work queued; 3 s left is enough for interactive work.
+  const WallTime deadline = std::chrono::system_clock::now() + std::chrono::seconds(3);
+  auto interactive = std::make_shared<Work>(&request_, 0, 3, /*interactive=*/true, deadline,
+                                            Work::Carry::kWholeRequest, NoDone);
+  EXPECT_TRUE(pool_->Submit({interactive}).ok());
+  // Batch work with that deadline is behind the backlog: refused at once.
+  auto batch = std::make_shared<Work>(&request_, 0, 3, /*interactive=*/false, deadline,
+                                      Work::Carry::kWholeRequest, NoDone);
+  EXPECT_EQ(pool_->Submit({batch}).code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(WaitFor([&] {
+    worker->ReleaseAll();
+    for (int i = 0; i < 6; ++i) {
+      if (!completions_.done(i)) return false;
+    }
+    return true;
+  }));
+}
+
 TEST_F(WorkerPoolTest, ReadinessFollowsTheWorkersUp) {
   config_.workers.min_ready = 2;
   StartPool(2, 2);
