@@ -5,16 +5,21 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "load_timeline.h"
 #include "nlohmann/json.hpp"
 
 namespace rankd::bench {
 
 struct LoadOptions {
   std::string target = "127.0.0.1:50051";
-  double rate = 0;       // open loop: requests per second
-  int concurrency = 0;   // closed loop: requests outstanding
+  double rate = 0;      // open loop: requests per second
+  int concurrency = 0;  // closed loop: requests outstanding
+  // Steps of the offered load (ParseSchedule's syntax, seconds from the first call, warmup
+  // included); --rate / --concurrency picks the loop and its value holds until the first step.
+  std::string schedule;
   double duration = 10;  // seconds of measured sending
   double warmup = 0;     // seconds of sending before, not measured
   double deadline_ms = 5000;
@@ -26,23 +31,39 @@ struct LoadOptions {
   int item_words = 60, query_words = 8;
   std::string priority = "interactive";
   int seed = 1;
+  // The trace (load_trace.h): requests draw their query from `queries` distinct ones; `repeat` of
+  // the (query, item) pairs repeat a pair first sent more than `repeat_lag` requests earlier.
+  double repeat = 0;
+  int queries = 16;
+  int repeat_lag = 32;
   // false: every request carries skip_cache, so that every item is scored (the serving path's
   // throughput); true: the server's result cache may answer items it has seen.
   bool cache = false;
 };
 
+// Of the calls started in the measured window.
 struct LoadResult {
   double elapsed_s = 0;  // measured window
   int64_t ok = 0, failed = 0;
   std::map<std::string, int64_t> errors;  // by status code name
-  double requests_per_s = 0, items_per_s = 0, item_tokens_per_s = 0;
+  // Items answered (scored: true, from a worker or the result cache), those from the cache, and
+  // those the workers scored (Usage.items_scored).
+  int64_t items_served = 0, items_cached = 0, items_scored = 0;
+  double requests_per_s = 0;
+  double items_per_s = 0;         // served
+  double worker_items_per_s = 0;  // scored by the workers
+  double item_tokens_per_s = 0;   // scored by the workers (Usage.item_tokens)
+  double hit_rate = 0;            // items_cached / items_served
+  double repeat_realized = 0;     // the trace's repeated pairs / pairs sent
+  double mean_depth = 0;          // ScoreResponse.depth
   double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0, mean_ms = 0;
+  std::vector<TimelineRow> timeline;  // the whole run (warmup included), per second
   nlohmann::json ToJson(const LoadOptions& o) const;
 };
 
 // Sends load for warmup + duration seconds, then waits for the calls in flight. Calls that start
-// in the measured window count. Errors: bad options (InvalidArgument), no connection
-// (Unavailable).
+// in the measured window count (the timeline has them all). Errors: bad options
+// (InvalidArgument, naming the flag), no connection (Unavailable).
 absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o);
 
 void PrintLoadHeader();

@@ -8,6 +8,7 @@
 #include "kernels_bench.h"
 #endif
 #include "load_bench.h"
+#include "load_timeline.h"
 #include "make_model.h"
 #include "sweep.h"
 
@@ -22,7 +23,9 @@ constexpr char kUsage[] =
     "  make-model   write a random-weight model in HF layout (--preset 379m|tiny --out DIR)\n"
     "  engine       items/s and latency of one backend on a synthetic workload (C requests\n"
     "               scored together per step with --concurrency C)\n"
-    "  load         gRPC load (open or closed loop) against a running rankd serve\n"
+    "  load         gRPC load (open or closed loop, in steps with --schedule; repeated (query,\n"
+    "               item) pairs with --repeat) against a running rankd serve\n"
+    "  plot-timeline  SVG plots of a `load --timeline` file: p99 vs a target, depth, over time\n"
     "  sweep        engine over Ni values (and load over offered loads): CSV and SVG plots\n"
 #ifdef RANKD_BENCH_KERNELS
     "  kernels      each CUDA kernel alone on the workload's shapes: time per launch, bytes,\n"
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   if (command == "make-model") return rankd::bench::RunMakeModel(argc, argv, 2);
   if (command == "engine") return rankd::bench::RunEngineBench(argc, argv, 2);
   if (command == "load") return rankd::bench::RunLoadBench(argc, argv, 2);
+  if (command == "plot-timeline") return rankd::bench::RunPlotTimeline(argc, argv, 2);
   if (command == "sweep") return rankd::bench::RunSweep(argc, argv, 2);
 #ifdef RANKD_BENCH_KERNELS
   if (command == "kernels") return rankd::bench::RunKernelsBench(argc, argv, 2);

@@ -19,6 +19,18 @@
 #   kernels    `rankd-bench kernels` (each kernel alone on the workload's shapes), JSON in $OUT
 #   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
+#   controls   issue 12's serving controls through `rankd serve --backend cuda` (379M, multi-item,
+#              one worker) under rankd-bench load: (a) the result cache's gain: the same seeded
+#              trace with half the (query, item) pairs repeated, cache off then on, closed loop at
+#              concurrency 8, Ni 50 and 250 (items/s and the ratio); then the p99 at full depth at
+#              low and high load (Ni=250, concurrency $CONTROLS_LOW / $CONTROLS_HIGH: 4 / 32); (b)
+#              the depth controller (target $CONTROLS_TARGET_P99_S, else the geometric mean of
+#              those two p99s) through a closed-loop step low -> high -> low, its timeline
+#              (controls_timeline.csv) and plots (controls_p99.svg, controls_depth.svg) in $OUT.
+#              About 5 minutes. CONTROLS_BACKEND, CONTROLS_MODEL, CONTROLS_SHAPE (load's shape
+#              flags) and CONTROLS_TIME_SCALE (multiplies every duration) let it run elsewhere:
+#              CONTROLS_BACKEND=cpu CONTROLS_MODEL=tests/data/models/llama-cls BUNDLE=build
+#              CONTROLS_SHAPE="--tq 20 --ti 20 --vocab 1024" CONTROLS_TIME_SCALE=0.25
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
@@ -271,6 +283,123 @@ PY
           engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 --iters 10 $args
       done
       grep -v '^=====' "$OUT/profile.log" >>"$SUMMARY"
+      ;;
+    controls)
+      log=$OUT/controls.log
+      c_backend=${CONTROLS_BACKEND:-cuda}
+      c_model=${CONTROLS_MODEL:-$MODEL_379M}
+      [[ $c_model == "$MODEL_379M" ]] && make_model
+      c_model=$(realpath "$c_model")
+      read -r -a c_shape <<<"${CONTROLS_SHAPE:---tq 50 --ti 150 --vocab 32000}"
+      low=${CONTROLS_LOW:-4}
+      high=${CONTROLS_HIGH:-32}
+      sec() { awk -v s="$1" -v k="${CONTROLS_TIME_SCALE:-1}" 'BEGIN { printf "%g", s * k }'; }
+      p99_of() {
+        python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["latency_ms"]["p99"])' "$1"
+      }
+      ready=/tmp/rankd-controls-ready.json
+      json=/tmp/rankd-controls
+      mkdir -p "$json"
+      # start_controls_server [YAML]: rankd serve from a config file (the result cache on: its
+      # default), YAML appended; sets $server and $target.
+      start_controls_server() {
+        rm -f "$ready"
+        printf 'model:\n  dir: %s\n  backend: %s\n  cuda_strategy: %s\nserver:\n  listen: %s\n  metrics_listen: ""\nworkers:\n  count: 1\nlogging:\n  level: warn\n%s\n' \
+          "$c_model" "$c_backend" "${CONTROLS_STRATEGY:-multi-item}" 127.0.0.1:0 "${1:-}" \
+          >"$json/serve.yaml"
+        { echo "===== rankd serve --config:"; cat "$json/serve.yaml"; } >>"$log"
+        "$BIN/rankd" serve --config "$json/serve.yaml" --ready-file "$ready" >>"$log" 2>&1 &
+        server=$!
+        for _ in $(seq 240); do [[ -s $ready ]] && break; sleep 0.5; done
+        if [[ ! -s $ready ]]; then
+          say "controls: rankd serve did not get ready in 120 s"
+          failed+=("controls serve")
+          kill -TERM "$server" 2>/dev/null
+          wait "$server"
+          return 1
+        fi
+        target=127.0.0.1:$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["grpc_port"])' "$ready")
+      }
+      stop_controls_server() {
+        kill -TERM "$server" 2>/dev/null
+        wait "$server"
+        say "$(printf '%-40s rc=%s' "rankd serve exit after SIGTERM" "$?")"
+      }
+      # load NAME FLAGS...: rankd-bench load against $target with the workload's shape.
+      load() {
+        local name=$1
+        shift
+        run "$name" "$log" 400 "$BIN/rankd-bench" load --target "$target" "${c_shape[@]}" \
+          --deadline-ms 30000 "$@"
+      }
+      if start_controls_server; then
+        load "controls warm-up" --concurrency 2 --ni 50 --seed 99 --duration "$(sec 5)"
+        for ni in 50 250; do
+          # One seed per Ni (another query pool), so that one run's pairs are not the other's.
+          for cache in off on; do
+            load "controls cache $cache ni=$ni" --concurrency 8 --ni $ni --repeat 0.5 \
+              --queries 16 --seed $ni --warmup-s "$(sec 5)" --duration "$(sec 12)" \
+              --json "$json/cache_${cache}_$ni.json" $([[ $cache == on ]] && echo --cache)
+          done
+          python3 - "$json/cache_off_$ni.json" "$json/cache_on_$ni.json" <<'PY' 2>&1 | tee -a "$SUMMARY" "$log"
+import json, sys
+off, on = (json.load(open(p)) for p in sys.argv[1:3])
+ratio = on["items_per_s"] / off["items_per_s"] if off["items_per_s"] else float("nan")
+print(f"    ni={on['ni']}: cache off {off['items_per_s']:,.0f} items/s (p99 "
+      f"{off['latency_ms']['p99']:.1f} ms), cache on {on['items_per_s']:,.0f} items/s served "
+      f"({on['worker_items_per_s']:,.0f} by the worker, p99 {on['latency_ms']['p99']:.1f} ms), "
+      f"hit rate {on['hit_rate']:.3f}, repeat {on['repeat_requested']:.2f} asked "
+      f"{on['repeat_realized']:.3f} realized: {ratio:.2f}x")
+PY
+        done
+        # The p99 at full depth (no controller) at low and high load: the target lies between.
+        for c in $low $high; do
+          load "controls p99 full depth c=$c ni=250" --concurrency $c --ni 250 --seed 7 \
+            --warmup-s "$(sec 3)" --duration "$(sec 10)" --json "$json/p99_c$c.json"
+        done
+        stop_controls_server
+        p99_low=$(p99_of "$json/p99_c$low.json")
+        p99_high=$(p99_of "$json/p99_c$high.json")
+        target_s=${CONTROLS_TARGET_P99_S:-$(awk -v a="$p99_low" -v b="$p99_high" \
+          'BEGIN { printf "%.4f", (a > 0 && b > 0) ? sqrt(a * b) / 1000 : 0.5 }')}
+        say "    full depth p99: c=$low $p99_low ms, c=$high $p99_high ms -> target_p99_s $target_s"
+        # Low until t1, high until t2, low until the end.
+        t1=$(sec 20) t2=$(sec 100) t_end=$(sec 140)
+        if start_controls_server "$(printf 'depth_control:\n  enabled: true\n  target_p99_s: %s\n  window_s: %s' \
+            "$target_s" "${CONTROLS_WINDOW_S:-5}")"; then
+          load "controls depth step c=$low,$high,$low ni=250" --concurrency $low --ni 250 \
+            --seed 8 --schedule "0:$low,$t1:$high,$t2:$low" --duration "$t_end" \
+            --timeline "$OUT/controls_timeline.csv" --json "$json/depth_step.json"
+          stop_controls_server
+          run "controls plot" "$log" 60 "$BIN/rankd-bench" plot-timeline \
+            --timeline "$OUT/controls_timeline.csv" --out "$OUT/controls" \
+            --target-p99-ms "$(awk -v t="$target_s" 'BEGIN { print t * 1000 }')" \
+            --title "depth_control through a load step (Ni=250, concurrency $low, $high, $low)"
+          # Per segment: the per-second p99 (median, and the share of seconds within 20% of the
+          # target) and the mean depth; "settled" leaves out a segment's first half.
+          python3 - "$OUT/controls_timeline.csv" "$target_s" "$t1" "$t2" "$t_end" <<'PY' 2>&1 | tee -a "$SUMMARY" "$log"
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+target_ms, (t1, t2, t_end) = float(sys.argv[2]) * 1e3, map(float, sys.argv[3:6])
+def seg(name, a, b):
+    sel = [r for r in rows if a <= int(r["t"]) < b and r["p99_ms"]]
+    if not sel:
+        print(f"    {name}: no calls")
+        return
+    p99 = [float(r["p99_ms"]) for r in sel]
+    near = sum(abs(p - target_ms) <= 0.2 * target_ms for p in p99) / len(p99)
+    print(f"    {name:<22} t=[{a:g},{b:g}) s: per-second p99 median {statistics.median(p99):.1f} ms"
+          f" (target {target_ms:.1f}; {near:.0%} of seconds within 20%), mean depth "
+          f"{statistics.mean(float(r['mean_depth']) for r in sel):.1f}, errors "
+          f"{sum(int(r['errors']) for r in sel)}")
+seg("low, before the step", t1 / 2, t1)
+seg("high, settling", t1, (t1 + t2) / 2)
+seg("high, settled", (t1 + t2) / 2, t2)
+seg("low again, settled", (t2 + t_end) / 2, t_end)
+PY
+        fi
+      fi
+      rm -rf "$json" "$ready"
       ;;
     memcheck)
       for t in "${GPU_TESTS[@]}"; do

@@ -1,5 +1,6 @@
 // rankd-bench load against a real `rankd serve` (one worker, the tiny model): closed and open
-// loop, text, id and embedding items, every call answered and counted. No speed assertions.
+// loop, text, id and embedding items, repeated pairs through the result cache, a schedule step
+// and its timeline; every call answered and counted. No speed assertions.
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +83,64 @@ TEST_F(LoadTest, OpenLoopWithIdAndEmbeddingItems) {
   }
 }
 
+// Half the pairs repeated, through the result cache: hits, every item answered (from a worker or
+// the cache). The same trace without --cache (skip_cache) is the baseline: no hits.
+TEST_F(LoadTest, RepeatedPairsHitTheResultCache) {
+  LoadOptions o = Options();
+  o.warmup = 0;  // every call measured
+  o.duration = 1.5;
+  o.concurrency = 2;
+  o.repeat = 0.5;
+  o.queries = 2;
+  o.repeat_lag = 2;  // > concurrency: a repeat is of an answered call
+  for (bool cache : {true, false}) {
+    o.cache = cache;
+    absl::StatusOr<LoadResult> r = RunLoad(o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectSane(*r);
+    EXPECT_EQ(r->items_served, r->ok * o.ni) << "cache " << cache;
+    EXPECT_EQ(r->items_served, r->items_scored + r->items_cached) << "cache " << cache;
+    EXPECT_GT(r->repeat_realized, 0) << "cache " << cache;
+    if (cache) {
+      EXPECT_GT(r->hit_rate, 0);
+      EXPECT_GT(r->items_cached, 0);
+    } else {
+      EXPECT_EQ(r->hit_rate, 0);
+    }
+    const nlohmann::json j = r->ToJson(o);
+    EXPECT_EQ(j.at("repeat_requested"), 0.5);
+    EXPECT_EQ(j.at("hit_rate"), r->hit_rate);
+  }
+}
+
+// A step in closed-loop concurrency: the timeline has a row per second with the schedule's value
+// and every call in some row.
+TEST_F(LoadTest, ScheduleStepsAndTimeline) {
+  LoadOptions o = Options();
+  o.warmup = 0;
+  o.duration = 2;
+  o.concurrency = 1;
+  o.schedule = "1:3";
+  absl::StatusOr<LoadResult> r = RunLoad(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSane(*r);
+  ASSERT_GE(r->timeline.size(), 2u);
+  EXPECT_EQ(r->timeline[0].offered, 1);
+  EXPECT_EQ(r->timeline[1].offered, 3);
+  int64_t completed = 0, errors = 0;
+  for (const TimelineRow& row : r->timeline) {
+    completed += row.completed;
+    errors += row.errors;
+    if (row.completed > 0) {
+      EXPECT_EQ(row.mean_depth, o.ni) << row.t;
+    }
+  }
+  EXPECT_EQ(completed, r->ok);
+  EXPECT_EQ(errors, r->failed);
+  o.schedule = "0:2,5:1";  // past the end of the run
+  EXPECT_TRUE(absl::IsInvalidArgument(RunLoad(o).status()));
+}
+
 TEST_F(LoadTest, BadOptionsAreRefused) {
   LoadOptions o = Options();
   EXPECT_TRUE(absl::IsInvalidArgument(RunLoad(o).status()));  // neither rate nor concurrency
@@ -92,6 +151,11 @@ TEST_F(LoadTest, BadOptionsAreRefused) {
   o.items = "embedding";
   o.hidden = 0;
   EXPECT_TRUE(absl::IsInvalidArgument(RunLoad(o).status()));
+  o.items = "ids";
+  o.ti = 2;  // too short to number the items with --vocab 1024
+  absl::Status s = RunLoad(o).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("--ti"), absl::string_view::npos) << s;
 }
 
 }  // namespace
