@@ -31,6 +31,7 @@
 #              flags) and CONTROLS_TIME_SCALE (multiplies every duration) let it run elsewhere:
 #              CONTROLS_BACKEND=cpu CONTROLS_MODEL=tests/data/models/llama-cls BUNDLE=build
 #              CONTROLS_SHAPE="--tq 20 --ti 20 --vocab 1024" CONTROLS_TIME_SCALE=0.25
+#   shaping    interactive p99 alone and beside a PRIORITY_BATCH backlog, shaping on and off
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
@@ -81,6 +82,62 @@ run() {
   say "$(printf '%-40s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - start)))"
   [[ $rc == 0 ]] || failed+=("$name")
   return $rc
+}
+
+# serve_setup NAME: what the controls and shaping phases share: log=$OUT/NAME.log, the backend,
+# model, strategy and shape ($CONTROLS_BACKEND, $CONTROLS_MODEL, $CONTROLS_STRATEGY,
+# $CONTROLS_SHAPE: the standard workload's 379M Llama, multi-item, Tq=50 Ti=150 by default),
+# the low and high closed-loop loads, and scratch paths for the functions below.
+serve_setup() {
+  log=$OUT/$1.log
+  c_backend=${CONTROLS_BACKEND:-cuda}
+  c_model=${CONTROLS_MODEL:-$MODEL_379M}
+  [[ $c_model == "$MODEL_379M" ]] && make_model
+  c_model=$(realpath "$c_model")
+  read -r -a c_shape <<<"${CONTROLS_SHAPE:---tq 50 --ti 150 --vocab 32000}"
+  low=${CONTROLS_LOW:-4}
+  high=${CONTROLS_HIGH:-32}
+  ready=/tmp/rankd-controls-ready.json
+  json=/tmp/rankd-controls
+  mkdir -p "$json"
+}
+# sec S: S seconds, scaled by $CONTROLS_TIME_SCALE (a quick CPU rehearsal).
+sec() { awk -v s="$1" -v k="${CONTROLS_TIME_SCALE:-1}" 'BEGIN { printf "%g", s * k }'; }
+# p99_of JSON: the p99 (ms) of a rankd-bench load --json result.
+p99_of() {
+  python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["latency_ms"]["p99"])' "$1"
+}
+# start_controls_server [YAML]: rankd serve (one worker) from a config file (the result cache on:
+# its default), YAML appended; sets $server and $target.
+start_controls_server() {
+  rm -f "$ready"
+  printf 'model:\n  dir: %s\n  backend: %s\n  cuda_strategy: %s\nserver:\n  listen: %s\n  metrics_listen: ""\nworkers:\n  count: 1\nlogging:\n  level: warn\n%s\n' \
+    "$c_model" "$c_backend" "${CONTROLS_STRATEGY:-multi-item}" 127.0.0.1:0 "${1:-}" \
+    >"$json/serve.yaml"
+  { echo "===== rankd serve --config:"; cat "$json/serve.yaml"; } >>"$log"
+  "$BIN/rankd" serve --config "$json/serve.yaml" --ready-file "$ready" >>"$log" 2>&1 &
+  server=$!
+  for _ in $(seq 240); do [[ -s $ready ]] && break; sleep 0.5; done
+  if [[ ! -s $ready ]]; then
+    say "rankd serve did not get ready in 120 s"
+    failed+=("serve for $log")
+    kill -TERM "$server" 2>/dev/null
+    wait "$server"
+    return 1
+  fi
+  target=127.0.0.1:$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["grpc_port"])' "$ready")
+}
+stop_controls_server() {
+  kill -TERM "$server" 2>/dev/null
+  wait "$server"
+  say "$(printf '%-40s rc=%s' "rankd serve exit after SIGTERM" "$?")"
+}
+# load NAME FLAGS...: rankd-bench load against $target with the workload's shape.
+load() {
+  local name=$1
+  shift
+  run "$name" "$log" 400 "$BIN/rankd-bench" load --target "$target" "${c_shape[@]}" \
+    --deadline-ms 30000 "$@"
 }
 
 say "== gpu_check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -285,53 +342,7 @@ PY
       grep -v '^=====' "$OUT/profile.log" >>"$SUMMARY"
       ;;
     controls)
-      log=$OUT/controls.log
-      c_backend=${CONTROLS_BACKEND:-cuda}
-      c_model=${CONTROLS_MODEL:-$MODEL_379M}
-      [[ $c_model == "$MODEL_379M" ]] && make_model
-      c_model=$(realpath "$c_model")
-      read -r -a c_shape <<<"${CONTROLS_SHAPE:---tq 50 --ti 150 --vocab 32000}"
-      low=${CONTROLS_LOW:-4}
-      high=${CONTROLS_HIGH:-32}
-      sec() { awk -v s="$1" -v k="${CONTROLS_TIME_SCALE:-1}" 'BEGIN { printf "%g", s * k }'; }
-      p99_of() {
-        python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["latency_ms"]["p99"])' "$1"
-      }
-      ready=/tmp/rankd-controls-ready.json
-      json=/tmp/rankd-controls
-      mkdir -p "$json"
-      # start_controls_server [YAML]: rankd serve from a config file (the result cache on: its
-      # default), YAML appended; sets $server and $target.
-      start_controls_server() {
-        rm -f "$ready"
-        printf 'model:\n  dir: %s\n  backend: %s\n  cuda_strategy: %s\nserver:\n  listen: %s\n  metrics_listen: ""\nworkers:\n  count: 1\nlogging:\n  level: warn\n%s\n' \
-          "$c_model" "$c_backend" "${CONTROLS_STRATEGY:-multi-item}" 127.0.0.1:0 "${1:-}" \
-          >"$json/serve.yaml"
-        { echo "===== rankd serve --config:"; cat "$json/serve.yaml"; } >>"$log"
-        "$BIN/rankd" serve --config "$json/serve.yaml" --ready-file "$ready" >>"$log" 2>&1 &
-        server=$!
-        for _ in $(seq 240); do [[ -s $ready ]] && break; sleep 0.5; done
-        if [[ ! -s $ready ]]; then
-          say "controls: rankd serve did not get ready in 120 s"
-          failed+=("controls serve")
-          kill -TERM "$server" 2>/dev/null
-          wait "$server"
-          return 1
-        fi
-        target=127.0.0.1:$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["grpc_port"])' "$ready")
-      }
-      stop_controls_server() {
-        kill -TERM "$server" 2>/dev/null
-        wait "$server"
-        say "$(printf '%-40s rc=%s' "rankd serve exit after SIGTERM" "$?")"
-      }
-      # load NAME FLAGS...: rankd-bench load against $target with the workload's shape.
-      load() {
-        local name=$1
-        shift
-        run "$name" "$log" 400 "$BIN/rankd-bench" load --target "$target" "${c_shape[@]}" \
-          --deadline-ms 30000 "$@"
-      }
+      serve_setup controls
       if start_controls_server; then
         load "controls warm-up" --concurrency 2 --ni 50 --seed 99 --duration "$(sec 5)"
         for ni in 50 250; do
@@ -399,6 +410,64 @@ seg("low again, settled", (t2 + t_end) / 2, t_end)
 PY
         fi
       fi
+      rm -rf "$json" "$ready"
+      ;;
+    shaping)
+      # Interactive p99 alone, then with a batch backlog (closed loop, Ni=250, PRIORITY_BATCH),
+      # with shaping (busy_threshold 0.5, the default) and without it (1: batch work never waits
+      # for load; interactive still goes first). The batch load's timeline shows it yield to the
+      # interactive load and take the idle GPU back.
+      serve_setup shaping
+      rate=""
+      for threshold in 0.5 1; do
+        start_controls_server "$(printf 'shaping:\n  busy_threshold: %s' "$threshold")" || continue
+        load "shaping warm-up" --concurrency 2 --ni 250 --seed 99 --duration "$(sec 5)"
+        if [[ -z $rate ]]; then
+          load "shaping peak c=8 ni=50" --concurrency 8 --ni 50 --seed 1 --duration "$(sec 10)" \
+            --json "$json/peak.json"
+          rate=$(python3 -c 'import json, sys; print("%.1f" % (0.4 * json.load(open(sys.argv[1]))["requests_per_s"]))' \
+            "$json/peak.json")
+          load "shaping interactive alone r=$rate" --rate "$rate" --ni 50 --seed 2 --warmup-s 2 \
+            --duration "$(sec 20)" --json "$json/alone.json"
+        fi
+        echo "===== batch backlog (busy_threshold $threshold)" >>"$log"
+        "$BIN/rankd-bench" load --target "$target" "${c_shape[@]}" --priority batch \
+          --concurrency 16 --ni 250 --seed 3 --deadline-ms 120000 --duration "$(sec 40)" \
+          --timeline "$json/batch_$threshold.csv" --json "$json/batch_$threshold.json" \
+          >>"$log" 2>&1 &
+        batch=$!
+        sleep "$(sec 5)"
+        load "shaping interactive + backlog t=$threshold" --rate "$rate" --ni 50 --seed 4 \
+          --warmup-s 2 --duration "$(sec 20)" --json "$json/with_$threshold.json"
+        wait "$batch"
+        say "$(printf '%-40s rc=%s' "shaping batch backlog t=$threshold" "$?")"
+        stop_controls_server
+      done
+      python3 - "$json" "$(sec 5)" "$(sec 27)" <<'PY' 2>&1 | tee -a "$SUMMARY" "$log"
+import csv, json, os, statistics, sys
+d, t_on, t_off = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+def load(name):
+    p = os.path.join(d, name)
+    return json.load(open(p)) if os.path.exists(p) else None
+alone = load("alone.json")
+if alone:
+    print(f"    interactive alone: p99 {alone['latency_ms']['p99']:.1f} ms, p50 "
+          f"{alone['latency_ms']['p50']:.1f} ms at {alone['requests_per_s']:.1f} req/s")
+for t in ("0.5", "1"):
+    w, b = load(f"with_{t}.json"), load(f"batch_{t}.json")
+    if not (w and b and alone):
+        continue
+    margin = w["latency_ms"]["p99"] / alone["latency_ms"]["p99"] - 1
+    rows = list(csv.DictReader(open(os.path.join(d, f"batch_{t}.csv"))))
+    def items(a, z):
+        v = [float(r["items_per_s"] or 0) for r in rows if a <= float(r["t"]) < z]
+        return statistics.mean(v) if v else float("nan")
+    print(f"    busy_threshold {t}: interactive p99 {w['latency_ms']['p99']:.1f} ms "
+          f"({margin:+.0%} vs alone), p50 {w['latency_ms']['p50']:.1f} ms, errors {w['failed']}; "
+          f"batch {items(0, t_on):,.0f} items/s alone, {items(t_on + 2, t_off):,.0f} beside "
+          f"interactive, {items(t_off + 2, 1e9):,.0f} after; batch p99 "
+          f"{b['latency_ms']['p99']:.0f} ms, errors {b['failed']}")
+PY
       rm -rf "$json" "$ready"
       ;;
     memcheck)
