@@ -134,6 +134,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("item template '", engine->item_template_, "' has no {item}"));
   }
+  RANKD_ASSIGN_OR_RETURN(engine->query_ends_,
+                         FindTemplateEnds(*engine->tokenizer_, engine->query_template_, "query",
+                                          /*add_special_tokens=*/true));
+  RANKD_ASSIGN_OR_RETURN(engine->item_ends_,
+                         FindTemplateEnds(*engine->tokenizer_, engine->item_template_, "item",
+                                          /*add_special_tokens=*/false));
   const std::string head_spec = s.head.value_or(
       config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
                                                                    : "yes_no:yes,no");
@@ -150,6 +156,52 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
 absl::StatusOr<std::vector<int32_t>> Engine::EncodeQuery(absl::string_view query) const {
   return tokenizer_->Encode(tokenizer::ApplyTemplate(query_template_, "query", query),
                             /*add_special_tokens=*/true);
+}
+
+absl::StatusOr<Engine::TemplateEnds> Engine::FindTemplateEnds(const tokenizer::Tokenizer& tok,
+                                                              const std::string& tmpl,
+                                                              absl::string_view name,
+                                                              bool add_special_tokens) {
+  // The text after the last marker: the template rendered around a value it cannot contain.
+  constexpr char kMark[] = "\x1f\x1e";
+  const std::string marked = tokenizer::ApplyTemplate(tmpl, name, kMark);
+  const std::string tail_text = marked.substr(marked.rfind(kMark) + sizeof(kMark) - 1);
+  TemplateEnds ends;
+  RANKD_ASSIGN_OR_RETURN(ends.tail, tok.Encode(tail_text, /*add_special_tokens=*/false));
+  if (add_special_tokens) {
+    // The special tokens the tokenizer appends: what the encodings of two different texts end
+    // with in common.
+    RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> a, tok.Encode("a", true));
+    RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> b, tok.Encode("b", true));
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
+    ends.tail.insert(ends.tail.end(), a.end() - n, a.end());
+  }
+  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> empty,
+                         tok.Encode(tokenizer::ApplyTemplate(tmpl, name, ""), add_special_tokens));
+  ends.empty = static_cast<int64_t>(empty.size());
+  return ends;
+}
+
+std::optional<std::vector<int32_t>> Engine::Cut(absl::Span<const int32_t> ids, int64_t limit,
+                                                const TemplateEnds& ends) {
+  const int64_t tail = static_cast<int64_t>(ends.tail.size());
+  if (limit <= ends.empty || limit < tail) return std::nullopt;
+  std::vector<int32_t> out;
+  out.reserve(limit);
+  out.insert(out.end(), ids.begin(), ids.begin() + std::min<int64_t>(ids.size(), limit - tail));
+  out.insert(out.end(), ends.tail.begin(), ends.tail.end());
+  return out;
+}
+
+std::optional<std::vector<int32_t>> Engine::CutQuery(absl::Span<const int32_t> ids,
+                                                     int64_t limit) const {
+  return Cut(ids, limit, query_ends_);
+}
+
+std::optional<std::vector<int32_t>> Engine::CutTextItem(absl::Span<const int32_t> ids,
+                                                        int64_t limit) const {
+  return Cut(ids, limit, item_ends_);
 }
 
 absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) const {

@@ -74,7 +74,8 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
     scored_end_ = ItemsToScore(*request, service->default_depth());
     ResultCache* cache = service->cache();
     if (cache->enabled() && !request->skip_cache()) {
-      const ResultKeyBuilder keys(service->cache_scope(), *request);
+      const ResultKeyBuilder keys(service->cache_scope(), *request,
+                                  worker::TruncatesAtEnd(*request, service->config().limits));
       keys_.reserve(scored_end_);
       cached_.reserve(scored_end_);
       for (int i = 0; i < scored_end_; ++i) {
