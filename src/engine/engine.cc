@@ -162,23 +162,20 @@ absl::StatusOr<Engine::TemplateEnds> Engine::FindTemplateEnds(const tokenizer::T
                                                               const std::string& tmpl,
                                                               absl::string_view name,
                                                               bool add_special_tokens) {
-  // The text after the last marker: the template rendered around a value it cannot contain.
-  constexpr char kMark[] = "\x1f\x1e";
-  const std::string marked = tokenizer::ApplyTemplate(tmpl, name, kMark);
-  const std::string tail_text = marked.substr(marked.rfind(kMark) + sizeof(kMark) - 1);
+  // The tail: what the encodings of the template around two values that differ in their last
+  // character end with in common. Taken from whole encodings, it is what the tail is within one
+  // (a sentencepiece dummy-prefix space or a merge that starts in the value stays out of it), and
+  // it holds the special tokens the tokenizer appends.
+  auto encode = [&](absl::string_view value) {
+    return tok.Encode(tokenizer::ApplyTemplate(tmpl, name, value), add_special_tokens);
+  };
+  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> a, encode("a"));
+  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> b, encode("b"));
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
   TemplateEnds ends;
-  RANKD_ASSIGN_OR_RETURN(ends.tail, tok.Encode(tail_text, /*add_special_tokens=*/false));
-  if (add_special_tokens) {
-    // The special tokens the tokenizer appends: what the encodings of two different texts end
-    // with in common.
-    RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> a, tok.Encode("a", true));
-    RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> b, tok.Encode("b", true));
-    size_t n = 0;
-    while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
-    ends.tail.insert(ends.tail.end(), a.end() - n, a.end());
-  }
-  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> empty,
-                         tok.Encode(tokenizer::ApplyTemplate(tmpl, name, ""), add_special_tokens));
+  ends.tail.assign(a.end() - n, a.end());
+  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> empty, encode(""));
   ends.empty = static_cast<int64_t>(empty.size());
   return ends;
 }

@@ -128,11 +128,12 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
           item = engine::Item::Ids(*std::move(kept));
           length = keep;
         }
-      } else if (item.kind == engine::Item::Kind::kIds) {
-        item.ids.resize(keep);  // no template: the first ids, or rows
-        length = keep;
-      } else {
-        item.embedding.resize(keep * hidden);
+      } else {  // no template: the first ids, or rows
+        if (item.kind == engine::Item::Kind::kIds) {
+          item.ids.resize(keep);
+        } else {
+          item.embedding.resize(keep * hidden);
+        }
         length = keep;
       }
     }

@@ -135,10 +135,11 @@ class Engine {
   // TRUNCATE_END for text (ScoreRequest.truncate; the worker decides when to cut): `ids`, an
   // encoding longer than `limit` of a templated query (EncodeQuery) or of a text item (its entry
   // in EncodeItems' batch), cut to `limit` tokens: its first (limit - T) tokens, then the T tokens
-  // of the template's tail (the text after the template's last {query} / {item}, encoded alone;
-  // for the query also the special tokens the tokenizer appends), so that the template's head and
-  // tail stay and the content loses its end. Nullopt when the template around an empty value
-  // encodes to `limit` tokens or more (nothing of the content would be left).
+  // of the template's tail (the tokens every encoding of the template ends with whatever the
+  // value: those of the text after {query} / {item}, and for the query the special tokens the
+  // tokenizer appends), so that the template's head and tail stay and the content loses its end.
+  // Nullopt when the template around an empty value encodes to `limit` tokens or more (nothing of
+  // the content would be left).
   std::optional<std::vector<int32_t>> CutQuery(absl::Span<const int32_t> ids, int64_t limit) const;
   std::optional<std::vector<int32_t>> CutTextItem(absl::Span<const int32_t> ids,
                                                   int64_t limit) const;
