@@ -134,6 +134,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("item template '", engine->item_template_, "' has no {item}"));
   }
+  RANKD_ASSIGN_OR_RETURN(engine->query_ends_,
+                         FindTemplateEnds(*engine->tokenizer_, engine->query_template_, "query",
+                                          /*add_special_tokens=*/true));
+  RANKD_ASSIGN_OR_RETURN(engine->item_ends_,
+                         FindTemplateEnds(*engine->tokenizer_, engine->item_template_, "item",
+                                          /*add_special_tokens=*/false));
   const std::string head_spec = s.head.value_or(
       config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
                                                                    : "yes_no:yes,no");
@@ -150,6 +156,49 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
 absl::StatusOr<std::vector<int32_t>> Engine::EncodeQuery(absl::string_view query) const {
   return tokenizer_->Encode(tokenizer::ApplyTemplate(query_template_, "query", query),
                             /*add_special_tokens=*/true);
+}
+
+absl::StatusOr<Engine::TemplateEnds> Engine::FindTemplateEnds(const tokenizer::Tokenizer& tok,
+                                                              const std::string& tmpl,
+                                                              absl::string_view name,
+                                                              bool add_special_tokens) {
+  // The tail: what the encodings of the template around two values that differ in their last
+  // character end with in common. Taken from whole encodings, it is what the tail is within one
+  // (a sentencepiece dummy-prefix space or a merge that starts in the value stays out of it), and
+  // it holds the special tokens the tokenizer appends.
+  auto encode = [&](absl::string_view value) {
+    return tok.Encode(tokenizer::ApplyTemplate(tmpl, name, value), add_special_tokens);
+  };
+  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> a, encode("a"));
+  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> b, encode("b"));
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
+  TemplateEnds ends;
+  ends.tail.assign(a.end() - n, a.end());
+  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> empty, encode(""));
+  ends.empty = static_cast<int64_t>(empty.size());
+  return ends;
+}
+
+std::optional<std::vector<int32_t>> Engine::Cut(absl::Span<const int32_t> ids, int64_t limit,
+                                                const TemplateEnds& ends) {
+  const int64_t tail = static_cast<int64_t>(ends.tail.size());
+  if (limit <= ends.empty || limit < tail) return std::nullopt;
+  std::vector<int32_t> out;
+  out.reserve(limit);
+  out.insert(out.end(), ids.begin(), ids.begin() + std::min<int64_t>(ids.size(), limit - tail));
+  out.insert(out.end(), ends.tail.begin(), ends.tail.end());
+  return out;
+}
+
+std::optional<std::vector<int32_t>> Engine::CutQuery(absl::Span<const int32_t> ids,
+                                                     int64_t limit) const {
+  return Cut(ids, limit, query_ends_);
+}
+
+std::optional<std::vector<int32_t>> Engine::CutTextItem(absl::Span<const int32_t> ids,
+                                                        int64_t limit) const {
+  return Cut(ids, limit, item_ends_);
 }
 
 absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) const {

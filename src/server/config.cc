@@ -108,6 +108,21 @@ Field Bool(bool* v) {
       [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); },
       [v](YAML::Emitter& e) { e << YAML::TrueFalseBool << *v; }};
 }
+Field TruncateMode(Limits::Truncate* v) {
+  return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
+            std::string s;
+            RANKD_RETURN_IF_ERROR(Scalar(n, k, "none or end", &s));
+            if (s == "none") {
+              *v = Limits::Truncate::kNone;
+            } else if (s == "end") {
+              *v = Limits::Truncate::kEnd;
+            } else {
+              return KeyError(k, absl::StrCat("must be none or end (got '", s, "')"));
+            }
+            return absl::OkStatus();
+          },
+          [v](YAML::Emitter& e) { e << (*v == Limits::Truncate::kEnd ? "end" : "none"); }};
+}
 // Relative paths resolve against `base_dir` when read, and are written absolute.
 Field Path(std::string* v, const std::string& base_dir) {
   return {[v, base_dir](const YAML::Node& n, const std::string& k) -> absl::Status {
@@ -247,7 +262,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                           {"max_query_tokens", Number(&l.max_query_tokens)},
                           {"max_item_tokens", Number(&l.max_item_tokens)},
                           {"max_request_tokens", Number(&l.max_request_tokens)},
-                          {"max_message_bytes", Number(&l.max_message_bytes)}})},
+                          {"max_message_bytes", Number(&l.max_message_bytes)},
+                          {"truncate", TruncateMode(&l.truncate)}})},
       {"workers", Section({{"count", Number(&w.count)},
                            {"gpus", Gpus(&w)},
                            {"workers_per_gpu", Number(&w.workers_per_gpu)},

@@ -36,8 +36,8 @@ class Digest {
 
 }  // namespace
 
-ResultKeyBuilder::ResultKeyBuilder(absl::string_view scope,
-                                   const rankd::v1::ScoreRequest& request) {
+ResultKeyBuilder::ResultKeyBuilder(absl::string_view scope, const rankd::v1::ScoreRequest& request,
+                                   bool truncate_end) {
   Digest d;
   d.Text(scope);
   if (request.query_ids_size() > 0) {
@@ -48,6 +48,7 @@ ResultKeyBuilder::ResultKeyBuilder(absl::string_view scope,
     d.Text(request.query());
   }
   d.Tag(request.apply_sigmoid() ? 's' : 'r');
+  d.Tag(truncate_end ? 'e' : 'n');
   prefix_digest_ = d.Finish();
 }
 

@@ -32,7 +32,8 @@ class CachedItems {
     ResultCache* cache = service->cache();
     if (!cache->enabled() || request.skip_cache()) return;
     cache_ = cache;
-    const ResultKeyBuilder keys(service->cache_scope(), request);
+    const ResultKeyBuilder keys(service->cache_scope(), request,
+                                worker::TruncatesAtEnd(request, service->config().limits));
     keys_.reserve(scored_end);
     scores_.reserve(scored_end);
     for (int i = 0; i < scored_end; ++i) {

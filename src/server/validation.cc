@@ -1,8 +1,11 @@
 #include "rankd/server/validation.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
+#include "rankd/worker/protocol.h"
 
 namespace rankd::server {
 namespace {
@@ -43,11 +46,17 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   if (request.depth() < 0) {
     return Invalid("depth", absl::StrCat("must not be negative (got ", request.depth(), ")"));
   }
+  if (!rankd::v1::Truncate_IsValid(request.truncate())) {
+    return Invalid("truncate", absl::StrCat("unknown value ", request.truncate()));
+  }
+  // TRUNCATE_END: lengths over a limit are no error here; the worker cuts them (PrepareWorkItem),
+  // and the context check needs the prefix as the worker leaves it.
+  const bool cut = rankd::worker::TruncatesAtEnd(request, limits);
   if (request.query_ids_size() > 0) {
     if (!request.query().empty()) {
       return Invalid("query_ids", "give either query or query_ids, not both");
     }
-    if (request.query_ids_size() > limits.max_query_tokens) {
+    if (!cut && request.query_ids_size() > limits.max_query_tokens) {
       return Invalid("query_ids",
                      absl::StrCat(request.query_ids_size(),
                                   " tokens exceeds max_query_tokens=", limits.max_query_tokens));
@@ -63,7 +72,8 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
     return Invalid(
         "items", absl::StrCat(request.items_size(), " items exceeds max_items=", limits.max_items));
   }
-  // Tokens known before tokenization (ids and embedding rows); text is counted by the worker.
+  // Tokens known before tokenization (ids and embedding rows, as many as are kept when cut); text
+  // is counted by the worker.
   int64_t known_tokens = 0;
   const int scored = ItemsToScore(request);
   for (int i = 0; i < request.items_size(); ++i) {
@@ -76,7 +86,7 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
       case rankd::v1::Item::kTokenIds: {
         const int n = item.token_ids().ids_size();
         if (n == 0) return Invalid(f + ".token_ids", "empty");
-        if (n > limits.max_item_tokens) {
+        if (!cut && n > limits.max_item_tokens) {
           return Invalid(
               f + ".token_ids",
               absl::StrCat(n, " tokens exceeds max_item_tokens=", limits.max_item_tokens));
@@ -86,11 +96,11 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
             !s.ok()) {
           return s;
         }
-        if (request.query_ids_size() > 0) {
+        if (!cut && request.query_ids_size() > 0) {
           RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), n,
                                                           model.max_position_embeddings, f));
         }
-        if (i < scored) known_tokens += n;
+        if (i < scored) known_tokens += std::min(n, limits.max_item_tokens);
         break;
       }
       case rankd::v1::Item::kEmbedding: {
@@ -99,7 +109,7 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
           return Invalid(f + ".embedding.rows",
                          absl::StrCat("must be positive (got ", e.rows(), ")"));
         }
-        if (e.rows() > limits.max_item_tokens) {
+        if (!cut && e.rows() > limits.max_item_tokens) {
           return Invalid(
               f + ".embedding.rows",
               absl::StrCat(e.rows(), " rows exceeds max_item_tokens=", limits.max_item_tokens));
@@ -114,11 +124,11 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
         RANKD_RETURN_IF_ERROR(
             model::CheckFiniteEmbedding(absl::MakeConstSpan(e.values().data(), e.values_size()),
                                         f + ".embedding.values", model.hidden_size));
-        if (request.query_ids_size() > 0) {
+        if (!cut && request.query_ids_size() > 0) {
           RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), e.rows(),
                                                           model.max_position_embeddings, f));
         }
-        if (i < scored) known_tokens += e.rows();
+        if (i < scored) known_tokens += std::min(e.rows(), limits.max_item_tokens);
         break;
       }
       case rankd::v1::Item::CONTENT_NOT_SET:

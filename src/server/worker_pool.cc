@@ -64,6 +64,7 @@ void Work::CarryOwnItems(const rankd::v1::ScoreRequest& request) {
   *own->mutable_query_ids() = request.query_ids();
   own->set_apply_sigmoid(request.apply_sigmoid());
   own->set_priority(request.priority());
+  own->set_truncate(request.truncate());
   own->mutable_items()->Reserve(static_cast<int>(items_.size()));
   for (int i : items_) {
     own->mutable_items()->UnsafeArenaAddAllocated(const_cast<rankd::v1::Item*>(&request.items(i)));

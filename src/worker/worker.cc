@@ -61,14 +61,25 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                                                    request.items_size(), " items"));
   }
   engine::ScoreRequest scoring;
+  // TRUNCATE_END: what is over a limit is cut here, the one place for every query and item kind
+  // (the front end lets it through); else refused.
+  const bool cut = TruncatesAtEnd(request, limits);
+  const bool from_ids = request.query_ids_size() > 0;
   std::vector<int32_t> prefix;
-  if (request.query_ids_size() > 0) {
+  if (from_ids) {
     prefix.assign(request.query_ids().begin(), request.query_ids().end());
   } else {
     RANKD_ASSIGN_OR_RETURN(prefix, engine.EncodeQuery(request.query()));
   }
+  if (cut && static_cast<int64_t>(prefix.size()) > limits.max_query_tokens) {
+    if (from_ids) {
+      prefix.resize(limits.max_query_tokens);  // no template: the first ids
+    } else if (auto kept = engine.CutQuery(prefix, limits.max_query_tokens)) {
+      prefix = *std::move(kept);
+    }
+  }
   if (static_cast<int64_t>(prefix.size()) > limits.max_query_tokens) {
-    return Invalid(request.query_ids_size() > 0 ? "query_ids" : "query",
+    return Invalid(from_ids ? "query_ids" : "query",
                    absl::StrCat(prefix.size(),
                                 " tokens (template and BOS included) exceeds "
                                 "max_query_tokens=",
@@ -94,26 +105,54 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
         return Invalid(absl::StrCat("items[", i, "]"), "no content");
     }
   }
-  // Tokenize once to check the limits, then hand the engine the ids.
+  // Tokenize once to check the limits (and cut), then hand the engine the ids.
   absl::StatusOr<backend::ItemBatch> batch = engine.EncodeItems(items);
   if (!batch.ok()) return ShiftItemIndex(batch.status(), begin);
-  if (batch->num_tokens() > limits.max_request_tokens) {
-    return Invalid("items", absl::StrCat(batch->num_tokens(), " tokens exceeds max_request_tokens=",
-                                         limits.max_request_tokens));
-  }
+  // What a cut item keeps: max_item_tokens, and no more than the model's context leaves after the
+  // prefix (a prefix that leaves nothing cuts nothing for it: the engine refuses the item).
+  int64_t keep = limits.max_item_tokens;
+  const int64_t context = engine.config().max_position_embeddings;
+  const int64_t left = context - static_cast<int64_t>(prefix.size());
+  if (context > 0 && left > 0) keep = std::min(keep, left);
+  const int hidden = engine.config().hidden_size;
+  int64_t item_tokens = 0;
   for (int j = 0; j < batch->num_items(); ++j) {
-    if (batch->item_length(j) > limits.max_item_tokens) {
-      const char* field = items[j].kind == engine::Item::Kind::kText  ? ".text"
-                          : items[j].kind == engine::Item::Kind::kIds ? ".token_ids"
-                                                                      : ".embedding";
-      return Invalid(absl::StrCat("items[", begin + j, "]", field),
-                     absl::StrCat(batch->item_length(j),
-                                  " tokens exceeds max_item_tokens=", limits.max_item_tokens));
+    const absl::Span<const int32_t> encoded(batch->tokens.data() + batch->offsets[j],
+                                            batch->item_length(j));
+    int64_t length = batch->item_length(j);
+    engine::Item& item = items[j];
+    const bool text = item.kind == engine::Item::Kind::kText;
+    if (cut && length > keep) {
+      if (text) {
+        if (auto kept = engine.CutTextItem(encoded, keep)) {
+          item = engine::Item::Ids(*std::move(kept));
+          length = keep;
+        }
+      } else {  // no template: the first ids, or rows
+        if (item.kind == engine::Item::Kind::kIds) {
+          item.ids.resize(keep);
+        } else {
+          item.embedding.resize(keep * hidden);
+        }
+        length = keep;
+      }
     }
-    if (items[j].kind == engine::Item::Kind::kText) {
-      const int32_t* t = batch->tokens.data() + batch->offsets[j];
-      items[j] = engine::Item::Ids(std::vector<int32_t>(t, t + batch->item_length(j)));
+    if (length > limits.max_item_tokens) {
+      const char* field = text                                    ? ".text"
+                          : item.kind == engine::Item::Kind::kIds ? ".token_ids"
+                                                                  : ".embedding";
+      return Invalid(
+          absl::StrCat("items[", begin + j, "]", field),
+          absl::StrCat(length, " tokens exceeds max_item_tokens=", limits.max_item_tokens));
     }
+    if (item.kind == engine::Item::Kind::kText) {
+      item = engine::Item::Ids(std::vector<int32_t>(encoded.begin(), encoded.end()));
+    }
+    item_tokens += length;
+  }
+  if (item_tokens > limits.max_request_tokens) {
+    return Invalid("items", absl::StrCat(item_tokens, " tokens exceeds max_request_tokens=",
+                                         limits.max_request_tokens));
   }
   scoring.query_ids = std::move(prefix);
   scoring.items = std::move(items);

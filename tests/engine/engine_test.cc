@@ -170,6 +170,77 @@ TEST(EngineTest, RepeatedQueryHitsThePrefixCache) {
   EXPECT_EQ(st.entries, 1u);
 }
 
+// TRUNCATE_END's cut of text (the worker decides when): the content loses its end, the template's
+// head and tail stay. Qwen3-Reranker's item suffix (<|im_end|>, the assistant/think turn) and its
+// query's "\n" survive, so does a sentencepiece template's " END"; "{query}" on a sentencepiece
+// model keeps the BOS and appends nothing.
+TEST(TruncateTest, CutKeepsTheTemplatesHeadAndTail) {
+  ModelSettings qwen;
+  qwen.preset = "qwen3-reranker";
+  auto e = Make("qwen3-reranker-tiny", qwen);
+  ASSERT_NE(e, nullptr);
+  const tokenizer::Tokenizer& tok = e->tokenizer();
+  std::string content;
+  for (int i = 0; i < 40; ++i) content += "senior rust engineer in berlin, ";
+  auto encode = [&](const std::string& text) { return *tok.Encode(text, false); };
+  auto starts_with = [](const std::vector<int32_t>& v, const std::vector<int32_t>& head) {
+    return v.size() >= head.size() && std::equal(head.begin(), head.end(), v.begin());
+  };
+  auto batch = e->EncodeItems({Item::Text(content)});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const std::vector<int32_t> item(batch->tokens.begin(), batch->tokens.end());
+  const std::vector<int32_t> tail =
+      encode("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  const std::vector<int32_t> empty =
+      encode(tokenizer::ApplyTemplate(e->item_template(), "item", ""));
+  ASSERT_GT(item.size(), 100u);
+  for (const int64_t limit : {int64_t{99}, static_cast<int64_t>(empty.size()) + 1}) {
+    auto cut = e->CutTextItem(item, limit);
+    ASSERT_TRUE(cut.has_value()) << limit;
+    std::vector<int32_t> by_hand(item.begin(), item.begin() + (limit - tail.size()));
+    by_hand.insert(by_hand.end(), tail.begin(), tail.end());
+    EXPECT_EQ(*cut, by_hand) << limit;
+    EXPECT_TRUE(starts_with(*cut, encode("<Document>:"))) << limit;
+  }
+  EXPECT_FALSE(e->CutTextItem(item, static_cast<int64_t>(empty.size())).has_value());
+
+  auto prefix = e->EncodeQuery(content);
+  ASSERT_TRUE(prefix.ok());
+  const std::vector<int32_t> head = *e->EncodeQuery("");
+  auto cut = e->CutQuery(*prefix, static_cast<int64_t>(head.size()) + 5);
+  ASSERT_TRUE(cut.has_value());
+  ASSERT_EQ(cut->size(), head.size() + 5);
+  EXPECT_EQ(cut->back(), encode("\n").back());
+  EXPECT_TRUE(std::equal(prefix->begin(), prefix->begin() + cut->size() - 1, cut->begin()));
+  EXPECT_FALSE(e->CutQuery(*prefix, static_cast<int64_t>(head.size())).has_value());
+
+  // sentencepiece: the tail as it is within a whole encoding (no dummy-prefix space of its own).
+  ModelSettings doc;
+  doc.item_template = "Document: {item} END";
+  auto sp = Make("llama-cls", doc);
+  ASSERT_NE(sp, nullptr);
+  auto sp_batch = sp->EncodeItems({Item::Text(content)});
+  ASSERT_TRUE(sp_batch.ok());
+  const std::vector<int32_t> sp_item(sp_batch->tokens.begin(), sp_batch->tokens.end());
+  const size_t t = sp->tokenizer().Encode("Document: a END", false)->size() -
+                   sp->tokenizer().Encode("Document: a", false)->size();
+  ASSERT_GE(t, 1u);
+  auto sp_cut = sp->CutTextItem(sp_item, 20);
+  ASSERT_TRUE(sp_cut.has_value());
+  std::vector<int32_t> sp_by_hand(sp_item.begin(), sp_item.begin() + (20 - t));
+  sp_by_hand.insert(sp_by_hand.end(), sp_item.end() - t, sp_item.end());
+  EXPECT_EQ(*sp_cut, sp_by_hand);
+
+  auto llama = Make("llama-cls");
+  ASSERT_NE(llama, nullptr);
+  auto p = llama->EncodeQuery(content);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->front(), *llama->tokenizer().bos_id());
+  auto kept = llama->CutQuery(*p, 7);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(*kept, std::vector<int32_t>(p->begin(), p->begin() + 7));
+}
+
 TEST(TemplateTest, ApplyTemplate) {
   EXPECT_EQ(tokenizer::ApplyTemplate("Q: {query}!", "query", "x"), "Q: x!");
   EXPECT_EQ(tokenizer::ApplyTemplate("{query}{query}", "query", "ab"), "abab");

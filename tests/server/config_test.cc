@@ -64,6 +64,7 @@ server:
 limits:
   max_items: 10
   max_message_bytes: 1000
+  truncate: end
 workers:
   count: 0
   gpus: [1, 3]
@@ -92,6 +93,7 @@ logging:
   EXPECT_EQ(c->limits.max_items, 10);
   EXPECT_EQ(c->limits.max_message_bytes, 1000);
   EXPECT_EQ(c->limits.max_item_tokens, 512);  // default kept
+  EXPECT_EQ(c->limits.truncate, Limits::Truncate::kEnd);
   EXPECT_EQ(c->workers.count, 0);
   EXPECT_FALSE(c->workers.all_gpus);
   EXPECT_EQ(c->workers.gpus, (std::vector<int>{1, 3}));
@@ -134,6 +136,7 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   c.server.initial_seconds_per_item = 1.0 / 3;
   c.limits.max_items = 3;
   c.limits.max_request_tokens = int64_t{1} << 40;
+  c.limits.truncate = Limits::Truncate::kEnd;
   c.workers.count = 0;
   c.workers.all_gpus = true;
   c.workers.cpu_affinity = "explicit";
@@ -214,6 +217,10 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
               HasSubstr("model.query_template: must contain {query}"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_items: 0\n"),
               HasSubstr("limits.max_items: must be positive"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  truncate: start\n"),
+              HasSubstr("limits.truncate: must be none or end (got 'start')"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  truncate: [end]\n"),
+              HasSubstr("limits.truncate: must be none or end"));
   EXPECT_THAT(error("model:\n  dir: /m\nworkers:\n  ping_timeout_s: -1\n"),
               HasSubstr("workers.ping_timeout_s"));
   EXPECT_THAT(error("model:\n  dir: /m\nlogging:\n  format: xml\n"), HasSubstr("logging.format"));

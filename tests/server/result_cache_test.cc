@@ -25,7 +25,7 @@ rankd::v1::Item Text(const std::string& t) {
   return i;
 }
 ResultKey Key(int n) {
-  return ResultKeyBuilder("scope", Request("q")).ItemKey(Text("item " + std::to_string(n)));
+  return ResultKeyBuilder("scope", Request("q"), false).ItemKey(Text("item " + std::to_string(n)));
 }
 
 // A clock the test moves.
@@ -38,24 +38,27 @@ struct FakeClock {
 
 TEST(ResultKeyTest, EveryInputThatChangesTheScoreChangesTheKey) {
   const auto req = Request("rust engineer");
-  const ResultKeyBuilder base("m|t1", req);
+  const ResultKeyBuilder base("m|t1", req, false);
   std::set<std::array<uint8_t, 16>> keys;
   auto add = [&](const ResultKey& k) { return keys.insert(k.bytes).second; };
   EXPECT_TRUE(add(base.ItemKey(Text("Rust developer"))));
   EXPECT_EQ(base.ItemKey(Text("Rust developer")),
-            ResultKeyBuilder("m|t1", req).ItemKey(Text("Rust developer")));         // stable
+            ResultKeyBuilder("m|t1", req, false).ItemKey(Text("Rust developer")));  // stable
   EXPECT_TRUE(add(base.ItemKey(Text("Rust developer "))));                          // item text
-  EXPECT_TRUE(add(ResultKeyBuilder("m|t2", req).ItemKey(Text("Rust developer"))));  // scope
-  EXPECT_TRUE(add(ResultKeyBuilder("m|t1", Request("rust engineers"))
+  EXPECT_TRUE(add(ResultKeyBuilder("m|t2", req, false).ItemKey(Text("Rust developer"))));  // scope
+  EXPECT_TRUE(add(ResultKeyBuilder("m|t1", Request("rust engineers"), false)
                       .ItemKey(Text("Rust developer"))));  // query
   auto sig = req;
   sig.set_apply_sigmoid(true);
-  EXPECT_TRUE(add(ResultKeyBuilder("m|t1", sig).ItemKey(Text("Rust developer"))));  // sigmoid
+  EXPECT_TRUE(
+      add(ResultKeyBuilder("m|t1", sig, false).ItemKey(Text("Rust developer"))));  // sigmoid
+  // TRUNCATE_END (asked for or the config's): a too-long item scored cut is another score.
+  EXPECT_TRUE(add(ResultKeyBuilder("m|t1", req, true).ItemKey(Text("Rust developer"))));
   // query text vs query ids, text vs ids vs embedding: kinds never collide.
   rankd::v1::ScoreRequest ids_req;
   ids_req.add_query_ids(1);
   ids_req.add_query_ids(2);
-  const ResultKeyBuilder by_ids("m|t1", ids_req);
+  const ResultKeyBuilder by_ids("m|t1", ids_req, false);
   EXPECT_TRUE(add(by_ids.ItemKey(Text("Rust developer"))));
   rankd::v1::Item ids;
   ids.mutable_token_ids()->add_ids(7);
@@ -73,8 +76,8 @@ TEST(ResultKeyTest, EveryInputThatChangesTheScoreChangesTheKey) {
   emb.mutable_embedding()->set_rows(2);
   EXPECT_TRUE(add(by_ids.ItemKey(emb)));
   // Length prefixes: ("ab", "c") and ("a", "bc") differ.
-  EXPECT_NE(ResultKeyBuilder("ab", Request("c")).ItemKey(Text("x")),
-            ResultKeyBuilder("a", Request("bc")).ItemKey(Text("x")));
+  EXPECT_NE(ResultKeyBuilder("ab", Request("c"), false).ItemKey(Text("x")),
+            ResultKeyBuilder("a", Request("bc"), false).ItemKey(Text("x")));
 }
 
 TEST(ResultCacheTest, AHitReturnsTheStoredBitsAndCounts) {

@@ -384,6 +384,57 @@ TEST(ServeTest, ResultCacheAnswersRepeatedItems) {
   EXPECT_GT(server->Metric("rankd_result_cache_bytes").value_or(0), 0);
 }
 
+// TRUNCATE_END through the server: a text or token-ids item over max_item_tokens=128 is cut and
+// scored (Usage counts the 128 tokens), also when it is the one miss of a request whose other
+// item is cached (the worker gets only the miss); the cached score of a cut item never answers a
+// TRUNCATE_NONE call, which is refused as before.
+TEST(ServeTest, TruncateEndCutsAndTheCacheKeepsTheModesApart) {
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  std::string long_text;
+  for (int w = 0; w < 400; ++w) absl::StrAppend(&long_text, "word", w, " ");
+  ScoreRequest cut;
+  cut.set_query("rust engineer");
+  cut.add_items()->set_text(long_text);
+  cut.set_truncate(rankd::v1::TRUNCATE_END);
+  ScoreResponse r1;
+  ASSERT_TRUE(Score(*server, cut, &r1).ok());
+  EXPECT_FALSE(r1.scores(0).cached());
+  EXPECT_EQ(r1.usage().item_tokens(), 128);
+
+  ScoreRequest refused = cut;
+  refused.set_truncate(rankd::v1::TRUNCATE_NONE);
+  ScoreResponse r2;
+  const grpc::Status s = Score(*server, refused, &r2);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("items[0].text: "));
+  EXPECT_THAT(s.error_message(), HasSubstr(" tokens exceeds max_item_tokens=128"));
+
+  ScoreResponse r3;
+  ASSERT_TRUE(Score(*server, cut, &r3).ok());
+  EXPECT_TRUE(r3.scores(0).cached());
+  EXPECT_EQ(r3.scores(0).score(), r1.scores(0).score());
+
+  // A cached item and a long miss of token ids: the miss alone goes to a worker, cut.
+  ScoreRequest mixed = cut;
+  auto* ids = mixed.add_items()->mutable_token_ids();
+  for (int i = 0; i < 300; ++i) ids->add_ids(10 + i % 500);
+  ScoreResponse r4;
+  ASSERT_TRUE(Score(*server, mixed, &r4).ok());
+  EXPECT_TRUE(r4.scores(0).cached());
+  EXPECT_FALSE(r4.scores(1).cached());
+  EXPECT_EQ(r4.usage().items_scored(), 1);
+  EXPECT_EQ(r4.usage().item_tokens(), 128);
+  ScoreRequest by_hand;
+  by_hand.set_query("rust engineer");
+  by_hand.set_skip_cache(true);
+  auto* kept = by_hand.add_items()->mutable_token_ids();
+  for (int i = 0; i < 128; ++i) kept->add_ids(10 + i % 500);
+  ScoreResponse r5;
+  ASSERT_TRUE(Score(*server, by_hand, &r5).ok());
+  EXPECT_EQ(r4.scores(1).score(), r5.scores(0).score());
+}
+
 // The depth controller: with a p99 target no call can meet, it lowers the depth of calls that do
 // not pin one to min_depth within a few control periods (one a second); a pinned depth is kept.
 TEST(ServeTest, DepthControllerLowersTheDepthOfUnpinnedCalls) {

@@ -132,5 +132,48 @@ TEST_F(ValidationTest, ModelPriorityDepthAndSize) {
   EXPECT_THAT(Check(r), HasSubstr("bytes exceeds max_message_bytes=4096"));
 }
 
+// TRUNCATE_END (asked for, or limits.truncate: end): lengths over max_query_tokens,
+// max_item_tokens and the context pass (the worker cuts them); the rest is checked as without it.
+TEST_F(ValidationTest, TruncateEndLetsLengthsThroughForTheWorkerToCut) {
+  model_.max_position_embeddings = 12;
+  ScoreRequest r = good_;
+  r.clear_query();
+  for (int i = 0; i < 9; ++i) r.add_query_ids(1);                                   // 9 > 8
+  for (int i = 0; i < 6; ++i) r.mutable_items(1)->mutable_token_ids()->add_ids(1);  // 7 > 6
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: query_ids: 9 tokens exceeds max_query_tokens=8");
+  r.set_truncate(rankd::v1::TRUNCATE_END);
+  EXPECT_EQ(Check(r), "ok");  // 9 + 7 > 12: cut to fit too
+  r.set_truncate(rankd::v1::TRUNCATE_NONE);
+  limits_.truncate = Limits::Truncate::kEnd;  // the config's default
+  EXPECT_EQ(Check(r), "ok");
+  limits_.truncate = Limits::Truncate::kNone;
+  r.mutable_query_ids()->Truncate(3);
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[1].token_ids: 7 tokens exceeds max_item_tokens=6");
+  r.mutable_items(1)->mutable_token_ids()->mutable_ids()->Truncate(1);
+  r.mutable_items(2)->mutable_embedding()->set_rows(7);
+  for (int i = 0; i < 24; ++i) r.mutable_items(2)->mutable_embedding()->add_values(0.5f);
+  EXPECT_EQ(Check(r),
+            "INVALID_ARGUMENT: items[2].embedding.rows: 7 rows exceeds max_item_tokens=6");
+  r.set_truncate(rankd::v1::TRUNCATE_END);
+  EXPECT_EQ(Check(r), "ok");
+  // Still checked: contents, the request's size, and max_request_tokens over what the cut keeps.
+  r.mutable_items(2)->mutable_embedding()->add_values(0.5f);
+  EXPECT_THAT(Check(r), HasSubstr("items[2].embedding.values: 29 values for rows=7"));
+  r.mutable_items(2)->mutable_embedding()->mutable_values()->RemoveLast();
+  r.mutable_items(1)->mutable_token_ids()->add_ids(100);
+  EXPECT_THAT(Check(r), HasSubstr("items[1].token_ids.ids[1]: 100 is outside"));
+  r.mutable_items(1)->mutable_token_ids()->set_ids(1, 1);
+  for (int i = 0; i < 20; ++i) r.mutable_items(1)->mutable_token_ids()->add_ids(1);
+  // 22 ids and 7 rows, of which 6 + 6 are kept.
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items: 12 tokens exceeds max_request_tokens=10");
+  limits_.max_request_tokens = 12;
+  EXPECT_EQ(Check(r), "ok");
+  r.mutable_items(0)->set_text(std::string(5000, 'x'));  // a huge item is no exception
+  EXPECT_THAT(Check(r), HasSubstr("bytes exceeds max_message_bytes=4096"));
+  r = good_;
+  r.set_truncate(static_cast<rankd::v1::Truncate>(2));
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: truncate: unknown value 2");
+}
+
 }  // namespace
 }  // namespace rankd::server

@@ -132,6 +132,18 @@ class Engine {
   const std::string& query_template() const { return query_template_; }
   const std::string& item_template() const { return item_template_; }
 
+  // TRUNCATE_END for text (ScoreRequest.truncate; the worker decides when to cut): `ids`, an
+  // encoding longer than `limit` of a templated query (EncodeQuery) or of a text item (its entry
+  // in EncodeItems' batch), cut to `limit` tokens: its first (limit - T) tokens, then the T tokens
+  // of the template's tail (the tokens every encoding of the template ends with whatever the
+  // value: those of the text after {query} / {item}, and for the query the special tokens the
+  // tokenizer appends), so that the template's head and tail stay and the content loses its end.
+  // Nullopt when the template around an empty value encodes to `limit` tokens or more (nothing of
+  // the content would be left).
+  std::optional<std::vector<int32_t>> CutQuery(absl::Span<const int32_t> ids, int64_t limit) const;
+  std::optional<std::vector<int32_t>> CutTextItem(absl::Span<const int32_t> ids,
+                                                  int64_t limit) const;
+
  private:
   // A request ready for the backend: its prefix state, packed items and result to fill.
   struct Prepared {
@@ -142,12 +154,26 @@ class Engine {
     bool apply_sigmoid = false;
   };
 
+  // What TRUNCATE_END keeps of a template's encodings (computed once, in Create).
+  struct TemplateEnds {
+    std::vector<int32_t> tail;  // the tokens every cut encoding ends with
+    int64_t empty = 0;          // tokens of the template around an empty value
+  };
+  static absl::StatusOr<TemplateEnds> FindTemplateEnds(const tokenizer::Tokenizer& tok,
+                                                       const std::string& tmpl,
+                                                       absl::string_view name,
+                                                       bool add_special_tokens);
+  static std::optional<std::vector<int32_t>> Cut(absl::Span<const int32_t> ids, int64_t limit,
+                                                 const TemplateEnds& ends);
+
   Engine() = default;
   absl::StatusOr<Prepared> Prepare(const ScoreRequest& request);
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<backend::Backend> backend_;
   std::string query_template_;
   std::string item_template_;
+  TemplateEnds query_ends_;
+  TemplateEnds item_ends_;
   int tokenizer_threads_ = 1;
   int max_batch_tokens_ = 8192;
   std::unique_ptr<PrefixCache> prefix_cache_;

@@ -54,6 +54,10 @@ struct Limits {
   int max_item_tokens = 512;             // tokens (or embedding rows) per item
   int64_t max_request_tokens = 262144;   // item tokens per request (per chunk for ScoreStream)
   int64_t max_message_bytes = 16 << 20;  // serialized ScoreRequest
+  // limits.truncate: kEnd makes TRUNCATE_END the default of requests that leave `truncate` at
+  // TRUNCATE_NONE (rankd/worker/protocol.h's TruncatesAtEnd decides a request's mode).
+  enum class Truncate { kNone, kEnd };
+  Truncate truncate = Truncate::kNone;
 
   bool operator==(const Limits&) const = default;
 };

@@ -3,9 +3,10 @@
 //
 // Keys are 128 bits of SHA-256 over everything that determines a score: the server's scope (model
 // name, templates, head: ResultKeyBuilder's `scope`), the prefix exactly as the worker will see it
-// (query text, or query_ids), apply_sigmoid, and the item's kind and content (text, token ids, or
-// the embedding's rows and raw float bytes), every field length-prefixed so that no two different
-// inputs share a byte string. A collision needs 2^64 entries: far past any capacity.
+// (query text, or query_ids), apply_sigmoid, the request's truncation mode (a too-long item scored
+// cut must not answer a call that has it refused), and the item's kind and content (text, token
+// ids, or the embedding's rows and raw float bytes), every field length-prefixed so that no two
+// different inputs share a byte string. A collision needs 2^64 entries: far past any capacity.
 //
 // Bounded by bytes (an estimate per entry, kEntryBytes), least recently used first out, each entry
 // valid for ttl after its Put. Sharded by key: a lookup locks one shard's mutex, never a global
@@ -44,11 +45,13 @@ struct ResultKey {
   }
 };
 
-// The keys of one request's items: the request-level part (scope, prefix, sigmoid) is digested
-// once.
+// The keys of one request's items: the request-level part (scope, prefix, sigmoid, truncation) is
+// digested once. `truncate_end`: the request's effective mode (rankd/worker/protocol.h's
+// TruncatesAtEnd).
 class ResultKeyBuilder {
  public:
-  ResultKeyBuilder(absl::string_view scope, const rankd::v1::ScoreRequest& request);
+  ResultKeyBuilder(absl::string_view scope, const rankd::v1::ScoreRequest& request,
+                   bool truncate_end);
   ResultKey ItemKey(const rankd::v1::Item& item) const;
 
  private:

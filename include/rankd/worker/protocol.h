@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "rankd/server/config.h"
+#include "rankd/v1/scorer.pb.h"
 
 namespace rankd::worker {
 
@@ -42,6 +44,14 @@ inline std::string ShiftItemIndex(absl::string_view message, int offset) {
 // RESOURCE_EXHAUSTED above this), and so that a valid request wrapped in a work item fits.
 inline int TransportMessageLimit(int64_t max_message_bytes) {
   return static_cast<int>(std::min<int64_t>(INT_MAX, 2 * max_message_bytes + (1 << 20)));
+}
+
+// Whether `request` is cut to its limits (TRUNCATE_END) or refused when over them: TRUNCATE_END
+// when it asks for it or limits.truncate is end. The front end's validation and result cache key
+// and the worker's cut all read the mode here.
+inline bool TruncatesAtEnd(const rankd::v1::ScoreRequest& request, const server::Limits& limits) {
+  return request.truncate() == rankd::v1::TRUNCATE_END ||
+         limits.truncate == server::Limits::Truncate::kEnd;
 }
 
 }  // namespace rankd::worker

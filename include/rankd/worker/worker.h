@@ -32,7 +32,12 @@ struct WorkerOptions {
 
 // Checks a work item and turns it into an engine request whose items are all token ids (text
 // tokenized) or embeddings: the range, the prefix from query_ids or the templated query, token
-// limits (errors name the field and the limit, with item indices of the whole request).
+// limits (errors name the field and the limit, with item indices of the whole request). With
+// TRUNCATE_END (protocol.h's TruncatesAtEnd) it cuts instead of refusing, the one place that does
+// for every kind: the prefix to max_query_tokens, each item to max_item_tokens and to what the
+// model's context leaves after the prefix (text by Engine::CutQuery / CutTextItem, which keep the
+// template's tail; query_ids, token ids and embedding rows to their first ones); each text is
+// tokenized once. max_request_tokens counts the items as cut.
 absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
                                                      const rankd::worker::v1::WorkItem& work,
                                                      const server::Limits& limits);
