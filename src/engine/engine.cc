@@ -375,6 +375,9 @@ void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneF
       for (float& s : p.result.scores) s = Sigmoid(s);
     }
     done(p.index, std::move(p.result));
+    // No later pass reads an answered request's prefix: let it go now, so that an evicted one
+    // stops counting against the prefix cache's budget (and its memory is freed) mid-step.
+    p.prefix.reset();
   };
   size_t answered = 0;
   const absl::Status s =

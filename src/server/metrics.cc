@@ -239,6 +239,43 @@ Gauge* ServerMetrics::WorkerUp(int worker) {
                             {{"worker", absl::StrCat(worker)}});
 }
 
+void CumulativeCounter::Update(uint64_t incarnation, int64_t total) {
+  if (incarnation < incarnation_) return;
+  const int64_t since = incarnation == incarnation_ ? total_ : 0;
+  if (total > since) counter_->Add(static_cast<double>(total - since));
+  incarnation_ = incarnation;
+  total_ = total;
+}
+
+WorkerPrefixCacheMetrics::WorkerPrefixCacheMetrics(MetricsRegistry* r, int worker)
+    : hits_(r->GetCounter("rankd_prefix_cache_hits_total",
+                          "Prefix lookups that found the prefix's K/V in a worker's cache.",
+                          {{"worker", absl::StrCat(worker)}})),
+      misses_(r->GetCounter("rankd_prefix_cache_misses_total",
+                            "Prefix lookups that did not (the prefix was encoded).",
+                            {{"worker", absl::StrCat(worker)}})),
+      evictions_(r->GetCounter("rankd_prefix_cache_evictions_total",
+                               "Prefixes pushed out of a worker's cache by model.prefix_cache_mb.",
+                               {{"worker", absl::StrCat(worker)}})),
+      bytes_(r->GetGauge("rankd_prefix_cache_bytes",
+                         "Bytes a worker's cached prefixes (and evicted ones still in use) hold.",
+                         {{"worker", absl::StrCat(worker)}})),
+      entries_(r->GetGauge("rankd_prefix_cache_entries", "Prefixes in a worker's cache.",
+                           {{"worker", absl::StrCat(worker)}})) {}
+
+void WorkerPrefixCacheMetrics::Update(uint64_t incarnation, const Reading& reading) {
+  hits_.Update(incarnation, reading.hits);
+  misses_.Update(incarnation, reading.misses);
+  evictions_.Update(incarnation, reading.evictions);
+  bytes_->Set(static_cast<double>(reading.bytes));
+  entries_->Set(static_cast<double>(reading.entries));
+}
+
+void WorkerPrefixCacheMetrics::Down() {
+  bytes_->Set(0);
+  entries_->Set(0);
+}
+
 void ServerMetrics::CountRequest(int grpc_code) {
   const bool cached = grpc_code >= 0 && grpc_code < kGrpcCodes;
   Counter* counter =

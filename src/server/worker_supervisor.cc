@@ -88,7 +88,11 @@ WorkerSupervisor::WorkerSupervisor(const ServeConfig& config, std::vector<Worker
       metrics_(metrics),
       on_event_(std::move(on_event)) {
   slots_.resize(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) slots_[i].spec = std::move(specs[i]);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    slots_[i].spec = std::move(specs[i]);
+    slots_[i].prefix_cache =
+        std::make_unique<WorkerPrefixCacheMetrics>(metrics_->registry, static_cast<int>(i));
+  }
 }
 
 WorkerSupervisor::~WorkerSupervisor() { Stop(); }
@@ -181,6 +185,7 @@ void WorkerSupervisor::ReapLocked(int index, const std::string& how) {
   slot.pid = -1;
   slot.stub.reset();
   slot.check_now = false;
+  slot.prefix_cache->Down();
   events_.push_back({WorkerEvent::Kind::kDown, index, slot.incarnation, nullptr});
   if (!stopping_) {
     spdlog::info("worker {}: restart in {:.2f} s", index, backoff);
@@ -260,6 +265,12 @@ void WorkerSupervisor::OnPingDone(int index, uint64_t incarnation, const grpc::S
   slot.ping_context.reset();
   const Clock::time_point now = Clock::now();
   if (status.ok()) {
+    const rankd::worker::v1::PrefixCacheStats& cache = response.prefix_cache();
+    slot.prefix_cache->Update(incarnation, {.hits = cache.hits(),
+                                            .misses = cache.misses(),
+                                            .evictions = cache.evictions(),
+                                            .bytes = cache.bytes(),
+                                            .entries = cache.entries()});
     if (slot.state == Slot::State::kStarting) {
       slot.state = Slot::State::kUp;
       slot.up_since = now;
@@ -385,6 +396,7 @@ void WorkerSupervisor::StopWorkers() {
       slot.state = Slot::State::kDown;
       slot.pid = -1;
       slot.stub.reset();
+      slot.prefix_cache->Down();
     }
   }
   for (const WorkerEvent& event : events) on_event_(event);

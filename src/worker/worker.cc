@@ -204,6 +204,13 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
                                  rankd::worker::v1::PingResponse* response) override {
     response->set_model(options_.config.model.name);
     response->set_backend(std::string(engine_->backend().name()));
+    const engine::PrefixCache::Stats cache = engine_->prefix_cache_stats();  // any thread
+    rankd::worker::v1::PrefixCacheStats* out = response->mutable_prefix_cache();
+    out->set_hits(cache.hits);
+    out->set_misses(cache.misses);
+    out->set_evictions(cache.evictions);
+    out->set_bytes(static_cast<int64_t>(cache.bytes));
+    out->set_entries(static_cast<int64_t>(cache.entries));
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;

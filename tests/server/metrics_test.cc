@@ -81,5 +81,46 @@ TEST(MetricsTest, CountRequestListsOnlyTheCodesSeenAndCountsEveryCall) {
   EXPECT_THAT(text, Not(HasSubstr("rankd_requests_total{code=\"UNAVAILABLE\"}")));
 }
 
+// A worker's running totals become increments: growth within an incarnation, a new incarnation's
+// whole total (it counts from 0 again), and nothing for an older incarnation or a total that fell.
+TEST(MetricsTest, CumulativeCounterAddsGrowthAcrossRestartsNeverANegativeAmount) {
+  Counter c;
+  CumulativeCounter feed(&c);
+  feed.Update(1, 5);
+  EXPECT_EQ(c.value(), 5);
+  feed.Update(1, 5);
+  EXPECT_EQ(c.value(), 5);
+  feed.Update(1, 8);
+  EXPECT_EQ(c.value(), 8);
+  feed.Update(2, 2);  // restarted: counts from 0 again
+  EXPECT_EQ(c.value(), 10);
+  feed.Update(1, 100);  // a late reading of the old incarnation
+  EXPECT_EQ(c.value(), 10);
+  feed.Update(2, 1);  // a total that fell adds nothing and is the new base
+  EXPECT_EQ(c.value(), 10);
+  feed.Update(2, 4);
+  EXPECT_EQ(c.value(), 13);
+  feed.Update(5, 0);
+  feed.Update(5, 1);
+  EXPECT_EQ(c.value(), 14);
+}
+
+TEST(MetricsTest, WorkerPrefixCacheMetricsFollowTheWorkersReadings) {
+  MetricsRegistry r;
+  WorkerPrefixCacheMetrics m(&r, 3);
+  m.Update(1, {.hits = 7, .misses = 2, .evictions = 1, .bytes = 4096, .entries = 2});
+  m.Update(2, {.hits = 1, .misses = 1, .evictions = 0, .bytes = 512, .entries = 1});
+  std::string text = r.Render();
+  EXPECT_THAT(text, HasSubstr("rankd_prefix_cache_hits_total{worker=\"3\"} 8\n"));
+  EXPECT_THAT(text, HasSubstr("rankd_prefix_cache_misses_total{worker=\"3\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("rankd_prefix_cache_evictions_total{worker=\"3\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("rankd_prefix_cache_bytes{worker=\"3\"} 512\n"));
+  EXPECT_THAT(text, HasSubstr("rankd_prefix_cache_entries{worker=\"3\"} 1\n"));
+  m.Down();
+  text = r.Render();
+  EXPECT_THAT(text, HasSubstr("rankd_prefix_cache_bytes{worker=\"3\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("rankd_prefix_cache_hits_total{worker=\"3\"} 8\n"));
+}
+
 }  // namespace
 }  // namespace rankd::server

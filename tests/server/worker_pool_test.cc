@@ -174,6 +174,7 @@ class FakeWorker final : public rankd::worker::v1::Worker::CallbackService {
     }
     response->set_model("fake");
     response->set_backend("fake");
+    *response->mutable_prefix_cache() = prefix_cache_;
     reactor->Finish(exited_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "exited")
                             : grpc::Status::OK);
     return reactor;
@@ -185,6 +186,14 @@ class FakeWorker final : public rankd::worker::v1::Worker::CallbackService {
   void HangPings() {
     std::lock_guard<std::mutex> lock(mu_);
     hang_pings_ = true;
+  }
+
+  // What its pings report of its engine's prefix cache from now on (zeros until set).
+  void SetPrefixCache(int64_t hits, int64_t misses, int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    prefix_cache_.set_hits(hits);
+    prefix_cache_.set_misses(misses);
+    prefix_cache_.set_bytes(bytes);
   }
 
   // Waits until `n` calls are held; false after kEventTimeout.
@@ -267,6 +276,7 @@ class FakeWorker final : public rankd::worker::v1::Worker::CallbackService {
   std::vector<Held> held_;
   std::vector<grpc::ServerUnaryReactor*> held_pings_;
   bool hang_pings_ = false;
+  rankd::worker::v1::PrefixCacheStats prefix_cache_;
   int calls_ = 0;
   bool exited_ = false;
   bool shut_down_ = false;
@@ -767,6 +777,28 @@ TEST_F(WorkerPoolTest, AWorkerThatStopsAnsweringPingsIsKilledAndRestarted) {
   ASSERT_TRUE(pool_->Submit({completions_.Make(&request_)}).ok());
   EXPECT_TRUE(completions_.Wait(0)->ok());
   EXPECT_EQ(restarted->calls(), 1);
+}
+
+// The pings' prefix cache stats become rankd_prefix_cache_*{worker}: a restarted worker counts
+// from 0 again, and its counts add to its predecessor's.
+TEST_F(WorkerPoolTest, PingsCarryThePrefixCacheStatsIntoCountersThatSurviveARestart) {
+  StartPool(1, 1);
+  const Labels worker = {{"worker", "0"}};
+  Counter* hits = registry_.GetCounter("rankd_prefix_cache_hits_total", "", worker);
+  Counter* misses = registry_.GetCounter("rankd_prefix_cache_misses_total", "", worker);
+  Gauge* bytes = registry_.GetGauge("rankd_prefix_cache_bytes", "", worker);
+  FakeWorker* first = fleet_.WaitLaunch(0, 0);
+  first->SetPrefixCache(5, 2, 4096);
+  ASSERT_TRUE(WaitFor([&] { return hits->value() == 5 && bytes->value() == 4096; }));
+  first->SetPrefixCache(9, 3, 8192);
+  ASSERT_TRUE(WaitFor([&] { return hits->value() == 9 && bytes->value() == 8192; }));
+  EXPECT_EQ(misses->value(), 3);
+  first->Exit("killed by signal 11 (Segmentation fault)");
+  FakeWorker* second = fleet_.WaitLaunch(0, 1);
+  ASSERT_NE(second, nullptr);
+  second->SetPrefixCache(2, 1, 512);
+  ASSERT_TRUE(WaitFor([&] { return hits->value() == 11 && bytes->value() == 512; }));
+  EXPECT_EQ(misses->value(), 4);
 }
 
 TEST_F(WorkerPoolTest, ShutdownStopsTheWorkersWithSigterm) {

@@ -40,7 +40,8 @@ struct EngineOptions {
   backend::BackendOptions backend;
   ModelSettings settings;     // overrides rankd.yaml
   int tokenizer_threads = 4;  // parallel item tokenization
-  // Encoded prefixes kept for reuse (same query ids: no prefix pass); 0 turns the cache off.
+  // Encoded prefixes kept for reuse (same query ids: no prefix pass); 0 turns the cache off. Bounds
+  // every encoded prefix held, cached or evicted and still in use (prefix_cache.h).
   size_t prefix_cache_bytes = 256 << 20;
 
   bool operator==(const EngineOptions&) const = default;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -92,6 +93,43 @@ std::string RenderLabels(const Labels& labels);
 std::vector<double> DurationBuckets();
 // Bucket bounds for counts (items or tokens per batch): 1, 2, 4, ... up to `max`.
 std::vector<double> PowersOfTwoBuckets(double max);
+
+// Feeds a Counter from a running total that its source reports now and then and that starts
+// again from 0 when the source restarts (a worker process: each incarnation counts from 0). A
+// reading adds what the total grew by since the previous reading of the same incarnation; the
+// first reading of a newer incarnation adds its whole total; a reading of an older incarnation, or
+// a total that went down, adds nothing. So the counter never decreases, and what an incarnation
+// counted after its last reading is lost with it. Threads: one caller at a time.
+class CumulativeCounter {
+ public:
+  explicit CumulativeCounter(Counter* counter) : counter_(counter) {}
+  void Update(uint64_t incarnation, int64_t total);
+
+ private:
+  Counter* counter_;
+  uint64_t incarnation_ = 0;  // of the last reading; 0: none yet (incarnations start at 1)
+  int64_t total_ = 0;         // the last reading's total
+};
+
+// One worker's engine prefix cache as its pings report it (PrefixCache::Stats):
+// rankd_prefix_cache_{hits,misses,evictions}_total{worker="i"} and
+// rankd_prefix_cache_{bytes,entries}{worker="i"}. Threads: one caller at a time.
+class WorkerPrefixCacheMetrics {
+ public:
+  struct Reading {
+    int64_t hits = 0, misses = 0, evictions = 0;  // cumulative over the incarnation
+    int64_t bytes = 0, entries = 0;               // now
+  };
+  WorkerPrefixCacheMetrics(MetricsRegistry* registry, int worker);
+  void Update(uint64_t incarnation, const Reading& reading);
+  // The worker exited: its cache is gone (bytes and entries 0; the counters keep their values).
+  void Down();
+
+ private:
+  CumulativeCounter hits_, misses_, evictions_;
+  Gauge* bytes_;
+  Gauge* entries_;
+};
 
 // The series `rankd serve` exports (names and meanings in docs/config.md, "Metrics").
 struct ServerMetrics {

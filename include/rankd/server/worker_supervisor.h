@@ -2,8 +2,9 @@
 // WorkerSpec through a WorkerLauncher, waits for its socket and first answered ping (up), pings
 // it every workers.ping_interval_s, kills a worker that hangs (startup, ping or a call reported
 // by the dispatcher), reaps exits and restarts with exponential backoff, and stops all workers
-// at the end (SIGTERM, then SIGKILL). It tells its owner (the WorkerPool) what happened through
-// WorkerEvents; it knows nothing of the work the workers do.
+// at the end (SIGTERM, then SIGKILL). Each answered ping carries the worker's engine prefix cache
+// stats, which it exports (rankd_prefix_cache_*{worker="i"}, metrics.h). It tells its owner (the
+// WorkerPool) what happened through WorkerEvents; it knows nothing of the work the workers do.
 #ifndef RANKD_SERVER_WORKER_SUPERVISOR_H_
 #define RANKD_SERVER_WORKER_SUPERVISOR_H_
 
@@ -128,6 +129,8 @@ class WorkerSupervisor {
     bool kill_sent = false;
     int crashes_in_a_row = 0;
     int64_t spawns = 0;
+    // rankd_prefix_cache_*{worker}: each answered ping's stats, by incarnation.
+    std::unique_ptr<WorkerPrefixCacheMetrics> prefix_cache;
     std::chrono::steady_clock::time_point spawned_at, up_since, next_ping, next_spawn;
   };
 

@@ -42,9 +42,10 @@ class CpuPrefix final : public PrefixState {
  public:
   CpuPrefix(int num_layers, int P) : k(num_layers), v(num_layers), P_(P) {}
   int num_tokens() const override { return P_; }
+  // What it holds: the layers' buffers as allocated (capacity, not size) and the object itself.
   size_t bytes() const override {
-    size_t n = 0;
-    for (size_t l = 0; l < k.size(); ++l) n += (k[l].size() + v[l].size()) * sizeof(float);
+    size_t n = sizeof(*this) + (k.capacity() + v.capacity()) * sizeof(std::vector<float>);
+    for (size_t l = 0; l < k.size(); ++l) n += (k[l].capacity() + v[l].capacity()) * sizeof(float);
     return n;
   }
   std::vector<std::vector<float>> k, v;

@@ -41,26 +41,43 @@ using kernels::KvLayers;
 using model::ModelConfig;
 
 constexpr size_t kGemmWorkspaceBytes = 32 << 20;
-// Memory the device's stream-ordered pool keeps after a free instead of returning it to the
-// driver (prefix caches come and go with every new query).
-constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
+// Where the prefix pool places its allocations: each starts on a multiple of this (measured on an
+// H200, CUDA 12: allocations of 513 bytes lie 1024 apart), so a prefix holds its size rounded up.
+constexpr size_t kPrefixPoolAlignment = 512;
 
-// The device and the stream all of a backend's work runs on, and the lock that serialises the
-// stream's users. Shared with the prefixes the backend made, so that a prefix outliving its
-// backend can still free its K/V in stream order, and never while a graph is being captured on the
-// stream (a free then would be recorded into the graph). Recursive: a prefix can die inside a
-// locked call (EncodePrefix's error paths).
+// The device and the stream all of a backend's work runs on, the lock that serialises the
+// stream's users, and the memory pool of the prefixes' K/V. Shared with the prefixes the backend
+// made, so that a prefix outliving its backend can still free its K/V in stream order, and never
+// while a graph is being captured on the stream (a free then would be recorded into the graph).
+// Recursive: a prefix can die inside a locked call (EncodePrefix's error paths).
+//
+// The prefix pool is the prefixes' own, with release threshold 0: what evicted prefixes free goes
+// back to the driver at the stream's next synchronisation (every score pass ends with one), so the
+// device memory held for prefixes follows what the prefix cache counts. (In the device's default
+// pool, freed K/V stayed reserved up to its release threshold, for whatever else allocated there.)
+// The pool reserves memory in chunks (32 MiB on an H200), so what it holds exceeds what its live
+// prefixes use by the free space of partly used chunks.
 class DeviceContext {
  public:
   static absl::StatusOr<std::shared_ptr<DeviceContext>> Create(int device) {
     RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
     cudaStream_t stream = nullptr;
     RANKD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    return std::shared_ptr<DeviceContext>(new DeviceContext(device, stream));
+    std::shared_ptr<DeviceContext> ctx(new DeviceContext(device, stream));
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    RANKD_CUDA_RETURN_IF_ERROR(cudaMemPoolCreate(&ctx->prefix_pool_, &props));
+    uint64_t threshold = 0;
+    RANKD_CUDA_RETURN_IF_ERROR(
+        cudaMemPoolSetAttribute(ctx->prefix_pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
+    return ctx;
   }
   ~DeviceContext() {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    if (prefix_pool_ != nullptr) cudaMemPoolDestroy(prefix_pool_);
     cudaStreamDestroy(stream_);
   }
   DeviceContext(const DeviceContext&) = delete;
@@ -68,12 +85,21 @@ class DeviceContext {
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  cudaMemPool_t prefix_pool() const { return prefix_pool_; }
   std::recursive_mutex& mu() { return mu_; }
+
+  // The prefix pool's attribute `attr` (bytes; 0 if it cannot be read).
+  uint64_t PrefixPoolBytes(cudaMemPoolAttr attr) const {
+    uint64_t value = 0;
+    if (cudaMemPoolGetAttribute(prefix_pool_, attr, &value) != cudaSuccess) return 0;
+    return value;
+  }
 
  private:
   DeviceContext(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
   int device_;
   cudaStream_t stream_;
+  cudaMemPool_t prefix_pool_ = nullptr;
   std::recursive_mutex mu_;
 };
 
@@ -92,11 +118,15 @@ class CudaPrefix final : public PrefixState {
   }
 
   int num_tokens() const override { return static_cast<int>(ids_.size()); }
-  size_t bytes() const override { return kv_bytes_ + ids_.size() * sizeof(int32_t); }
+  // The K/V as the prefix pool places it (rounded up to its alignment), and the ids.
+  size_t bytes() const override {
+    const size_t kv = (kv_bytes_ + kPrefixPoolAlignment - 1) / kPrefixPoolAlignment;
+    return kv * kPrefixPoolAlignment + ids_.capacity() * sizeof(int32_t);
+  }
 
   absl::Status AllocateKv(size_t bytes) {
-    RANKD_CUDA_RETURN_IF_ERROR(
-        cudaMallocAsync(reinterpret_cast<void**>(&kv_), bytes, ctx_->stream()));
+    RANKD_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&kv_), bytes,
+                                                       ctx_->prefix_pool(), ctx_->stream()));
     kv_bytes_ = bytes;
     return absl::OkStatus();
   }
@@ -189,6 +219,8 @@ class CudaBackend final : public backend::Backend {
     s.graph_captures = stats.graph_captures;
     s.graph_fallbacks = stats.graph_fallbacks;
     s.graphs_cached = static_cast<int64_t>(graphs_.size());
+    s.prefix_pool_used_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrUsedMemCurrent);
+    s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
     return s;
   }
 
@@ -632,11 +664,6 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   }
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));
   RANKD_ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(options.device));
-  cudaMemPool_t pool = nullptr;
-  RANKD_CUDA_RETURN_IF_ERROR(cudaDeviceGetDefaultMemPool(&pool, options.device));
-  uint64_t threshold = kPoolReleaseThreshold;
-  RANKD_CUDA_RETURN_IF_ERROR(
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
   const bool graphs = options.cuda_graphs;
   auto backend =
       std::make_unique<CudaBackend>(config, head, strategy, std::move(ctx), graphs, options.cuda);

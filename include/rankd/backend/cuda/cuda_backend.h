@@ -45,6 +45,10 @@ struct CudaBackendStats {
   int64_t graph_captures = 0;   // graphs captured and instantiated
   int64_t graph_fallbacks = 0;  // captures or instantiations that failed (that shape stays eager)
   int64_t graphs_cached = 0;    // graphs held now
+  // The prefixes' K/V pool (its own), now: bytes its live allocations asked for, and device
+  // memory it holds (whole chunks). Freed K/V leaves "reserved" at the stream's next sync.
+  uint64_t prefix_pool_used_bytes = 0;
+  uint64_t prefix_pool_reserved_bytes = 0;
 };
 
 // The stats of `backend` if it is a CUDA backend.
