@@ -201,16 +201,26 @@ absl::StatusOr<RequestItem> ParseItem(const Json& j, const std::string& path) {
   return item;
 }
 
-absl::StatusOr<RequestPriority> ParsePriority(const Json& j, const std::string& path) {
-  static constexpr const char* kNames[] = {"PRIORITY_UNSPECIFIED", "PRIORITY_INTERACTIVE",
-                                           "PRIORITY_BATCH"};
-  for (int i = 0; i < 3; ++i) {
-    if ((j.is_string() && j.get<std::string>() == kNames[i]) ||
-        (j.is_number_integer() && j.get<int64_t>() == i)) {
-      return static_cast<RequestPriority>(i);
+// A proto3 enum field: the value's name or its number, one of `names` (in number order).
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ParseEnum(const Json& j, const std::string& path,
+                               const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if ((j.is_string() && j.get<std::string>() == names[i]) ||
+        (j.is_number_integer() && j.get<int64_t>() == static_cast<int64_t>(i))) {
+      return static_cast<Enum>(i);
     }
   }
-  return FieldError(path, "must be PRIORITY_INTERACTIVE, PRIORITY_BATCH or PRIORITY_UNSPECIFIED");
+  return FieldError(path, absl::StrCat("must be one of ", absl::StrJoin(names, ", ")));
+}
+
+constexpr const char* kPriorityNames[] = {"PRIORITY_UNSPECIFIED", "PRIORITY_INTERACTIVE",
+                                          "PRIORITY_BATCH"};
+constexpr const char* kTruncateNames[] = {"TRUNCATE_NONE", "TRUNCATE_END"};
+
+absl::StatusOr<bool> Bool(const Json& j, const std::string& path) {
+  if (!j.is_boolean()) return FieldError(path, "must be true or false");
+  return j.get<bool>();
 }
 
 }  // namespace
@@ -219,9 +229,10 @@ absl::StatusOr<RequestLine> ParseRequestLine(absl::string_view line) {
   const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("not a JSON object");
-  RANKD_ASSIGN_OR_RETURN(Fields f, Fields::Read(j, "",
-                                                {"query", "query_ids", "items", "apply_sigmoid",
-                                                 "model", "priority", "request_id", "depth"}));
+  RANKD_ASSIGN_OR_RETURN(
+      Fields f, Fields::Read(j, "",
+                             {"query", "query_ids", "items", "apply_sigmoid", "model", "priority",
+                              "request_id", "depth", "skip_cache", "truncate"}));
   RequestLine req;
   const Json* query = f.Get("query");
   if (const Json* query_ids = f.Get("query_ids")) {
@@ -245,20 +256,27 @@ absl::StatusOr<RequestLine> ParseRequestLine(absl::string_view line) {
     req.items.push_back(std::move(item));
   }
   if (const Json* s = f.Get("apply_sigmoid")) {
-    if (!s->is_boolean()) return FieldError(f.Path("apply_sigmoid"), "must be true or false");
-    req.apply_sigmoid = s->get<bool>();
+    RANKD_ASSIGN_OR_RETURN(req.apply_sigmoid, Bool(*s, f.Path("apply_sigmoid")));
   }
   if (const Json* model = f.Get("model")) {
     RANKD_ASSIGN_OR_RETURN(req.model, String(*model, "model"));
   }
   if (const Json* priority = f.Get("priority")) {
-    RANKD_ASSIGN_OR_RETURN(req.priority, ParsePriority(*priority, "priority"));
+    RANKD_ASSIGN_OR_RETURN(req.priority,
+                           ParseEnum<RequestPriority>(*priority, "priority", kPriorityNames));
   }
   if (const Json* request_id = f.Get("request_id")) {
     RANKD_ASSIGN_OR_RETURN(req.request_id, String(*request_id, f.Path("request_id")));
   }
   if (const Json* depth = f.Get("depth")) {
     RANKD_ASSIGN_OR_RETURN(req.depth, NonNegativeInt(*depth, "depth"));
+  }
+  if (const Json* skip = f.Get("skip_cache")) {
+    RANKD_ASSIGN_OR_RETURN(req.skip_cache, Bool(*skip, f.Path("skip_cache")));
+  }
+  if (const Json* truncate = f.Get("truncate")) {
+    RANKD_ASSIGN_OR_RETURN(
+        req.truncate, ParseEnum<RequestTruncate>(*truncate, f.Path("truncate"), kTruncateNames));
   }
   return req;
 }

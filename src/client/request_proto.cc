@@ -31,6 +31,8 @@ v1::ScoreRequest ToProtoRequest(const cli::RequestLine& line) {
   req.set_priority(static_cast<v1::Priority>(line.priority));
   req.set_request_id(line.request_id);
   req.set_depth(line.depth);
+  req.set_skip_cache(line.skip_cache);
+  req.set_truncate(static_cast<v1::Truncate>(line.truncate));
   return req;
 }
 

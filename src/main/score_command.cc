@@ -27,6 +27,11 @@ absl::StatusOr<engine::ScoreRequest> ToEngineRequest(RequestLine line) {
   if (line.depth != 0) {
     return absl::InvalidArgumentError("depth: rankd score scores every item; leave it out");
   }
+  if (line.truncate != RequestTruncate::kNone) {
+    return absl::InvalidArgumentError(
+        "truncate: rankd score refuses what is over the model's limits; cut it, or score it "
+        "through rankd serve");
+  }
   engine::ScoreRequest req;
   req.query = std::move(line.query);
   req.query_ids = std::move(line.query_ids);

@@ -54,16 +54,18 @@ RequestItem Embedding(int32_t rows, std::vector<float> values) {
 constexpr char kShorthand[] =
     R"({"query_ids": [1, 5], "items": ["a", {"text": "b", "id": "x"}, {"ids": [7, 8]},
         {"embedding": [[0.5, 1], [2, 3]]}], "apply_sigmoid": true, "model": "m",
-        "priority": "PRIORITY_BATCH", "request_id": "r1", "depth": 3})";
+        "priority": "PRIORITY_BATCH", "request_id": "r1", "depth": 3, "skip_cache": true,
+        "truncate": "TRUNCATE_END"})";
 constexpr char kProtoSnakeCase[] =
     R"({"query_ids": [1, 5], "items": [{"text": "a"}, {"text": "b", "id": "x"},
         {"token_ids": {"ids": [7, 8]}}, {"embedding": {"rows": 2, "values": [0.5, 1, 2, 3]}}],
         "apply_sigmoid": true, "model": "m", "priority": "PRIORITY_BATCH", "request_id": "r1",
-        "depth": 3})";
+        "depth": 3, "skip_cache": true, "truncate": "TRUNCATE_END"})";
 constexpr char kProtoLowerCamel[] =
     R"({"queryIds": [1, 5], "items": [{"text": "a"}, {"text": "b", "id": "x"},
         {"tokenIds": {"ids": [7, 8]}}, {"embedding": {"rows": 2, "values": [0.5, 1, 2, 3]}}],
-        "applySigmoid": true, "model": "m", "priority": 2, "requestId": "r1", "depth": 3})";
+        "applySigmoid": true, "model": "m", "priority": 2, "requestId": "r1", "depth": 3,
+        "skipCache": true, "truncate": 1})";
 
 RequestLine EveryField() {
   RequestLine want;
@@ -74,6 +76,8 @@ RequestLine EveryField() {
   want.priority = RequestPriority::kBatch;
   want.request_id = "r1";
   want.depth = 3;
+  want.skip_cache = true;
+  want.truncate = RequestTruncate::kEnd;
   return want;
 }
 
@@ -174,6 +178,11 @@ TEST(ParseRequestLineTest, ErrorsNameTheField) {
               "give requestId or request_id, not both");
   ExpectError(R"({"query": "q", "items": ["a"], "priority": "URGENT"})", "priority: must be");
   ExpectError(R"({"query": "q", "items": ["a"], "depth": -1})", "depth: must be a non-negative");
+  ExpectError(R"({"query": "q", "items": ["a"], "truncate": "END"})",
+              "truncate: must be one of TRUNCATE_NONE, TRUNCATE_END");
+  ExpectError(R"({"query": "q", "items": ["a"], "truncate": 2})", "truncate: must be one of");
+  ExpectError(R"({"query": "q", "items": ["a"], "skip_cache": 1})",
+              "skip_cache: must be true or false");
 }
 
 }  // namespace

@@ -44,10 +44,13 @@ TEST(ParseScoreLineTest, AllItemKinds) {
 TEST(ParseScoreLineTest, RefusesModelAndDepthIgnoresServerOnlyFields) {
   ExpectLineError(R"({"query": "q", "items": ["a"], "model": "m"})", "model: rankd score has one");
   ExpectLineError(R"({"query": "q", "items": ["a"], "depth": 1})", "depth: rankd score scores");
+  ExpectLineError(R"({"query": "q", "items": ["a"], "truncate": "TRUNCATE_END"})",
+                  "truncate: rankd score refuses");
   ExpectLineError(R"({"query": "q", "items": [{"ids": [1, -2]}]})", "items[0].ids[1]");
   auto r = ParseScoreLine(
       R"({"query": "q", "items": [{"text": "a", "id": "x"}, {"tokenIds": {"ids": [3]}}],
-          "requestId": "r", "priority": "PRIORITY_BATCH", "depth": 0})");
+          "requestId": "r", "priority": "PRIORITY_BATCH", "depth": 0, "skipCache": true,
+          "truncate": "TRUNCATE_NONE"})");
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->items.size(), 2u);
   EXPECT_EQ(r->items[0].text, "a");

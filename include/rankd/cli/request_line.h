@@ -17,6 +17,7 @@ namespace rankd::cli {
 
 // rankd.v1.Priority, value for value.
 enum class RequestPriority { kUnspecified = 0, kInteractive = 1, kBatch = 2 };
+enum class RequestTruncate { kNone = 0, kEnd = 1 };  // rankd.v1.Truncate
 
 struct RequestItem {
   enum class Kind { kText, kTokenIds, kEmbedding };
@@ -35,11 +36,14 @@ struct RequestLine {
   std::optional<std::vector<int32_t>> query_ids;  // the whole prefix, verbatim (BOS included)
   std::vector<RequestItem> items;                 // at least one
   bool apply_sigmoid = false;
-  // Server-side fields (rankd.v1.ScoreRequest's); `rankd score` refuses model and depth.
+  // Server-side fields (rankd.v1.ScoreRequest's); `rankd score` refuses model, depth and
+  // truncate, and ignores the others.
   std::string model;
   RequestPriority priority = RequestPriority::kUnspecified;
   std::string request_id;
   int32_t depth = 0;
+  bool skip_cache = false;
+  RequestTruncate truncate = RequestTruncate::kNone;
 
   bool operator==(const RequestLine&) const = default;
 };
