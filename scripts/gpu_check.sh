@@ -84,6 +84,16 @@ run() {
   return $rc
 }
 
+# wait_serving HOST:PORT: until rankd.v1.Scorer reports SERVING (the ready file only says that
+# the ports listen; a worker may still be loading), at most 120 s.
+wait_serving() {
+  for _ in $(seq 240); do
+    "$BIN/rankd-client" health --target "$1" --service rankd.v1.Scorer >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  say "rankd serve on $1 did not report SERVING in 120 s"
+  return 1
+}
 # serve_setup NAME: what the controls and shaping phases share: log=$OUT/NAME.log, the backend,
 # model, strategy and shape ($CONTROLS_BACKEND, $CONTROLS_MODEL, $CONTROLS_STRATEGY,
 # $CONTROLS_SHAPE: the standard workload's 379M Llama, multi-item, Tq=50 Ti=150 by default),
@@ -126,6 +136,7 @@ start_controls_server() {
     return 1
   fi
   target=127.0.0.1:$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["grpc_port"])' "$ready")
+  wait_serving "$target" || failed+=("serve ready for $log")
 }
 stop_controls_server() {
   kill -TERM "$server" 2>/dev/null
@@ -207,6 +218,7 @@ PY
       else
         port=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["grpc_port"])' \
           "$ready")
+        wait_serving "127.0.0.1:$port" || failed+=("serve ready")
         python3 - "$g" /tmp/rankd-serve-in.jsonl <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))
