@@ -445,7 +445,7 @@ PY
         echo "===== batch backlog (busy_threshold $threshold)" >>"$log"
         "$BIN/rankd-bench" load --target "$target" "${c_shape[@]}" --priority batch \
           --concurrency 16 --ni 250 --seed 3 --deadline-ms 120000 --duration "$(sec 40)" \
-          --timeline "$json/batch_$threshold.csv" --json "$json/batch_$threshold.json" \
+          --timeline "$OUT/shaping_batch_$threshold.csv" --json "$json/batch_$threshold.json" \
           >>"$log" 2>&1 &
         batch=$!
         sleep "$(sec 5)"
@@ -455,9 +455,9 @@ PY
         say "$(printf '%-40s rc=%s' "shaping batch backlog t=$threshold" "$?")"
         stop_controls_server
       done
-      python3 - "$json" "$(sec 5)" "$(sec 27)" <<'PY' 2>&1 | tee -a "$SUMMARY" "$log"
+      python3 - "$json" "$(sec 5)" "$(sec 27)" "$OUT" <<'PY' 2>&1 | tee -a "$SUMMARY" "$log"
 import csv, json, os, statistics, sys
-d, t_on, t_off = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+d, t_on, t_off, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 def load(name):
     p = os.path.join(d, name)
     return json.load(open(p)) if os.path.exists(p) else None
@@ -470,15 +470,16 @@ for t in ("0.5", "1"):
     if not (w and b and alone):
         continue
     margin = w["latency_ms"]["p99"] / alone["latency_ms"]["p99"] - 1
-    rows = list(csv.DictReader(open(os.path.join(d, f"batch_{t}.csv"))))
+    rows = list(csv.DictReader(open(os.path.join(out, f"shaping_batch_{t}.csv"))))
     def items(a, z):
         v = [float(r["items_per_s"] or 0) for r in rows if a <= float(r["t"]) < z]
         return statistics.mean(v) if v else float("nan")
     print(f"    busy_threshold {t}: interactive p99 {w['latency_ms']['p99']:.1f} ms "
-          f"({margin:+.0%} vs alone), p50 {w['latency_ms']['p50']:.1f} ms, errors {w['failed']}; "
+          f"({margin:+.0%} vs alone), p50 {w['latency_ms']['p50']:.1f} ms, errors "
+          f"{w['requests_failed']}; "
           f"batch {items(0, t_on):,.0f} items/s alone, {items(t_on + 2, t_off):,.0f} beside "
           f"interactive, {items(t_off + 2, 1e9):,.0f} after; batch p99 "
-          f"{b['latency_ms']['p99']:.0f} ms, errors {b['failed']}")
+          f"{b['latency_ms']['p99']:.0f} ms, errors {b['requests_failed']}")
 PY
       rm -rf "$json" "$ready"
       ;;

@@ -27,4 +27,13 @@ bool StepBuilder::TryAdd(int64_t tokens, Clock::time_point deadline, Clock::time
   return true;
 }
 
+int SliceEnd(const std::vector<int64_t>& item_tokens, int begin, int64_t prefix_tokens,
+             int64_t token_budget) {
+  const int n = static_cast<int>(item_tokens.size());
+  int end = std::min(n, begin + 1);
+  int64_t tokens = prefix_tokens + (begin < n ? item_tokens[begin] : 0);
+  while (end < n && tokens + item_tokens[end] <= token_budget) tokens += item_tokens[end++];
+  return end;
+}
+
 }  // namespace rankd::worker

@@ -253,7 +253,30 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     std::optional<engine::ScoreRequest> prepared;
     int64_t tokens = 0;  // prefix and item tokens of `prepared`
     int items = 0;
+    std::vector<int64_t> item_tokens;  // [items] tokens (or embedding rows) of each
+    // This step's part: items [next, slice_end) and their tokens with the prefix's. All that is
+    // left, or for a batch job over the token budget a slice (SliceEnd); the scores of earlier
+    // slices are in `response` already.
+    int next = 0, slice_end = 0;
+    int64_t slice_tokens = 0;
+    bool started = false;        // a slice was scored (wait_seconds is set)
+    double compute_seconds = 0;  // of the slices so far
   };
+
+  // The engine request of the job's slice: the prepared request itself when the slice is all
+  // of it, else the prefix and the slice's items (moved out).
+  static engine::ScoreRequest TakeSlice(Job& job) {
+    if (job.next == 0 && job.slice_end == job.items) return std::move(*job.prepared);
+    engine::ScoreRequest slice;
+    slice.query = job.prepared->query;
+    slice.query_ids = job.prepared->query_ids;
+    slice.apply_sigmoid = job.prepared->apply_sigmoid;
+    slice.items.reserve(job.slice_end - job.next);
+    for (int j = job.next; j < job.slice_end; ++j) {
+      slice.items.push_back(std::move(job.prepared->items[j]));
+    }
+    return slice;
+  }
 
   static Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline,
                                           Clock::time_point now) {
@@ -301,16 +324,24 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
           continue;
         }
         job.tokens = static_cast<int64_t>(prepared->query_ids->size());
+        job.item_tokens.reserve(prepared->items.size());
         for (const engine::Item& it : prepared->items) {
-          job.tokens +=
-              it.kind == engine::Item::Kind::kIds
-                  ? static_cast<int64_t>(it.ids.size())
-                  : static_cast<int64_t>(it.embedding.size()) / engine_->config().hidden_size;
+          job.item_tokens.push_back(it.kind == engine::Item::Kind::kIds
+                                        ? static_cast<int64_t>(it.ids.size())
+                                        : static_cast<int64_t>(it.embedding.size()) /
+                                              engine_->config().hidden_size);
+          job.tokens += job.item_tokens.back();
         }
         job.items = static_cast<int>(prepared->items.size());
         job.prepared = std::move(prepared).value();
       }
-      if (!builder.TryAdd(job.tokens, job.deadline, now)) {
+      const auto prefix_tokens = static_cast<int64_t>(job.prepared->query_ids->size());
+      job.slice_end = !job.interactive && job.tokens > token_budget_
+                          ? SliceEnd(job.item_tokens, job.next, prefix_tokens, token_budget_)
+                          : job.items;
+      job.slice_tokens = prefix_tokens;
+      for (int j = job.next; j < job.slice_end; ++j) job.slice_tokens += job.item_tokens[j];
+      if (!builder.TryAdd(job.slice_tokens, job.deadline, now)) {
         // Not in this step: back to the head of its queue, prepared.
         std::lock_guard<std::mutex> lock(mu_);
         const bool interactive = job.interactive;
@@ -330,40 +361,57 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     int64_t step_tokens = 0;
     requests.reserve(step.size());
     for (Job& job : step) {
-      requests.push_back(std::move(*job.prepared));
-      step_tokens += job.tokens;
+      requests.push_back(TakeSlice(job));
+      step_tokens += job.slice_tokens;
     }
     std::vector<Clock::time_point> answered_at(step.size());
-    std::vector<size_t> ok;
+    bool scored_any = false;
+    std::vector<size_t> unfinished;            // sliced jobs with items left
     std::vector<engine::PassInfo> unreported;  // passes not yet attached to an answer
     auto on_pass = [&](const engine::PassInfo& pass) { unreported.push_back(pass); };
     auto on_done = [&](size_t i, absl::StatusOr<engine::ScoreResult> scored) {
       Job& job = step[i];
       answered_at[i] = Clock::now();
       if (!scored.ok()) {
-        Finish(job, ToGrpcStatus(ShiftItemIndex(scored.status(), job.request->begin())));
+        Finish(job, ToGrpcStatus(ShiftItemIndex(scored.status(), job.request->begin() + job.next)));
         return;
       }
+      scored_any = true;
       WorkResult& result = *job.response;
       result.mutable_scores()->Add(scored->scores.begin(), scored->scores.end());
       result.set_prefix_tokens(scored->prefix_tokens);
-      result.set_item_tokens(scored->item_tokens);
-      result.set_wait_seconds(std::chrono::duration<double>(start - job.enqueued_at).count());
+      result.set_item_tokens(result.item_tokens() + scored->item_tokens);
+      if (!job.started) {
+        result.set_wait_seconds(std::chrono::duration<double>(start - job.enqueued_at).count());
+        job.started = true;
+      }
       for (const engine::PassInfo& pass : unreported) {
         result.add_pass_requests(pass.groups);
         result.add_pass_items(pass.items);
       }
       unreported.clear();
       // The step's time by tokens so far (the answer cannot wait for the whole step's).
-      result.set_compute_seconds(std::chrono::duration<double>(answered_at[i] - start).count() *
-                                 static_cast<double>(job.tokens) /
-                                 static_cast<double>(std::max<int64_t>(1, TokensUpTo(step, i))));
-      ok.push_back(i);
+      job.compute_seconds += std::chrono::duration<double>(answered_at[i] - start).count() *
+                             static_cast<double>(job.slice_tokens) /
+                             static_cast<double>(std::max<int64_t>(1, TokensUpTo(step, i)));
+      result.set_compute_seconds(job.compute_seconds);
+      job.next = job.slice_end;
+      if (job.next < job.items) {
+        unfinished.push_back(i);
+        return;
+      }
       Finish(job, grpc::Status::OK);
     };
     engine_->ScoreMany(requests, on_done, on_pass);
+    if (!unfinished.empty()) {
+      // Back to the head of the batch queue, in their order: interactive work goes first.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto i = unfinished.rbegin(); i != unfinished.rend(); ++i) {
+        queue_.PushFront(std::move(step[*i]), /*interactive=*/false);
+      }
+    }
     const double seconds = SecondsSince(start);
-    if (!ok.empty() && step_tokens > 0) {
+    if (scored_any && step_tokens > 0) {
       const double per_token = seconds / static_cast<double>(step_tokens);
       seconds_per_token_ =
           seconds_per_token_ <= 0
@@ -372,10 +420,10 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     }
   }
 
-  // Tokens of jobs [0, i] of the step.
+  // Tokens of jobs [0, i] of the step (their slices).
   static int64_t TokensUpTo(const std::vector<Job>& step, size_t i) {
     int64_t t = 0;
-    for (size_t k = 0; k <= i; ++k) t += step[k].tokens;
+    for (size_t k = 0; k <= i; ++k) t += step[k].slice_tokens;
     return t;
   }
 

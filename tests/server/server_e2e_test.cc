@@ -535,6 +535,32 @@ TEST(ServeTest, ScoreStreamAnswersGoldenScoresInChunks) {
   }
 }
 
+// A PRIORITY_BATCH call over the worker's token budget (max_batch_tokens) is scored a slice per
+// engine step: the answer is the same as an interactive call's, in order, with the same usage.
+TEST(ServeTest, BatchCallsOverTheTokenBudgetAreScoredInSlices) {
+  const Golden golden = LoadGolden("llama-cls");
+  MainOptions options;
+  options.model_settings = "  max_batch_tokens: 64\n";
+  auto server = StartReady(MainConfig("llama-cls", options));
+  ASSERT_NE(server, nullptr);
+  const GoldenCase& big = golden.cases[5];  // 17 items, several hundred tokens
+  ScoreRequest request = TextRequest(big);
+  request.set_skip_cache(true);
+  ScoreResponse interactive, batch;
+  ASSERT_TRUE(Score(*server, request, &interactive).ok());
+  request.set_priority(rankd::v1::PRIORITY_BATCH);
+  const grpc::Status s = Score(*server, request, &batch);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(batch.scores_size(), static_cast<int>(big.items.size()));
+  EXPECT_GT(batch.usage().item_tokens(), 64);
+  EXPECT_EQ(batch.usage().item_tokens(), interactive.usage().item_tokens());
+  EXPECT_EQ(batch.usage().prefix_tokens(), interactive.usage().prefix_tokens());
+  for (int i = 0; i < batch.scores_size(); ++i) {
+    EXPECT_EQ(batch.scores(i).id(), absl::StrCat("item-", i));
+    EXPECT_TRUE(WithinF32Tolerance(batch.scores(i).score(), big.items[i].score)) << i;
+  }
+}
+
 TEST(ServeTest, ScoreStreamErrorsNameItemsByTheirIndexInTheWholeRequest) {
   const Golden golden = LoadGolden("llama-cls");
   auto server = StartReady(MainConfig("llama-cls"));  // stream_chunk_items: 3

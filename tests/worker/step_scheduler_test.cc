@@ -98,5 +98,20 @@ TEST(StepBuilderTest, ACandidateDueEarlierBoundsTheStep) {
   EXPECT_EQ(step.tokens(), 200);
 }
 
+TEST(SliceEndTest, TakesTheItemsThatFitTheBudgetWithThePrefix) {
+  const std::vector<int64_t> items = {30, 30, 30, 50, 10};
+  EXPECT_EQ(SliceEnd(items, 0, 10, 100), 3);  // 10 + 30 + 30 + 30 = 100
+  EXPECT_EQ(SliceEnd(items, 3, 10, 100), 5);  // 10 + 50 + 10
+  EXPECT_EQ(SliceEnd(items, 4, 10, 100), 5);
+  EXPECT_EQ(SliceEnd(items, 0, 10, 1 << 20), 5);  // the whole job fits
+}
+
+TEST(SliceEndTest, AtLeastOneItemEvenOverTheBudget) {
+  const std::vector<int64_t> items = {500, 20};
+  EXPECT_EQ(SliceEnd(items, 0, 10, 100), 1);
+  EXPECT_EQ(SliceEnd(items, 0, 200, 100), 1);  // the prefix alone is over
+  EXPECT_EQ(SliceEnd(items, 1, 10, 100), 2);
+}
+
 }  // namespace
 }  // namespace rankd::worker

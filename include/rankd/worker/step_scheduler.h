@@ -9,6 +9,7 @@
 #include <deque>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace rankd::worker {
 
@@ -21,6 +22,14 @@ bool BatchAdmits(int64_t step_tokens, int64_t candidate_tokens, int64_t token_bu
                  double seconds_per_token, std::chrono::steady_clock::time_point now,
                  std::chrono::steady_clock::time_point earliest_deadline,
                  std::chrono::steady_clock::duration margin);
+
+// The end of the next slice of a batch job: items [begin, end) whose tokens, with the prefix's,
+// fit `token_budget`, at least one item. A batch job over the budget is scored one slice per
+// engine step and goes back to the head of the batch queue in between, so that interactive work
+// arriving meanwhile waits for one slice at most, not for the whole job. `item_tokens[j]`: the
+// tokens (or embedding rows) of item j.
+int SliceEnd(const std::vector<int64_t>& item_tokens, int begin, int64_t prefix_tokens,
+             int64_t token_budget);
 
 // Work waiting for the engine: interactive jobs before batch jobs, each kind in arrival order.
 // Threads: not thread-safe; the worker guards it with its lock.
