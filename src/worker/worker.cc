@@ -335,13 +335,17 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
         job.items = static_cast<int>(prepared->items.size());
         job.prepared = std::move(prepared).value();
       }
+      // A sliced job's slice fills what the step has left of the budget (all of it in a step of
+      // its own); one that does not fit beside the step's other jobs waits for the next step.
       const auto prefix_tokens = static_cast<int64_t>(job.prepared->query_ids->size());
-      job.slice_end = !job.interactive && job.tokens > token_budget_
-                          ? SliceEnd(job.item_tokens, job.next, prefix_tokens, token_budget_)
-                          : job.items;
+      const bool sliced = !job.interactive && job.tokens > token_budget_;
+      const int64_t budget_left = token_budget_ - builder.tokens();
+      job.slice_end =
+          sliced ? SliceEnd(job.item_tokens, job.next, prefix_tokens, budget_left) : job.items;
       job.slice_tokens = prefix_tokens;
       for (int j = job.next; j < job.slice_end; ++j) job.slice_tokens += job.item_tokens[j];
-      if (!builder.TryAdd(job.slice_tokens, job.deadline, now)) {
+      if ((sliced && builder.jobs() > 0 && job.slice_tokens > budget_left) ||
+          !builder.TryAdd(job.slice_tokens, job.deadline, now)) {
         // Not in this step: back to the head of its queue, prepared.
         std::lock_guard<std::mutex> lock(mu_);
         const bool interactive = job.interactive;
