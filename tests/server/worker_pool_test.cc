@@ -623,13 +623,23 @@ TEST_F(WorkerPoolTest, DrainRefusesNewWorkAndWaitIdleWaitsForTheRunningWork) {
 
 // ---- traffic shaping -------------------------------------------------------------------------
 
-TEST_F(WorkerPoolTest, BatchWorkWaitsWhileInteractiveWorkRunsThenRunsWhenIdle) {
-  fleet_.SetMode(0, FakeWorker::Mode::kHold);
-  config_.shaping.batch_max_wait_s = 600;
-  StartPool(1, 1);
-  FakeWorker* worker = fleet_.WaitLaunch(0, 0);
-  ASSERT_TRUE(pool_->Submit({completions_.Make(&request_, /*interactive=*/true)}).ok());
-  ASSERT_TRUE(worker->WaitHeld(1));
+// One worker that holds its calls, busy with an interactive call (work 0); batch work waits at
+// most `batch_max_wait_s`.
+class ShapingTest : public WorkerPoolTest {
+ protected:
+  FakeWorker* StartBusy(double batch_max_wait_s) {
+    fleet_.SetMode(0, FakeWorker::Mode::kHold);
+    config_.shaping.batch_max_wait_s = batch_max_wait_s;
+    StartPool(1, 1);
+    FakeWorker* worker = fleet_.WaitLaunch(0, 0);
+    EXPECT_TRUE(pool_->Submit({completions_.Make(&request_, /*interactive=*/true)}).ok());
+    EXPECT_TRUE(worker->WaitHeld(1));
+    return worker;
+  }
+};
+
+TEST_F(ShapingTest, BatchWorkWaitsWhileInteractiveWorkRunsThenRunsWhenIdle) {
+  FakeWorker* worker = StartBusy(600);
   // The one worker is busy with interactive work (load 1 > busy_threshold 0.5): the batch work
   // waits although the worker has free slots, for as long as the interactive call runs.
   auto batch = completions_.Make(&request_, /*interactive=*/false);
@@ -650,13 +660,8 @@ TEST_F(WorkerPoolTest, BatchWorkWaitsWhileInteractiveWorkRunsThenRunsWhenIdle) {
   EXPECT_GE(batch->queue_seconds(), 0.2);
 }
 
-TEST_F(WorkerPoolTest, BatchWorkPastBatchMaxWaitIsAdmittedAnyway) {
-  fleet_.SetMode(0, FakeWorker::Mode::kHold);
-  config_.shaping.batch_max_wait_s = 0.3;
-  StartPool(1, 1);
-  FakeWorker* worker = fleet_.WaitLaunch(0, 0);
-  ASSERT_TRUE(pool_->Submit({completions_.Make(&request_, /*interactive=*/true)}).ok());
-  ASSERT_TRUE(worker->WaitHeld(1));
+TEST_F(ShapingTest, BatchWorkPastBatchMaxWaitIsAdmittedAnyway) {
+  FakeWorker* worker = StartBusy(0.3);
   auto batch = completions_.Make(&request_, /*interactive=*/false);
   ASSERT_TRUE(pool_->Submit({batch}).ok());
   // The interactive call never ends, yet the batch work is sent once it has waited 0.3 s.
