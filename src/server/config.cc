@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rankd/common/status.h"
+#include "rankd/common/utf8.h"
 #include "yaml-cpp/yaml.h"
 
 namespace rankd::server {
@@ -36,6 +37,12 @@ absl::Status Scalar(const YAML::Node& node, const std::string& key, absl::string
     *out = node.as<T>();
   } catch (const YAML::Exception&) {
     return KeyError(key, absl::StrCat("must be ", expected, " (got '", node.Scalar(), "')"));
+  }
+  if constexpr (std::is_same_v<T, std::string>) {
+    // The workers get the config as YAML text again, which must read back the same.
+    if (const size_t bad = FindInvalidUtf8(*out); bad != absl::string_view::npos) {
+      return KeyError(key, absl::StrCat("must be valid UTF-8 (byte ", bad, " is not)"));
+    }
   }
   return absl::OkStatus();
 }

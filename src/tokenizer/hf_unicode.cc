@@ -9,20 +9,6 @@
 
 namespace rankd::tokenizer::unicode {
 
-size_t FindInvalidUtf8(absl::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {  // ASCII: the common case, no call
-      ++i;
-      continue;
-    }
-    const size_t len = Utf8SequenceLength(text.substr(i));
-    if (len == 0) return i;
-    i += len;
-  }
-  return absl::string_view::npos;
-}
-
 char32_t NextCodePoint(absl::string_view text, size_t* pos) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data()) + *pos;
   const unsigned char b = s[0];

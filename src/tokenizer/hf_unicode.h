@@ -9,13 +9,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "rankd/common/utf8.h"
 #include "unicode/normalizer2.h"
 
 namespace rankd::tokenizer::unicode {
 
 // Byte offset of the first byte that does not start a well-formed UTF-8 sequence (overlong forms,
 // surrogates and code points above U+10FFFF are ill-formed), or npos when `text` is valid.
-size_t FindInvalidUtf8(absl::string_view text);
+using ::rankd::FindInvalidUtf8;
 
 // Decodes the code point that starts at text[*pos] and advances *pos past it. `text` must be
 // valid UTF-8 and *pos < text.size().

@@ -13,11 +13,27 @@ struct Shim {
   std::string error;
 };
 
+// RTLD_DEEPBIND keeps the shim's libsentencepiece (and the protobuf-lite it exports) binding to
+// itself rather than to the process's protobuf. AddressSanitizer's interceptors refuse it
+// (google/sanitizers#611): sanitized builds (scripts/fuzz.sh, CI's sanitizer run) load it without,
+// which works where no libprotobuf is in the process and may clash where one is.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kDeepBind = 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kDeepBind = 0;
+#else
+constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+#else
+constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+
 const Shim& GetShim() {
   static Shim shim;
   static std::once_flag once;
   std::call_once(once, [] {
-    const int flags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+    const int flags = RTLD_NOW | RTLD_LOCAL | kDeepBind;
     void* handle = dlopen(kSpShimName, flags);
     std::string first_error = handle ? "" : dlerror();
     if (handle == nullptr) handle = dlopen(RANKD_SP_SHIM_BUILD_PATH, flags);

@@ -198,6 +198,10 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("workres: {}\n"), HasSubstr("workres: unknown setting"));
   EXPECT_THAT(error("model:\n  dir: /m\ndepth_control:\n  min_depth: 100\n  max_depth: 60\n"),
               HasSubstr("depth_control.max_depth: must be at least min_depth=100 (got 60)"));
+  // Found by fuzz/fuzz_serve_config: a string that is not UTF-8 did not read back the same from
+  // the YAML the workers get.
+  EXPECT_THAT(error("model:\n  dir: \"/m\xbf\xbfx\"\n"),
+              HasSubstr("model.dir: must be valid UTF-8 (byte 2 is not)"));
   EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  busy_threshold: 0\n"),
               HasSubstr("shaping.busy_threshold: must be in (0, 1] (got 0)"));
   EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  batch_max_wait_s: -1\n"),

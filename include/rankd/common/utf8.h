@@ -1,4 +1,5 @@
-// UTF-8 well-formedness, shared by the log escaper and the tokenizer's input check.
+// UTF-8 well-formedness, shared by the log escaper, the tokenizer's input check and the config
+// parser.
 #ifndef RANKD_COMMON_UTF8_H_
 #define RANKD_COMMON_UTF8_H_
 
@@ -41,6 +42,21 @@ inline size_t Utf8SequenceLength(absl::string_view s) {
     return 0;
   }
   return n;
+}
+
+// Offset of the first byte of `text` that does not start a well-formed sequence, or npos.
+inline size_t FindInvalidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {  // ASCII: the common case, no call
+      ++i;
+      continue;
+    }
+    const size_t len = Utf8SequenceLength(text.substr(i));
+    if (len == 0) return i;
+    i += len;
+  }
+  return absl::string_view::npos;
 }
 
 }  // namespace rankd
