@@ -212,8 +212,9 @@ absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& 
       text_index.push_back(i);
     }
   }
-  RANKD_ASSIGN_OR_RETURN(auto encoded, tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false,
-                                                               tokenizer_threads_, max_text_tokens));
+  RANKD_ASSIGN_OR_RETURN(
+      auto encoded, tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false, tokenizer_threads_,
+                                            max_text_tokens));
   backend::ItemBatch batch;
   size_t next_text = 0;
   for (size_t i = 0; i < items.size(); ++i) {

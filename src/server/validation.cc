@@ -21,8 +21,8 @@ absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids, absl:
 
 // Text over its byte limit is refused before it is queued: tokenizing it would cost the worker
 // time and memory in proportion to its size, whatever its token count turns out to be.
-absl::Status CheckTextBytes(const std::string& text, absl::string_view field,
-                            absl::string_view key, int64_t limit) {
+absl::Status CheckTextBytes(const std::string& text, absl::string_view field, absl::string_view key,
+                            int64_t limit) {
   if (static_cast<int64_t>(text.size()) <= limit) return absl::OkStatus();
   return Invalid(field, absl::StrCat(text.size(), " bytes exceeds ", key, "=", limit));
 }
@@ -76,8 +76,8 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   } else if (request.query().empty()) {
     return Invalid("query", "empty (give query or query_ids)");
   } else if (!cut) {
-    RANKD_RETURN_IF_ERROR(CheckTextBytes(request.query(), "query", "max_query_bytes",
-                                         limits.QueryByteLimit()));
+    RANKD_RETURN_IF_ERROR(
+        CheckTextBytes(request.query(), "query", "max_query_bytes", limits.QueryByteLimit()));
   }
   if (request.items_size() == 0) return Invalid("items", "empty (give at least one item)");
   if (request.items_size() > limits.max_items) {

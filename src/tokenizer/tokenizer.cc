@@ -39,8 +39,8 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> Tokenizer::EncodeBatch(
   std::vector<std::vector<int32_t>> out(texts.size());
   std::vector<absl::Status> errors(texts.size());
   ParallelFor(texts.size(), num_threads, [&](size_t i) {
-    auto ids = max_tokens > 0 ? EncodeBounded(texts[i], max_tokens)
-                              : Encode(texts[i], add_special_tokens);
+    auto ids =
+        max_tokens > 0 ? EncodeBounded(texts[i], max_tokens) : Encode(texts[i], add_special_tokens);
     if (ids.ok()) {
       out[i] = *std::move(ids);
     } else {

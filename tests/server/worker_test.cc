@@ -96,9 +96,10 @@ TEST_F(PrepareWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   auto r = PrepareWorkItem(*engine_, work, limits);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr(absl::StrCat("items[", longest, "].text: at least ",
-                                     c.items[longest].ids.size(), " tokens exceeds max_item_tokens=")));
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      HasSubstr(absl::StrCat("items[", longest, "].text: at least ", c.items[longest].ids.size(),
+                             " tokens exceeds max_item_tokens=")));
   limits = server::Limits{};
   limits.max_query_tokens = static_cast<int>(c.prefix_ids.size()) - 1;
   r = PrepareWorkItem(*engine_, work, limits);
@@ -182,9 +183,10 @@ TEST_F(TruncateTest, TextAndIdItemsAtTheLimitStayAndLongerOnesAreCutAtTheirEnd) 
     auto refused = ScoreAll(text, limits);
     ASSERT_FALSE(refused.ok());
     // Tokenization stopped past the limit: the count is of the tokens seen until then.
-    EXPECT_THAT(std::string(refused.status().message()),
-                ::testing::MatchesRegex(absl::StrCat(
-                    "items\\[0\\]\\.text: at least [0-9]+ tokens exceeds max_item_tokens=", limit)));
+    EXPECT_THAT(
+        std::string(refused.status().message()),
+        ::testing::MatchesRegex(absl::StrCat(
+            "items\\[0\\]\\.text: at least [0-9]+ tokens exceeds max_item_tokens=", limit)));
     auto by_hand = ScoreAll(WithIds(text, First(ids, limit)), limits);
     ASSERT_TRUE(by_hand.ok()) << by_hand.status();
     for (const auto& request : {text, WithIds(text, ids)}) {  // text and token ids alike

@@ -41,9 +41,9 @@ class RecordingTokenizer final : public Tokenizer {
 
 // Words of several scripts, multi-byte UTF-8 among them, digits and punctuation.
 std::string Text(size_t bytes) {
-  const char* kWords[] = {"kubernetes", "operator,",  "naïve",  "café", "日本語の", "テキスト",
-                          "Ελληνικά",   "x86_64",     "v1.2.3", "it's", "(rust)",   "  spaced",
-                          "line\nbreak", "tab\tbed", "42",     "emoji🙂", "über",     "ok."};
+  const char* kWords[] = {"kubernetes",  "operator,", "naïve",  "café",      "日本語の", "テキスト",
+                          "Ελληνικά",    "x86_64",    "v1.2.3", "it's",      "(rust)",   "  spaced",
+                          "line\nbreak", "tab\tbed",  "42",     "emoji🙂", "über",     "ok."};
   std::string text;
   for (size_t i = 0; text.size() < bytes; ++i) {
     text += kWords[(i * 7) % (sizeof(kWords) / sizeof(kWords[0]))];
@@ -112,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(Models, BoundedEncodeTest,
 TEST(NextWordCutTest, CutsBeforeASpaceThatFollowsALetterOrDigit) {
   EXPECT_EQ(NextWordCut("ab cd", 0), 2u);
   EXPECT_EQ(NextWordCut("ab cd", 3), absl::string_view::npos);
-  EXPECT_EQ(NextWordCut("a,  b9 c", 0), 6u);  // not after ',' or another space
+  EXPECT_EQ(NextWordCut("a,  b9 c", 0), 6u);                  // not after ',' or another space
   EXPECT_EQ(NextWordCut("é é", 0), absl::string_view::npos);  // only ASCII letters
   EXPECT_EQ(NextWordCut(" a", 0), absl::string_view::npos);
 }
