@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
@@ -52,7 +53,7 @@ absl::string_view Utf8Prefix(absl::string_view text, int64_t max_bytes) {
   return text.substr(0, n);
 }
 
-// Requests with more text than this give the freed memory of their tokenization back to the
+// Work items with more text than this give the memory freed by their preparation back to the
 // system (malloc_trim) once prepared: glibc would keep it in its arenas, resident in every worker
 // that once served a large request.
 constexpr size_t kTrimAfterTextBytes = size_t{1} << 20;
@@ -75,6 +76,11 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                                                    ") is outside the request's ",
                                                    request.items_size(), " items"));
   }
+  // After a request with much text, the memory freed by its tokenization and copies goes back
+  // to the system (on every return, once the locals declared below are gone).
+  size_t text_bytes = request.query().size();
+  for (int i = begin; i < end; ++i) text_bytes += request.items(i).text().size();
+  absl::Cleanup trim = [text_bytes] {};
   engine::ScoreRequest scoring;
   // TRUNCATE_END: what is over a limit is cut here, the one place for every query and item kind
   // (the front end lets it through); else refused.
@@ -106,7 +112,6 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
   }
   std::vector<engine::Item> items;
   items.reserve(end - begin);
-  size_t text_bytes = 0;
   for (int i = begin; i < end; ++i) {
     const Item& it = request.items(i);
     switch (it.content_case()) {
@@ -114,7 +119,6 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
         // As the query: text over its byte limit came through only to be cut.
         items.push_back(engine::Item::Text(
             std::string(cut ? Utf8Prefix(it.text(), limits.ItemByteLimit()) : it.text())));
-        text_bytes += items.back().text.size();
         break;
       case Item::kTokenIds:
         items.push_back(engine::Item::Ids(
