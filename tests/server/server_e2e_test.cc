@@ -621,8 +621,8 @@ TEST(ServeTest, ScoreStreamErrorsNameItemsByTheirIndexInTheWholeRequest) {
   // Item 10 is the second of the chunk [9, 12), whose worker call carries only that chunk's
   // items; the worker finds its token count over the limit.
   ScoreRequest request = TextRequest(golden.cases[5]);
-  std::string text;
-  for (int i = 0; i < 200; ++i) absl::StrAppend(&text, "kubernetes terraform ");
+  std::string text;  // under max_item_bytes (4096), over max_item_tokens
+  for (int i = 0; i < 150; ++i) absl::StrAppend(&text, "kubernetes terraform ");
   request.mutable_items(10)->set_text(text);
   auto stub = server->NewScorer();
   grpc::ClientContext context;
