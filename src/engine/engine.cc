@@ -201,7 +201,8 @@ std::optional<std::vector<int32_t>> Engine::CutTextItem(absl::Span<const int32_t
   return Cut(ids, limit, item_ends_);
 }
 
-absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) const {
+absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items,
+                                                       int64_t max_text_tokens) const {
   const model::ModelConfig& c = config();
   std::vector<std::string> texts;
   std::vector<size_t> text_index;  // texts[j] belongs to items[text_index[j]]
@@ -211,8 +212,9 @@ absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& 
       text_index.push_back(i);
     }
   }
-  RANKD_ASSIGN_OR_RETURN(auto encoded, tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false,
-                                                               tokenizer_threads_));
+  RANKD_ASSIGN_OR_RETURN(
+      auto encoded, tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false, tokenizer_threads_,
+                                            max_text_tokens));
   backend::ItemBatch batch;
   size_t next_text = 0;
   for (size_t i = 0; i < items.size(); ++i) {

@@ -270,6 +270,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                           {"max_item_tokens", Number(&l.max_item_tokens)},
                           {"max_request_tokens", Number(&l.max_request_tokens)},
                           {"max_message_bytes", Number(&l.max_message_bytes)},
+                          {"max_item_bytes", Number(&l.max_item_bytes)},
+                          {"max_query_bytes", Number(&l.max_query_bytes)},
                           {"truncate", TruncateMode(&l.truncate)}})},
       {"workers", Section({{"count", Number(&w.count)},
                            {"gpus", Gpus(&w)},
@@ -392,6 +394,8 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   RANKD_RETURN_IF_ERROR(positive("limits.max_item_tokens", l.max_item_tokens));
   RANKD_RETURN_IF_ERROR(positive("limits.max_request_tokens", l.max_request_tokens));
   RANKD_RETURN_IF_ERROR(positive("limits.max_message_bytes", l.max_message_bytes));
+  RANKD_RETURN_IF_ERROR(non_negative("limits.max_item_bytes", l.max_item_bytes));
+  RANKD_RETURN_IF_ERROR(non_negative("limits.max_query_bytes", l.max_query_bytes));
   // gRPC takes an int; the transport limit is set above this one (see ScorerService).
   if (l.max_message_bytes > (int64_t{1} << 29)) {
     return KeyError("limits.max_message_bytes", "must be at most 536870912 (512 MiB)");

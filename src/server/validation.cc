@@ -19,6 +19,14 @@ absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids, absl:
   return model::CheckTokenIds(absl::MakeConstSpan(ids.data(), ids.size()), field, vocab_size);
 }
 
+// Text over its byte limit is refused before it is queued: tokenizing it would cost the worker
+// time and memory in proportion to its size, whatever its token count turns out to be.
+absl::Status CheckTextBytes(const std::string& text, absl::string_view field, absl::string_view key,
+                            int64_t limit) {
+  if (static_cast<int64_t>(text.size()) <= limit) return absl::OkStatus();
+  return Invalid(field, absl::StrCat(text.size(), " bytes exceeds ", key, "=", limit));
+}
+
 }  // namespace
 
 int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth) {
@@ -49,8 +57,9 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   if (!rankd::v1::Truncate_IsValid(request.truncate())) {
     return Invalid("truncate", absl::StrCat("unknown value ", request.truncate()));
   }
-  // TRUNCATE_END: lengths over a limit are no error here; the worker cuts them (PrepareWorkItem),
-  // and the context check needs the prefix as the worker leaves it.
+  // TRUNCATE_END: lengths over a limit are no error here; the worker cuts them (PrepareWorkItem:
+  // text to its byte limit, then to its token limit), and the context check needs the prefix as
+  // the worker leaves it.
   const bool cut = rankd::worker::TruncatesAtEnd(request, limits);
   if (request.query_ids_size() > 0) {
     if (!request.query().empty()) {
@@ -66,6 +75,9 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
     }
   } else if (request.query().empty()) {
     return Invalid("query", "empty (give query or query_ids)");
+  } else if (!cut) {
+    RANKD_RETURN_IF_ERROR(
+        CheckTextBytes(request.query(), "query", "max_query_bytes", limits.QueryByteLimit()));
   }
   if (request.items_size() == 0) return Invalid("items", "empty (give at least one item)");
   if (request.items_size() > limits.max_items) {
@@ -82,6 +94,10 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
     switch (item.content_case()) {
       case rankd::v1::Item::kText:
         if (item.text().empty()) return Invalid(f + ".text", "empty");
+        if (!cut) {
+          RANKD_RETURN_IF_ERROR(
+              CheckTextBytes(item.text(), f + ".text", "max_item_bytes", limits.ItemByteLimit()));
+        }
         break;
       case rankd::v1::Item::kTokenIds: {
         const int n = item.token_ids().ids_size();

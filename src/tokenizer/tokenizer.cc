@@ -1,20 +1,46 @@
+// The Tokenizer methods common to both kinds (EncodeBounded, EncodeBatch) and the loaders' choice.
 #include "rankd/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "hf_tokenizer.h"
 #include "rankd/common/parallel.h"
 #include "rankd/common/status.h"
 
 namespace rankd::tokenizer {
+size_t NextWordCut(absl::string_view text, size_t from) {
+  for (size_t i = std::max<size_t>(from, 1); i < text.size(); ++i) {
+    if (text[i] == ' ' && absl::ascii_isalnum(static_cast<unsigned char>(text[i - 1]))) return i;
+  }
+  return absl::string_view::npos;
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokenizer::EncodeBounded(absl::string_view text,
+                                                              int64_t max_tokens) const {
+  const int64_t limit = std::max<int64_t>(max_tokens, 1);
+  size_t want = static_cast<size_t>(limit + 1) * kBoundedFirstBytesPerToken;
+  while (true) {
+    const size_t cut = want < text.size() ? NextWordCut(text, want) : absl::string_view::npos;
+    if (cut == absl::string_view::npos) return Encode(text, /*add_special_tokens=*/false);
+    RANKD_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                           Encode(text.substr(0, cut), /*add_special_tokens=*/false));
+    if (static_cast<int64_t>(ids.size()) > limit) return ids;
+    want = cut * 2;
+  }
+}
+
 absl::StatusOr<std::vector<std::vector<int32_t>>> Tokenizer::EncodeBatch(
-    absl::Span<const std::string> texts, bool add_special_tokens, int num_threads) const {
+    absl::Span<const std::string> texts, bool add_special_tokens, int num_threads,
+    int64_t max_tokens) const {
   std::vector<std::vector<int32_t>> out(texts.size());
   std::vector<absl::Status> errors(texts.size());
   ParallelFor(texts.size(), num_threads, [&](size_t i) {
-    auto ids = Encode(texts[i], add_special_tokens);
+    auto ids =
+        max_tokens > 0 ? EncodeBounded(texts[i], max_tokens) : Encode(texts[i], add_special_tokens);
     if (ids.ok()) {
       out[i] = *std::move(ids);
     } else {

@@ -1,5 +1,6 @@
 #include "rankd/worker/worker.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
@@ -42,6 +44,20 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
+// TRUNCATE_END's byte cut: the longest prefix of valid UTF-8 `text` of at most `max_bytes` bytes
+// that ends on a character boundary.
+absl::string_view Utf8Prefix(absl::string_view text, int64_t max_bytes) {
+  if (static_cast<int64_t>(text.size()) <= max_bytes) return text;
+  size_t n = static_cast<size_t>(max_bytes);
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n);
+}
+
+// Work items with more text than this give the memory freed by their preparation back to the
+// system (malloc_trim) once prepared: glibc would keep it in its arenas, resident in every worker
+// that once served a large request.
+constexpr size_t kTrimAfterTextBytes = size_t{1} << 20;
+
 }  // namespace
 
 engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config) {
@@ -60,6 +76,11 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                                                    ") is outside the request's ",
                                                    request.items_size(), " items"));
   }
+  // After a request with much text, the memory freed by its tokenization and copies goes back
+  // to the system (on every return, once the locals declared below are gone).
+  size_t text_bytes = request.query().size();
+  for (int i = begin; i < end; ++i) text_bytes += request.items(i).text().size();
+  absl::Cleanup trim = [text_bytes] {};
   engine::ScoreRequest scoring;
   // TRUNCATE_END: what is over a limit is cut here, the one place for every query and item kind
   // (the front end lets it through); else refused.
@@ -69,7 +90,11 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
   if (from_ids) {
     prefix.assign(request.query_ids().begin(), request.query_ids().end());
   } else {
-    RANKD_ASSIGN_OR_RETURN(prefix, engine.EncodeQuery(request.query()));
+    // The front end refused a query over its byte limit unless cut: then only its first bytes
+    // are tokenized.
+    const absl::string_view query =
+        cut ? Utf8Prefix(request.query(), limits.QueryByteLimit()) : request.query();
+    RANKD_ASSIGN_OR_RETURN(prefix, engine.EncodeQuery(query));
   }
   if (cut && static_cast<int64_t>(prefix.size()) > limits.max_query_tokens) {
     if (from_ids) {
@@ -91,7 +116,9 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
     const Item& it = request.items(i);
     switch (it.content_case()) {
       case Item::kText:
-        items.push_back(engine::Item::Text(it.text()));
+        // As the query: text over its byte limit came through only to be cut.
+        items.push_back(engine::Item::Text(
+            std::string(cut ? Utf8Prefix(it.text(), limits.ItemByteLimit()) : it.text())));
         break;
       case Item::kTokenIds:
         items.push_back(engine::Item::Ids(
@@ -105,8 +132,11 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
         return Invalid(absl::StrCat("items[", i, "]"), "no content");
     }
   }
-  // Tokenize once to check the limits (and cut), then hand the engine the ids.
-  absl::StatusOr<backend::ItemBatch> batch = engine.EncodeItems(items);
+  // Tokenize once to check the limits (and cut), then hand the engine the ids. Tokenization stops
+  // once an item is over max_item_tokens (EncodeBounded): its entry then holds its first ids,
+  // which is all that cutting keeps and all that refusing needs.
+  absl::StatusOr<backend::ItemBatch> batch = engine.EncodeItems(items, limits.max_item_tokens);
+  if (text_bytes > kTrimAfterTextBytes) malloc_trim(0);
   if (!batch.ok()) return ShiftItemIndex(batch.status(), begin);
   // What a cut item keeps: max_item_tokens, and no more than the model's context leaves after the
   // prefix (a prefix that leaves nothing cuts nothing for it: the engine refuses the item).
@@ -141,9 +171,10 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
       const char* field = text                                    ? ".text"
                           : item.kind == engine::Item::Kind::kIds ? ".token_ids"
                                                                   : ".embedding";
-      return Invalid(
-          absl::StrCat("items[", begin + j, "]", field),
-          absl::StrCat(length, " tokens exceeds max_item_tokens=", limits.max_item_tokens));
+      // A text's count is of the tokens seen before its tokenization stopped.
+      return Invalid(absl::StrCat("items[", begin + j, "]", field),
+                     absl::StrCat(text ? "at least " : "", length,
+                                  " tokens exceeds max_item_tokens=", limits.max_item_tokens));
     }
     if (item.kind == engine::Item::Kind::kText) {
       item = engine::Item::Ids(std::vector<int32_t>(encoded.begin(), encoded.end()));

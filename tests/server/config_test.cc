@@ -64,6 +64,7 @@ server:
 limits:
   max_items: 10
   max_message_bytes: 1000
+  max_item_bytes: 5000
   truncate: end
 workers:
   count: 0
@@ -93,6 +94,9 @@ logging:
   EXPECT_EQ(c->limits.max_items, 10);
   EXPECT_EQ(c->limits.max_message_bytes, 1000);
   EXPECT_EQ(c->limits.max_item_tokens, 512);  // default kept
+  EXPECT_EQ(c->limits.ItemByteLimit(), 5000);
+  EXPECT_EQ(c->limits.max_query_bytes, 0);  // derived: 32 bytes per token
+  EXPECT_EQ(c->limits.QueryByteLimit(), 32 * 512);
   EXPECT_EQ(c->limits.truncate, Limits::Truncate::kEnd);
   EXPECT_EQ(c->workers.count, 0);
   EXPECT_FALSE(c->workers.all_gpus);
@@ -221,6 +225,10 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
               HasSubstr("model.query_template: must contain {query}"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_items: 0\n"),
               HasSubstr("limits.max_items: must be positive"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_item_bytes: -1\n"),
+              HasSubstr("limits.max_item_bytes: must not be negative"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_query_bytes: -2\n"),
+              HasSubstr("limits.max_query_bytes: must not be negative"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  truncate: start\n"),
               HasSubstr("limits.truncate: must be none or end (got 'start')"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  truncate: [end]\n"),

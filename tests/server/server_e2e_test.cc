@@ -40,6 +40,7 @@ struct MainOptions {
   int max_query_tokens = 32;
   int max_item_tokens = 128;
   int max_inflight = 4;  // several calls per worker: its scheduler scores them together
+  int64_t max_message_bytes = 65536;
   std::string log_format = "text";
 };
 
@@ -59,7 +60,8 @@ std::string MainConfig(const std::string& model, const MainOptions& o = {}) {
                       "  max_query_tokens: ",
                       o.max_query_tokens, "\n", "  max_item_tokens: ", o.max_item_tokens, "\n",
                       "  max_request_tokens: 4096\n"
-                      "  max_message_bytes: 65536\n"
+                      "  max_message_bytes: ",
+                      o.max_message_bytes, "\n",
                       "workers:\n"
                       "  count: 2\n"
                       "  ping_interval_s: 0.2\n"
@@ -435,6 +437,57 @@ TEST(ServeTest, TruncateEndCutsAndTheCacheKeepsTheModesApart) {
   EXPECT_EQ(r4.scores(1).score(), r5.scores(0).score());
 }
 
+// Hostile text (issue 13): the front end refuses text over its byte limit (max_item_bytes,
+// max_query_bytes; here derived, 32 x 128 = 4096 and 32 x 32 = 1024) before anything is queued;
+// text under it but over max_item_tokens is refused by the worker naming the item, after
+// tokenizing a bounded prefix; TRUNCATE_END scores an oversized item as its first bytes.
+TEST(ServeTest, OversizedTextIsRefusedBeforeItIsQueuedOrCutUnderTruncation) {
+  MainOptions o;
+  o.max_message_bytes = 16 << 20;
+  auto server = StartReady(MainConfig("llama-cls", o));
+  ASSERT_NE(server, nullptr);
+  // 11 bytes, then "naïve café " (13 bytes) repeated: byte 4096 is the second one of an "ï".
+  std::string huge = "abcdefghijk";
+  while (huge.size() < 15'000'000) huge += "naïve café ";
+  ScoreRequest request;
+  request.set_query("rust engineer");
+  for (int i = 0; i < 3; ++i) request.add_items()->set_text("kubernetes operator");
+  request.add_items()->set_text(huge);
+  ScoreResponse response;
+  grpc::Status s = Score(*server, request, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            absl::StrCat("items[3].text: ", huge.size(), " bytes exceeds max_item_bytes=4096"));
+
+  ScoreRequest query = request;
+  query.mutable_items(3)->set_text("go developer");
+  query.set_query(std::string(1025, 'q'));
+  s = Score(*server, query, &response);
+  EXPECT_EQ(s.error_message(), "query: 1025 bytes exceeds max_query_bytes=1024");
+
+  // Many medium items, each under the byte limit and over the token limit.
+  ScoreRequest many;
+  many.set_query("rust engineer");
+  for (int i = 0; i < 64; ++i) many.add_items()->set_text(huge.substr(11, 4000));
+  s = Score(*server, many, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("items[0].text: at least "));
+  EXPECT_THAT(s.error_message(), HasSubstr(" tokens exceeds max_item_tokens=128"));
+
+  // TRUNCATE_END: the worker keeps the first 4095 bytes (the "ï" is not split), then 128 tokens.
+  request.set_truncate(rankd::v1::TRUNCATE_END);
+  request.set_skip_cache(true);
+  ASSERT_TRUE(Score(*server, request, &response).ok());
+  ScoreRequest by_hand = request;
+  by_hand.mutable_items(3)->set_text(huge.substr(0, 4095));
+  ScoreResponse expected;
+  ASSERT_TRUE(Score(*server, by_hand, &expected).ok());
+  ASSERT_EQ(response.scores_size(), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(response.scores(i).score(), expected.scores(i).score());
+  EXPECT_EQ(response.usage().item_tokens(), expected.usage().item_tokens());
+  EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::SERVING);
+}
+
 // The depth controller: with a p99 target no call can meet, it lowers the depth of calls that do
 // not pin one to min_depth within a few control periods (one a second); a pinned depth is kept.
 TEST(ServeTest, DepthControllerLowersTheDepthOfUnpinnedCalls) {
@@ -568,8 +621,8 @@ TEST(ServeTest, ScoreStreamErrorsNameItemsByTheirIndexInTheWholeRequest) {
   // Item 10 is the second of the chunk [9, 12), whose worker call carries only that chunk's
   // items; the worker finds its token count over the limit.
   ScoreRequest request = TextRequest(golden.cases[5]);
-  std::string text;
-  for (int i = 0; i < 200; ++i) absl::StrAppend(&text, "kubernetes terraform ");
+  std::string text;  // under max_item_bytes (4096), over max_item_tokens
+  for (int i = 0; i < 150; ++i) absl::StrAppend(&text, "kubernetes terraform ");
   request.mutable_items(10)->set_text(text);
   auto stub = server->NewScorer();
   grpc::ClientContext context;
@@ -697,11 +750,19 @@ TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsSer
       {"text item with too many tokens",
        [](ScoreRequest& r) {
          std::string text;
-         for (int i = 0; i < 200; ++i) absl::StrAppend(&text, "kubernetes terraform ");
+         for (int i = 0; i < 150; ++i) absl::StrAppend(&text, "kubernetes terraform ");
          r.mutable_items(1)->set_text(text);
        },
        StatusCode::INVALID_ARGUMENT,
-       {"items[1].text", "tokens exceeds max_item_tokens=128"}},
+       {"items[1].text: at least ", "tokens exceeds max_item_tokens=128"}},
+      {"text item over its byte limit",
+       [](ScoreRequest& r) { r.mutable_items(1)->set_text(std::string(5000, 'a')); },
+       StatusCode::INVALID_ARGUMENT,
+       {"items[1].text: 5000 bytes exceeds max_item_bytes=4096"}},
+      {"query over its byte limit",
+       [](ScoreRequest& r) { r.set_query(std::string(2000, 'q')); },
+       StatusCode::INVALID_ARGUMENT,
+       {"query: 2000 bytes exceeds max_query_bytes=1024"}},
       {"query with too many tokens",
        [](ScoreRequest& r) {
          std::string text;

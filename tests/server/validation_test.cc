@@ -134,6 +134,26 @@ TEST_F(ValidationTest, ModelPriorityDepthAndSize) {
 
 // TRUNCATE_END (asked for, or limits.truncate: end): lengths over max_query_tokens,
 // max_item_tokens and the context pass (the worker cuts them); the rest is checked as without it.
+// Text bytes are limited before anything is queued: by default 32 bytes per token of the token
+// limits (6 and 8 here), or as configured; TRUNCATE_END lets them through for the worker to cut.
+TEST_F(ValidationTest, TextOverItsByteLimitIsRefusedNamingTheFieldAndTheLimit) {
+  ScoreRequest r = good_;
+  r.mutable_items(0)->set_text(std::string(32 * 6, 'a'));
+  r.set_query(std::string(32 * 8, 'q'));
+  EXPECT_EQ(Check(r), "ok");  // at the limits
+  r.mutable_items(0)->set_text(std::string(32 * 6 + 1, 'a'));
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[0].text: 193 bytes exceeds max_item_bytes=192");
+  limits_.max_item_bytes = 1000;
+  EXPECT_EQ(Check(r), "ok");
+  r.set_query(std::string(32 * 8 + 1, 'q'));
+  EXPECT_EQ(Check(r), "INVALID_ARGUMENT: query: 257 bytes exceeds max_query_bytes=256");
+  limits_.max_query_bytes = 300;
+  EXPECT_EQ(Check(r), "ok");
+  r.mutable_items(0)->set_text(std::string(1001, 'a'));
+  r.set_truncate(rankd::v1::TRUNCATE_END);
+  EXPECT_EQ(Check(r), "ok");
+}
+
 TEST_F(ValidationTest, TruncateEndLetsLengthsThroughForTheWorkerToCut) {
   model_.max_position_embeddings = 12;
   ScoreRequest r = good_;

@@ -96,9 +96,10 @@ TEST_F(PrepareWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   auto r = PrepareWorkItem(*engine_, work, limits);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr(absl::StrCat("items[", longest, "].text: ", c.items[longest].ids.size(),
-                                     " tokens exceeds max_item_tokens=")));
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      HasSubstr(absl::StrCat("items[", longest, "].text: at least ", c.items[longest].ids.size(),
+                             " tokens exceeds max_item_tokens=")));
   limits = server::Limits{};
   limits.max_query_tokens = static_cast<int>(c.prefix_ids.size()) - 1;
   r = PrepareWorkItem(*engine_, work, limits);
@@ -181,8 +182,11 @@ TEST_F(TruncateTest, TextAndIdItemsAtTheLimitStayAndLongerOnesAreCutAtTheirEnd) 
     limits.max_item_tokens = limit;
     auto refused = ScoreAll(text, limits);
     ASSERT_FALSE(refused.ok());
-    EXPECT_EQ(refused.status().message(),
-              absl::StrCat("items[0].text: ", n, " tokens exceeds max_item_tokens=", limit));
+    // Tokenization stopped past the limit: the count is of the tokens seen until then.
+    EXPECT_THAT(
+        std::string(refused.status().message()),
+        ::testing::MatchesRegex(absl::StrCat(
+            "items\\[0\\]\\.text: at least [0-9]+ tokens exceeds max_item_tokens=", limit)));
     auto by_hand = ScoreAll(WithIds(text, First(ids, limit)), limits);
     ASSERT_TRUE(by_hand.ok()) << by_hand.status();
     for (const auto& request : {text, WithIds(text, ids)}) {  // text and token ids alike
@@ -334,6 +338,49 @@ TEST_F(TruncateTest, AHugeItemIsCutToItsFirstTokens) {
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   ASSERT_EQ(prepared->items.size(), 1u);
   EXPECT_EQ(prepared->items[0].ids, First(head, 512));
+}
+
+// A 15 MB item without TRUNCATE_END (as when max_item_bytes lets it through): refused naming the
+// item and max_item_tokens, with the count of the tokens seen before tokenization stopped (a few
+// hundred, not the text's millions).
+TEST_F(TruncateTest, AHugeItemIsRefusedAfterABoundedPrefixNamingTheItem) {
+  std::string huge;
+  while (huge.size() < 15'000'000) absl::StrAppend(&huge, LongText());
+  rankd::v1::ScoreRequest r;
+  r.set_query(golden_->cases[0].query);
+  r.add_items()->set_text("go developer");
+  r.add_items()->set_text(huge);
+  auto refused = ScoreAll(r, server::Limits{});
+  ASSERT_FALSE(refused.ok());
+  const std::string message(refused.status().message());
+  EXPECT_THAT(message, HasSubstr("items[1].text: at least "));
+  EXPECT_THAT(message, HasSubstr(" tokens exceeds max_item_tokens=512"));
+  const int64_t seen = std::stoll(message.substr(std::string("items[1].text: at least ").size()));
+  EXPECT_GT(seen, 512);
+  EXPECT_LE(seen, 513 * 4 * server::Limits::kMaxBytesPerToken);
+}
+
+// TRUNCATE_END with text over max_item_bytes: the worker tokenizes its first max_item_bytes bytes
+// only, cut back to a UTF-8 character boundary (each "é" is 2 bytes; 201 bytes keep 100 of them).
+TEST_F(TruncateTest, TextOverItsByteLimitIsCutAtACharacterBoundary) {
+  std::string accents;
+  for (int i = 0; i < 2000; ++i) accents += "é";
+  rankd::v1::ScoreRequest r;
+  r.set_query(golden_->cases[0].query);
+  r.add_items()->set_text(accents);
+  server::Limits limits;
+  limits.max_item_bytes = 201;
+  limits.max_query_bytes = 21;
+  r.set_query(std::string(40, 'q'));
+  auto cut = ScoreAll(Cut(r), limits);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  rankd::v1::ScoreRequest by_hand = r;
+  by_hand.mutable_items(0)->set_text(accents.substr(0, 200));
+  by_hand.set_query(std::string(21, 'q'));
+  auto expected = ScoreAll(by_hand, server::Limits{});
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(cut->scores, expected->scores);
+  EXPECT_EQ(cut->item_tokens, expected->item_tokens);
 }
 
 }  // namespace

@@ -121,8 +121,10 @@ class Engine {
   // The prefix ids of a query text (query template applied, BOS as the tokenizer adds it).
   absl::StatusOr<std::vector<int32_t>> EncodeQuery(absl::string_view query) const;
   // Packs items (text tokenized with the item template, no special tokens) into a batch; errors
-  // name the item index and the field.
-  absl::StatusOr<backend::ItemBatch> EncodeItems(const std::vector<Item>& items) const;
+  // name the item index and the field. `max_text_tokens` > 0 bounds each text's tokenization
+  // (Tokenizer::EncodeBounded): an entry longer than that holds the first ids only.
+  absl::StatusOr<backend::ItemBatch> EncodeItems(const std::vector<Item>& items,
+                                                 int64_t max_text_tokens = 0) const;
 
   const model::ModelConfig& config() const { return backend_->config(); }
   const backend::HeadSpec& head() const { return backend_->head(); }

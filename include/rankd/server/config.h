@@ -54,6 +54,22 @@ struct Limits {
   int max_item_tokens = 512;             // tokens (or embedding rows) per item
   int64_t max_request_tokens = 262144;   // item tokens per request (per chunk for ScoreStream)
   int64_t max_message_bytes = 16 << 20;  // serialized ScoreRequest
+  // Text bytes of one item and of the query, checked by the front end before anything is queued
+  // (TRUNCATE_END: not refused, the worker tokenizes that many bytes at most). 0: derived from the
+  // token limit, kMaxBytesPerToken bytes per token (ItemByteLimit / QueryByteLimit).
+  int64_t max_item_bytes = 0;
+  int64_t max_query_bytes = 0;
+  // The bytes per token that no real tokenizer's tokens exceed on average over text of hundreds
+  // of tokens: natural text runs 3-6 bytes per token (CJK 2-4, code 3-4), so 32 is 5x above the
+  // densest; only degenerate text (long runs of one character that a vocabulary merges into long
+  // tokens) can need more, and an operator who must take it sets the byte limits explicitly.
+  static constexpr int64_t kMaxBytesPerToken = 32;
+  int64_t ItemByteLimit() const {
+    return max_item_bytes > 0 ? max_item_bytes : kMaxBytesPerToken * max_item_tokens;
+  }
+  int64_t QueryByteLimit() const {
+    return max_query_bytes > 0 ? max_query_bytes : kMaxBytesPerToken * max_query_tokens;
+  }
   // limits.truncate: kEnd makes TRUNCATE_END the default of requests that leave `truncate` at
   // TRUNCATE_NONE (rankd/worker/protocol.h's TruncatesAtEnd decides a request's mode).
   enum class Truncate { kNone, kEnd };

@@ -1,11 +1,14 @@
 // Checks a ScoreRequest against the configured limits and the served model before it is queued.
 // Errors are INVALID_ARGUMENT (NOT_FOUND for an unknown model) with a message that names the
 // field and the limit, e.g. "items[2].embedding.values: 100 values for rows=2, expected rows x
-// hidden_size = 2 x 64 = 128". Token counts of text are only known after tokenization; the worker
-// checks those against the same limits. With TRUNCATE_END (rankd/worker/protocol.h's
-// TruncatesAtEnd) lengths over max_query_tokens, max_item_tokens or the model's context are not
-// refused here: the worker cuts every query and item kind (its PrepareWorkItem is the one place
-// that cuts), and max_request_tokens counts the ids and rows that the cut keeps of each item.
+// hidden_size = 2 x 64 = 128". Text is checked against its byte limit (max_item_bytes,
+// max_query_bytes, derived from the token limits by default: Limits::ItemByteLimit), so that no
+// text is queued whose tokenization alone would be costly; token counts of text are only known
+// after tokenization, and the worker checks those against the token limits. With TRUNCATE_END
+// (rankd/worker/protocol.h's TruncatesAtEnd) lengths over max_query_tokens, max_item_tokens, the
+// byte limits or the model's context are not refused here: the worker cuts every query and item
+// kind (its PrepareWorkItem is the one place that cuts), and max_request_tokens counts the ids and
+// rows that the cut keeps of each item.
 #ifndef RANKD_SERVER_VALIDATION_H_
 #define RANKD_SERVER_VALIDATION_H_
 

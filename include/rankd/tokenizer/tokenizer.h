@@ -6,6 +6,7 @@
 #ifndef RANKD_TOKENIZER_TOKENIZER_H_
 #define RANKD_TOKENIZER_TOKENIZER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -47,12 +48,39 @@ class Tokenizer {
 
   virtual absl::string_view kind() const = 0;  // "sentencepiece" or "tokenizer.json"
 
+  // Encode(text, /*add_special_tokens=*/false) with the work bounded by `max_tokens` (> 0): all
+  // the ids when they are `max_tokens` or fewer; else more than `max_tokens` ids (the count seen
+  // when encoding stopped), the first ones of the whole encoding, after encoding a prefix of the
+  // text only. The prefixes tried are cut at word boundaries (NextWordCut), starting at
+  // kBoundedFirstBytesPerToken bytes per token allowed and doubling until the prefix gives more
+  // than `max_tokens` ids or is the whole text, so the work is at most about twice the bytes that
+  // max_tokens + 1 tokens span (the whole text when it has no word boundary).
+  //
+  // Exact: a cut is made only before an ASCII space that follows an ASCII letter or digit, where
+  // both tokenizers' words end: sentencepiece pieces never cross whitespace (split_by_whitespace,
+  // every Llama / T5 model), and the GPT-2, Llama 3 and Qwen pre-tokenizer regexes end every word
+  // at a letter or digit followed by a space, so the prefix's ids are the first ids of the whole
+  // text. A tokenizer.json whose Split regex looks further ahead than one character (none known)
+  // could differ in the last word before the cut.
+  absl::StatusOr<std::vector<int32_t>> EncodeBounded(absl::string_view text,
+                                                     int64_t max_tokens) const;
+
   // Encodes many texts on up to `num_threads` threads; result i belongs to texts[i]. The first
-  // error (by index) is returned, annotated with its index.
+  // error (by index) is returned, annotated with its index. `max_tokens` > 0 encodes each text
+  // with EncodeBounded (no special tokens then).
   absl::StatusOr<std::vector<std::vector<int32_t>>> EncodeBatch(absl::Span<const std::string> texts,
                                                                 bool add_special_tokens,
-                                                                int num_threads) const;
+                                                                int num_threads,
+                                                                int64_t max_tokens = 0) const;
 };
+
+// EncodeBounded's first prefix: this many bytes per token allowed (natural text averages 3-6 bytes
+// per token, so one or two tries usually suffice).
+inline constexpr int64_t kBoundedFirstBytesPerToken = 8;
+
+// The first word boundary EncodeBounded may cut `text` at, at or after byte `from`: a position
+// whose byte is an ASCII space and whose previous byte an ASCII letter or digit. npos: none.
+size_t NextWordCut(absl::string_view text, size_t from);
 
 // Loads the tokenizer of a HF model directory: `tokenizer.json` if present, else
 // `tokenizer.model` (sentencepiece).
