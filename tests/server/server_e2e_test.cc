@@ -1,8 +1,12 @@
 // End-to-end tests of `rankd serve`: a real server process with two worker processes, called
 // through the generated gRPC client. Timeouts here are generous liveness bounds, never speed
 // assertions.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -17,6 +21,7 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/golden.h"
 #include "tests/server/test_server.h"
@@ -243,6 +248,49 @@ TEST(ServeTest, HealthAndReflectionAnswer) {
   EXPECT_EQ(file.service(0).name(), "Scorer");
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// A TCP connection to 127.0.0.1:port; -1 when it cannot connect.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(ServeTest, HttpProbesAnswerWithHundredsOfIdleAndSlowConnectionsOpen) {
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  // Idle connections, and connections that started a request and never finish it: more than
+  // server.http_max_connections (256), which closes the idlest to make room.
+  std::vector<int> connections;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = Connect(server->metrics_port());
+    ASSERT_GE(fd, 0);
+    connections.push_back(fd);
+    const std::string partial = "GET /metrics HTTP/1.1\r\n";
+    if (i % 2 == 1) {
+      ASSERT_EQ(send(fd, partial.data(), partial.size(), MSG_NOSIGNAL), partial.size());
+    }
+  }
+  httplib::Client client("127.0.0.1", server->metrics_port());
+  client.set_connection_timeout(30);
+  client.set_read_timeout(30);
+  for (const std::string path : {"/healthz", "/readyz", "/metrics"}) {
+    const auto res = client.Get(path);
+    ASSERT_TRUE(res) << path << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200) << path;
+    if (path == "/metrics") {
+      EXPECT_THAT(res->body, HasSubstr("rankd_workers_up 2"));
+    }
+  }
+  for (int fd : connections) close(fd);
 }
 
 TEST(ServeTest, GoldenScoresLlamaClassifier) {
