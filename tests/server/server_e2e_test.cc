@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -1075,6 +1076,47 @@ TEST(ServeTest, WorkersDieWithAKilledServer) {
     std::this_thread::sleep_for(milliseconds(20));
   }
   EXPECT_FALSE(any_alive());
+}
+
+// The directory of the server's workers' sockets ("worker sockets in DIR" in its log).
+std::string SocketDir(const TestServer& server) {
+  const std::string log = server.Log();
+  const std::string marker = "worker sockets in ";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + marker.size();
+  return log.substr(begin, log.find('\n', begin) - begin);
+}
+
+TEST(ServeTest, TheSocketDirectoryOfAKilledServerIsRemovedByTheNextStart) {
+  // The default socket directory: a fresh /tmp/rankd-XXXXXX.
+  auto killed = TestServer::Start(MainConfig("llama-cls"), /*default_socket_dir=*/true);
+  ASSERT_NE(killed, nullptr);
+  ASSERT_TRUE(killed->WaitReady(2, kLiveness)) << killed->Log();
+  const std::string dir = SocketDir(*killed);
+  ASSERT_THAT(dir, ::testing::StartsWith("/tmp/rankd-"));
+  const std::vector<pid_t> workers = killed->WorkerPids();
+  killed->Signal(SIGKILL);
+  ASSERT_TRUE(killed->WaitExit(kLiveness).has_value());
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  auto any_alive = [&] {
+    return std::any_of(workers.begin(), workers.end(), [](pid_t p) { return ProcessExists(p); });
+  };
+  while (any_alive() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(any_alive());
+  EXPECT_TRUE(std::filesystem::exists(dir));  // nobody could remove it
+
+  auto next = TestServer::Start(MainConfig("llama-cls"), /*default_socket_dir=*/true);
+  ASSERT_NE(next, nullptr);
+  ASSERT_TRUE(next->WaitReady(2, kLiveness)) << next->Log();
+  EXPECT_FALSE(std::filesystem::exists(dir)) << next->Log();
+  const std::string next_dir = SocketDir(*next);
+  EXPECT_TRUE(std::filesystem::exists(next_dir));  // a live server's is left alone
+  next->Signal(SIGTERM);
+  ASSERT_TRUE(next->WaitExit(kLiveness).has_value());
+  EXPECT_FALSE(std::filesystem::exists(next_dir));  // and removed when it stops
 }
 
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
