@@ -1,14 +1,18 @@
 #include "rankd/server/serve.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -43,6 +47,35 @@ absl::Status StartHttp(HttpServer* http, const std::string& address,
     reply({.status = ready ? 200 : 503, .body = ready ? "ready\n" : "not ready\n"});
   });
   return http->Start(address);
+}
+
+// Ends this process's TCP connections accepted on `port` (shutdown: what the kernel holds is
+// still sent, then FIN), so that their clients see UNAVAILABLE for any call they have in flight.
+// The stop needs it because grpc::Server::Shutdown answers CANCELLED to the calls that reach it
+// after it started but before its GOAWAY reached the client (gRPC 1.51 kills them as zombies);
+// with the connections ended first, no call can reach it any more. Returns how many it ended.
+int DisconnectPeers(int port) {
+  int ended = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(it->path().filename().string(), &fd)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof(local), peer_size = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+      continue;  // not a socket, or not connected (the listening socket)
+    }
+    int local_port = -1;
+    if (local.ss_family == AF_INET) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+    } else if (local.ss_family == AF_INET6) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+    }
+    if (local_port == port && shutdown(fd, SHUT_RDWR) == 0) ++ended;
+  }
+  return ended;
 }
 
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
@@ -141,8 +174,13 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
       break;
     }
   }
+  // Every accepted call has its answer now (its work done, or failed UNAVAILABLE here), written
+  // while the workers stop. The clients' connections go before the server, so that a call still
+  // arriving gets UNAVAILABLE, not CANCELLED (DisconnectPeers).
   pool.Shutdown();
   pool.SetReadinessCallback(nullptr);
+  const int ended = DisconnectPeers(grpc_port);
+  if (ended > 0) spdlog::info("closed {} client connection{}", ended, ended == 1 ? "" : "s");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   http.Stop();
   if (!options.ready_file.empty()) std::remove(options.ready_file.c_str());

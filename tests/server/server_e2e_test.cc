@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "rankd/common/grpc_status.h"
 #include "tests/common/golden.h"
 #include "tests/server/test_server.h"
 
@@ -1269,6 +1271,62 @@ TEST(ServeControlTest, SigtermDrainsInFlightWorkThenStops) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server->Log();
   for (pid_t p : workers) EXPECT_FALSE(ProcessExists(p));
   EXPECT_THAT(server->Log(), HasSubstr("stopped: exited with status 0"));
+}
+
+TEST(ServeControlTest, SigtermUnderLoadEndsEveryCallOkOrUnavailable) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[2];
+  auto server = StartReady(ControlConfig(/*max_inflight=*/2));
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> workers = server->WorkerPids();
+  ASSERT_EQ(workers.size(), 2u);
+  std::vector<std::unique_ptr<AsyncScore>> in_flight;
+  std::mutex mu;
+  std::map<StatusCode, int> codes;  // of the calls sent while the server drains and stops
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  {
+    StoppedWorkers stopped(workers);
+    for (int i = 0; i < 6; ++i) {  // 4 held by the workers, 2 queued
+      in_flight.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+    }
+    ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 2, kLiveness));
+    server->Signal(SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+    while (server->Health("rankd.v1.Scorer") != HealthStatus::NOT_SERVING &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    // Clients that keep calling through the drain and the stop.
+    for (int t = 0; t < 4; ++t) {
+      clients.emplace_back([&] {
+        auto stub = server->NewScorer();
+        while (!stop) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+          ScoreResponse response;
+          const grpc::Status s = stub->Score(&context, TextRequest(c), &response);
+          std::lock_guard<std::mutex> lock(mu);
+          ++codes[s.error_code()];
+        }
+      });
+    }
+    std::this_thread::sleep_for(milliseconds(200));  // calls during the drain
+  }  // the workers resume: the work in flight finishes, then the server stops
+  for (auto& call : in_flight) {
+    const grpc::Status s = call->Wait();
+    EXPECT_TRUE(s.ok()) << GrpcCodeName(s.error_code()) << ": " << s.error_message();
+  }
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  stop = true;
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(status.has_value()) << "rankd serve did not exit after SIGTERM";
+  for (const auto& [code, n] : codes) {
+    EXPECT_TRUE(code == StatusCode::OK || code == StatusCode::UNAVAILABLE)
+        << n << " calls ended " << GrpcCodeName(code) << "\n"
+        << server->Log().substr(0, 4000);
+  }
+  EXPECT_GT(codes[StatusCode::UNAVAILABLE], 0);
 }
 
 }  // namespace
