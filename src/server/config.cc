@@ -261,6 +261,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                          {"cuda_graphs", Bool(&eo.backend.cuda_graphs)}})},
       {"server", Section({{"listen", String(&s.listen)},
                           {"metrics_listen", String(&s.metrics_listen)},
+                          {"http_max_connections", Number(&s.http_max_connections)},
+                          {"http_read_timeout_s", Number(&s.http_read_timeout_s)},
                           {"queue_size", Number(&s.queue_size)},
                           {"drain_timeout_s", Number(&s.drain_timeout_s)},
                           {"stream_chunk_items", Number(&s.stream_chunk_items)},
@@ -382,6 +384,8 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
 
   const ServerSection& s = config->server;
   if (s.listen.empty()) return KeyError("server.listen", "is required");
+  RANKD_RETURN_IF_ERROR(positive("server.http_max_connections", s.http_max_connections));
+  RANKD_RETURN_IF_ERROR(positive("server.http_read_timeout_s", s.http_read_timeout_s));
   RANKD_RETURN_IF_ERROR(non_negative("server.queue_size", s.queue_size));
   RANKD_RETURN_IF_ERROR(non_negative("server.drain_timeout_s", s.drain_timeout_s));
   RANKD_RETURN_IF_ERROR(positive("server.stream_chunk_items", s.stream_chunk_items));

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,7 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -135,6 +141,71 @@ std::vector<std::string> CurrentEnvironment() {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
   return env;
+}
+
+namespace {
+
+constexpr char kOwnerFile[] = "owner.pid";
+
+// The start time of process `pid` (clock ticks after boot, field 22 of /proc/PID/stat), or
+// nullopt when no such process runs.
+std::optional<uint64_t> StartTime(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string stat = text.str();
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
+  std::vector<absl::string_view> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  uint64_t start = 0;
+  // fields[0] is field 3 (state): field 22 is fields[19].
+  if (fields.size() < 20 || fields[0] == "Z" || !absl::SimpleAtoi(fields[19], &start)) {
+    return std::nullopt;
+  }
+  return start;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> MakeRunDirectory(const std::string& parent, const std::string& prefix) {
+  std::string dir = absl::StrCat(parent, "/", prefix, "XXXXXX");
+  if (mkdtemp(dir.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp(", dir, "): ", std::strerror(errno)));
+  }
+  const std::optional<uint64_t> start = StartTime(getpid());
+  std::ofstream out(absl::StrCat(dir, "/", kOwnerFile), std::ios::trunc);
+  out << getpid() << " " << start.value_or(0) << "\n";
+  if (!out) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return absl::InternalError(absl::StrCat("cannot write ", dir, "/", kOwnerFile));
+  }
+  return dir;
+}
+
+int RemoveStaleRunDirectories(const std::string& parent, const std::string& prefix) {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    struct stat st;
+    // Only real directories (not links) of this user, named as MakeRunDirectory names them.
+    if (name.size() != prefix.size() + 6 || !absl::StartsWith(name, prefix) ||
+        lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+      continue;
+    }
+    std::ifstream in(it->path() / kOwnerFile);
+    pid_t pid = 0;
+    uint64_t start = 0;
+    if (!(in >> pid >> start) || pid <= 0) continue;  // not ours to judge
+    if (const std::optional<uint64_t> now = StartTime(pid); now && *now == start) continue;
+    std::error_code remove_ec;
+    if (fs::remove_all(it->path(), remove_ec) > 0 && !remove_ec) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace rankd::server

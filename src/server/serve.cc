@@ -1,10 +1,13 @@
 #include "rankd/server/serve.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <thread>
@@ -15,10 +18,10 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "httplib.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/config.h"
+#include "rankd/server/http_server.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/process.h"
 #include "rankd/server/scorer_service.h"
@@ -31,71 +34,49 @@ namespace {
 
 constexpr char kScorerServiceName[] = "rankd.v1.Scorer";
 
-// "host:port", "[v6]:port" or ":port" (all interfaces).
-absl::Status SplitHostPort(const std::string& address, std::string* host, int* port) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), port) ||
-      *port < 0 || *port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("server.metrics_listen: '", address, "' is not HOST:PORT"));
-  }
-  *host = address.substr(0, colon);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  if (host->empty()) *host = "0.0.0.0";
-  return absl::OkStatus();
+// The HTTP side: /metrics (Prometheus), /healthz (alive), /readyz (ready to score).
+absl::Status StartHttp(HttpServer* http, const std::string& address,
+                       const MetricsRegistry* registry, const WorkerPool* pool) {
+  http->Handle("GET", "/metrics", [registry](const HttpRequest&, HttpServer::Reply reply) {
+    reply({.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = registry->Render()});
+  });
+  http->Handle("GET", "/healthz",
+               [](const HttpRequest&, HttpServer::Reply reply) { reply({.body = "ok\n"}); });
+  http->Handle("GET", "/readyz", [pool](const HttpRequest&, HttpServer::Reply reply) {
+    const bool ready = pool->ready();
+    reply({.status = ready ? 200 : 503, .body = ready ? "ready\n" : "not ready\n"});
+  });
+  return http->Start(address);
 }
 
-// The HTTP side: /metrics (Prometheus), /healthz (alive), /readyz (ready to score).
-class MetricsServer {
- public:
-  absl::Status Start(const std::string& address, const MetricsRegistry* registry,
-                     const WorkerPool* pool) {
-    std::string host;
-    int port = 0;
-    RANKD_RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
-    // One request per connection: scrapes are rare, and stopping must not wait for idle
-    // keep-alive connections.
-    server_.set_keep_alive_max_count(1);
-    server_.Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
-      res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
-    });
-    server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("ok\n", "text/plain");
-    });
-    server_.Get("/readyz", [pool](const httplib::Request&, httplib::Response& res) {
-      const bool ready = pool->ready();
-      res.status = ready ? 200 : 503;
-      res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
-    });
-    if (port == 0) {
-      port_ = server_.bind_to_any_port(host);
-    } else {
-      port_ = server_.bind_to_port(host, port) ? port : -1;
+// Ends this process's TCP connections accepted on `port` (shutdown: what the kernel holds is
+// still sent, then FIN), so that their clients see UNAVAILABLE for any call they have in flight.
+// The stop needs it because grpc::Server::Shutdown answers CANCELLED to the calls that reach it
+// after it started but before its GOAWAY reached the client (gRPC 1.51 kills them as zombies);
+// with the connections ended first, no call can reach it any more. Returns how many it ended.
+int DisconnectPeers(int port) {
+  int ended = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(it->path().filename().string(), &fd)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof(local), peer_size = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+      continue;  // not a socket, or not connected (the listening socket)
     }
-    if (port_ <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat("server.metrics_listen: cannot listen on ", address));
+    int local_port = -1;
+    if (local.ss_family == AF_INET) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+    } else if (local.ss_family == AF_INET6) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
     }
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    return absl::OkStatus();
+    if (local_port == port && shutdown(fd, SHUT_RDWR) == 0) ++ended;
   }
-
-  void Stop() {
-    if (!thread_.joinable()) return;
-    server_.stop();
-    thread_.join();
-  }
-  ~MetricsServer() { Stop(); }
-
-  int port() const { return port_; }
-
- private:
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
-};
+  return ended;
+}
 
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
   const std::string tmp = path + ".tmp";
@@ -145,9 +126,14 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   pool.SetReadinessCallback(
       [health](bool ready) { health->SetServingStatus(kScorerServiceName, ready); });
 
-  MetricsServer http;
+  HttpServer http({.max_connections = config.server.http_max_connections,
+                   .read_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::duration<double>(config.server.http_read_timeout_s)),
+                   .max_body_bytes = config.limits.max_message_bytes,
+                   .name = "server.metrics_listen"});
   if (!config.server.metrics_listen.empty()) {
-    if (absl::Status s = http.Start(config.server.metrics_listen, &registry, &pool); !s.ok()) {
+    if (absl::Status s = StartHttp(&http, config.server.metrics_listen, &registry, &pool);
+        !s.ok()) {
       server->Shutdown();
       return s;
     }
@@ -188,8 +174,13 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
       break;
     }
   }
+  // Every accepted call has its answer now (its work done, or failed UNAVAILABLE here), written
+  // while the workers stop. The clients' connections go before the server, so that a call still
+  // arriving gets UNAVAILABLE, not CANCELLED (DisconnectPeers).
   pool.Shutdown();
   pool.SetReadinessCallback(nullptr);
+  const int ended = DisconnectPeers(grpc_port);
+  if (ended > 0) spdlog::info("closed {} client connection{}", ended, ended == 1 ? "" : "s");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   http.Stop();
   if (!options.ready_file.empty()) std::remove(options.ready_file.c_str());

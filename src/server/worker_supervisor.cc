@@ -34,6 +34,9 @@ constexpr auto kTick = std::chrono::milliseconds(20);
 constexpr auto kStartupPingRetry = std::chrono::milliseconds(100);
 // A worker that stayed up this long has its crash count (and restart backoff) reset.
 constexpr auto kStableUptime = std::chrono::seconds(60);
+// The fresh socket directory when workers.socket_dir is unset: /tmp/rankd-XXXXXX.
+constexpr char kRunParent[] = "/tmp";
+constexpr char kRunPrefix[] = "rankd-";
 
 double Seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
 
@@ -100,12 +103,12 @@ WorkerSupervisor::~WorkerSupervisor() { Stop(); }
 absl::Status WorkerSupervisor::Start() {
   namespace fs = std::filesystem;
   if (config_.workers.socket_dir.empty()) {
-    char dir[] = "/tmp/rankd-XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      return absl::InternalError(
-          absl::StrCat("mkdtemp(/tmp/rankd-XXXXXX): ", std::strerror(errno)));
+    // Those of front ends killed with SIGKILL first: they could not remove theirs.
+    if (const int stale = RemoveStaleRunDirectories(kRunParent, kRunPrefix); stale > 0) {
+      spdlog::info("removed {} socket director{} of rankd servers that are gone from {}", stale,
+                   stale == 1 ? "y" : "ies", kRunParent);
     }
-    socket_dir_ = dir;
+    RANKD_ASSIGN_OR_RETURN(socket_dir_, MakeRunDirectory(kRunParent, kRunPrefix));
     own_socket_dir_ = true;
   } else {
     socket_dir_ = config_.workers.socket_dir;
@@ -423,7 +426,7 @@ void WorkerSupervisor::Stop() {
   thread_.join();
   std::error_code ec;
   for (const Slot& slot : slots_) std::filesystem::remove(slot.socket_path, ec);
-  if (own_socket_dir_) std::filesystem::remove(socket_dir_, ec);
+  if (own_socket_dir_) std::filesystem::remove_all(socket_dir_, ec);  // with its owner file
 }
 
 }  // namespace rankd::server

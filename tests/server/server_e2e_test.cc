@@ -1,13 +1,19 @@
 // End-to-end tests of `rankd serve`: a real server process with two worker processes, called
 // through the generated gRPC client. Timeouts here are generous liveness bounds, never speed
 // assertions.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -17,7 +23,9 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "rankd/common/grpc_status.h"
 #include "tests/common/golden.h"
 #include "tests/server/test_server.h"
 
@@ -245,6 +253,49 @@ TEST(ServeTest, HealthAndReflectionAnswer) {
   EXPECT_EQ(file.service(0).name(), "Scorer");
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// A TCP connection to 127.0.0.1:port; -1 when it cannot connect.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(ServeTest, HttpProbesAnswerWithHundredsOfIdleAndSlowConnectionsOpen) {
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  // Idle connections, and connections that started a request and never finish it: more than
+  // server.http_max_connections (256), which closes the idlest to make room.
+  std::vector<int> connections;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = Connect(server->metrics_port());
+    ASSERT_GE(fd, 0);
+    connections.push_back(fd);
+    const std::string partial = "GET /metrics HTTP/1.1\r\n";
+    if (i % 2 == 1) {
+      ASSERT_EQ(send(fd, partial.data(), partial.size(), MSG_NOSIGNAL), partial.size());
+    }
+  }
+  httplib::Client client("127.0.0.1", server->metrics_port());
+  client.set_connection_timeout(30);
+  client.set_read_timeout(30);
+  for (const std::string path : {"/healthz", "/readyz", "/metrics"}) {
+    const auto res = client.Get(path);
+    ASSERT_TRUE(res) << path << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200) << path;
+    if (path == "/metrics") {
+      EXPECT_THAT(res->body, HasSubstr("rankd_workers_up 2"));
+    }
+  }
+  for (int fd : connections) close(fd);
 }
 
 TEST(ServeTest, GoldenScoresLlamaClassifier) {
@@ -1090,6 +1141,47 @@ TEST(ServeTest, WorkersDieWithAKilledServer) {
   EXPECT_FALSE(any_alive());
 }
 
+// The directory of the server's workers' sockets ("worker sockets in DIR" in its log).
+std::string SocketDir(const TestServer& server) {
+  const std::string log = server.Log();
+  const std::string marker = "worker sockets in ";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + marker.size();
+  return log.substr(begin, log.find('\n', begin) - begin);
+}
+
+TEST(ServeTest, TheSocketDirectoryOfAKilledServerIsRemovedByTheNextStart) {
+  // The default socket directory: a fresh /tmp/rankd-XXXXXX.
+  auto killed = TestServer::Start(MainConfig("llama-cls"), /*default_socket_dir=*/true);
+  ASSERT_NE(killed, nullptr);
+  ASSERT_TRUE(killed->WaitReady(2, kLiveness)) << killed->Log();
+  const std::string dir = SocketDir(*killed);
+  ASSERT_THAT(dir, ::testing::StartsWith("/tmp/rankd-"));
+  const std::vector<pid_t> workers = killed->WorkerPids();
+  killed->Signal(SIGKILL);
+  ASSERT_TRUE(killed->WaitExit(kLiveness).has_value());
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  auto any_alive = [&] {
+    return std::any_of(workers.begin(), workers.end(), [](pid_t p) { return ProcessExists(p); });
+  };
+  while (any_alive() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(any_alive());
+  EXPECT_TRUE(std::filesystem::exists(dir));  // nobody could remove it
+
+  auto next = TestServer::Start(MainConfig("llama-cls"), /*default_socket_dir=*/true);
+  ASSERT_NE(next, nullptr);
+  ASSERT_TRUE(next->WaitReady(2, kLiveness)) << next->Log();
+  EXPECT_FALSE(std::filesystem::exists(dir)) << next->Log();
+  const std::string next_dir = SocketDir(*next);
+  EXPECT_TRUE(std::filesystem::exists(next_dir));  // a live server's is left alone
+  next->Signal(SIGTERM);
+  ASSERT_TRUE(next->WaitExit(kLiveness).has_value());
+  EXPECT_FALSE(std::filesystem::exists(next_dir));  // and removed when it stops
+}
+
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
 
 class StoppedWorkers {
@@ -1240,6 +1332,62 @@ TEST(ServeControlTest, SigtermDrainsInFlightWorkThenStops) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server->Log();
   for (pid_t p : workers) EXPECT_FALSE(ProcessExists(p));
   EXPECT_THAT(server->Log(), HasSubstr("stopped: exited with status 0"));
+}
+
+TEST(ServeControlTest, SigtermUnderLoadEndsEveryCallOkOrUnavailable) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[2];
+  auto server = StartReady(ControlConfig(/*max_inflight=*/2));
+  ASSERT_NE(server, nullptr);
+  const std::vector<pid_t> workers = server->WorkerPids();
+  ASSERT_EQ(workers.size(), 2u);
+  std::vector<std::unique_ptr<AsyncScore>> in_flight;
+  std::mutex mu;
+  std::map<StatusCode, int> codes;  // of the calls sent while the server drains and stops
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  {
+    StoppedWorkers stopped(workers);
+    for (int i = 0; i < 6; ++i) {  // 4 held by the workers, 2 queued
+      in_flight.push_back(std::make_unique<AsyncScore>(*server, TextRequest(c)));
+    }
+    ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 2, kLiveness));
+    server->Signal(SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+    while (server->Health("rankd.v1.Scorer") != HealthStatus::NOT_SERVING &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    // Clients that keep calling through the drain and the stop.
+    for (int t = 0; t < 4; ++t) {
+      clients.emplace_back([&] {
+        auto stub = server->NewScorer();
+        while (!stop) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+          ScoreResponse response;
+          const grpc::Status s = stub->Score(&context, TextRequest(c), &response);
+          std::lock_guard<std::mutex> lock(mu);
+          ++codes[s.error_code()];
+        }
+      });
+    }
+    std::this_thread::sleep_for(milliseconds(200));  // calls during the drain
+  }  // the workers resume: the work in flight finishes, then the server stops
+  for (auto& call : in_flight) {
+    const grpc::Status s = call->Wait();
+    EXPECT_TRUE(s.ok()) << GrpcCodeName(s.error_code()) << ": " << s.error_message();
+  }
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  stop = true;
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(status.has_value()) << "rankd serve did not exit after SIGTERM";
+  for (const auto& [code, n] : codes) {
+    EXPECT_TRUE(code == StatusCode::OK || code == StatusCode::UNAVAILABLE)
+        << n << " calls ended " << GrpcCodeName(code) << "\n"
+        << server->Log().substr(0, 4000);
+  }
+  EXPECT_GT(codes[StatusCode::UNAVAILABLE], 0);
 }
 
 }  // namespace

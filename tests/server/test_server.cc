@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +35,8 @@ std::string ReadFile(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
+std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
+                                              bool default_socket_dir) {
   std::unique_ptr<TestServer> server(new TestServer());
   char dir[] = "/tmp/rankd-test-XXXXXX";
   if (mkdtemp(dir) == nullptr) {
@@ -49,11 +50,13 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
 
   // The workers' sockets live in the test's directory, which the destructor removes.
   std::string yaml = config_yaml;
-  const std::string sockets = absl::StrCat("  socket_dir: ", server->dir_, "/sockets\n");
-  if (const size_t workers = yaml.find("workers:\n"); workers != std::string::npos) {
-    yaml.insert(workers + 9, sockets);
-  } else {
-    yaml += "\nworkers:\n" + sockets;
+  if (!default_socket_dir) {
+    const std::string sockets = absl::StrCat("  socket_dir: ", server->dir_, "/sockets\n");
+    if (const size_t workers = yaml.find("workers:\n"); workers != std::string::npos) {
+      yaml.insert(workers + 9, sockets);
+    } else {
+      yaml += "\nworkers:\n" + sockets;
+    }
   }
   std::ofstream(config) << yaml;
   const std::string binary = std::string(RANKD_BINARY_DIR) + "/bin/rankd";

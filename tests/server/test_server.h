@@ -20,15 +20,17 @@ namespace rankd::testing {
 
 class TestServer {
  public:
-  // Writes `config_yaml` (plus workers.socket_dir in a temporary directory that the destructor
-  // removes) to a file and starts bin/rankd serve --config with it; waits
-  // until the server listens (it writes its ready file). Fails the test (and returns null) when
-  // it does not come up within a minute.
-  static std::unique_ptr<TestServer> Start(const std::string& config_yaml);
+  // Writes `config_yaml` (plus, unless `default_socket_dir`, workers.socket_dir in a temporary
+  // directory that the destructor removes) to a file and starts bin/rankd serve --config with it;
+  // waits until the server listens (it writes its ready file). Fails the test (and returns null)
+  // when it does not come up within a minute.
+  static std::unique_ptr<TestServer> Start(const std::string& config_yaml,
+                                           bool default_socket_dir = false);
   ~TestServer();  // SIGTERM if still running (SIGKILL after 10 s)
 
   pid_t pid() const { return pid_; }
   std::string target() const;  // 127.0.0.1:PORT
+  int metrics_port() const { return metrics_port_; }
   std::unique_ptr<rankd::v1::Scorer::Stub> NewScorer() const;
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
 

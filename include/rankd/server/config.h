@@ -39,6 +39,8 @@ struct ModelSection {
 struct ServerSection {
   std::string listen = "127.0.0.1:50051";         // gRPC; port 0 picks a free port
   std::string metrics_listen = "127.0.0.1:9464";  // HTTP /metrics; empty: off
+  int http_max_connections = 256;  // HTTP connections open at once (more: the idlest closes)
+  double http_read_timeout_s = 10;  // an HTTP request must arrive whole within it
   int queue_size = 64;                            // requests waiting for a worker, at most
   double drain_timeout_s = 30;                    // SIGTERM: how long in-flight work may finish
   int stream_chunk_items = 64;                    // ScoreStream: items per chunk

@@ -1,5 +1,5 @@
-// Child processes of the front end: spawning `rankd worker` (fork + exec of /proc/self/exe) and
-// describing how one ended.
+// Child processes of the front end: spawning `rankd worker` (fork + exec of /proc/self/exe),
+// describing how one ended, and the run directories that outlive a killed front end.
 #ifndef RANKD_SERVER_PROCESS_H_
 #define RANKD_SERVER_PROCESS_H_
 
@@ -37,6 +37,17 @@ int CountVisibleGpus();
 
 // This process's environment as NAME=VALUE strings.
 std::vector<std::string> CurrentEnvironment();
+
+// Run directories (the workers' sockets and config): made fresh under `parent` as
+// <prefix>XXXXXX, each holding an owner file ("PID START": the pid and the start time of the
+// process that made it, so that a reused pid is not taken for it).
+//
+// Makes a fresh run directory (mkdtemp) with this process's owner file; returns its path.
+absl::StatusOr<std::string> MakeRunDirectory(const std::string& parent, const std::string& prefix);
+// Removes the run directories under `parent` left by processes that are gone (killed with
+// SIGKILL, crashed): those of this user with an owner file naming a process that no longer runs.
+// Directories without an owner file are left alone. Returns how many were removed.
+int RemoveStaleRunDirectories(const std::string& parent, const std::string& prefix);
 
 }  // namespace rankd::server
 

@@ -29,7 +29,8 @@ struct ServeOptions {
 
 // Serves until `wait_for_stop` reports a stop, then drains: health reports NOT_SERVING, new calls
 // get UNAVAILABLE, work in flight finishes within server.drain_timeout_s (a second stop cuts the
-// wait short), the workers are stopped. Returns an error when start-up fails.
+// wait short), the workers are stopped, the clients' connections are closed (calls still arriving
+// get UNAVAILABLE, not CANCELLED). Returns an error when start-up fails.
 absl::Status RunServer(const ServeConfig& config, const ServeOptions& options);
 
 }  // namespace rankd::server

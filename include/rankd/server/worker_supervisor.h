@@ -101,8 +101,9 @@ class WorkerSupervisor {
   int size() const { return static_cast<int>(slots_.size()); }
   const WorkerSpec& spec(int index) const { return slots_[index].spec; }
 
-  // Makes the socket directory (workers.socket_dir, or a fresh /tmp/rankd-XXXXXX) and starts the
-  // supervisor thread, which spawns the workers.
+  // Makes the socket directory (workers.socket_dir, or a fresh /tmp/rankd-XXXXXX, after removing
+  // those of front ends that are gone) and starts the supervisor thread, which spawns the
+  // workers.
   absl::Status Start();
 
   // A call to `incarnation` of worker `index` failed at the transport: with `kill` (it hung) the
