@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,8 @@
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/config.h"
+#include "rankd/server/auth.h"
+#include "rankd/server/credentials.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/process.h"
 #include "rankd/server/scorer_service.h"
@@ -50,17 +54,25 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, int* p
 // The HTTP side: /metrics (Prometheus), /healthz (alive), /readyz (ready to score).
 class MetricsServer {
  public:
+  // `metrics_keys`: when set, /metrics answers 401 without `Authorization: Bearer KEY`.
   absl::Status Start(const std::string& address, const MetricsRegistry* registry,
-                     const WorkerPool* pool) {
+                     const WorkerPool* pool, const ApiKeys* metrics_keys) {
     std::string host;
     int port = 0;
     RANKD_RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
     // One request per connection: scrapes are rare, and stopping must not wait for idle
     // keep-alive connections.
     server_.set_keep_alive_max_count(1);
-    server_.Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
-      res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
-    });
+    server_.Get("/metrics",
+                [registry, metrics_keys](const httplib::Request& req, httplib::Response& res) {
+                  if (metrics_keys != nullptr &&
+                      !metrics_keys->Accepts(req.get_header_value("Authorization"))) {
+                    res.status = 401;
+                    res.set_header("WWW-Authenticate", "Bearer");
+                    return;
+                  }
+                  res.set_content(registry->Render(), "text/plain; version=0.0.4; charset=utf-8");
+                });
     server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
@@ -97,6 +109,18 @@ class MetricsServer {
   int port_ = 0;
 };
 
+// server.reflection: false. The reflection plugin, once linked, adds itself to every builder;
+// this option takes it out again.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(p.get()) != nullptr;
+    });
+  }
+};
+
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
   const std::string tmp = path + ".tmp";
   {
@@ -128,11 +152,21 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   WorkerPool pool(config, specs, &metrics);
   ScorerService service(config, model, &pool, &metrics);
 
+  std::shared_ptr<ApiKeys> keys;
+  if (!config.server.auth.api_keys_file.empty()) {
+    RANKD_ASSIGN_OR_RETURN(keys, ApiKeys::Load(config.server.auth.api_keys_file));
+  }
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                         MakeServerCredentials(config.server, keys));
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!config.server.reflection.value_or(false)) {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
   int grpc_port = 0;
-  builder.AddListeningPort(config.server.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(config.server.listen, credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(TransportMessageLimit(config.limits));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -147,7 +181,9 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
 
   MetricsServer http;
   if (!config.server.metrics_listen.empty()) {
-    if (absl::Status s = http.Start(config.server.metrics_listen, &registry, &pool); !s.ok()) {
+    if (absl::Status s = http.Start(config.server.metrics_listen, &registry, &pool,
+                                    config.server.auth.protect_metrics ? keys.get() : nullptr);
+        !s.ok()) {
       server->Shutdown();
       return s;
     }
@@ -156,12 +192,32 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
     server->Shutdown();
     return s;
   }
-  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}){}",
+  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}, {}{}{}){}",
                config.model.name, config.model.engine.model_dir, config.model.engine.backend.kind,
                specs.size(), config.server.listen, grpc_port,
+               config.server.tls.cert_file.empty()        ? "plaintext"
+               : config.server.tls.client_ca_file.empty() ? "TLS"
+                                                          : "mutual TLS",
+               keys == nullptr ? "" : absl::StrCat(", ", keys->size(), " API keys"),
+               config.server.reflection.value_or(false) ? ", reflection" : "",
                config.server.metrics_listen.empty()
                    ? std::string()
                    : absl::StrCat(", metrics on port ", http.port()));
+  // SIGHUP re-reads the API keys (the TLS files are re-read by gRPC's watcher on its own).
+  std::atomic<bool> stopping{false};
+  std::thread reloader;
+  if (keys != nullptr && options.wait_for_reload) {
+    reloader = std::thread([&] {
+      while (!stopping.load()) {
+        if (!options.wait_for_reload(std::chrono::milliseconds(200))) continue;
+        if (absl::Status s = keys->Reload(); !s.ok()) {
+          spdlog::error("SIGHUP: keeping the API keys in use: {}", s.message());
+        } else {
+          spdlog::info("SIGHUP: reloaded {} API keys", keys->size());
+        }
+      }
+    });
+  }
   if (!options.ready_file.empty()) {
     if (absl::Status s = WriteReadyFile(options.ready_file, grpc_port, http.port()); !s.ok()) {
       spdlog::error("{}", s.message());
@@ -188,6 +244,8 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
       break;
     }
   }
+  stopping.store(true);
+  if (reloader.joinable()) reloader.join();
   pool.Shutdown();
   pool.SetReadinessCallback(nullptr);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

@@ -29,6 +29,7 @@ class TestServer {
 
   pid_t pid() const { return pid_; }
   std::string target() const;  // 127.0.0.1:PORT
+  int metrics_port() const { return metrics_port_; }
   std::unique_ptr<rankd::v1::Scorer::Stub> NewScorer() const;
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
 
