@@ -26,17 +26,18 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
 // do: gRPC sends them only over TLS, and keys also serve plaintext servers behind a proxy.)
 class ApiKeyInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit ApiKeyInterceptor(const std::string* header) : header_(header) {}
+  explicit ApiKeyInterceptor(std::string header) : header_(std::move(header)) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->insert({"authorization", *header_});
+      methods->GetSendInitialMetadata()->insert({"authorization", header_});
     }
     methods->Proceed();
   }
 
  private:
-  const std::string* header_;
+  // A copy: a call may outlive its channel, and with it the factory.
+  const std::string header_;
 };
 
 class ApiKeyInterceptorFactory final
@@ -45,7 +46,7 @@ class ApiKeyInterceptorFactory final
   explicit ApiKeyInterceptorFactory(const std::string& key) : header_("Bearer " + key) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo*) override {
-    return new ApiKeyInterceptor(&header_);
+    return new ApiKeyInterceptor(header_);
   }
 
  private:

@@ -353,18 +353,51 @@ TEST(SecurityTest, ReflectionFollowsTheSetting) {
   EXPECT_EQ(ListServices(server->channel(), "").error_code(), StatusCode::UNIMPLEMENTED);
 }
 
-// `rankd serve --config FILE` expected to fail at start: its exit status and output.
-std::pair<int, std::string> ServeFails(const Pki& pki, const std::string& server_settings) {
-  const std::string config = pki.Path("bad.yaml");
-  std::ofstream(config) << Config(server_settings);
-  const std::string command = absl::StrCat(RANKD_BINARY_DIR, "/bin/rankd serve --config ", config,
-                                           " --listen 127.0.0.1:0 --metrics-listen '' 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
+// Runs `command` (a shell line) and returns its exit status and output.
+std::pair<int, std::string> RunShell(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   std::string out;
   char buffer[4096];
   while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(SecurityTest, ClientToolsReachATlsServerWithAKey) {
+  ASSERT_TRUE(HaveOpenssl());
+  Pki pki;
+  ASSERT_TRUE(pki.MakeCa("ca") && pki.MakeCert("server", "ca"));
+  std::ofstream(pki.Path("keys")) << "tool-key\n";
+  auto server = TestServer::Start(Config(absl::StrCat(
+      TlsSettings(pki, "server"), "  auth:\n    api_keys_file: ", pki.Path("keys"), "\n")));
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(WaitServing(NewChannel(server->target(), Tls(pki, "ca")))) << server->Log();
+  std::ofstream(pki.Path("request.jsonl")) << R"({"query": "q", "items": ["a", "b"]})"
+                                           << "\n";
+  const std::string bin = absl::StrCat(RANKD_BINARY_DIR, "/bin/");
+  const std::string score =
+      absl::StrCat(bin, "rankd-client score --target ", server->target(), " --tls-ca ",
+                   pki.Path("ca.pem"), " --input ", pki.Path("request.jsonl"));
+
+  auto [code, out] = RunShell(score + " --api-key tool-key");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("\"scores\""));
+  std::tie(code, out) = RunShell("RANKD_API_KEY=tool-key " + score);
+  EXPECT_EQ(code, 0) << out;
+  std::tie(code, out) = RunShell(score);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(out, HasSubstr("UNAUTHENTICATED"));
+  std::tie(code, out) = RunShell(absl::StrCat(bin, "rankd-client health --target ",
+                                              server->target(), " --tls-ca ", pki.Path("ca.pem")));
+  EXPECT_EQ(code, 0) << out;  // health needs no key
+}
+
+// `rankd serve --config FILE` expected to fail at start: its exit status and output.
+std::pair<int, std::string> ServeFails(const Pki& pki, const std::string& server_settings) {
+  const std::string config = pki.Path("bad.yaml");
+  std::ofstream(config) << Config(server_settings);
+  return RunShell(absl::StrCat(RANKD_BINARY_DIR, "/bin/rankd serve --config ", config,
+                               " --listen 127.0.0.1:0 --metrics-listen ''"));
 }
 
 TEST(SecurityTest, BadSecurityFilesStopTheStartWithAnErrorNamingTheSetting) {
