@@ -257,7 +257,8 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
-    auto channel = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+    RANKD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                           client::CreateChannel(o.target, o.security, args));
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       return absl::UnavailableError(absl::StrCat("cannot connect to ", o.target));
     }
@@ -441,6 +442,7 @@ int RunLoadBench(int argc, char** argv, int first) {
   LoadOptions o;
   std::string json_path, timeline_path;
   flags.String("target", &o.target, "server address");
+  client::AddChannelSecurityFlags(flags, &o.security);
   flags.Double("rate", &o.rate, "open loop: requests per second");
   flags.Int("concurrency", &o.concurrency, "closed loop: requests outstanding");
   flags.Double("duration", &o.duration, "measured seconds");

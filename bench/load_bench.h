@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "channel.h"
 #include "load_timeline.h"
 #include "nlohmann/json.hpp"
 
@@ -15,8 +16,9 @@ namespace rankd::bench {
 
 struct LoadOptions {
   std::string target = "127.0.0.1:50051";
-  double rate = 0;      // open loop: requests per second
-  int concurrency = 0;  // closed loop: requests outstanding
+  client::ChannelSecurity security;  // TLS and API key (--tls-ca, --api-key, ...)
+  double rate = 0;                   // open loop: requests per second
+  int concurrency = 0;               // closed loop: requests outstanding
   // Steps of the offered load (ParseSchedule's syntax, seconds from the first call, warmup
   // included); --rate / --concurrency picks the loop and its value holds until the first step.
   std::string schedule;

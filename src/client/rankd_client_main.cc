@@ -3,6 +3,7 @@
 //                                                                `rankd score`), ScoreResponse
 //                                                                JSON lines out
 //   rankd-client health [--target HOST:PORT] [--service NAME]
+// Both take --tls-ca, --tls-cert, --tls-key and --api-key (channel.h) for a secured server.
 // Load generation is `rankd-bench load`.
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "channel.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -43,10 +45,11 @@ constexpr char kUsage[] =
     "\n"
     "Load generation (open or closed loop, latency percentiles): rankd-bench load.\n";
 
-std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
+    const std::string& target, const rankd::client::ChannelSecurity& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return rankd::client::CreateChannel(target, security, args);
 }
 
 // The body of a JSON string (without its quotes); bytes that are not UTF-8 become U+FFFD, so the
@@ -65,8 +68,16 @@ int Score(int argc, char** argv) {
   flags.String("target", &target, "server address");
   flags.String("input", &input, "JSON-lines file, - for stdin");
   flags.Int("deadline-ms", &deadline_ms, "deadline per call");
+  rankd::client::ChannelSecurity security;
+  rankd::client::AddChannelSecurityFlags(flags, &security);
   if (auto exit_code = ParseCommandFlags(flags, argc, argv, 2, "rankd-client score")) {
     return *exit_code;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(target, security);
+  if (!channel.ok()) {
+    std::fprintf(stderr, "rankd-client score: %s\n",
+                 std::string(channel.status().message()).c_str());
+    return 2;
   }
   std::ifstream file;
   std::istream* in = &std::cin;
@@ -78,7 +89,7 @@ int Score(int argc, char** argv) {
     }
     in = &file;
   }
-  auto stub = rankd::v1::Scorer::NewStub(Connect(target));
+  auto stub = rankd::v1::Scorer::NewStub(*channel);
   google::protobuf::util::JsonPrintOptions print;
   print.always_print_primitive_fields = true;
   print.preserve_proto_field_names = true;
@@ -123,10 +134,18 @@ int Health(int argc, char** argv) {
   std::string target = "127.0.0.1:50051", service;
   flags.String("target", &target, "server address");
   flags.String("service", &service, "one service to check");
+  rankd::client::ChannelSecurity security;
+  rankd::client::AddChannelSecurityFlags(flags, &security);
   if (auto exit_code = ParseCommandFlags(flags, argc, argv, 2, "rankd-client health")) {
     return *exit_code;
   }
-  auto stub = grpc::health::v1::Health::NewStub(Connect(target));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(target, security);
+  if (!channel.ok()) {
+    std::fprintf(stderr, "rankd-client health: %s\n",
+                 std::string(channel.status().message()).c_str());
+    return 2;
+  }
+  auto stub = grpc::health::v1::Health::NewStub(*channel);
   const std::vector<std::string> services = flags.WasSet("service")
                                                 ? std::vector<std::string>{service}
                                                 : std::vector<std::string>{"", "rankd.v1.Scorer"};

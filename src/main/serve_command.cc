@@ -67,11 +67,22 @@ int RunServeCommand(int argc, char** argv, int first) {
   std::string listen = config.server.listen, metrics_listen = config.server.metrics_listen;
   std::string log_level = config.logging.level, log_format = config.logging.format, ready_file;
   int workers = config.workers.count, queue_size = config.server.queue_size;
+  server::TlsSection& tls = config.server.tls;
+  server::AuthSection& auth = config.server.auth;
   bool print_default_config = false;
   flags.String("config", &config_path, "YAML config file (default: the embedded tiny-cpu.yaml)");
   flags.String("listen", &listen, "gRPC address HOST:PORT (server.listen)");
   flags.String("metrics-listen", &metrics_listen,
                "HTTP address of /metrics, /healthz, /readyz; empty: off (server.metrics_listen)");
+  flags.String("tls-cert", &tls.cert_file,
+               "PEM certificate chain: TLS on the gRPC port (server.tls.cert_file)");
+  flags.String("tls-key", &tls.key_file, "PEM private key of --tls-cert (server.tls.key_file)");
+  flags.String("tls-client-ca", &tls.client_ca_file,
+               "PEM CA bundle: mutual TLS, clients need a certificate it signed "
+               "(server.tls.client_ca_file)");
+  flags.String("api-keys-file", &auth.api_keys_file,
+               "API keys, one per line: calls need 'authorization: Bearer KEY' "
+               "(server.auth.api_keys_file; SIGHUP re-reads it)");
   flags.Int("workers", &workers, "worker processes (workers.count)");
   flags.Int("queue-size", &queue_size, "requests that may wait for a worker (server.queue_size)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error, off (logging.level)");
@@ -110,9 +121,11 @@ int RunServeCommand(int argc, char** argv, int first) {
     return FlagError("serve", s);
   }
   InstallStopSignalHandlers();
+  InstallReloadSignalHandler();
   server::ServeOptions options;
   options.ready_file = ready_file;
   options.wait_for_stop = WaitForStopSignal;
+  options.wait_for_reload = WaitForReloadSignal;
   if (absl::Status s = server::RunServer(config, options); !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rankd/common/status.h"
@@ -114,6 +115,22 @@ Field Bool(bool* v) {
   return {
       [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); },
       [v](YAML::Emitter& e) { e << YAML::TrueFalseBool << *v; }};
+}
+// Unset is written as null, which the parser reads back as unset.
+Field OptBool(std::optional<bool>* v) {
+  return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
+            bool b = false;
+            RANKD_RETURN_IF_ERROR(Scalar(n, k, "true or false", &b));
+            *v = b;
+            return absl::OkStatus();
+          },
+          [v](YAML::Emitter& e) {
+            if (v->has_value()) {
+              e << YAML::TrueFalseBool << **v;
+            } else {
+              e << YAML::Null;
+            }
+          }};
 }
 Field TruncateMode(Limits::Truncate* v) {
   return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
@@ -259,14 +276,20 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                          {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes)},
                          {"cuda_strategy", String(&eo.backend.strategy)},
                          {"cuda_graphs", Bool(&eo.backend.cuda_graphs)}})},
-      {"server", Section({{"listen", String(&s.listen)},
-                          {"metrics_listen", String(&s.metrics_listen)},
-                          {"http_max_connections", Number(&s.http_max_connections)},
-                          {"http_read_timeout_s", Number(&s.http_read_timeout_s)},
-                          {"queue_size", Number(&s.queue_size)},
-                          {"drain_timeout_s", Number(&s.drain_timeout_s)},
-                          {"stream_chunk_items", Number(&s.stream_chunk_items)},
-                          {"initial_seconds_per_item", Number(&s.initial_seconds_per_item)}})},
+      {"server",
+       Section({{"listen", String(&s.listen)},
+                {"metrics_listen", String(&s.metrics_listen)},
+                {"queue_size", Number(&s.queue_size)},
+                {"drain_timeout_s", Number(&s.drain_timeout_s)},
+                {"stream_chunk_items", Number(&s.stream_chunk_items)},
+                {"initial_seconds_per_item", Number(&s.initial_seconds_per_item)},
+                {"tls", Section({{"cert_file", Path(&s.tls.cert_file, base)},
+                                 {"key_file", Path(&s.tls.key_file, base)},
+                                 {"client_ca_file", Path(&s.tls.client_ca_file, base)},
+                                 {"refresh_interval_s", Number(&s.tls.refresh_interval_s)}})},
+                {"auth", Section({{"api_keys_file", Path(&s.auth.api_keys_file, base)},
+                                  {"protect_metrics", Bool(&s.auth.protect_metrics)}})},
+                {"reflection", OptBool(&s.reflection)}})},
       {"limits", Section({{"max_items", Number(&l.max_items)},
                           {"max_query_tokens", Number(&l.max_query_tokens)},
                           {"max_item_tokens", Number(&l.max_item_tokens)},
@@ -382,10 +405,22 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   RANKD_RETURN_IF_ERROR(positive("model.tokenizer_threads", eo.tokenizer_threads));
   RANKD_RETURN_IF_ERROR(positive("model.max_batch_tokens", eo.backend.max_batch_tokens));
 
-  const ServerSection& s = config->server;
+  ServerSection& s = config->server;
   if (s.listen.empty()) return KeyError("server.listen", "is required");
-  RANKD_RETURN_IF_ERROR(positive("server.http_max_connections", s.http_max_connections));
-  RANKD_RETURN_IF_ERROR(positive("server.http_read_timeout_s", s.http_read_timeout_s));
+  if (s.tls.cert_file.empty() != s.tls.key_file.empty()) {
+    return s.tls.cert_file.empty()
+               ? KeyError("server.tls.cert_file", "is required with server.tls.key_file")
+               : KeyError("server.tls.key_file", "is required with server.tls.cert_file");
+  }
+  if (!s.tls.client_ca_file.empty() && s.tls.cert_file.empty()) {
+    return KeyError("server.tls.client_ca_file",
+                    "needs server.tls.cert_file and server.tls.key_file (mutual TLS is TLS)");
+  }
+  RANKD_RETURN_IF_ERROR(positive("server.tls.refresh_interval_s", s.tls.refresh_interval_s));
+  if (s.auth.protect_metrics && s.auth.api_keys_file.empty()) {
+    return KeyError("server.auth.protect_metrics", "needs server.auth.api_keys_file");
+  }
+  if (!s.reflection.has_value()) s.reflection = IsLoopbackAddress(s.listen);
   RANKD_RETURN_IF_ERROR(non_negative("server.queue_size", s.queue_size));
   RANKD_RETURN_IF_ERROR(non_negative("server.drain_timeout_s", s.drain_timeout_s));
   RANKD_RETURN_IF_ERROR(positive("server.stream_chunk_items", s.stream_chunk_items));
@@ -459,6 +494,17 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
     return KeyError("logging.format", absl::StrCat("must be text or json (got '", g.format, "')"));
   }
   return absl::OkStatus();
+}
+
+bool IsLoopbackAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) {
+    return true;
+  }
+  absl::string_view host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace rankd::server

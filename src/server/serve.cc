@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,8 @@
 #include "rankd/common/status.h"
 #include "rankd/model/config.h"
 #include "rankd/server/http_server.h"
+#include "rankd/server/auth.h"
+#include "rankd/server/credentials.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/process.h"
 #include "rankd/server/scorer_service.h"
@@ -34,12 +38,22 @@ namespace {
 
 constexpr char kScorerServiceName[] = "rankd.v1.Scorer";
 
-// The HTTP side: /metrics (Prometheus), /healthz (alive), /readyz (ready to score).
+// The HTTP side: /metrics (Prometheus), /healthz (alive), /readyz (ready to score). With
+// `metrics_keys`, /metrics answers 401 without `Authorization: Bearer KEY`.
 absl::Status StartHttp(HttpServer* http, const std::string& address,
-                       const MetricsRegistry* registry, const WorkerPool* pool) {
-  http->Handle("GET", "/metrics", [registry](const HttpRequest&, HttpServer::Reply reply) {
-    reply({.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = registry->Render()});
-  });
+                       const MetricsRegistry* registry, const WorkerPool* pool,
+                       const ApiKeys* metrics_keys) {
+  http->Handle("GET", "/metrics",
+               [registry, metrics_keys](const HttpRequest& request, HttpServer::Reply reply) {
+                 const std::string* authorization = request.Header("authorization");
+                 if (metrics_keys != nullptr &&
+                     !metrics_keys->Accepts(authorization ? *authorization : "")) {
+                   reply({.status = 401, .body = "a valid API key is required\n"});
+                   return;
+                 }
+                 reply({.content_type = "text/plain; version=0.0.4; charset=utf-8",
+                        .body = registry->Render()});
+               });
   http->Handle("GET", "/healthz",
                [](const HttpRequest&, HttpServer::Reply reply) { reply({.body = "ok\n"}); });
   http->Handle("GET", "/readyz", [pool](const HttpRequest&, HttpServer::Reply reply) {
@@ -78,6 +92,18 @@ int DisconnectPeers(int port) {
   return ended;
 }
 
+// server.reflection: false. The reflection plugin, once linked, adds itself to every builder;
+// this option takes it out again.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(p.get()) != nullptr;
+    });
+  }
+};
+
 absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
   const std::string tmp = path + ".tmp";
   {
@@ -109,11 +135,21 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   WorkerPool pool(config, specs, &metrics);
   ScorerService service(config, model, &pool, &metrics);
 
+  std::shared_ptr<ApiKeys> keys;
+  if (!config.server.auth.api_keys_file.empty()) {
+    RANKD_ASSIGN_OR_RETURN(keys, ApiKeys::Load(config.server.auth.api_keys_file));
+  }
+  RANKD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                         MakeServerCredentials(config.server, keys));
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!config.server.reflection.value_or(false)) {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
   int grpc_port = 0;
-  builder.AddListeningPort(config.server.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(config.server.listen, credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(TransportMessageLimit(config.limits));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -132,7 +168,9 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
                    .max_body_bytes = config.limits.max_message_bytes,
                    .name = "server.metrics_listen"});
   if (!config.server.metrics_listen.empty()) {
-    if (absl::Status s = StartHttp(&http, config.server.metrics_listen, &registry, &pool);
+    if (absl::Status s =
+            StartHttp(&http, config.server.metrics_listen, &registry, &pool,
+                      config.server.auth.protect_metrics ? keys.get() : nullptr);
         !s.ok()) {
       server->Shutdown();
       return s;
@@ -142,12 +180,32 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
     server->Shutdown();
     return s;
   }
-  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}){}",
+  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}, {}{}{}){}",
                config.model.name, config.model.engine.model_dir, config.model.engine.backend.kind,
                specs.size(), config.server.listen, grpc_port,
+               config.server.tls.cert_file.empty()        ? "plaintext"
+               : config.server.tls.client_ca_file.empty() ? "TLS"
+                                                          : "mutual TLS",
+               keys == nullptr ? "" : absl::StrCat(", ", keys->size(), " API keys"),
+               config.server.reflection.value_or(false) ? ", reflection" : "",
                config.server.metrics_listen.empty()
                    ? std::string()
                    : absl::StrCat(", metrics on port ", http.port()));
+  // SIGHUP re-reads the API keys (the TLS files are re-read by gRPC's watcher on its own).
+  std::atomic<bool> stopping{false};
+  std::thread reloader;
+  if (keys != nullptr && options.wait_for_reload) {
+    reloader = std::thread([&] {
+      while (!stopping.load()) {
+        if (!options.wait_for_reload(std::chrono::milliseconds(200))) continue;
+        if (absl::Status s = keys->Reload(); !s.ok()) {
+          spdlog::error("SIGHUP: keeping the API keys in use: {}", s.message());
+        } else {
+          spdlog::info("SIGHUP: reloaded {} API keys", keys->size());
+        }
+      }
+    });
+  }
   if (!options.ready_file.empty()) {
     if (absl::Status s = WriteReadyFile(options.ready_file, grpc_port, http.port()); !s.ok()) {
       spdlog::error("{}", s.message());
@@ -177,6 +235,8 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   // Every accepted call has its answer now (its work done, or failed UNAVAILABLE here), written
   // while the workers stop. The clients' connections go before the server, so that a call still
   // arriving gets UNAVAILABLE, not CANCELLED (DisconnectPeers).
+  stopping.store(true);
+  if (reloader.joinable()) reloader.join();
   pool.Shutdown();
   pool.SetReadinessCallback(nullptr);
   const int ended = DisconnectPeers(grpc_port);

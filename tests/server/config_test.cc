@@ -2,6 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -138,6 +141,12 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   c.server.metrics_listen = "";
   c.server.drain_timeout_s = 0.1;
   c.server.initial_seconds_per_item = 1.0 / 3;
+  c.server.tls = {.cert_file = "/etc/rankd/cert.pem",
+                  .key_file = "/etc/rankd/key.pem",
+                  .client_ca_file = "/etc/rankd/ca.pem",
+                  .refresh_interval_s = 5};
+  c.server.auth = {.api_keys_file = "/etc/rankd/keys", .protect_metrics = true};
+  c.server.reflection = false;
   c.limits.max_items = 3;
   c.limits.max_request_tokens = int64_t{1} << 40;
   c.limits.truncate = Limits::Truncate::kEnd;
@@ -172,6 +181,7 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   c.workers.cpu_affinity = "auto";
   c.workers.cpu_sets.clear();
   e.settings.head.reset();
+  c.server.reflection = true;
   back = ParseServeConfig(ServeConfigToYaml(c), "/", "yaml");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(*back == c) << ServeConfigToYaml(c);
@@ -237,8 +247,41 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
               HasSubstr("workers.ping_timeout_s"));
   EXPECT_THAT(error("model:\n  dir: /m\nlogging:\n  format: xml\n"), HasSubstr("logging.format"));
   EXPECT_THAT(error("server: {}\n"), HasSubstr("model.dir: is required"));
+  EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  tls:\n    cert_file: c.pem\n"),
+              HasSubstr("server.tls.key_file: is required with server.tls.cert_file"));
+  EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  tls:\n    key_file: k.pem\n"),
+              HasSubstr("server.tls.cert_file: is required with server.tls.key_file"));
+  EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  tls:\n    client_ca_file: ca.pem\n"),
+              HasSubstr("server.tls.client_ca_file: needs server.tls.cert_file"));
+  EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  tls:\n    refresh_interval_s: 0\n"),
+              HasSubstr("server.tls.refresh_interval_s: must be positive"));
+  EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  auth:\n    protect_metrics: true\n"),
+              HasSubstr("server.auth.protect_metrics: needs server.auth.api_keys_file"));
+  EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  reflection: maybe\n"),
+              HasSubstr("server.reflection: must be true or false"));
   EXPECT_THAT(error("model: [unclosed\n"), HasSubstr("f.yaml"));
   EXPECT_EQ(error("model:\n  dir: /models/x/\n"), "ok");
+}
+
+TEST(ServeConfigTest, ReflectionDefaultsToOnForLoopbackOnly) {
+  for (const auto& [listen, on] :
+       std::vector<std::pair<std::string, bool>>{{"127.0.0.1:50051", true},
+                                                 {"localhost:0", true},
+                                                 {"[::1]:50051", true},
+                                                 {"unix:/run/rankd.sock", true},
+                                                 {"0.0.0.0:50051", false},
+                                                 {"[::]:50051", false},
+                                                 {":50051", false},
+                                                 {"10.1.2.3:50051", false}}) {
+    ServeConfig c;
+    c.model.engine.model_dir = "/m";
+    c.server.listen = listen;
+    ASSERT_TRUE(FinalizeServeConfig(&c).ok());
+    EXPECT_EQ(c.server.reflection, on) << listen;
+    c.server.reflection = !on;  // a setting wins
+    ASSERT_TRUE(FinalizeServeConfig(&c).ok());
+    EXPECT_EQ(c.server.reflection, !on) << listen;
+  }
 }
 
 TEST(ServeConfigTest, ModelNameDefaultsToTheDirectoryName) {

@@ -36,6 +36,26 @@ struct ModelSection {
   bool operator==(const ModelSection&) const = default;
 };
 
+// TLS on the gRPC port (server.tls). Both files set: TLS; both empty: plaintext.
+struct TlsSection {
+  std::string cert_file;  // PEM certificate chain of the server
+  std::string key_file;   // PEM private key of cert_file
+  // PEM CA bundle: set, clients must present a certificate it signed (mutual TLS).
+  std::string client_ca_file;
+  // Seconds between re-reads of the three files (a changed file is used by new connections).
+  int refresh_interval_s = 60;
+
+  bool operator==(const TlsSection&) const = default;
+};
+
+// API keys on the gRPC port (server.auth); the health service stays open.
+struct AuthSection {
+  std::string api_keys_file;     // one key per line, # comments; empty: no keys required
+  bool protect_metrics = false;  // /metrics requires a key too (/healthz, /readyz stay open)
+
+  bool operator==(const AuthSection&) const = default;
+};
+
 struct ServerSection {
   std::string listen = "127.0.0.1:50051";         // gRPC; port 0 picks a free port
   std::string metrics_listen = "127.0.0.1:9464";  // HTTP /metrics; empty: off
@@ -46,6 +66,11 @@ struct ServerSection {
   int stream_chunk_items = 64;                    // ScoreStream: items per chunk
   // Scoring cost per item assumed until the first measurement (deadline admission).
   double initial_seconds_per_item = 0.001;
+  TlsSection tls;
+  AuthSection auth;
+  // Server reflection. Unset: on when `listen` is a loopback address (FinalizeServeConfig
+  // decides), off otherwise.
+  std::optional<bool> reflection;
 
   bool operator==(const ServerSection&) const = default;
 };
@@ -178,8 +203,12 @@ absl::string_view EmbeddedDefaultConfigText();
 
 // Range and consistency checks (positive counts and timeouts, known backend, templates with
 // their placeholder, ...). Fills `model.name` from `model.dir` when empty, and
-// `workers.max_inflight` by backend when 0.
+// `workers.max_inflight` by backend when 0, and `server.reflection` from `server.listen` when
+// unset.
 absl::Status FinalizeServeConfig(ServeConfig* config);
+
+// True for addresses only this host reaches: 127.0.0.0/8, [::1], localhost, unix: sockets.
+bool IsLoopbackAddress(absl::string_view address);
 
 }  // namespace rankd::server
 

@@ -25,6 +25,9 @@ struct ServeOptions {
   // Waits up to `timeout` for a request to stop (SIGTERM / SIGINT in `rankd serve`); true when
   // one came. Required.
   std::function<bool(std::chrono::milliseconds timeout)> wait_for_stop;
+  // Waits up to `timeout` for a request to reload (SIGHUP in `rankd serve`): the API keys are
+  // read again. Optional.
+  std::function<bool(std::chrono::milliseconds timeout)> wait_for_reload;
 };
 
 // Serves until `wait_for_stop` reports a stop, then drains: health reports NOT_SERVING, new calls
