@@ -8,6 +8,7 @@
 #include "rankd/backend/registry.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
+#include "rankd/engine/engine.h"
 #include "rankd/server/config.h"
 #include "rankd/server/serve.h"
 #include "rankd/worker/worker.h"
@@ -108,6 +109,11 @@ int RunServeCommand(int argc, char** argv, int first) {
   if (absl::Status s = SetUpCommandLogging(config.logging.level, config.logging.format, "serve");
       !s.ok()) {
     return FlagError("serve", s);
+  }
+  // A model the workers cannot load fails here, once, rather than in every worker start.
+  if (absl::Status s = engine::Engine::CheckModel(config.model.engine); !s.ok()) {
+    spdlog::error("model {}: {}", config.model.name, s.message());
+    return 1;
   }
   InstallStopSignalHandlers();
   server::ServeOptions options;

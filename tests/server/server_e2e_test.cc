@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <sstream>
@@ -1027,6 +1030,111 @@ TEST(ServeTest, WorkersDieWithAKilledServer) {
     std::this_thread::sleep_for(milliseconds(20));
   }
   EXPECT_FALSE(any_alive());
+}
+
+// ---- start-up failures: the server exits with the reason instead of restarting workers ------
+
+// A copy of test model `model` in a fresh temporary directory (removed by the destructor), to
+// break.
+class ModelCopy {
+ public:
+  explicit ModelCopy(const std::string& model) : model_(model) {
+    char dir[] = "/tmp/rankd-model-XXXXXX";
+    if (mkdtemp(dir) != nullptr) dir_ = dir;
+    std::filesystem::copy(ModelDir(model), dir_);
+  }
+  ~ModelCopy() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  // MainConfig for the copy.
+  std::string Config(const MainOptions& o = {}) const {
+    std::string config = MainConfig(model_, o);
+    const std::string original = ModelDir(model_);
+    config.replace(config.find(original), original.size(), dir_);
+    return config;
+  }
+
+ private:
+  std::string model_;
+  std::string dir_;
+};
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Rewrites the header of a .safetensors file through `edit` (the data stays where it was: the
+// offsets count from the end of the header).
+void EditSafetensorsHeader(const std::string& path,
+                           const std::function<void(nlohmann::json&)>& edit) {
+  const std::string bytes = ReadBytes(path);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
+  edit(header);
+  const std::string text = header.dump();
+  const uint64_t n = text.size();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << text << bytes.substr(8 + header_len);
+}
+
+struct BadModelCase {
+  std::string name;
+  std::string model;
+  std::function<void(const ModelCopy&)> corrupt;
+  std::string message;  // what the server's exit message says
+};
+
+TEST(ServeStartTest, ABadModelMakesServeExitBeforeAnyWorkerStarts) {
+  const std::vector<BadModelCase> cases = {
+      {"truncated safetensors", "llama-cls",
+       [](const ModelCopy& m) {
+         const std::string file = m.path("model.safetensors");
+         std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+       },
+       "bytes (truncated file?)"},
+      {"wrong tensor shape", "llama-cls",
+       [](const ModelCopy& m) {
+         EditSafetensorsHeader(m.path("model.safetensors"), [](nlohmann::json& h) {
+           auto& shape = h["model.layers.0.mlp.gate_proj.weight"]["shape"];
+           shape = {shape[1], shape[0]};
+         });
+       },
+       "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [64, 176], config.json implies "
+       "[176, 64]"},
+      {"corrupt tokenizer.model", "llama-cls",
+       [](const ModelCopy& m) {
+         std::ofstream(m.path("tokenizer.model"), std::ios::trunc) << "not a sentencepiece model";
+       },
+       "tokenizer.model"},
+      {"corrupt tokenizer.json", "llama3-tokjson-cls",
+       [](const ModelCopy& m) {
+         const std::string file = m.path("tokenizer.json");
+         std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+       },
+       "tokenizer.json"},
+      {"no tokenizer", "llama-cls",
+       [](const ModelCopy& m) { std::filesystem::remove(m.path("tokenizer.model")); },
+       "no tokenizer (tokenizer.json or tokenizer.model)"},
+  };
+  for (const BadModelCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const ModelCopy model(c.model);
+    c.corrupt(model);
+    auto server = TestServer::Launch(model.Config());
+    ASSERT_NE(server, nullptr);
+    const std::optional<int> status = server->WaitExit(kLiveness);
+    ASSERT_TRUE(status.has_value()) << server->Log();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << server->Log();
+    EXPECT_THAT(server->Log(), HasSubstr(c.message));
+    EXPECT_THAT(server->Log(), ::testing::Not(HasSubstr("worker 0 started")));
+  }
 }
 
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------

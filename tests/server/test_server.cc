@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +35,7 @@ std::string ReadFile(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
+std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml) {
   std::unique_ptr<TestServer> server(new TestServer());
   char dir[] = "/tmp/rankd-test-XXXXXX";
   if (mkdtemp(dir) == nullptr) {
@@ -44,7 +44,7 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
   }
   server->dir_ = dir;
   const std::string config = server->dir_ + "/config.yaml";
-  const std::string ready = server->dir_ + "/ready.json";
+  const std::string ready = server->ReadyFile();
   const std::string log = server->dir_ + "/server.log";
 
   // The workers' sockets live in the test's directory, which the destructor removes.
@@ -83,6 +83,13 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
     ADD_FAILURE() << "fork: " << strerror(errno);
     return nullptr;
   }
+  return server;
+}
+
+std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml) {
+  std::unique_ptr<TestServer> server = Launch(config_yaml);
+  if (server == nullptr) return nullptr;
+  const std::string ready = server->ReadyFile();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!std::filesystem::exists(ready)) {
     int status = 0;
