@@ -1,6 +1,7 @@
 #include "serve_command.h"
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "rankd/engine/engine.h"
 #include "rankd/server/config.h"
 #include "rankd/server/serve.h"
+#include "rankd/server/worker_supervisor.h"
 #include "rankd/worker/worker.h"
 #include "spdlog/spdlog.h"
 #include "stop_signal.h"
@@ -168,6 +170,8 @@ int RunWorkerCommand(int argc, char** argv, int first) {
   options.wait_for_stop = WaitForStopSignal;
   if (absl::Status s = worker::RunWorker(options); !s.ok()) {
     spdlog::error("{}", s.message());
+    // For the front end's exit message, should this worker never come up (worker_supervisor.h).
+    std::ofstream(server::WorkerErrorPath(options.socket_path)) << s.message() << "\n";
     return 1;
   }
   return 0;

@@ -1137,6 +1137,21 @@ TEST(ServeStartTest, ABadModelMakesServeExitBeforeAnyWorkerStarts) {
   }
 }
 
+TEST(ServeStartTest, WorkersThatNeverComeUpMakeServeExitAfterMaxFailedStarts) {
+  // A start-up timeout no worker can meet: every start is killed before its first ping.
+  MainOptions options;
+  options.worker_settings = "  startup_timeout_s: 0.001\n  max_failed_starts: 2\n";
+  auto server = TestServer::Launch(MainConfig("llama-cls", options));
+  ASSERT_NE(server, nullptr);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value()) << server->Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << server->Log();
+  EXPECT_THAT(server->Log(),
+              HasSubstr("failed 2 starts in a row (workers.max_failed_starts=2); the last one: "
+                        "killed by signal 9"));
+  EXPECT_THAT(server->Log(), HasSubstr("did not come up within workers.startup_timeout_s=0.001 s"));
+}
+
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
 
 class StoppedWorkers {
