@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/golden.h"
@@ -626,6 +627,68 @@ TEST(ServeTest, GoldenScoresQwen3RerankerWithTemplatesFromTheConfig) {
 }
 
 // ---- bad input -------------------------------------------------------------------------------
+
+// A unary call of `method` (/rankd.v1.Scorer/Score) with `bytes` as its request, as they are.
+grpc::Status RawCall(const TestServer& server, const std::string& method,
+                     const std::string& bytes) {
+  grpc::GenericStub stub(server.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+TEST(ServeTest, UnparseableRequestsGetInvalidArgumentSayingWhyAndALogLineOfTheServers) {
+  const Golden golden = LoadGolden("llama-cls");
+  const ScoreRequest good = TextRequest(golden.cases[2]);
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+
+  grpc::Status s = RawCall(*server, "/rankd.v1.Scorer/Score", std::string(11, '\xff'));
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message(),
+            "the request could not be parsed as a rankd.v1.ScoreRequest: 11 bytes that are not a "
+            "valid protobuf encoding");
+
+  // Invalid UTF-8 in a string field, as a client that does not check sends it.
+  ScoreRequest bad_query = good;
+  bad_query.set_query("caf\xc3");
+  std::string bytes;
+  ASSERT_TRUE(bad_query.SerializeToString(&bytes));
+  s = RawCall(*server, "/rankd.v1.Scorer/Score", bytes);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message(),
+            "the request could not be parsed as a rankd.v1.ScoreRequest: query is not valid UTF-8");
+
+  // The stream names the item's field too.
+  ScoreRequest bad_item = good;
+  bad_item.mutable_items(1)->set_text("\xed\xa0\x80 surrogate");
+  auto stub = server->NewScorer();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto reader = stub->ScoreStream(&context, bad_item);
+  ScoreResponse chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  s = reader->Finish();
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr(": items[1].text is not valid UTF-8"));
+
+  // The server's logger says so; protobuf's own line does not reach stderr raw.
+  const std::string log = server->Log();
+  EXPECT_THAT(log, HasSubstr("Score: the request could not be parsed"));
+  EXPECT_THAT(log, HasSubstr("ScoreStream: the request could not be parsed"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("[libprotobuf")));
+  EXPECT_EQ(server->Metric("rankd_requests_total{code=\"INVALID_ARGUMENT\"}"), 3);
+  // And it keeps serving.
+  ScoreResponse response;
+  s = Score(*server, good, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(GoldenMismatch(response, golden.cases[2]), "");
+}
 
 TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsServing) {
   const Golden golden = LoadGolden("llama-cls");
