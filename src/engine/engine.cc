@@ -118,8 +118,8 @@ absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
   return head;
 }
 
-absl::StatusOr<backend::HeadSpec> Engine::LoadFrontHalf(const EngineOptions& options,
-                                                        const model::ModelConfig& config) {
+absl::StatusOr<backend::HeadSpec> Engine::InitBeforeBackend(const EngineOptions& options,
+                                                            const model::ModelConfig& config) {
   RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
   RANKD_ASSIGN_OR_RETURN(const ModelSettings s,
                          ApplyPreset(file_settings.MergedWith(options.settings)));
@@ -148,7 +148,7 @@ absl::Status Engine::CheckModel(const EngineOptions& options) {
   Engine engine;
   RANKD_ASSIGN_OR_RETURN(const model::ModelConfig config,
                          model::ModelConfig::FromHfDir(options.model_dir));
-  RANKD_RETURN_IF_ERROR(engine.LoadFrontHalf(options, config).status());
+  RANKD_RETURN_IF_ERROR(engine.InitBeforeBackend(options, config).status());
   RANKD_ASSIGN_OR_RETURN(auto tensors, model::SafetensorsModel::OpenDir(options.model_dir));
   return Annotate(model::BindTensors(config, *tensors).status(), options.model_dir);
 }
@@ -157,7 +157,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineOptions& options, const backend::BackendFactory& create_backend) {
   std::unique_ptr<Engine> engine(new Engine());
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(options.model_dir));
-  RANKD_ASSIGN_OR_RETURN(backend::HeadSpec head, engine->LoadFrontHalf(options, config));
+  RANKD_ASSIGN_OR_RETURN(backend::HeadSpec head, engine->InitBeforeBackend(options, config));
   RANKD_ASSIGN_OR_RETURN(engine->backend_,
                          create_backend(options.backend, options.model_dir, head));
   engine->tokenizer_threads_ = std::max(1, options.tokenizer_threads);

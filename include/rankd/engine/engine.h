@@ -175,8 +175,8 @@ class Engine {
 
   Engine() = default;
   // Create's steps before the backend: sets the tokenizer and the templates, returns the head.
-  absl::StatusOr<backend::HeadSpec> LoadFrontHalf(const EngineOptions& options,
-                                                  const model::ModelConfig& config);
+  absl::StatusOr<backend::HeadSpec> InitBeforeBackend(const EngineOptions& options,
+                                                      const model::ModelConfig& config);
   absl::StatusOr<Prepared> Prepare(const ScoreRequest& request);
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<backend::Backend> backend_;
