@@ -181,8 +181,10 @@ absl::Status ParseScoreRequest(const grpc::ByteBuffer& raw, absl::string_view rp
   return status;
 }
 
-// An answer into the call's ByteBuffer, as the generated typed methods serialize it.
+// An answer into `out` (emptied first: gRPC's serializer takes an empty buffer), as the generated
+// typed methods serialize it.
 grpc::Status SerializeResponse(const ScoreResponse& response, grpc::ByteBuffer* out) {
+  out->Clear();
   bool own_buffer = false;
   return grpc::SerializationTraits<ScoreResponse>::Serialize(response, out, &own_buffer);
 }
