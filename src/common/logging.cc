@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/stubs/logging.h"
 #include "rankd/common/utf8.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -34,7 +35,48 @@ class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
   const LogFormat format_;
 };
 
+// protobuf's log handler: its messages as the default logger's, rate-limited.
+void LogProtobufMessage(google::protobuf::LogLevel level, const char* /*filename*/, int /*line*/,
+                        const std::string& message) {
+  static LogRateLimit limit(kProtobufLogsPerSecond);
+  int64_t suppressed = 0;
+  if (!limit.Allow(LogRateLimit::Clock::now(), &suppressed)) return;
+  spdlog::level::level_enum lvl = spdlog::level::info;
+  switch (level) {
+    case google::protobuf::LOGLEVEL_INFO:
+      lvl = spdlog::level::info;
+      break;
+    case google::protobuf::LOGLEVEL_WARNING:
+      lvl = spdlog::level::warn;
+      break;
+    case google::protobuf::LOGLEVEL_ERROR:
+      lvl = spdlog::level::err;
+      break;
+    case google::protobuf::LOGLEVEL_FATAL:
+      lvl = spdlog::level::critical;
+      break;
+  }
+  spdlog::log(lvl, "protobuf: {}{}", message,
+              suppressed > 0 ? absl::StrCat(" (", suppressed, " more not logged)") : "");
+}
+
 }  // namespace
+
+bool LogRateLimit::Allow(Clock::time_point now, int64_t* suppressed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (now - window_start_ >= std::chrono::seconds(1)) {
+    window_start_ = now;
+    allowed_in_window_ = 0;
+  }
+  if (allowed_in_window_ >= per_second_) {
+    ++suppressed_;
+    return false;
+  }
+  ++allowed_in_window_;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
 
 std::string EscapeLogMessage(absl::string_view message, LogFormat format) {
   std::string out;
@@ -97,6 +139,7 @@ absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::strin
   logger->set_formatter(MakeLogFormatter(format));
   logger->set_level(lvl);
   spdlog::set_default_logger(std::move(logger));
+  google::protobuf::SetLogHandler(&LogProtobufMessage);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,8 @@
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
+#include "rankd/model/safetensors.h"
+#include "rankd/model/weights.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
 
@@ -116,35 +118,46 @@ absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
   return head;
 }
 
+absl::StatusOr<backend::HeadSpec> Engine::InitBeforeBackend(const EngineOptions& options,
+                                                            const model::ModelConfig& config) {
+  RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
+  RANKD_ASSIGN_OR_RETURN(const ModelSettings s,
+                         ApplyPreset(file_settings.MergedWith(options.settings)));
+  RANKD_ASSIGN_OR_RETURN(tokenizer_, tokenizer::LoadTokenizer(options.model_dir));
+  query_template_ = s.query_template.value_or("{query}");
+  item_template_ = s.item_template.value_or("{item}");
+  if (query_template_.find("{query}") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("query template '", query_template_, "' has no {query}"));
+  }
+  if (item_template_.find("{item}") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("item template '", item_template_, "' has no {item}"));
+  }
+  RANKD_ASSIGN_OR_RETURN(query_ends_, FindTemplateEnds(*tokenizer_, query_template_, "query",
+                                                       /*add_special_tokens=*/true));
+  RANKD_ASSIGN_OR_RETURN(item_ends_, FindTemplateEnds(*tokenizer_, item_template_, "item",
+                                                      /*add_special_tokens=*/false));
+  const std::string head_spec = s.head.value_or(
+      config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
+                                                                   : "yes_no:yes,no");
+  return ParseHeadSpec(head_spec, config, tokenizer_.get());
+}
+
+absl::Status Engine::CheckModel(const EngineOptions& options) {
+  Engine engine;
+  RANKD_ASSIGN_OR_RETURN(const model::ModelConfig config,
+                         model::ModelConfig::FromHfDir(options.model_dir));
+  RANKD_RETURN_IF_ERROR(engine.InitBeforeBackend(options, config).status());
+  RANKD_ASSIGN_OR_RETURN(auto tensors, model::SafetensorsModel::OpenDir(options.model_dir));
+  return Annotate(model::BindTensors(config, *tensors).status(), options.model_dir);
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const EngineOptions& options, const backend::BackendFactory& create_backend) {
   std::unique_ptr<Engine> engine(new Engine());
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(options.model_dir));
-  RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
-  RANKD_ASSIGN_OR_RETURN(const ModelSettings s,
-                         ApplyPreset(file_settings.MergedWith(options.settings)));
-  RANKD_ASSIGN_OR_RETURN(engine->tokenizer_, tokenizer::LoadTokenizer(options.model_dir));
-  engine->query_template_ = s.query_template.value_or("{query}");
-  engine->item_template_ = s.item_template.value_or("{item}");
-  if (engine->query_template_.find("{query}") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("query template '", engine->query_template_, "' has no {query}"));
-  }
-  if (engine->item_template_.find("{item}") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("item template '", engine->item_template_, "' has no {item}"));
-  }
-  RANKD_ASSIGN_OR_RETURN(engine->query_ends_,
-                         FindTemplateEnds(*engine->tokenizer_, engine->query_template_, "query",
-                                          /*add_special_tokens=*/true));
-  RANKD_ASSIGN_OR_RETURN(engine->item_ends_,
-                         FindTemplateEnds(*engine->tokenizer_, engine->item_template_, "item",
-                                          /*add_special_tokens=*/false));
-  const std::string head_spec = s.head.value_or(
-      config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
-                                                                   : "yes_no:yes,no");
-  RANKD_ASSIGN_OR_RETURN(backend::HeadSpec head,
-                         ParseHeadSpec(head_spec, config, engine->tokenizer_.get()));
+  RANKD_ASSIGN_OR_RETURN(backend::HeadSpec head, engine->InitBeforeBackend(options, config));
   RANKD_ASSIGN_OR_RETURN(engine->backend_,
                          create_backend(options.backend, options.model_dir, head));
   engine->tokenizer_threads_ = std::max(1, options.tokenizer_threads);

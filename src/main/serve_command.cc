@@ -1,6 +1,7 @@
 #include "serve_command.h"
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -8,8 +9,10 @@
 #include "rankd/backend/registry.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
+#include "rankd/engine/engine.h"
 #include "rankd/server/config.h"
 #include "rankd/server/serve.h"
+#include "rankd/server/worker_supervisor.h"
 #include "rankd/worker/worker.h"
 #include "spdlog/spdlog.h"
 #include "stop_signal.h"
@@ -120,6 +123,11 @@ int RunServeCommand(int argc, char** argv, int first) {
       !s.ok()) {
     return FlagError("serve", s);
   }
+  // A model the workers cannot load fails here, once, rather than in every worker start.
+  if (absl::Status s = engine::Engine::CheckModel(config.model.engine); !s.ok()) {
+    spdlog::error("model {}: {}", config.model.name, s.message());
+    return 1;
+  }
   InstallStopSignalHandlers();
   InstallReloadSignalHandler();
   server::ServeOptions options;
@@ -175,6 +183,8 @@ int RunWorkerCommand(int argc, char** argv, int first) {
   options.wait_for_stop = WaitForStopSignal;
   if (absl::Status s = worker::RunWorker(options); !s.ok()) {
     spdlog::error("{}", s.message());
+    // For the front end's exit message, should this worker never come up (worker_supervisor.h).
+    std::ofstream(server::WorkerErrorPath(options.socket_path)) << s.message() << "\n";
     return 1;
   }
   return 0;

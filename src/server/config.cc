@@ -279,6 +279,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
       {"server",
        Section({{"listen", String(&s.listen)},
                 {"metrics_listen", String(&s.metrics_listen)},
+                {"http_max_connections", Number(&s.http_max_connections)},
+                {"http_read_timeout_s", Number(&s.http_read_timeout_s)},
                 {"queue_size", Number(&s.queue_size)},
                 {"drain_timeout_s", Number(&s.drain_timeout_s)},
                 {"stream_chunk_items", Number(&s.stream_chunk_items)},
@@ -310,6 +312,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                            {"call_timeout_s", Number(&w.call_timeout_s)},
                            {"restart_backoff_s", Number(&w.restart_backoff_s)},
                            {"restart_backoff_max_s", Number(&w.restart_backoff_max_s)},
+                           {"max_failed_starts", Number(&w.max_failed_starts)},
                            {"stop_timeout_s", Number(&w.stop_timeout_s)},
                            {"socket_dir", Path(&w.socket_dir, base)}})},
       {"result_cache",
@@ -454,6 +457,7 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   RANKD_RETURN_IF_ERROR(positive("workers.call_timeout_s", w.call_timeout_s));
   RANKD_RETURN_IF_ERROR(non_negative("workers.restart_backoff_s", w.restart_backoff_s));
   RANKD_RETURN_IF_ERROR(non_negative("workers.restart_backoff_max_s", w.restart_backoff_max_s));
+  RANKD_RETURN_IF_ERROR(non_negative("workers.max_failed_starts", w.max_failed_starts));
   RANKD_RETURN_IF_ERROR(non_negative("workers.stop_timeout_s", w.stop_timeout_s));
   for (int gpu : w.gpus) {
     if (gpu < 0) return KeyError("workers.gpus", absl::StrCat("bad GPU index ", gpu));

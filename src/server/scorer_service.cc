@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/stubs/common.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/server/result_cache.h"
@@ -116,25 +120,95 @@ void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc:
   }
 }
 
+// Failed parses in the log, at most this many a second (a flood of them is one client's doing).
+constexpr int kParseFailuresLoggedPerSecond = 10;
+
+// Why `bytes`, which do not parse as a `type`, do not: the path of the first string field (in it
+// or in a message within) that holds invalid UTF-8, or of the first message within that is no
+// valid encoding, e.g. "items[2].text is not valid UTF-8"; "" when neither is the reason. It
+// runs on failed parses only.
+std::string FindUnparseableField(const std::string& bytes, const google::protobuf::Descriptor& type,
+                                 const std::string& path) {
+  using google::protobuf::FieldDescriptor;
+  using google::protobuf::UnknownField;
+  google::protobuf::UnknownFieldSet fields;  // the wire format alone: no UTF-8 check
+  if (!fields.ParseFromString(bytes)) {
+    return path.empty() ? "" : absl::StrCat(path, " is not a valid protobuf encoding");
+  }
+  std::map<int, int> seen;  // occurrences by field number: the index in a repeated field
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const UnknownField& f = fields.field(i);
+    const FieldDescriptor* field = type.FindFieldByNumber(f.number());
+    if (field == nullptr || f.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    std::string at = absl::StrCat(path, path.empty() ? "" : ".", field->name());
+    if (field->is_repeated()) absl::StrAppend(&at, "[", seen[f.number()]++, "]");
+    if (field->type() == FieldDescriptor::TYPE_STRING) {
+      if (!google::protobuf::internal::IsStructurallyValidUTF8(f.length_delimited())) {
+        return absl::StrCat(at, " is not valid UTF-8");
+      }
+    } else if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
+      std::string why = FindUnparseableField(f.length_delimited(), *field->message_type(), at);
+      if (!why.empty()) return why;
+    }
+  }
+  return "";
+}
+
+// Parses the request of a `rpc` call as the generated typed methods do (protobuf reads the
+// ByteBuffer's slices in place; the copied ByteBuffer shares them). One that does not parse gets
+// INVALID_ARGUMENT naming the reason, and a line in the log.
+absl::Status ParseScoreRequest(const grpc::ByteBuffer& raw, absl::string_view rpc,
+                               ScoreRequest* request) {
+  grpc::ByteBuffer buffer(raw);
+  grpc::ProtoBufferReader reader(&buffer);
+  if (reader.status().ok() && request->ParseFromZeroCopyStream(&reader)) return absl::OkStatus();
+  std::string bytes;
+  grpc::ByteBuffer again(raw);
+  grpc::ProtoBufferReader all(&again);
+  const void* data = nullptr;
+  int size = 0;
+  while (all.Next(&data, &size)) bytes.append(static_cast<const char*>(data), size);
+  const std::string why = FindUnparseableField(bytes, *ScoreRequest::descriptor(), "");
+  const absl::Status status = absl::InvalidArgumentError(absl::StrCat(
+      "the request could not be parsed as a rankd.v1.ScoreRequest: ",
+      why.empty() ? absl::StrCat(bytes.size(), " bytes that are not a valid protobuf encoding")
+                  : why));
+  static LogRateLimit limit(kParseFailuresLoggedPerSecond);
+  if (int64_t suppressed = 0; limit.Allow(Clock::now(), &suppressed)) {
+    spdlog::warn("{}: {}{}", rpc, status.message(),
+                 suppressed > 0 ? absl::StrCat(" (", suppressed, " more not logged)") : "");
+  }
+  return status;
+}
+
+// An answer into `out` (emptied first: gRPC's serializer takes an empty buffer), as the generated
+// typed methods serialize it.
+grpc::Status SerializeResponse(const ScoreResponse& response, grpc::ByteBuffer* out) {
+  out->Clear();
+  bool own_buffer = false;
+  return grpc::SerializationTraits<ScoreResponse>::Serialize(response, out, &own_buffer);
+}
+
 class ScoreReactor final : public grpc::ServerUnaryReactor {
  public:
   ScoreReactor(ScorerService* service, grpc::CallbackServerContext* context,
-               const ScoreRequest* request, ScoreResponse* response)
-      : service_(service), request_(request), response_(response), start_(Clock::now()) {
-    absl::Status s = ValidateScoreRequest(*request, service->config().limits, service->model());
+               const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response)
+      : service_(service), raw_response_(raw_response), start_(Clock::now()) {
+    absl::Status s = ParseScoreRequest(*raw_request, "Score", &request_message_);
+    if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
     if (!s.ok()) {
       Done(ToGrpcStatus(s));
       return;
     }
-    scored_end_ = ItemsToScore(*request, service->default_depth());
-    cached_.emplace(service, *request, scored_end_);
+    scored_end_ = ItemsToScore(*request_, service->default_depth());
+    cached_.emplace(service, *request_, scored_end_);
     std::vector<int> misses = cached_->Misses(0, scored_end_);
     if (misses.empty()) {  // every item answered here: nothing queues
       Answer(nullptr);
       Done(grpc::Status::OK);
       return;
     }
-    work_ = MakeWork(request, 0, scored_end_, std::move(misses), /*whole=*/true, context,
+    work_ = MakeWork(request_, 0, scored_end_, std::move(misses), /*whole=*/true, context,
                      [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
     s = service->pool()->Submit({work_});
     if (!s.ok()) Done(ToGrpcStatus(s));
@@ -167,7 +241,8 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
     }
   }
 
-  void Done(const grpc::Status& status) {
+  void Done(grpc::Status status) {
+    if (status.ok()) status = SerializeResponse(*response_, raw_response_);
     RecordCall(service_, *request_, status, start_, "Score");
     if (status.ok()) {
       service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
@@ -176,8 +251,11 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   }
 
   ScorerService* const service_;
-  const ScoreRequest* const request_;
-  ScoreResponse* const response_;
+  ScoreRequest request_message_;
+  ScoreResponse response_message_;
+  const ScoreRequest* const request_ = &request_message_;
+  ScoreResponse* const response_ = &response_message_;
+  grpc::ByteBuffer* const raw_response_;
   const Clock::time_point start_;
   int scored_end_ = 0;  // items [0, scored_end_) are scored (the depth: pinned or the controller's)
   std::optional<CachedItems> cached_;
@@ -186,21 +264,22 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
 
 // Answers in chunks of consecutive items, in order, each as soon as it and those before it are
 // scored. Chunks are scored in parallel on the workers.
-class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> {
+class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
-                     const ScoreRequest* request)
-      : service_(service), request_(request), start_(Clock::now()) {
-    absl::Status s = ValidateScoreRequest(*request, service->config().limits, service->model());
+                     const grpc::ByteBuffer* raw_request)
+      : service_(service), start_(Clock::now()) {
+    absl::Status s = ParseScoreRequest(*raw_request, "ScoreStream", &request_message_);
+    if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
     if (!s.ok()) {
       status_ = ToGrpcStatus(s);
       remaining_ = 0;
       MaybeFinish();
       return;
     }
-    const int n = request->items_size();
-    scored_end_ = ItemsToScore(*request, service->default_depth());
-    cached_.emplace(service, *request, scored_end_);
+    const int n = request_->items_size();
+    scored_end_ = ItemsToScore(*request_, service->default_depth());
+    cached_.emplace(service, *request_, scored_end_);
     const int chunk = service->config().server.stream_chunk_items;
     std::vector<std::shared_ptr<Work>> works;
     for (int b = 0; b < n; b += chunk) {
@@ -213,7 +292,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
         // Each chunk's worker call carries its own items only: with the whole request, a stream
         // of n items in chunks of c would send and parse n * n / c items.
         c.work = MakeWork(
-            request, b, std::min(c.end, scored_end_), std::move(misses), /*whole=*/false, context,
+            request_, b, std::min(c.end, scored_end_), std::move(misses), /*whole=*/false, context,
             [this, k](const grpc::Status& status, Work& work) { OnWorkDone(k, status, work); });
         works.push_back(c.work);
       } else {
@@ -320,7 +399,19 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
       writing_ = true;
       message = &r;
     }
-    StartWrite(message);
+    // One write at a time (writing_): the buffer is free again by now.
+    const grpc::Status serialized = SerializeResponse(*message, &write_buffer_);
+    if (!serialized.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        writing_ = false;
+        status_ = serialized;
+      }
+      CancelAll();
+      MaybeFinish();
+      return;
+    }
+    StartWrite(&write_buffer_);
   }
 
   void MaybeFinish() {
@@ -337,7 +428,8 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
   }
 
   ScorerService* const service_;
-  const ScoreRequest* const request_;
+  ScoreRequest request_message_;
+  const ScoreRequest* const request_ = &request_message_;
   const Clock::time_point start_;
   int scored_end_ = 0;                 // items [0, scored_end_) are scored
   std::optional<CachedItems> cached_;  // fixed after the constructor
@@ -347,6 +439,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<ScoreResponse> 
   int remaining_ = 0;          // works not done yet
   size_t next_ = 0;            // next chunk to write
   bool writing_ = false;
+  grpc::ByteBuffer write_buffer_;  // the message being written (while writing_)
   bool finished_ = false;
   grpc::Status status_;  // the first failure
   int prefix_tokens_ = 0;
@@ -435,13 +528,13 @@ void ScorerService::ControlLoop() {
 }
 
 grpc::ServerUnaryReactor* ScorerService::Score(grpc::CallbackServerContext* context,
-                                               const ScoreRequest* request,
-                                               ScoreResponse* response) {
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
   return new ScoreReactor(this, context, request, response);
 }
 
-grpc::ServerWriteReactor<ScoreResponse>* ScorerService::ScoreStream(
-    grpc::CallbackServerContext* context, const ScoreRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ScorerService::ScoreStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new ScoreStreamReactor(this, context, request);
 }
 

@@ -37,6 +37,8 @@ namespace rankd::server {
 namespace {
 
 constexpr char kScorerServiceName[] = "rankd.v1.Scorer";
+// How often the serving loop looks whether the workers failed to start for good.
+constexpr std::chrono::milliseconds kStartFailurePoll(100);
 
 // The HTTP side: /metrics (Prometheus), /healthz (alive), /readyz (ready to score). With
 // `metrics_keys`, /metrics answers 401 without `Authorization: Bearer KEY`.
@@ -117,6 +119,29 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
         absl::StrCat("--ready-file ", path, ": rename: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// The SIGTERM drain: NOT_SERVING, new calls refused, in-flight work given drain_timeout_s (a
+// second stop request cuts it short).
+void Drain(const ServeConfig& config, const ServeOptions& options, WorkerPool& pool) {
+  spdlog::info(
+      "stopping: draining (NOT_SERVING, new calls get UNAVAILABLE, in-flight work has "
+      "{} s)",
+      config.server.drain_timeout_s);
+  pool.StartDrain();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(config.server.drain_timeout_s));
+  while (!pool.WaitIdle(std::chrono::milliseconds(50))) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      spdlog::warn("drain timeout: failing the work still in flight");
+      break;
+    }
+    if (options.wait_for_stop(std::chrono::milliseconds(0))) {
+      spdlog::warn("second stop request: failing the work still in flight");
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -212,31 +237,18 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
     }
   }
 
-  while (!options.wait_for_stop(std::chrono::seconds(3600))) {
+  // Serves until a stop request, or until the workers failed to start for good (then exits with
+  // their error: nothing to drain).
+  absl::Status start_failure;
+  while (start_failure.ok() && !options.wait_for_stop(kStartFailurePoll)) {
+    start_failure = pool.start_failure();
   }
-  spdlog::info(
-      "stopping: draining (NOT_SERVING, new calls get UNAVAILABLE, in-flight work has "
-      "{} s)",
-      config.server.drain_timeout_s);
-  pool.StartDrain();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(config.server.drain_timeout_s));
-  while (!pool.WaitIdle(std::chrono::milliseconds(50))) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      spdlog::warn("drain timeout: failing the work still in flight");
-      break;
-    }
-    if (options.wait_for_stop(std::chrono::milliseconds(0))) {
-      spdlog::warn("second stop request: failing the work still in flight");
-      break;
-    }
-  }
+  if (start_failure.ok()) Drain(config, options, pool);
+  stopping.store(true);
+  if (reloader.joinable()) reloader.join();
   // Every accepted call has its answer now (its work done, or failed UNAVAILABLE here), written
   // while the workers stop. The clients' connections go before the server, so that a call still
   // arriving gets UNAVAILABLE, not CANCELLED (DisconnectPeers).
-  stopping.store(true);
-  if (reloader.joinable()) reloader.join();
   pool.Shutdown();
   pool.SetReadinessCallback(nullptr);
   const int ended = DisconnectPeers(grpc_port);
@@ -244,6 +256,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   http.Stop();
   if (!options.ready_file.empty()) std::remove(options.ready_file.c_str());
+  if (!start_failure.ok()) return start_failure;
   spdlog::info("stopped");
   return absl::OkStatus();
 }

@@ -44,7 +44,19 @@ std::chrono::nanoseconds FromSeconds(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
+// The first line of the error file a worker left, "" when there is none.
+std::string ReadWorkerError(const std::string& socket_path) {
+  std::ifstream in(WorkerErrorPath(socket_path));
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
 }  // namespace
+
+std::string WorkerErrorPath(absl::string_view socket_path) {
+  return absl::StrCat(socket_path, ".error");
+}
 
 // ---- ProcessLauncher ------------------------------------------------------------------------
 
@@ -167,6 +179,27 @@ void WorkerSupervisor::KillLocked(Slot& slot, absl::string_view reason) {
   spdlog::warn("worker {} (pid {}) {}: killing it", slot.spec.index, slot.pid, reason);
   launcher_->Signal(slot.pid, SIGKILL);
   slot.kill_sent = true;
+  slot.kill_reason = std::string(reason);
+}
+
+void WorkerSupervisor::FailedStartLocked(int index, const std::string& error) {
+  Slot& slot = slots_[index];
+  ++slot.failed_starts_in_a_row;
+  const int limit = config_.workers.max_failed_starts;
+  if (any_up_ || limit == 0 || slot.failed_starts_in_a_row < limit || !start_failure_.ok()) {
+    return;
+  }
+  start_failure_ = absl::FailedPreconditionError(absl::StrCat(
+      "no worker came up: worker ", index, " failed ", slot.failed_starts_in_a_row,
+      " starts in a row (workers.max_failed_starts=", limit, "); the last one: ", error));
+  spdlog::error("{}", start_failure_.message());
+  wake_ = true;
+  cv_.notify_all();
+}
+
+absl::Status WorkerSupervisor::start_failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return start_failure_;
 }
 
 void WorkerSupervisor::ReapLocked(int index, const std::string& how) {
@@ -178,6 +211,13 @@ void WorkerSupervisor::ReapLocked(int index, const std::string& how) {
     spdlog::warn("worker {} (pid {}) {}", index, slot.pid, how);
   }
   metrics_->worker_exits->Add();
+  if (slot.state == Slot::State::kStarting && !stopping_) {
+    const std::string error = ReadWorkerError(slot.socket_path);
+    FailedStartLocked(index, absl::StrCat(how, ": ",
+                                          !error.empty()              ? error
+                                          : !slot.kill_reason.empty() ? slot.kill_reason
+                                                                      : "no error reported"));
+  }
   const bool was_stable = slot.state == Slot::State::kUp && now - slot.up_since >= kStableUptime;
   slot.crashes_in_a_row = was_stable ? 1 : slot.crashes_in_a_row + 1;
   const double backoff =
@@ -190,7 +230,7 @@ void WorkerSupervisor::ReapLocked(int index, const std::string& how) {
   slot.check_now = false;
   slot.prefix_cache->Down();
   events_.push_back({WorkerEvent::Kind::kDown, index, slot.incarnation, nullptr});
-  if (!stopping_) {
+  if (!stopping_ && start_failure_.ok()) {
     spdlog::info("worker {}: restart in {:.2f} s", index, backoff);
   }
 }
@@ -198,6 +238,7 @@ void WorkerSupervisor::ReapLocked(int index, const std::string& how) {
 void WorkerSupervisor::Spawn(int index) {
   const Slot& fixed = slots_[index];  // spec and socket_path do not change after Start
   ::unlink(fixed.socket_path.c_str());
+  ::unlink(WorkerErrorPath(fixed.socket_path).c_str());
   absl::StatusOr<pid_t> pid = launcher_->Launch(fixed.spec, fixed.socket_path);
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = slots_[index];
@@ -207,6 +248,7 @@ void WorkerSupervisor::Spawn(int index) {
     slot.state = Slot::State::kDown;
     ++slot.crashes_in_a_row;
     slot.next_spawn = now + FromSeconds(config_.workers.restart_backoff_max_s);
+    FailedStartLocked(index, std::string(pid.status().message()));
     return;
   }
   slot.state = Slot::State::kStarting;
@@ -218,6 +260,7 @@ void WorkerSupervisor::Spawn(int index) {
   slot.check_now = false;
   slot.ping_in_flight = false;
   slot.kill_sent = false;
+  slot.kill_reason.clear();
   if (slot.spawns++ > 0) metrics_->worker_restarts->Add();
   spdlog::info(
       "worker {} started: pid {}{}{}", index, slot.pid,
@@ -277,6 +320,8 @@ void WorkerSupervisor::OnPingDone(int index, uint64_t incarnation, const grpc::S
     if (slot.state == Slot::State::kStarting) {
       slot.state = Slot::State::kUp;
       slot.up_since = now;
+      slot.failed_starts_in_a_row = 0;
+      any_up_ = true;
       spdlog::info("worker {} (pid {}) is up after {:.2f} s: model {}, backend {}", index, slot.pid,
                    Seconds(now - slot.spawned_at), response.model(), response.backend());
       events_.push_back({WorkerEvent::Kind::kUp, index, incarnation, slot.stub});
@@ -315,7 +360,7 @@ void WorkerSupervisor::Loop() {
       Slot& slot = slots_[i];
       switch (slot.state) {
         case Slot::State::kDown:
-          if (!stopping_ && now >= slot.next_spawn) {
+          if (!stopping_ && start_failure_.ok() && now >= slot.next_spawn) {
             slot.state = Slot::State::kSpawning;
             to_spawn.push_back(static_cast<int>(i));
           }
@@ -425,7 +470,10 @@ void WorkerSupervisor::Stop() {
   cv_.notify_all();
   thread_.join();
   std::error_code ec;
-  for (const Slot& slot : slots_) std::filesystem::remove(slot.socket_path, ec);
+  for (const Slot& slot : slots_) {
+    std::filesystem::remove(slot.socket_path, ec);
+    std::filesystem::remove(WorkerErrorPath(slot.socket_path), ec);
+  }
   if (own_socket_dir_) std::filesystem::remove_all(socket_dir_, ec);  // with its owner file
 }
 

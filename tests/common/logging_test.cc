@@ -1,10 +1,12 @@
-// Log lines stay one line each, and JSON log lines are valid JSON, whatever the message holds.
+// Log lines stay one line each, and JSON log lines are valid JSON, whatever the message holds;
+// the rate limit of floods; protobuf's messages go through the logger.
 #include "rankd/common/logging.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "google/protobuf/stubs/logging.h"
 #include "nlohmann/json.hpp"
 
 namespace rankd {
@@ -58,6 +60,35 @@ TEST(LoggingTest, TextLinesStayOneLine) {
   // Quotes and UTF-8 are left alone in text.
   EXPECT_NE(Format(LogFormat::kText, kNasty[1]).find(kNasty[1]), std::string::npos);
   EXPECT_NE(Format(LogFormat::kText, kNasty[5]).find(kNasty[5]), std::string::npos);
+}
+
+TEST(LogRateLimitTest, LetsPerSecondThroughAndCountsTheRestIntoTheNextOneLetThrough) {
+  LogRateLimit limit(2);
+  const LogRateLimit::Clock::time_point t0{};
+  const auto t = [&](int ms) { return t0 + std::chrono::milliseconds(ms); };
+  int64_t suppressed = -1;
+  ASSERT_TRUE(limit.Allow(t(1000), &suppressed));
+  EXPECT_EQ(suppressed, 0);
+  EXPECT_TRUE(limit.Allow(t(1100), &suppressed));
+  EXPECT_FALSE(limit.Allow(t(1200), &suppressed));
+  EXPECT_FALSE(limit.Allow(t(1999), &suppressed));
+  // A new second: the first event reports the two that were not logged.
+  ASSERT_TRUE(limit.Allow(t(2000), &suppressed));
+  EXPECT_EQ(suppressed, 2);
+  ASSERT_TRUE(limit.Allow(t(2001), &suppressed));
+  EXPECT_EQ(suppressed, 0);
+}
+
+TEST(LoggingTest, ProtobufMessagesGoThroughTheLoggerNotStraightToStderr) {
+  ASSERT_TRUE(SetUpLogging("info", LogFormat::kJson, "rankd-test").ok());
+  ::testing::internal::CaptureStderr();
+  GOOGLE_LOG(ERROR) << "a protobuf complaint";
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out.find("[libprotobuf"), std::string::npos) << out;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(out)) << out;
+  EXPECT_EQ(j.at("level"), "error");
+  EXPECT_EQ(j.at("msg"), "protobuf: a protobuf complaint");
 }
 
 }  // namespace

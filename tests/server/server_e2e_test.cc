@@ -10,8 +10,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -22,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -728,6 +731,68 @@ TEST(ServeTest, GoldenScoresQwen3RerankerWithTemplatesFromTheConfig) {
 
 // ---- bad input -------------------------------------------------------------------------------
 
+// A unary call of `method` (/rankd.v1.Scorer/Score) with `bytes` as its request, as they are.
+grpc::Status RawCall(const TestServer& server, const std::string& method,
+                     const std::string& bytes) {
+  grpc::GenericStub stub(server.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+TEST(ServeTest, UnparseableRequestsGetInvalidArgumentSayingWhyAndALogLineOfTheServers) {
+  const Golden golden = LoadGolden("llama-cls");
+  const ScoreRequest good = TextRequest(golden.cases[2]);
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+
+  grpc::Status s = RawCall(*server, "/rankd.v1.Scorer/Score", std::string(11, '\xff'));
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message(),
+            "the request could not be parsed as a rankd.v1.ScoreRequest: 11 bytes that are not a "
+            "valid protobuf encoding");
+
+  // Invalid UTF-8 in a string field, as a client that does not check sends it.
+  ScoreRequest bad_query = good;
+  bad_query.set_query("caf\xc3");
+  std::string bytes;
+  ASSERT_TRUE(bad_query.SerializeToString(&bytes));
+  s = RawCall(*server, "/rankd.v1.Scorer/Score", bytes);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message(),
+            "the request could not be parsed as a rankd.v1.ScoreRequest: query is not valid UTF-8");
+
+  // The stream names the item's field too.
+  ScoreRequest bad_item = good;
+  bad_item.mutable_items(1)->set_text("\xed\xa0\x80 surrogate");
+  auto stub = server->NewScorer();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  auto reader = stub->ScoreStream(&context, bad_item);
+  ScoreResponse chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  s = reader->Finish();
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr(": items[1].text is not valid UTF-8"));
+
+  // The server's logger says so; protobuf's own line does not reach stderr raw.
+  const std::string log = server->Log();
+  EXPECT_THAT(log, HasSubstr("Score: the request could not be parsed"));
+  EXPECT_THAT(log, HasSubstr("ScoreStream: the request could not be parsed"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("[libprotobuf")));
+  EXPECT_EQ(server->Metric("rankd_requests_total{code=\"INVALID_ARGUMENT\"}"), 3);
+  // And it keeps serving.
+  ScoreResponse response;
+  s = Score(*server, good, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(GoldenMismatch(response, golden.cases[2]), "");
+}
+
 TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsServing) {
   const Golden golden = LoadGolden("llama-cls");
   const GoldenCase& good_case = golden.cases[2];
@@ -1180,6 +1245,126 @@ TEST(ServeTest, TheSocketDirectoryOfAKilledServerIsRemovedByTheNextStart) {
   next->Signal(SIGTERM);
   ASSERT_TRUE(next->WaitExit(kLiveness).has_value());
   EXPECT_FALSE(std::filesystem::exists(next_dir));  // and removed when it stops
+}
+
+// ---- start-up failures: the server exits with the reason instead of restarting workers ------
+
+// A copy of test model `model` in a fresh temporary directory (removed by the destructor), to
+// break.
+class ModelCopy {
+ public:
+  explicit ModelCopy(const std::string& model) : model_(model) {
+    char dir[] = "/tmp/rankd-model-XXXXXX";
+    if (mkdtemp(dir) != nullptr) dir_ = dir;
+    std::filesystem::copy(ModelDir(model), dir_);
+  }
+  ~ModelCopy() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  // MainConfig for the copy.
+  std::string Config(const MainOptions& o = {}) const {
+    std::string config = MainConfig(model_, o);
+    const std::string original = ModelDir(model_);
+    config.replace(config.find(original), original.size(), dir_);
+    return config;
+  }
+
+ private:
+  std::string model_;
+  std::string dir_;
+};
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Rewrites the header of a .safetensors file through `edit` (the data stays where it was: the
+// offsets count from the end of the header).
+void EditSafetensorsHeader(const std::string& path,
+                           const std::function<void(nlohmann::json&)>& edit) {
+  const std::string bytes = ReadBytes(path);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
+  edit(header);
+  const std::string text = header.dump();
+  const uint64_t n = text.size();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << text << bytes.substr(8 + header_len);
+}
+
+struct BadModelCase {
+  std::string name;
+  std::string model;
+  std::function<void(const ModelCopy&)> corrupt;
+  std::string message;  // what the server's exit message says
+};
+
+TEST(ServeStartTest, ABadModelMakesServeExitBeforeAnyWorkerStarts) {
+  const std::vector<BadModelCase> cases = {
+      {"truncated safetensors", "llama-cls",
+       [](const ModelCopy& m) {
+         const std::string file = m.path("model.safetensors");
+         std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+       },
+       "bytes (truncated file?)"},
+      {"wrong tensor shape", "llama-cls",
+       [](const ModelCopy& m) {
+         EditSafetensorsHeader(m.path("model.safetensors"), [](nlohmann::json& h) {
+           auto& shape = h["model.layers.0.mlp.gate_proj.weight"]["shape"];
+           shape = {shape[1], shape[0]};
+         });
+       },
+       "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [64, 176], config.json implies "
+       "[176, 64]"},
+      {"corrupt tokenizer.model", "llama-cls",
+       [](const ModelCopy& m) {
+         std::ofstream(m.path("tokenizer.model"), std::ios::trunc) << "not a sentencepiece model";
+       },
+       "tokenizer.model"},
+      {"corrupt tokenizer.json", "llama3-tokjson-cls",
+       [](const ModelCopy& m) {
+         const std::string file = m.path("tokenizer.json");
+         std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+       },
+       "tokenizer.json"},
+      {"no tokenizer", "llama-cls",
+       [](const ModelCopy& m) { std::filesystem::remove(m.path("tokenizer.model")); },
+       "no tokenizer (tokenizer.json or tokenizer.model)"},
+  };
+  for (const BadModelCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const ModelCopy model(c.model);
+    c.corrupt(model);
+    auto server = TestServer::Launch(model.Config());
+    ASSERT_NE(server, nullptr);
+    const std::optional<int> status = server->WaitExit(kLiveness);
+    ASSERT_TRUE(status.has_value()) << server->Log();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << server->Log();
+    EXPECT_THAT(server->Log(), HasSubstr(c.message));
+    EXPECT_THAT(server->Log(), ::testing::Not(HasSubstr("worker 0 started")));
+  }
+}
+
+TEST(ServeStartTest, WorkersThatNeverComeUpMakeServeExitAfterMaxFailedStarts) {
+  // A start-up timeout no worker can meet: every start is killed before its first ping.
+  MainOptions options;
+  options.worker_settings = "  startup_timeout_s: 0.001\n  max_failed_starts: 2\n";
+  auto server = TestServer::Launch(MainConfig("llama-cls", options));
+  ASSERT_NE(server, nullptr);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value()) << server->Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << server->Log();
+  EXPECT_THAT(server->Log(),
+              HasSubstr("failed 2 starts in a row (workers.max_failed_starts=2); the last one: "
+                        "killed by signal 9"));
+  EXPECT_THAT(server->Log(), HasSubstr("did not come up within workers.startup_timeout_s=0.001 s"));
 }
 
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------

@@ -35,8 +35,8 @@ std::string ReadFile(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
-                                              bool default_socket_dir) {
+std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml,
+                                               bool default_socket_dir) {
   std::unique_ptr<TestServer> server(new TestServer());
   char dir[] = "/tmp/rankd-test-XXXXXX";
   if (mkdtemp(dir) == nullptr) {
@@ -45,7 +45,7 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
   }
   server->dir_ = dir;
   const std::string config = server->dir_ + "/config.yaml";
-  const std::string ready = server->dir_ + "/ready.json";
+  const std::string ready = server->ReadyFile();
   const std::string log = server->dir_ + "/server.log";
 
   // The workers' sockets live in the test's directory, which the destructor removes.
@@ -86,6 +86,14 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
     ADD_FAILURE() << "fork: " << strerror(errno);
     return nullptr;
   }
+  return server;
+}
+
+std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
+                                              bool default_socket_dir) {
+  std::unique_ptr<TestServer> server = Launch(config_yaml, default_socket_dir);
+  if (server == nullptr) return nullptr;
+  const std::string ready = server->ReadyFile();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!std::filesystem::exists(ready)) {
     int status = 0;

@@ -26,6 +26,10 @@ class TestServer {
   // when it does not come up within a minute.
   static std::unique_ptr<TestServer> Start(const std::string& config_yaml,
                                            bool default_socket_dir = false);
+  // The same process without the wait: for the tests of servers that exit during start-up
+  // (WaitExit, Log).
+  static std::unique_ptr<TestServer> Launch(const std::string& config_yaml,
+                                            bool default_socket_dir = false);
   ~TestServer();  // SIGTERM if still running (SIGKILL after 10 s)
 
   pid_t pid() const { return pid_; }
@@ -60,6 +64,7 @@ class TestServer {
 
  private:
   TestServer() = default;
+  std::string ReadyFile() const { return dir_ + "/ready.json"; }
   pid_t pid_ = -1;
   bool exited_ = false;
   int grpc_port_ = 0;

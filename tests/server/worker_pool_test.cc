@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -293,6 +294,13 @@ class FakeFleet {
     modes_[index] = mode;
   }
 
+  // Launches of worker `index` from now on fail as a worker that cannot load its model does:
+  // it writes `error` to its error file (WorkerErrorPath) and exits 1 without listening.
+  void FailStarts(int index, std::string error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_errors_[index] = std::move(error);
+  }
+
   // The n-th launch (0-based) of worker `index`, once it has happened; nullptr after
   // kEventTimeout.
   FakeWorker* WaitLaunch(int index, int n) {
@@ -348,6 +356,11 @@ class FakeFleet {
         index, pid, mode == modes_.end() ? FakeWorker::Mode::kAnswer : mode->second));
     launched_at_.push_back(std::chrono::steady_clock::now());
     cv_.notify_all();
+    if (auto error = start_errors_.find(index); error != start_errors_.end()) {
+      std::ofstream(WorkerErrorPath(socket_path)) << error->second << "\n";
+      workers_.back()->Exit("exited with status 1");
+      return pid;
+    }
     return workers_.back()->Listen(socket_path).ok() ? absl::StatusOr<pid_t>(pid)
                                                      : absl::InternalError("listen failed");
   }
@@ -370,6 +383,7 @@ class FakeFleet {
   std::vector<std::unique_ptr<FakeWorker>> workers_;
   std::vector<std::chrono::steady_clock::time_point> launched_at_;
   std::map<int, FakeWorker::Mode> modes_;
+  std::map<int, std::string> start_errors_;
   std::vector<std::pair<pid_t, int>> signals_;
 };
 
@@ -766,6 +780,29 @@ TEST_F(WorkerPoolTest, RestartsACrashedWorkerWithBackoff) {
   // The restarted worker serves.
   ASSERT_TRUE(pool_->Submit({completions_.Make(&request_)}).ok());
   EXPECT_TRUE(completions_.Wait(0)->ok());
+}
+
+TEST_F(WorkerPoolTest, WorkersThatNeverComeUpEndTheStartWithTheLastErrorAfterMaxFailedStarts) {
+  config_.workers.max_failed_starts = 3;
+  fleet_.FailStarts(0, "model.safetensors: truncated");
+  StartPool(1, 0);
+  ASSERT_TRUE(WaitFor([&] { return !pool_->start_failure().ok(); }));
+  EXPECT_EQ(pool_->start_failure().message(),
+            "no worker came up: worker 0 failed 3 starts in a row (workers.max_failed_starts=3); "
+            "the last one: exited with status 1: model.safetensors: truncated");
+  // No start after the last failed one.
+  EXPECT_EQ(fleet_.LaunchTimes(0).size(), 3u);
+  EXPECT_FALSE(pool_->ready());
+}
+
+TEST_F(WorkerPoolTest, AWorkerThatCameUpOnceIsRestartedWhateverItsFailedStarts) {
+  config_.workers.max_failed_starts = 1;
+  config_.workers.restart_backoff_s = config_.workers.restart_backoff_max_s = 0;
+  StartPool(1, 1);
+  fleet_.FailStarts(0, "out of memory");
+  fleet_.WaitLaunch(0, 0)->Exit("killed by signal 9 (Killed)");
+  ASSERT_NE(fleet_.WaitLaunch(0, 3), nullptr);
+  EXPECT_TRUE(pool_->start_failure().ok());
 }
 
 TEST_F(WorkerPoolTest, AWorkerThatStopsAnsweringPingsIsKilledAndRestarted) {

@@ -2,7 +2,10 @@
 #ifndef RANKD_COMMON_LOGGING_H_
 #define RANKD_COMMON_LOGGING_H_
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -34,7 +37,29 @@ std::string EscapeLogMessage(absl::string_view message, LogFormat format);
 std::unique_ptr<spdlog::formatter> MakeLogFormatter(LogFormat format);
 
 // Configures the default spdlog logger. `level` is one of trace, debug, info, warn, error, off.
+// protobuf's own log messages (GOOGLE_LOG: a parse that meets invalid UTF-8, say) go to it too,
+// as "protobuf: ..." lines, at most kProtobufLogsPerSecond a second.
 absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::string_view component);
+inline constexpr int kProtobufLogsPerSecond = 10;
+
+// Lets at most `per_second` events a second be logged and counts the others, so that a flood of
+// bad calls cannot flood the log. Threads: Allow may be called from any thread (a short lock).
+class LogRateLimit {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit LogRateLimit(int per_second) : per_second_(per_second) {}
+
+  // Whether the event at `now` may be logged; when it may, *suppressed is the number of events
+  // that were not since the last one that was.
+  bool Allow(Clock::time_point now, int64_t* suppressed);
+
+ private:
+  const int per_second_;
+  std::mutex mu_;
+  Clock::time_point window_start_;  // the current one-second window
+  int allowed_in_window_ = 0;
+  int64_t suppressed_ = 0;
+};
 
 }  // namespace rankd
 

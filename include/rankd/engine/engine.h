@@ -102,6 +102,13 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
       const EngineOptions& options, const backend::BackendFactory& create_backend);
 
+  // What Create would fail on, without reading a weight: everything Create does before it makes
+  // the backend (config.json, the settings, the tokenizer, the templates, the head), then every
+  // shard's safetensors header (dtypes, data offsets within the file) and the tensors' names and
+  // shapes against config.json (model::BindTensors, as the backends bind them). The tensors are
+  // mapped, not read. `rankd serve` runs it before it starts workers.
+  static absl::Status CheckModel(const EngineOptions& options);
+
   absl::StatusOr<ScoreResult> Score(const ScoreRequest& request);
 
   // Scores several requests together: each is tokenized and validated on its own (a bad request
@@ -169,6 +176,9 @@ class Engine {
                                                  const TemplateEnds& ends);
 
   Engine() = default;
+  // Create's steps before the backend: sets the tokenizer and the templates, returns the head.
+  absl::StatusOr<backend::HeadSpec> InitBeforeBackend(const EngineOptions& options,
+                                                      const model::ModelConfig& config);
   absl::StatusOr<Prepared> Prepare(const ScoreRequest& request);
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<backend::Backend> backend_;

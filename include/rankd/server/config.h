@@ -125,6 +125,9 @@ struct WorkersSection {
   double call_timeout_s = 60;      // one scoring call; beyond it the worker counts as hung
   double restart_backoff_s = 0.5;  // first restart delay, doubled per crash in a row
   double restart_backoff_max_s = 30;
+  // While no worker has come up yet, a worker that fails this many starts in a row (exits or is
+  // killed before its first answered ping) makes `rankd serve` exit with its error; 0: never.
+  int max_failed_starts = 3;
   double stop_timeout_s = 10;  // SIGTERM -> SIGKILL when stopping workers
   std::string socket_dir;      // Unix sockets; empty: a fresh /tmp/rankd-XXXXXX
 

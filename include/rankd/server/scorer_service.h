@@ -2,6 +2,13 @@
 // (one item range for Score, chunks for ScoreStream), admitted by the WorkerPool and answered
 // when its work completes. No reaction blocks: admission takes a short lock, the rest happens in
 // completion callbacks.
+//
+// Its methods are raw (grpc::ByteBuffer in and out): the service parses each request itself, so
+// that one that does not parse (bytes that are no ScoreRequest, a string field that is not UTF-8)
+// is answered INVALID_ARGUMENT saying so and naming the field (gRPC's own parse would answer
+// UNIMPLEMENTED with no message). Requests are parsed from the ByteBuffer's slices in place and
+// answers serialized by gRPC's own SerializationTraits, as the generated typed methods do: the raw
+// methods add no copy of the bytes.
 #ifndef RANKD_SERVER_SCORER_SERVICE_H_
 #define RANKD_SERVER_SCORER_SERVICE_H_
 
@@ -21,18 +28,22 @@
 
 namespace rankd::server {
 
-class ScorerService final : public rankd::v1::Scorer::CallbackService {
+class ScorerService final
+    : public rankd::v1::Scorer::WithRawCallbackMethod_Score<
+          rankd::v1::Scorer::WithRawCallbackMethod_ScoreStream<rankd::v1::Scorer::Service>> {
  public:
   ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,
                 ServerMetrics* metrics);
   ~ScorerService() override;
 
+  // `request` holds a rankd.v1.ScoreRequest, `response` gets a rankd.v1.ScoreResponse.
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
-                                  const rankd::v1::ScoreRequest* request,
-                                  rankd::v1::ScoreResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
 
-  grpc::ServerWriteReactor<rankd::v1::ScoreResponse>* ScoreStream(
-      grpc::CallbackServerContext* context, const rankd::v1::ScoreRequest* request) override;
+  // `request` holds a rankd.v1.ScoreRequest; each message written is a rankd.v1.ScoreResponse.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ScoreStream(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request) override;
 
   // Shared by the reactors.
   const ServeConfig& config() const { return config_; }

@@ -137,6 +137,9 @@ class WorkerPool {
   // thread (and in StartDrain and Shutdown) whenever that changes, with the new value.
   void SetReadinessCallback(std::function<void(bool)> fn);
   bool ready() const;
+  // WorkerSupervisor::start_failure: set once the workers failed to start and will not be
+  // started again.
+  absl::Status start_failure() const { return supervisor_.start_failure(); }
 
   // Refuses new work from now on; queued and running work continues.
   void StartDrain();

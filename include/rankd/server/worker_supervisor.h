@@ -1,10 +1,12 @@
 // WorkerSupervisor: the worker processes' life cycle on the front end. It spawns one worker per
 // WorkerSpec through a WorkerLauncher, waits for its socket and first answered ping (up), pings
 // it every workers.ping_interval_s, kills a worker that hangs (startup, ping or a call reported
-// by the dispatcher), reaps exits and restarts with exponential backoff, and stops all workers
-// at the end (SIGTERM, then SIGKILL). Each answered ping carries the worker's engine prefix cache
-// stats, which it exports (rankd_prefix_cache_*{worker="i"}, metrics.h). It tells its owner (the
-// WorkerPool) what happened through WorkerEvents; it knows nothing of the work the workers do.
+// by the dispatcher), reaps exits and restarts with exponential backoff (and gives up when no
+// worker has ever come up and one failed workers.max_failed_starts starts in a row), and stops
+// all workers at the end (SIGTERM, then SIGKILL). Each answered ping carries the worker's engine
+// prefix cache stats, which it exports (rankd_prefix_cache_*{worker="i"}, metrics.h). It tells its
+// owner (the WorkerPool) what happened through WorkerEvents; it knows nothing of the work the
+// workers do.
 #ifndef RANKD_SERVER_WORKER_SUPERVISOR_H_
 #define RANKD_SERVER_WORKER_SUPERVISOR_H_
 
@@ -70,6 +72,11 @@ class ProcessLauncher final : public WorkerLauncher {
   std::string config_file_;  // set by Prepare
 };
 
+// Where the worker on `socket_path` writes the error it exits with (one line), for the supervisor
+// to report: the supervisor removes it before each spawn and reads it when a worker that never
+// came up has exited.
+std::string WorkerErrorPath(absl::string_view socket_path);
+
 // What the supervisor tells its owner about one worker incarnation (one spawn; incarnations are
 // unique and increase with every spawn).
 struct WorkerEvent {
@@ -111,6 +118,10 @@ class WorkerSupervisor {
   // answers (else it is killed). Stale incarnations are ignored.
   void ReportFailure(int index, uint64_t incarnation, bool kill, absl::string_view reason);
 
+  // OK, until no worker has come up yet and one has failed workers.max_failed_starts starts in a
+  // row; from then on that failure (naming the worker and its error), and no more spawns.
+  absl::Status start_failure() const;
+
   // No more spawns or pings; cancels the pings in flight and waits for them, stops the workers
   // (SIGTERM, then SIGKILL after workers.stop_timeout_s), ends the supervisor thread and removes
   // the sockets. No event is delivered after it returns. Idempotent.
@@ -129,6 +140,8 @@ class WorkerSupervisor {
     std::shared_ptr<grpc::ClientContext> ping_context;
     bool kill_sent = false;
     int crashes_in_a_row = 0;
+    int failed_starts_in_a_row = 0;  // exits or launch failures before an answered first ping
+    std::string kill_reason;         // why the supervisor killed the current incarnation
     int64_t spawns = 0;
     // rankd_prefix_cache_*{worker}: each answered ping's stats, by incarnation.
     std::unique_ptr<WorkerPrefixCacheMetrics> prefix_cache;
@@ -139,6 +152,9 @@ class WorkerSupervisor {
   void Spawn(int index);
   void ReapLocked(int index, const std::string& how);
   void KillLocked(Slot& slot, absl::string_view reason);
+  // A start of worker `index` failed with `error`: counts it, and sets start_failure_ when it
+  // is the workers.max_failed_starts-th in a row while no worker has come up yet.
+  void FailedStartLocked(int index, const std::string& error);
   void StartPing(int index, uint64_t incarnation);
   void OnPingDone(int index, uint64_t incarnation, const grpc::Status& status,
                   const rankd::worker::v1::PingResponse& response);
@@ -158,7 +174,9 @@ class WorkerSupervisor {
   std::vector<WorkerEvent> events_;  // not yet delivered
   uint64_t next_incarnation_ = 1;
   int pings_outstanding_ = 0;  // pings whose callbacks have not run yet
-  bool stopping_ = false;      // Stop: no spawns, no pings
+  bool any_up_ = false;        // some worker has answered its first ping
+  absl::Status start_failure_;
+  bool stopping_ = false;  // Stop: no spawns, no pings
   bool stop_thread_ = false;
   bool wake_ = false;  // wakes the supervisor before its next tick
   std::thread thread_;
