@@ -314,19 +314,24 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
             rec.served += s.scored();
             rec.cached += s.cached();
           }
+          const bool measured = call->t0 >= measure_from;
+          const int items = call->req.items_size(), repeated = call->repeats;
+          const int64_t scored = call->resp.usage().items_scored();
+          const int64_t tokens = call->resp.usage().item_tokens();
+          delete call;  // before the count: RunLoad may return once in_flight is 0
           int launch = 0;
           {
             std::lock_guard<std::mutex> lock(mu);
             timeline.Add(rec);
-            if (call->t0 >= measure_from) {
-              pairs += call->req.items_size();
-              repeats += call->repeats;
+            if (measured) {
+              pairs += items;
+              repeats += repeated;
               if (status.ok()) {
                 latencies.push_back(rec.latency_s);
                 result.items_served += rec.served;
                 result.items_cached += rec.cached;
-                result.items_scored += call->resp.usage().items_scored();
-                item_tokens += call->resp.usage().item_tokens();
+                result.items_scored += scored;
+                item_tokens += tokens;
                 depth_sum += rec.depth;
               } else {
                 result.errors[GrpcCodeName(status.error_code())]++;
@@ -338,7 +343,6 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
             in_flight += launch;
             if (in_flight == 0) idle.notify_all();
           }
-          delete call;
           for (int i = 0; i < launch; ++i) issue();
         });
   };
@@ -486,6 +490,7 @@ int RunLoadBench(int argc, char** argv, int first) {
   }
   PrintLoadHeader();
   PrintLoadRow(o, *r);
+  std::fflush(stdout);
   if (!json_path.empty()) std::ofstream(json_path) << r->ToJson(o).dump(2) << "\n";
   if (!timeline_path.empty()) std::ofstream(timeline_path) << TimelineCsv(r->timeline);
   return r->failed > 0 ? 1 : 0;
