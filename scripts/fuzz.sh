@@ -7,14 +7,15 @@
 #
 #   scripts/fuzz.sh [TARGET...]        FUZZ_SECONDS=600 scripts/fuzz.sh fuzz_safetensors
 # RANKD_FUZZ_TESTS=ON builds the tests into the same sanitized tree and RANKD_FUZZ_TARGETS=""
-# builds everything (.ci/run runs the CPU test suite there too); RANKD_FUZZ_BUILD_ONLY=1 stops
-# after the build.
+# builds everything; RANKD_FUZZ_BUILD_ONLY=1 stops after the build. (The CPU suite does not pass
+# there yet: under ASan the sentencepiece shim loads without RTLD_DEEPBIND, and in a process that
+# also links gRPC's libprotobuf its protobuf-lite 3.14 then aborts; see RELIABILITY.md.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${RANKD_FUZZ_BUILD_DIR:-build-fuzz}
 FUZZ_WORK=${FUZZ_WORK:-/tmp/rankd-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
-scripts/install-deps.sh
+RANKD_EXTRA_PACKAGES="clang libclang-rt-14-dev ${RANKD_EXTRA_PACKAGES:-}" scripts/install-deps.sh
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is missing (apt-get install clang)" >&2; exit 2; }
 targets=("$@")
 [[ ${#targets[@]} == 0 ]] && mapfile -t targets < <(sed -n 's/^rankd_add_fuzzer(\([a-z_]*\) .*/\1/p' fuzz/CMakeLists.txt)
