@@ -4,7 +4,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/stubs/logging.h"
 #include "rankd/common/utf8.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -34,31 +33,6 @@ class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
  private:
   const LogFormat format_;
 };
-
-// protobuf's log handler: its messages as the default logger's, rate-limited.
-void LogProtobufMessage(google::protobuf::LogLevel level, const char* /*filename*/, int /*line*/,
-                        const std::string& message) {
-  static LogRateLimit limit(kProtobufLogsPerSecond);
-  int64_t suppressed = 0;
-  if (!limit.Allow(LogRateLimit::Clock::now(), &suppressed)) return;
-  spdlog::level::level_enum lvl = spdlog::level::info;
-  switch (level) {
-    case google::protobuf::LOGLEVEL_INFO:
-      lvl = spdlog::level::info;
-      break;
-    case google::protobuf::LOGLEVEL_WARNING:
-      lvl = spdlog::level::warn;
-      break;
-    case google::protobuf::LOGLEVEL_ERROR:
-      lvl = spdlog::level::err;
-      break;
-    case google::protobuf::LOGLEVEL_FATAL:
-      lvl = spdlog::level::critical;
-      break;
-  }
-  spdlog::log(lvl, "protobuf: {}{}", message,
-              suppressed > 0 ? absl::StrCat(" (", suppressed, " more not logged)") : "");
-}
 
 }  // namespace
 
@@ -139,7 +113,6 @@ absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::strin
   logger->set_formatter(MakeLogFormatter(format));
   logger->set_level(lvl);
   spdlog::set_default_logger(std::move(logger));
-  google::protobuf::SetLogHandler(&LogProtobufMessage);
   return absl::OkStatus();
 }
 

@@ -9,6 +9,8 @@
 #include "rankd/backend/registry.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/logging.h"
+#include "rankd/common/protobuf_log.h"
+#include "rankd/common/status.h"
 #include "rankd/engine/engine.h"
 #include "rankd/server/config.h"
 #include "rankd/server/serve.h"
@@ -32,7 +34,10 @@ absl::Status SetUpCommandLogging(const std::string& level, const std::string& fo
     return absl::InvalidArgumentError(
         absl::StrCat("--log-format: must be text or json (got '", format, "')"));
   }
-  return SetUpLogging(level, format == "json" ? LogFormat::kJson : LogFormat::kText, component);
+  RANKD_RETURN_IF_ERROR(
+      SetUpLogging(level, format == "json" ? LogFormat::kJson : LogFormat::kText, component));
+  RouteProtobufLogs();
+  return absl::OkStatus();
 }
 
 }  // namespace

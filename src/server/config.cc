@@ -165,7 +165,11 @@ Field Path(std::string* v, const std::string& base_dir) {
 absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Schema& schema) {
   if (!node.IsMap()) return KeyError(prefix, "must be a mapping");
   for (const auto& kv : node) {
-    const std::string name = kv.first.as<std::string>();
+    // Found by fuzz/fuzz_serve_config: a key that is a list or a mapping threw out of the parser.
+    if (!kv.first.IsScalar()) {
+      return KeyError(prefix.empty() ? "(top level)" : prefix, "keys must be plain names");
+    }
+    const std::string name = kv.first.Scalar();
     const std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
     auto it = schema.find(name);
     if (it == schema.end()) {

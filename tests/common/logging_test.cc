@@ -8,6 +8,7 @@
 
 #include "google/protobuf/stubs/logging.h"
 #include "nlohmann/json.hpp"
+#include "rankd/common/protobuf_log.h"
 
 namespace rankd {
 namespace {
@@ -81,6 +82,7 @@ TEST(LogRateLimitTest, LetsPerSecondThroughAndCountsTheRestIntoTheNextOneLetThro
 
 TEST(LoggingTest, ProtobufMessagesGoThroughTheLoggerNotStraightToStderr) {
   ASSERT_TRUE(SetUpLogging("info", LogFormat::kJson, "rankd-test").ok());
+  RouteProtobufLogs();
   ::testing::internal::CaptureStderr();
   GOOGLE_LOG(ERROR) << "a protobuf complaint";
   const std::string out = ::testing::internal::GetCapturedStderr();

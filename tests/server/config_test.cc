@@ -216,6 +216,8 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   // the YAML the workers get.
   EXPECT_THAT(error("model:\n  dir: \"/m\xbf\xbfx\"\n"),
               HasSubstr("model.dir: must be valid UTF-8 (byte 2 is not)"));
+  EXPECT_THAT(error("workers:\n  [a, b]: 2\n"), HasSubstr("workers: keys must be plain names"));
+  EXPECT_THAT(error("{x: 1}: 2\n"), HasSubstr("(top level): keys must be plain names"));
   EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  busy_threshold: 0\n"),
               HasSubstr("shaping.busy_threshold: must be in (0, 1] (got 0)"));
   EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  batch_max_wait_s: -1\n"),

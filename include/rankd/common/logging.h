@@ -37,10 +37,8 @@ std::string EscapeLogMessage(absl::string_view message, LogFormat format);
 std::unique_ptr<spdlog::formatter> MakeLogFormatter(LogFormat format);
 
 // Configures the default spdlog logger. `level` is one of trace, debug, info, warn, error, off.
-// protobuf's own log messages (GOOGLE_LOG: a parse that meets invalid UTF-8, say) go to it too,
-// as "protobuf: ..." lines, at most kProtobufLogsPerSecond a second.
+// (Programs that link protobuf also route its messages there: rankd/common/protobuf_log.h.)
 absl::Status SetUpLogging(absl::string_view level, LogFormat format, absl::string_view component);
-inline constexpr int kProtobufLogsPerSecond = 10;
 
 // Lets at most `per_second` events a second be logged and counts the others, so that a flood of
 // bad calls cannot flood the log. Threads: Allow may be called from any thread (a short lock).
