@@ -1189,6 +1189,18 @@ TEST(ServeTest, WorkersArePinnedToTheirCpus) {
   }
 }
 
+// Waits (up to kLiveness) until none of `pids` exists; whether none does.
+bool AllGone(const std::vector<pid_t>& pids) {
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  auto any_alive = [&] {
+    return std::any_of(pids.begin(), pids.end(), [](pid_t p) { return ProcessExists(p); });
+  };
+  while (any_alive() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return !any_alive();
+}
+
 TEST(ServeTest, WorkersDieWithAKilledServer) {
   auto server = StartReady(MainConfig("llama-cls"));
   ASSERT_NE(server, nullptr);
@@ -1196,14 +1208,7 @@ TEST(ServeTest, WorkersDieWithAKilledServer) {
   ASSERT_EQ(workers.size(), 2u);
   server->Signal(SIGKILL);
   ASSERT_TRUE(server->WaitExit(kLiveness).has_value());
-  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
-  auto any_alive = [&] {
-    return std::any_of(workers.begin(), workers.end(), [](pid_t p) { return ProcessExists(p); });
-  };
-  while (any_alive() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  EXPECT_FALSE(any_alive());
+  EXPECT_TRUE(AllGone(workers));
 }
 
 // The directory of the server's workers' sockets ("worker sockets in DIR" in its log).
@@ -1226,14 +1231,7 @@ TEST(ServeTest, TheSocketDirectoryOfAKilledServerIsRemovedByTheNextStart) {
   const std::vector<pid_t> workers = killed->WorkerPids();
   killed->Signal(SIGKILL);
   ASSERT_TRUE(killed->WaitExit(kLiveness).has_value());
-  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
-  auto any_alive = [&] {
-    return std::any_of(workers.begin(), workers.end(), [](pid_t p) { return ProcessExists(p); });
-  };
-  while (any_alive() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  ASSERT_FALSE(any_alive());
+  ASSERT_TRUE(AllGone(workers));
   EXPECT_TRUE(std::filesystem::exists(dir));  // nobody could remove it
 
   auto next = TestServer::Start(MainConfig("llama-cls"), /*default_socket_dir=*/true);

@@ -1,6 +1,7 @@
-// Fuzz target: arbitrary bytes through the sentencepiece tokenizer of a test model (llama-cls), as
-// the worker encodes a query (with special tokens) and an item (without). Ids or an error (bad
-// UTF-8); never a crash, and every id within the vocabulary.
+// Fuzz targets fuzz_tokenizer_json and fuzz_tokenizer_sentencepiece: arbitrary bytes through the
+// tokenizer of test model RANKD_FUZZ_MODEL (llama3-tokjson-cls: tokenizer.json BPE; llama-cls:
+// sentencepiece), as the worker encodes a query (with special tokens) and an item (without).
+// Ids or an error (bad UTF-8); never a crash, and every id within the vocabulary.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,7 +13,8 @@ namespace {
 
 const rankd::tokenizer::Tokenizer& Loaded() {
   static const std::unique_ptr<rankd::tokenizer::Tokenizer> tokenizer = [] {
-    auto t = rankd::tokenizer::LoadTokenizer(RANKD_SOURCE_DIR "/tests/data/models/llama-cls");
+    auto t =
+        rankd::tokenizer::LoadTokenizer(RANKD_SOURCE_DIR "/tests/data/models/" RANKD_FUZZ_MODEL);
     if (!t.ok()) std::abort();
     return std::move(t).value();
   }();
