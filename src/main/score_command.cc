@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -62,73 +64,114 @@ namespace {
 
 using Json = nlohmann::json;
 
+// The progress line of a long run (stderr, rewritten in place at most 5 times a second): lines,
+// items, items/s and, when the input's size is known, the share read and the time left.
 class Progress {
  public:
   Progress(size_t total_bytes, bool enabled) : total_(total_bytes), enabled_(enabled) {}
 
-  void Update(size_t bytes, int64_t lines, int64_t items, bool final = false) {
+  void Update(size_t bytes, const ScoreRunStats& stats, bool final = false) {
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
     if (!final && now - last_ < std::chrono::milliseconds(200)) return;
     last_ = now;
     const double secs = std::chrono::duration<double>(now - start_).count();
-    const double rate = secs > 0 ? items / secs : 0;
-    if (total_ > 0) {
+    const double rate = secs > 0 ? stats.items / secs : 0;
+    std::string text =
+        absl::StrFormat("%d lines, %d items, %.1f items/s", stats.lines, stats.items, rate);
+    if (stats.failed_lines > 0) absl::StrAppendFormat(&text, ", %d failed", stats.failed_lines);
+    if (total_ > 0 && bytes > 0) {
       const double frac = std::min(1.0, static_cast<double>(bytes) / total_);
-      const int width = 30, filled = static_cast<int>(frac * width);
-      std::fprintf(stderr, "\r[%s%s] %3.0f%% %lld lines, %.1f items/s ",
-                   std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
-                   frac * 100, static_cast<long long>(lines), rate);
-    } else {
-      std::fprintf(stderr, "\r%lld lines, %.1f items/s ", static_cast<long long>(lines), rate);
+      const double left = frac > 0 ? secs * (1 - frac) / frac : 0;
+      text = absl::StrFormat("%3.0f%% %s, ETA %s", frac * 100, text, Duration(left));
     }
+    // Pads over the end of a longer previous line.
+    std::fprintf(stderr, "\r%-*s", static_cast<int>(std::max(text.size(), width_)), text.c_str());
+    width_ = text.size();
     if (final) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   }
 
  private:
+  static std::string Duration(double seconds) {
+    const int64_t s = static_cast<int64_t>(seconds + 0.5);
+    if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, s / 60 % 60);
+    if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+    return absl::StrFormat("%ds", s);
+  }
+
   size_t total_;
   bool enabled_;
+  size_t width_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_{};
+};
+
+// One input line on its way: its parsed request, or the error that ends it.
+struct PendingLine {
+  int64_t number = 0;
+  absl::StatusOr<engine::ScoreRequest> request;
 };
 
 }  // namespace
 
 ScoreRunStats ScoreStream(engine::Engine& engine, std::istream& in, std::ostream& out,
-                          size_t total_bytes, bool progress) {
+                          const ScoreStreamOptions& options) {
   ScoreRunStats stats;
-  Progress bar(total_bytes, progress);
+  Progress bar(options.total_bytes, options.progress);
   const auto start = std::chrono::steady_clock::now();
+  const size_t jobs = static_cast<size_t>(std::max(1, options.jobs));
+  std::vector<PendingLine> window;
+  window.reserve(jobs);
+  // Scores the window's requests together (Engine::ScoreMany: one engine step holds them all),
+  // then writes one output line per input line, in input order.
+  auto flush = [&]() {
+    std::vector<engine::ScoreRequest> requests;
+    std::vector<size_t> slot;  // window index of requests[k]
+    for (size_t i = 0; i < window.size(); ++i) {
+      if (window[i].request.ok()) {
+        requests.push_back(*std::move(window[i].request));
+        slot.push_back(i);
+      }
+    }
+    std::vector<absl::StatusOr<engine::ScoreResult>> results(window.size());
+    for (size_t i = 0; i < window.size(); ++i) {
+      if (!window[i].request.ok()) results[i] = window[i].request.status();
+    }
+    if (!requests.empty()) {
+      std::vector<absl::StatusOr<engine::ScoreResult>> scored = engine.ScoreMany(requests);
+      for (size_t k = 0; k < scored.size(); ++k) results[slot[k]] = std::move(scored[k]);
+    }
+    for (size_t i = 0; i < window.size(); ++i) {
+      if (!results[i].ok()) {
+        ++stats.failed_lines;
+        const std::string msg = std::string(results[i].status().message());
+        spdlog::error("line {}: {}", window[i].number, msg);
+        out << Json{{"error", msg}}.dump() << "\n";
+      } else {
+        stats.items += static_cast<int64_t>(results[i]->scores.size());
+        out << Json{{"scores", results[i]->scores}}.dump() << "\n";
+      }
+    }
+    window.clear();
+  };
   std::string line;
   size_t bytes = 0;
   while (std::getline(in, line)) {
     bytes += line.size() + 1;
     ++stats.lines;
-    if (absl::StripAsciiWhitespace(line).empty()) {
-      out << Json{{"error", "empty line"}}.dump() << "\n";
-      spdlog::error("line {}: empty line", stats.lines);
-      ++stats.failed_lines;
-      continue;
+    PendingLine pending{stats.lines, absl::InvalidArgumentError("empty line")};
+    if (!absl::StripAsciiWhitespace(line).empty()) pending.request = ParseScoreLine(line);
+    window.push_back(std::move(pending));
+    if (window.size() == jobs) {
+      flush();
+      bar.Update(bytes, stats);
     }
-    auto result = [&]() -> absl::StatusOr<engine::ScoreResult> {
-      RANKD_ASSIGN_OR_RETURN(auto req, ParseScoreLine(line));
-      return engine.Score(req);
-    }();
-    if (!result.ok()) {
-      ++stats.failed_lines;
-      const std::string msg = std::string(result.status().message());
-      spdlog::error("line {}: {}", stats.lines, msg);
-      out << Json{{"error", msg}}.dump() << "\n";
-    } else {
-      stats.items += static_cast<int64_t>(result->scores.size());
-      out << Json{{"scores", result->scores}}.dump() << "\n";
-    }
-    bar.Update(bytes, stats.lines, stats.items);
   }
+  flush();
   out.flush();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  bar.Update(bytes, stats.lines, stats.items, /*final=*/true);
+  bar.Update(bytes, stats, /*final=*/true);
   return stats;
 }
 
@@ -141,7 +184,14 @@ int RunScoreCommand(int argc, char** argv, int first) {
   EngineFlags engine_flags;
   AddEngineFlags(flags, &engine_flags);
   std::string input = "-", output = "-", log_level = "info";
+  int jobs = 1;
+  bool progress = false;
   flags.String("input", &input, "JSON-lines input file, - for stdin");
+  flags.Int("jobs", &jobs,
+            absl::StrCat("request lines scored together in one engine step (1 to ", kMaxJobs,
+                         "): more keeps a GPU busy"));
+  flags.Bool("progress", &progress,
+             "a progress line on stderr (default: when stderr is a terminal; --no-progress: off)");
   flags.String("output", &output, "output file, - for stdout");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error, off");
   if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "rankd score")) {
@@ -151,6 +201,11 @@ int RunScoreCommand(int argc, char** argv, int first) {
     std::fprintf(stderr, "rankd score: --log-level: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  if (jobs < 1 || jobs > kMaxJobs) {
+    spdlog::error("--jobs must be in [1, {}] (got {})", kMaxJobs, jobs);
+    return 2;
+  }
+  if (!flags.WasSet("progress")) progress = ::isatty(STDERR_FILENO);
   engine::EngineOptions options = ToEngineOptions(engine_flags, flags);
   if (options.model_dir.empty() || options.backend.max_batch_tokens <= 0) {
     spdlog::error("{}", options.model_dir.empty()
@@ -191,11 +246,10 @@ int RunScoreCommand(int argc, char** argv, int first) {
     }
     out = &out_file;
   }
-  const bool progress = ::isatty(STDERR_FILENO) && total_bytes > (64 << 10);
-  ScoreRunStats stats = ScoreStream(**engine, *in, *out, total_bytes, progress);
-  spdlog::info("scored {} items on {} lines in {:.3f} s ({:.1f} items/s), {} failed lines",
-               stats.items, stats.lines, stats.seconds,
-               stats.seconds > 0 ? stats.items / stats.seconds : 0.0, stats.failed_lines);
+  ScoreRunStats stats = ScoreStream(**engine, *in, *out, {total_bytes, progress, jobs});
+  spdlog::info("done: {} lines, {} items, {} errors, {:.1f} items/s, {:.3f} s wall", stats.lines,
+               stats.items, stats.failed_lines,
+               stats.seconds > 0 ? stats.items / stats.seconds : 0.0, stats.seconds);
   if (!*out) {
     spdlog::error("writing the output failed");
     return 1;

@@ -28,11 +28,20 @@ struct ScoreRunStats {
   double seconds = 0;
 };
 
-// Scores every line of `in`, writing one JSON line per input line to `out` ({"scores": [..]} or
-// {"error": ".."}); errors also go to the log with the line number. `total_bytes` (0 if unknown)
-// drives the progress bar.
+// The most request lines `rankd score --jobs` scores together (they are held in memory).
+inline constexpr int kMaxJobs = 256;
+
+struct ScoreStreamOptions {
+  size_t total_bytes = 0;  // the input's size, 0 if unknown: the progress line's share and ETA
+  bool progress = false;   // a progress line on stderr
+  int jobs = 1;            // lines scored together (Engine::ScoreMany), at most kMaxJobs
+};
+
+// Scores every line of `in`, writing one JSON line per input line to `out`, in input order
+// ({"scores": [..]} or {"error": ".."}); errors also go to the log with the line number. Lines
+// go to the engine `jobs` at a time, together, so that one engine step holds all of them.
 ScoreRunStats ScoreStream(engine::Engine& engine, std::istream& in, std::ostream& out,
-                          size_t total_bytes, bool progress);
+                          const ScoreStreamOptions& options);
 
 // `rankd score` with its flags in argv[first..argc).
 int RunScoreCommand(int argc, char** argv, int first);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/golden.h"
 
@@ -61,19 +62,23 @@ TEST(ParseScoreLineTest, RefusesModelAndDepthIgnoresServerOnlyFields) {
 struct RunResult {
   int exit_code;
   std::string out;
+  std::string err;
 };
 
-RunResult RunRankd(const std::string& args) {
-  const std::string out_path =
-      fs::temp_directory_path() / ("rankd_cli_out_" + std::to_string(::getpid()));
-  const std::string cmd =
-      std::string(RANKD_BINARY_DIR) + "/bin/rankd " + args + " > " + out_path + " 2>/dev/null";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(out_path);
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
-  fs::remove(out_path);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+  fs::remove(path);
+  return ss.str();
+}
+
+RunResult RunRankd(const std::string& args) {
+  const std::string base = fs::temp_directory_path() / ("rankd_cli_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(RANKD_BINARY_DIR) + "/bin/rankd " + args + " > " + base +
+                          ".out 2> " + base + ".err";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(base + ".out"), Slurp(base + ".err")};
 }
 
 TEST(RankdScoreBinaryTest, ReproducesGoldenAndKeepsGoingPastBadLines) {
@@ -111,12 +116,75 @@ TEST(RankdScoreBinaryTest, ReproducesGoldenAndKeepsGoingPastBadLines) {
     EXPECT_PRED2(rankd::testing::WithinF32Tolerance, out[0]["scores"][i].get<double>(),
                  g.cases[0].items[i].score);
   }
-  EXPECT_NE(out[1]["error"].get<std::string>().find("items[0].ids[0]: 99999 is outside"), std::string::npos);
+  EXPECT_NE(out[1]["error"].get<std::string>().find("items[0].ids[0]: 99999 is outside"),
+            std::string::npos);
   EXPECT_EQ(out[2]["error"], "not valid JSON");
   for (size_t i = 0; i < g.embedding_cases[0].items.size(); ++i) {
     EXPECT_PRED2(rankd::testing::WithinF32Tolerance, out[3]["scores"][i].get<double>(),
                  g.embedding_cases[0].items[i].score);
   }
+}
+
+// --jobs N scores N lines together: the same output lines, in input order, bad lines answered in
+// their place; --progress forces the progress line (stderr is not a terminal here), and the
+// summary comes either way.
+TEST(RankdScoreBinaryTest, JobsKeepTheOutputAndProgressAndSummaryGoToStderr) {
+  const auto g = rankd::testing::LoadGolden("llama-cls");
+  const std::string in_path =
+      fs::temp_directory_path() / ("rankd_cli_jobs_" + std::to_string(::getpid()));
+  int64_t items = 0;
+  {
+    std::ofstream in(in_path);
+    for (size_t c = 0; c < g.cases.size(); ++c) {
+      Json texts = Json::array();
+      for (const auto& it : g.cases[c].items) texts.push_back(it.text);
+      items += static_cast<int64_t>(texts.size());
+      in << Json{{"query", g.cases[c].query}, {"items", texts}}.dump() << "\n";
+      if (c == 1) in << "not json\n";
+      if (c == 2) in << "\n";
+    }
+  }
+  const std::string model = " --model " + g.model_dir + " --input " + in_path + " --threads 1";
+  RunResult one = RunRankd("score" + model + " --jobs 1 --no-progress");
+  RunResult four = RunRankd("score" + model + " --jobs 4 --progress");
+  fs::remove(in_path);
+  EXPECT_EQ(one.exit_code, 1);
+  EXPECT_EQ(four.exit_code, 1);
+  auto parse_lines = [](const std::string& text) {
+    std::vector<Json> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));
+    return lines;
+  };
+  const std::vector<Json> a = parse_lines(one.out), b = parse_lines(four.out);
+  ASSERT_EQ(a.size(), g.cases.size() + 2);
+  ASSERT_EQ(b.size(), a.size());
+  size_t c = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (i == 2 || i == 4) {  // the bad lines, in their place
+      EXPECT_EQ(b[i], a[i]);
+      EXPECT_TRUE(b[i].contains("error")) << b[i];
+      continue;
+    }
+    ASSERT_TRUE(b[i].contains("scores")) << b[i];
+    ASSERT_EQ(b[i]["scores"].size(), g.cases[c].items.size());
+    for (size_t j = 0; j < g.cases[c].items.size(); ++j) {
+      EXPECT_PRED2(rankd::testing::WithinF32Tolerance, b[i]["scores"][j].get<double>(),
+                   g.cases[c].items[j].score);
+    }
+    ++c;
+  }
+  const std::string summary =
+      absl::StrCat("done: ", a.size(), " lines, ", items, " items, 2 errors");
+  EXPECT_NE(one.err.find(summary), std::string::npos) << one.err;
+  EXPECT_NE(four.err.find(summary), std::string::npos) << four.err;
+  EXPECT_EQ(one.err.find("ETA"), std::string::npos) << one.err;
+  EXPECT_NE(four.err.find(absl::StrCat("100% ", a.size(), " lines, ", items, " items, ")),
+            std::string::npos)
+      << four.err;
+  EXPECT_NE(four.err.find("items/s, 2 failed, ETA 0s"), std::string::npos) << four.err;
+  EXPECT_EQ(RunRankd("score" + model + " --jobs 0").exit_code, 2);
+  EXPECT_EQ(RunRankd("score" + model + " --jobs 257").exit_code, 2);
 }
 
 TEST(RankdScoreBinaryTest, FlagErrors) {
