@@ -280,6 +280,15 @@ absl::StatusOr<SoakPhase> Phase(const SoakOptions& o, Sampler& sampler, const st
   p.name = name;
   p.offered = concurrency > 0 ? concurrency : rate;
   RANKD_ASSIGN_OR_RETURN(p.load, RunLoad(l));
+  // Calls completed per second of the measured window, from the timeline: requests_per_s also
+  // divides by the wait for the calls in flight at its end, long when latency is.
+  int64_t completed = 0;
+  for (const TimelineRow& row : p.load.timeline) {
+    if (row.t >= warmup && row.t + 1 <= warmup + seconds) completed += row.completed;
+  }
+  const int whole_seconds =
+      static_cast<int>(warmup + seconds) - static_cast<int>(std::ceil(warmup));
+  p.completed_per_s = whole_seconds > 0 ? static_cast<double>(completed) / whole_seconds : 0;
   p.load.timeline.clear();  // per second of each phase: not kept
   return p;
 }
@@ -490,7 +499,7 @@ absl::StatusOr<SoakResult> RunSoak(const SoakOptions& o) {
                                               : kMeasureConcurrencyPerWorker *
                                                     std::max(1, static_cast<int>(first.workers_up));
       RANKD_ASSIGN_OR_RETURN(SoakPhase m, Phase(o, sampler, "measure", 0, c, 0.15 * d, 0.05 * d));
-      r.sustainable_rps = kSustainableShare * m.load.requests_per_s;
+      r.sustainable_rps = kSustainableShare * m.completed_per_s;
       r.phases.push_back(std::move(m));
       if (!(r.sustainable_rps > 0)) {
         return absl::UnavailableError("the measuring phase completed no call");
@@ -537,6 +546,7 @@ nlohmann::json SoakResult::ToJson(const SoakOptions& o) const {
     nlohmann::json pj = p.load.ToJson(o.load);
     pj["phase"] = p.name;
     pj["offered"] = p.offered;
+    pj["completed_per_s"] = p.completed_per_s;
     j["phases"].push_back(pj);
   }
   for (const SoakSample& s : samples) {

@@ -58,8 +58,9 @@ struct SoakSample {
 };
 
 struct SoakPhase {
-  std::string name;    // measure, 1x, 2x, recovery
-  double offered = 0;  // requests/s (measure: the concurrency)
+  std::string name;            // measure, 1x, 2x, recovery
+  double offered = 0;          // requests/s (measure: the concurrency)
+  double completed_per_s = 0;  // calls completed per whole second of the measured window
   LoadResult load;
 };
 
