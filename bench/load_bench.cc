@@ -183,6 +183,10 @@ class RequestFactory {
 }  // namespace
 
 nlohmann::json LoadResult::ToJson(const LoadOptions& o) const {
+  nlohmann::json error_latency_json = nlohmann::json::object();
+  for (const auto& [code, l] : error_latency_ms) {
+    error_latency_json[code] = {{"p50", l.p50}, {"p99", l.p99}, {"max", l.max}};
+  }
   return {
       {"target", o.target},
       {"mode", o.concurrency > 0 ? "closed" : "open"},
@@ -203,6 +207,7 @@ nlohmann::json LoadResult::ToJson(const LoadOptions& o) const {
       {"requests_ok", ok},
       {"requests_failed", failed},
       {"errors", errors},
+      {"error_latency_ms", error_latency_json},
       {"items_served", items_served},
       {"items_cached", items_cached},
       {"items_scored", items_scored},
@@ -269,6 +274,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   std::mutex factory_mu;          // guards `factory` (the trace is one sequence, whoever asks)
   std::mutex mu;                  // guards everything below
   std::vector<double> latencies;  // seconds, successful measured calls
+  std::map<std::string, std::vector<double>> error_latencies;  // seconds, by code, measured
   LoadResult result;
   Timeline timeline;
   int64_t item_tokens = 0, depth_sum = 0, pairs = 0, repeats = 0;
@@ -334,7 +340,9 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
                 item_tokens += tokens;
                 depth_sum += rec.depth;
               } else {
-                result.errors[GrpcCodeName(status.error_code())]++;
+                const std::string code = GrpcCodeName(status.error_code());
+                result.errors[code]++;
+                error_latencies[code].push_back(rec.latency_s);
               }
             }
             in_flight--;
@@ -412,6 +420,10 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
   result.p90_ms = Percentile(latencies, 0.9) * 1e3;
   result.p99_ms = Percentile(latencies, 0.99) * 1e3;
   result.max_ms = Percentile(latencies, 1.0) * 1e3;
+  for (const auto& [code, l] : error_latencies) {
+    result.error_latency_ms[code] = {Percentile(l, 0.5) * 1e3, Percentile(l, 0.99) * 1e3,
+                                     Percentile(l, 1.0) * 1e3};
+  }
   result.timeline = timeline.Rows(steps, base);
   return result;
 }
@@ -429,8 +441,27 @@ void PrintLoadRow(const LoadOptions& o, const LoadResult& r) {
       static_cast<long long>(r.failed), r.items_per_s, r.worker_items_per_s, o.repeat,
       r.repeat_realized, r.hit_rate, r.mean_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms);
   for (const auto& [code, n] : r.errors) {
-    std::printf("  %s: %lld\n", code.c_str(), static_cast<long long>(n));
+    const LoadResult::LatencyMs& l = r.error_latency_ms.at(code);
+    std::printf("  %s: %lld (answered in p50 %.2f ms, p99 %.2f ms, max %.2f ms)\n", code.c_str(),
+                static_cast<long long>(n), l.p50, l.p99, l.max);
   }
+}
+
+void AddRequestFlags(cli::FlagSet& flags, LoadOptions* o) {
+  flags.String("target", &o->target, "server address");
+  client::AddChannelSecurityFlags(flags, &o->security);
+  flags.Double("deadline-ms", &o->deadline_ms, "per-request deadline");
+  flags.Int("connections", &o->connections, "gRPC connections, calls spread round-robin");
+  flags.String("items", &o->items, "ids, embedding (one vector of --hidden floats) or text");
+  flags.Int("tq", &o->tq, "prefix tokens (random ids, sent as query_ids; not with --items text)");
+  flags.Int("ti", &o->ti, "tokens per item (--items ids)");
+  flags.Int("ni", &o->ni, "items per request");
+  flags.Int("vocab", &o->vocab, "ids are drawn from [4, vocab)");
+  flags.Int("hidden", &o->hidden, "model hidden size, for --items embedding");
+  flags.Int("item-words", &o->item_words, "words per item (--items text)");
+  flags.Int("query-words", &o->query_words, "words per query (--items text)");
+  flags.String("priority", &o->priority, "interactive or batch");
+  flags.Int("seed", &o->seed, "random seed (the trace and every content)");
 }
 
 int RunLoadBench(int argc, char** argv, int first) {
@@ -445,24 +476,11 @@ int RunLoadBench(int argc, char** argv, int first) {
       "seconds are not measured (the timeline has them).");
   LoadOptions o;
   std::string json_path, timeline_path;
-  flags.String("target", &o.target, "server address");
-  client::AddChannelSecurityFlags(flags, &o.security);
+  AddRequestFlags(flags, &o);
   flags.Double("rate", &o.rate, "open loop: requests per second");
   flags.Int("concurrency", &o.concurrency, "closed loop: requests outstanding");
   flags.Double("duration", &o.duration, "measured seconds");
   flags.Double("warmup-s", &o.warmup, "seconds of load before measuring");
-  flags.Double("deadline-ms", &o.deadline_ms, "per-request deadline");
-  flags.Int("connections", &o.connections, "gRPC connections, calls spread round-robin");
-  flags.String("items", &o.items, "ids, embedding (one vector of --hidden floats) or text");
-  flags.Int("tq", &o.tq, "prefix tokens (random ids, sent as query_ids; not with --items text)");
-  flags.Int("ti", &o.ti, "tokens per item (--items ids)");
-  flags.Int("ni", &o.ni, "items per request");
-  flags.Int("vocab", &o.vocab, "ids are drawn from [4, vocab)");
-  flags.Int("hidden", &o.hidden, "model hidden size, for --items embedding");
-  flags.Int("item-words", &o.item_words, "words per item (--items text)");
-  flags.Int("query-words", &o.query_words, "words per query (--items text)");
-  flags.String("priority", &o.priority, "interactive or batch");
-  flags.Int("seed", &o.seed, "random seed (the trace and every content)");
   flags.Double("repeat", &o.repeat,
                "fraction (0..1) of the (query, item) pairs that repeat a pair sent earlier");
   flags.Int("queries", &o.queries, "distinct queries the requests draw from");

@@ -11,6 +11,7 @@
 #include "channel.h"
 #include "load_timeline.h"
 #include "nlohmann/json.hpp"
+#include "rankd/cli/flag_set.h"
 
 namespace rankd::bench {
 
@@ -48,6 +49,10 @@ struct LoadResult {
   double elapsed_s = 0;  // measured window
   int64_t ok = 0, failed = 0;
   std::map<std::string, int64_t> errors;  // by status code name
+  struct LatencyMs {
+    double p50 = 0, p99 = 0, max = 0;
+  };
+  std::map<std::string, LatencyMs> error_latency_ms;  // of the failed calls, by status code name
   // Items answered (scored: true, from a worker or the result cache), those from the cache, and
   // those the workers scored (Usage.items_scored).
   int64_t items_served = 0, items_cached = 0, items_scored = 0;
@@ -70,6 +75,10 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o);
 
 void PrintLoadHeader();
 void PrintLoadRow(const LoadOptions& o, const LoadResult& r);
+
+// The flags of what is sent and how (--target, TLS and key, --deadline-ms, --connections, the
+// request shape --items/--tq/--ti/--ni/..., --priority, --seed), shared by load and soak.
+void AddRequestFlags(cli::FlagSet& flags, LoadOptions* o);
 
 int RunLoadBench(int argc, char** argv, int first);
 

@@ -10,6 +10,7 @@
 #include "load_bench.h"
 #include "load_timeline.h"
 #include "make_model.h"
+#include "soak_bench.h"
 #include "sweep.h"
 
 namespace {
@@ -25,6 +26,8 @@ constexpr char kUsage[] =
     "               scored together per step with --concurrency C)\n"
     "  load         gRPC load (open or closed loop, in steps with --schedule; repeated (query,\n"
     "               item) pairs with --repeat) against a running rankd serve\n"
+    "  soak         overload and soak against a running rankd serve on this host: 1x, 2x and\n"
+    "               back to 1x of its sustainable throughput; RSS, fds, threads, restarts\n"
     "  plot-timeline  SVG plots of a `load --timeline` file: p99 vs a target, depth, over time\n"
     "  sweep        engine over Ni values (and load over offered loads): CSV and SVG plots\n"
 #ifdef RANKD_BENCH_KERNELS
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
   if (command == "make-model") return rankd::bench::RunMakeModel(argc, argv, 2);
   if (command == "engine") return rankd::bench::RunEngineBench(argc, argv, 2);
   if (command == "load") return rankd::bench::RunLoadBench(argc, argv, 2);
+  if (command == "soak") return rankd::bench::RunSoakBench(argc, argv, 2);
   if (command == "plot-timeline") return rankd::bench::RunPlotTimeline(argc, argv, 2);
   if (command == "sweep") return rankd::bench::RunSweep(argc, argv, 2);
 #ifdef RANKD_BENCH_KERNELS
