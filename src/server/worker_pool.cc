@@ -184,23 +184,33 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
           "queue full: ", queued, " waiting for a worker (queue_size=", config_.server.queue_size,
           "); retry later"));
     }
-    if (!works.empty() && works[0]->deadline_ != WallTime::max()) {
+    const double max_wait = config_.server.max_queue_wait_s;
+    const bool interactive = !works.empty() && works[0]->interactive();
+    if (!works.empty() &&
+        (works[0]->deadline_ != WallTime::max() || (interactive && max_wait > 0))) {
       int64_t items = 0;
       for (const auto& w : works) items += w->num_items();
       // Ahead of it: the front end's queue (of interactive work only, for interactive work) and
       // the calls the workers hold (with max_inflight > 1 they queue inside the workers too).
       int64_t ahead = queued_items_;
-      if (works[0]->interactive()) {
+      if (interactive) {
         ahead = 0;
         for (const auto& w : interactive_queue_) ahead += w->num_items();
       }
       for (const Slot& s : slots_) {
         for (const auto& w : s.running) ahead += w->num_items();
       }
+      const double wait = seconds_per_item_ * static_cast<double>(ahead) / up;
+      // Batch work waits for idle time by design (shaping); the wait bound is interactive work's.
+      if (interactive && max_wait > 0 && wait > max_wait) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "overloaded: about %.0f ms of queued work ahead (%d items, %d workers up) is over "
+            "server.max_queue_wait_s (%.0f ms); retry later",
+            1e3 * wait, ahead, up, 1e3 * max_wait));
+      }
       const double left = Seconds(works[0]->deadline_ - WallClock::now());
-      const double needed = seconds_per_item_ * (static_cast<double>(ahead) / up +
-                                                 static_cast<double>(items) / std::min(n, up));
-      if (needed > left) {
+      const double needed = wait + seconds_per_item_ * static_cast<double>(items) / std::min(n, up);
+      if (works[0]->deadline_ != WallTime::max() && needed > left) {
         return absl::DeadlineExceededError(absl::StrFormat(
             "deadline cannot be met: %.0f ms left, about %.0f ms needed (%d items queued ahead, "
             "%d workers up)",

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -1427,6 +1428,43 @@ TEST(ServeControlTest, QueuedWorkOfAClientThatWentAwayLeavesTheQueue) {
     EXPECT_EQ(server->Metric("rankd_calls_in_flight"), 2);
   }
   for (auto& call : fillers) EXPECT_TRUE(call->Wait().ok());
+}
+
+// server.max_queue_wait_s: interactive calls that would wait longer than it behind the work ahead
+// get RESOURCE_EXHAUSTED at once (overload sheds calls instead of letting every admitted one
+// wait); batch calls, which wait for idle time by design, are still queued.
+TEST(ServeControlTest, InteractiveCallsOverTheQueueWaitBoundAreRefused) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& big = golden.cases[5];  // 17 items
+  ASSERT_EQ(big.items.size(), 17u);
+  // initial_seconds_per_item 0.05: 2 calls of 17 items held by 2 workers are ~0.85 s ahead.
+  auto server = StartReady(absl::StrReplaceAll(
+      ControlConfig(), {{"server:\n", "server:\n  max_queue_wait_s: 0.5\n"}}));
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<AsyncScore>> fillers;
+  {
+    StoppedWorkers stopped(server->WorkerPids());
+    for (int i = 0; i < 2; ++i) {
+      fillers.push_back(std::make_unique<AsyncScore>(*server, TextRequest(big)));
+    }
+    ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 2, kLiveness));
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(golden.cases[0]), &response);
+    EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("over server.max_queue_wait_s (500 ms)"));
+    ScoreRequest batch = TextRequest(golden.cases[0]);
+    batch.set_priority(rankd::v1::PRIORITY_BATCH);
+    fillers.push_back(std::make_unique<AsyncScore>(*server, batch));
+    EXPECT_TRUE(server->WaitForMetric("rankd_queue_depth", 1, kLiveness));
+  }
+  for (auto& call : fillers) {
+    const grpc::Status s = call->Wait();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  ScoreResponse response;  // nothing ahead any more: served
+  const grpc::Status s = Score(*server, TextRequest(golden.cases[0]), &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(GoldenMismatch(response, golden.cases[0]), "");
 }
 
 TEST(ServeControlTest, DeadlineThatCannotBeMetIsRefusedAtAdmission) {

@@ -62,6 +62,9 @@ struct ServerSection {
   int http_max_connections = 256;  // HTTP connections open at once (more: the idlest closes)
   double http_read_timeout_s = 10;  // an HTTP request must arrive whole within it
   int queue_size = 64;                            // requests waiting for a worker, at most
+  // Interactive calls are refused (RESOURCE_EXHAUSTED) when the work queued ahead of them is
+  // estimated to take longer than this (seconds per item x items ahead / workers up); 0: off.
+  double max_queue_wait_s = 0;
   double drain_timeout_s = 30;                    // SIGTERM: how long in-flight work may finish
   int stream_chunk_items = 64;                    // ScoreStream: items per chunk
   // Scoring cost per item assumed until the first measurement (deadline admission).
