@@ -8,8 +8,12 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libsentencepiece-dev libpcre2-dev libicu-dev libopenblas-dev libcpp-httplib-dev libssl-dev
-  libgtest-dev libgmock-dev libexpat1-dev openssl
+  libexpat1-dev openssl
 )
+# RANKD_NO_TEST_DEPS=1 (the Docker images, built with -DRANKD_TESTS=OFF): without the test libraries.
+if [[ -z "${RANKD_NO_TEST_DEPS:-}" ]]; then
+  PACKAGES+=(libgtest-dev libgmock-dev)
+fi
 if [[ -n "${RANKD_EXTRA_PACKAGES:-}" ]]; then
   read -r -a extra <<<"$RANKD_EXTRA_PACKAGES"
   PACKAGES+=("${extra[@]}")

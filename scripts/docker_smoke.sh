@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Builds docker/Dockerfile.cpu and smoke-tests the image as an operator would run it: published
+# ports, an API key file mounted, the HEALTHCHECK reaching healthy, a scored request and /metrics
+# through the published ports, the non-root uid, and `docker stop` under load exiting 0 with every
+# call in flight answered. Run as root on a Debian 12 machine: installs docker.io and debootstrap
+# if missing, starts dockerd if none answers, and makes the base images debian:12 and
+# debian:12-slim with debootstrap (from the mirror apt uses) if absent. Nothing from Docker Hub.
+# RANKD_DOCKER_CUDA=1 also builds docker/Dockerfile.cuda (from the toolkit at /usr/local/cuda).
+# Caches: the base images and image layers in /var/lib/docker, ccache in a BuildKit cache mount.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RANKD_EXTRA_PACKAGES="docker.io debootstrap ${RANKD_EXTRA_PACKAGES:-}" scripts/install-deps.sh
+export DOCKER_BUILDKIT=1
+start=$SECONDS
+step() { echo "docker_smoke: [$((SECONDS - start)) s] $*" >&2; }
+fail() { echo "docker_smoke: FAIL: $*" >&2; exit 1; }
+# Debian's docker.io builds with BuildKit by itself; a newer client in front of it on PATH may
+# want a buildx plugin that is not there.
+docker=docker
+if ! docker buildx version >/dev/null 2>&1 && [[ -x /usr/bin/docker ]]; then docker=/usr/bin/docker; fi
+
+if ! $docker info >/dev/null 2>&1; then
+  step "starting dockerd (log: /var/log/rankd-dockerd.log)"
+  dockerd >/var/log/rankd-dockerd.log 2>&1 &
+  for _ in $(seq 60); do $docker info >/dev/null 2>&1 && break; sleep 1; done
+  $docker info >/dev/null 2>&1 || fail "dockerd did not start (/var/log/rankd-dockerd.log)"
+fi
+
+if ! $docker image inspect debian:12 >/dev/null 2>&1; then
+  mirror=$(sed -n 's/^deb \(\[[^]]*\] \)\?\(http[^ ]*\) bookworm .*/\2/p; s/^URIs: *\(http[^ ]*\).*/\1/p' \
+             /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | grep -v security | head -n 1)
+  [[ -n $mirror ]] || fail "no Debian mirror found in /etc/apt/sources.list*"
+  step "making debian:12 with debootstrap from $mirror"
+  root=$(mktemp -d)
+  debootstrap --variant=minbase bookworm "$root" "$mirror" >/dev/null
+  tar -C "$root" -c . | $docker import - debian:12 >/dev/null
+  rm -rf "$root"
+fi
+if ! $docker image inspect debian:12-slim >/dev/null 2>&1; then
+  $docker tag debian:12 debian:12-slim
+fi
+
+step "building rankd:cpu"
+$docker build --network host -f docker/Dockerfile.cpu -t rankd:cpu . >&2
+if [[ ${RANKD_DOCKER_CUDA:-0} == 1 ]]; then
+  step "building rankd:cuda"
+  docker/make_cuda_toolkit_image.sh /usr/local/cuda
+  $docker build --network host -f docker/Dockerfile.cuda -t rankd:cuda . >&2
+fi
+
+work=$(mktemp -d)
+name=rankd-smoke-$$
+cleanup() {
+  $docker rm -f "$name" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+key=smoke-$RANDOM$RANDOM
+echo "$key" >"$work/api-keys"
+chmod 0444 "$work/api-keys"
+
+step "running $name"
+# Host ports: any free ones on 127.0.0.1 (others may run rankd on 50051 here).
+$docker run -d --name "$name" --stop-timeout 45 -p 127.0.0.1::50051 -p 127.0.0.1::9464 \
+  -v "$work/api-keys:/etc/rankd/api-keys:ro" rankd:cpu >/dev/null
+grpc_port=$($docker port "$name" 50051/tcp | head -n 1 | sed 's/.*://')
+http_port=$($docker port "$name" 9464/tcp | head -n 1 | sed 's/.*://')
+
+for _ in $(seq 180); do
+  health=$($docker inspect -f '{{.State.Health.Status}}' "$name")
+  [[ $health == healthy ]] && break
+  [[ $($docker inspect -f '{{.State.Running}}' "$name") == true ]] ||
+    { $docker logs "$name" >&2; fail "the container exited"; }
+  sleep 1
+done
+[[ $health == healthy ]] || { $docker logs "$name" >&2; fail "HEALTHCHECK: $health after 180 s"; }
+step "healthy"
+
+client() {  # rankd-client of the image, on the host's network: through the published port
+  $docker run --rm -i --network host --entrypoint rankd-client rankd:cpu "$@" \
+    --target "127.0.0.1:$grpc_port"
+}
+metrics() {
+  python3 -c 'import sys, urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode())' "$http_port"
+}
+
+answer=$(echo '{"query": "what is rankd", "items": ["a reranker server", "a cooking recipe"]}' |
+           client score --api-key "$key") || fail "score: $answer"
+python3 -c 'import json, math, sys
+s = json.loads(sys.argv[1])["scores"]
+assert len(s) == 2 and all(i["scored"] and math.isfinite(i["score"]) for i in s)' "$answer" ||
+  fail "score: $answer"
+if echo '{"query": "q", "items": ["a"]}' | client score --api-key wrong >/dev/null; then
+  fail "a wrong API key was accepted"
+fi
+step "scored: $answer"
+
+metrics | grep -q '^rankd_ready 1' || fail "/metrics has no 'rankd_ready 1'"
+uid=$($docker exec "$name" id -u)
+[[ $uid == 65534 ]] || fail "runs as uid $uid, not 65534"
+step "/metrics ok, uid $uid"
+
+# Load: long calls, stopped once all are in the server (running or queued); each must be
+# answered. Calls that arrive after SIGTERM get UNAVAILABLE (draining), by design.
+python3 -c 'import json
+items = [" ".join("item %d word %d" % (i, w) for w in range(20)) for i in range(300)]
+print(json.dumps({"query": "which item is best", "items": items}))' >"$work/big.jsonl"
+pids=()
+for i in 1 2 3 4; do
+  client score --api-key "$key" --deadline-ms 60000 <"$work/big.jsonl" >"$work/load$i.out" &
+  pids+=($!)
+done
+for _ in $(seq 600); do
+  in_server=$(metrics | awk '/^rankd_(calls_in_flight|queue_depth) / { n += $2 } END { print n + 0 }')
+  ((in_server >= ${#pids[@]})) && break
+  sleep 0.1
+done
+((in_server >= ${#pids[@]})) || fail "only $in_server of ${#pids[@]} calls reached the server"
+step "docker stop with $in_server calls running or queued"
+$docker stop "$name" >/dev/null
+exit_code=$($docker inspect -f '{{.State.ExitCode}}' "$name")
+failed=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { failed=$((failed + 1)); head -c 300 "$work/load$((i + 1)).out" >&2; }
+done
+[[ $exit_code == 0 ]] || { $docker logs --tail 20 "$name" >&2; fail "docker stop: exit $exit_code"; }
+((failed == 0)) || fail "$failed of ${#pids[@]} calls in flight failed at docker stop"
+step "passed (docker stop: exit 0, ${#pids[@]} calls in flight answered)"
