@@ -1,11 +1,13 @@
 // The HTTP rerank routes (rankd/server/http_api.h).
 #include "rankd/server/http_api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <random>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -69,10 +71,10 @@ class HttpRerankCall {
         reply_(std::move(reply)),
         call_(service, absl::StrCat(route.method, " ", route.path)) {}
 
-  void Start(const HttpRequest& http, double timeout_s) {
-    // The caller's X-Request-Id, else a fresh one: the access log's request_id and the answer's id.
-    const std::string* request_id = http.Header("x-request-id");
-    id_ = request_id != nullptr && !request_id->empty() ? *request_id : NewCallId();
+  // `request_id`: the caller's (CallerRequestId), else empty for a fresh one.
+  void Start(const HttpRequest& http, std::string request_id, double timeout_s) {
+    // The access log's request_id and the answer's id.
+    id_ = request_id.empty() ? NewCallId() : std::move(request_id);
     rankd::v1::ScoreRequest* request = call_.mutable_request();
     const absl::Status parsed = ParseRerankRequest(route_.shape, http.body, request, &options_);
     request->set_request_id(id_);
@@ -108,6 +110,23 @@ class HttpRerankCall {
   RerankOptions options_;
   std::string body_;  // the answer, once encoded
 };
+
+constexpr size_t kMaxRequestIdBytes = 128;
+
+// The X-Request-Id header's value ("" when absent), or an error: it goes into the worker's
+// request and the log, so it must be short and printable ASCII.
+absl::StatusOr<std::string> CallerRequestId(const HttpRequest& request) {
+  const std::string* id = request.Header("x-request-id");
+  if (id == nullptr) return std::string();
+  const bool printable =
+      std::all_of(id->begin(), id->end(), [](char c) { return c > ' ' && c < 0x7f; });
+  if (!printable || id->size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("X-Request-Id: must be printable ASCII without spaces, at most ",
+                     kMaxRequestIdBytes, " bytes (got ", id->size(), " bytes)"));
+  }
+  return *id;
+}
 
 // application/json, with or without parameters ("application/json; charset=utf-8").
 bool IsJson(const std::string* content_type) {
@@ -175,7 +194,13 @@ void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* ke
                      refuse(415, "Content-Type must be application/json");
                      return;
                    }
-                   (new HttpRerankCall(service, *r, std::move(reply)))->Start(request, timeout_s);
+                   absl::StatusOr<std::string> request_id = CallerRequestId(request);
+                   if (!request_id.ok()) {
+                     refuse(400, request_id.status().message());
+                     return;
+                   }
+                   (new HttpRerankCall(service, *r, std::move(reply)))
+                       ->Start(request, std::move(*request_id), timeout_s);
                  });
   }
 }

@@ -226,6 +226,8 @@ TEST(HttpApiTest, BadCallsGetTheirHttpCodeAndAJsonErrorNamingTheField) {
   ExpectError(Post(*server, "/v1/rerank", body.dump()), 404, "NOT_FOUND",
               "model: 'other' is not served here");
   ExpectError(Post(*server, "/v2/rerank", good.dump()), 404, "NOT_FOUND", "no such path");
+  ExpectError(Post(*server, "/v1/rerank", good.dump(), {{"X-Request-Id", std::string(200, 'x')}}),
+              400, "INVALID_ARGUMENT", "X-Request-Id: must be printable ASCII");
   ExpectError(Post(*server, "/v1/rerank", good.dump(), {}, "text/plain"), 415,
               "UNSUPPORTED_MEDIA_TYPE", "application/json");
   body = good;
@@ -239,7 +241,7 @@ TEST(HttpApiTest, BadCallsGetTheirHttpCodeAndAJsonErrorNamingTheField) {
   EXPECT_EQ(Json::parse(res->body)["error"]["code"], "METHOD_NOT_ALLOWED");
   // Still serving; the refusals are counted.
   EXPECT_EQ(Post(*server, "/v1/rerank", good.dump()).status, 200);
-  EXPECT_EQ(server->Metric("rankd_http_requests_total{route=\"/v1/rerank\",code=\"400\"}"), 4);
+  EXPECT_EQ(server->Metric("rankd_http_requests_total{route=\"/v1/rerank\",code=\"400\"}"), 5);
   EXPECT_EQ(server->Metric("rankd_http_requests_total{route=\"other\",code=\"413\"}"), 1);
 }
 
