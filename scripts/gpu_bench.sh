@@ -60,7 +60,7 @@ log "serve under load"
 ready=/tmp/rankd-bench-ready.json
 rm -f "$ready"
 "$BIN/rankd" serve --backend cuda --model "$MODEL" --workers 1 --listen 127.0.0.1:0 \
-  --metrics-listen 127.0.0.1:0 --ready-file "$ready" --log-level warn >>"$OUT/serve.log" 2>&1 &
+  --metrics-listen 127.0.0.1:0 --http-listen '' --ready-file "$ready" --log-level warn >>"$OUT/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 120); do [[ -s $ready ]] && break; sleep 0.5; done
 if [[ -s $ready ]]; then

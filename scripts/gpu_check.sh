@@ -121,7 +121,7 @@ p99_of() {
 # its default), YAML appended; sets $server and $target.
 start_controls_server() {
   rm -f "$ready"
-  printf 'model:\n  dir: %s\n  backend: %s\n  cuda_strategy: %s\nserver:\n  listen: %s\n  metrics_listen: ""\nworkers:\n  count: 1\nlogging:\n  level: warn\n%s\n' \
+  printf 'model:\n  dir: %s\n  backend: %s\n  cuda_strategy: %s\nserver:\n  listen: %s\n  metrics_listen: ""\n  http_listen: ""\nworkers:\n  count: 1\nlogging:\n  level: warn\n%s\n' \
     "$c_model" "$c_backend" "${CONTROLS_STRATEGY:-multi-item}" 127.0.0.1:0 "${1:-}" \
     >"$json/serve.yaml"
   { echo "===== rankd serve --config:"; cat "$json/serve.yaml"; } >>"$log"

@@ -38,7 +38,7 @@ PER_GPU=1
 config() {
   cat >"$OUT/$1.yaml" <<EOF
 model: {dir: $MODEL, backend: cuda, cuda_strategy: multi-item}
-server: {listen: "127.0.0.1:0", metrics_listen: "127.0.0.1:0", queue_size: 256}
+server: {listen: "127.0.0.1:0", metrics_listen: "127.0.0.1:0", http_listen: "", queue_size: 256}
 workers: {count: 0, gpus: $2, workers_per_gpu: $3}
 logging: {level: warn}
 EOF

@@ -63,16 +63,18 @@ int RunServeCommand(int argc, char** argv, int first) {
 
   FlagSet flags(
       "rankd serve [--config FILE] [--model DIR] [--backend cpu|cuda] [--listen HOST:PORT]\n"
-      "            [--metrics-listen HOST:PORT] [--workers N] [flags]\n"
-      "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC with a pool of worker\n"
-      "processes. Without --config it uses the embedded default (configs/tiny-cpu.yaml: the\n"
-      "bundled tiny model, CPU backend, 2 workers); flags override the file (the defaults below\n"
-      "are the file's values). SIGTERM drains. Settings: docs/config.md.");
+      "            [--metrics-listen HOST:PORT] [--http-listen HOST:PORT] [--workers N] [flags]\n"
+      "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC, and POST /v1/rerank and\n"
+      "POST /rerank over HTTP, with a pool of worker processes. Without --config it uses the\n"
+      "embedded default (configs/tiny-cpu.yaml: the bundled tiny model, CPU backend, 2 workers);\n"
+      "flags override the file (the defaults below are the file's values). SIGTERM drains. "
+      "Settings: docs/config.md.");
   EngineFlags engine_flags(m.engine);
   engine_flags.options.backend.device =
       config.workers.gpus.size() == 1 ? config.workers.gpus[0] : 0;
   AddEngineFlags(flags, &engine_flags);
-  std::string listen = config.server.listen, metrics_listen = config.server.metrics_listen;
+  std::string listen = config.server.listen, metrics_listen = config.server.metrics_listen,
+              http_listen = config.server.http_listen;
   std::string log_level = config.logging.level, log_format = config.logging.format, ready_file;
   int workers = config.workers.count, queue_size = config.server.queue_size;
   server::TlsSection& tls = config.server.tls;
@@ -82,6 +84,9 @@ int RunServeCommand(int argc, char** argv, int first) {
   flags.String("listen", &listen, "gRPC address HOST:PORT (server.listen)");
   flags.String("metrics-listen", &metrics_listen,
                "HTTP address of /metrics, /healthz, /readyz; empty: off (server.metrics_listen)");
+  flags.String("http-listen", &http_listen,
+               "HTTP address of the JSON API (POST /v1/rerank, POST /rerank); empty: off "
+               "(server.http_listen)");
   flags.String("tls-cert", &tls.cert_file,
                "PEM certificate chain: TLS on the gRPC port (server.tls.cert_file)");
   flags.String("tls-key", &tls.key_file, "PEM private key of --tls-cert (server.tls.key_file)");
@@ -95,8 +100,9 @@ int RunServeCommand(int argc, char** argv, int first) {
   flags.Int("queue-size", &queue_size, "requests that may wait for a worker (server.queue_size)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error, off (logging.level)");
   flags.String("log-format", &log_format, "text or json (logging.format)");
-  flags.String("ready-file", &ready_file,
-               "write {\"pid\", \"grpc_port\", \"metrics_port\"} here once listening");
+  flags.String(
+      "ready-file", &ready_file,
+      "write {\"pid\", \"grpc_port\", \"metrics_port\", \"http_port\"} here once listening");
   flags.Bool("print-default-config", &print_default_config,
              "print the embedded default config and exit");
   if (absl::Status s = flags.Parse(argc, argv, first, nullptr); !s.ok()) {
@@ -113,6 +119,7 @@ int RunServeCommand(int argc, char** argv, int first) {
   }
   config.server.listen = listen;
   config.server.metrics_listen = metrics_listen;
+  config.server.http_listen = http_listen;
   config.workers.count = workers;
   config.server.queue_size = queue_size;
   config.logging.level = log_level;

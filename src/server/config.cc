@@ -283,8 +283,10 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
       {"server",
        Section({{"listen", String(&s.listen)},
                 {"metrics_listen", String(&s.metrics_listen)},
+                {"http_listen", String(&s.http_listen)},
                 {"http_max_connections", Number(&s.http_max_connections)},
                 {"http_read_timeout_s", Number(&s.http_read_timeout_s)},
+                {"http_request_timeout_s", Number(&s.http_request_timeout_s)},
                 {"queue_size", Number(&s.queue_size)},
                 {"max_queue_wait_s", Number(&s.max_queue_wait_s)},
                 {"drain_timeout_s", Number(&s.drain_timeout_s)},
@@ -431,6 +433,7 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   if (!s.reflection.has_value()) s.reflection = IsLoopbackAddress(s.listen);
   RANKD_RETURN_IF_ERROR(non_negative("server.queue_size", s.queue_size));
   RANKD_RETURN_IF_ERROR(non_negative("server.max_queue_wait_s", s.max_queue_wait_s));
+  RANKD_RETURN_IF_ERROR(positive("server.http_request_timeout_s", s.http_request_timeout_s));
   RANKD_RETURN_IF_ERROR(non_negative("server.drain_timeout_s", s.drain_timeout_s));
   RANKD_RETURN_IF_ERROR(positive("server.stream_chunk_items", s.stream_chunk_items));
   RANKD_RETURN_IF_ERROR(

@@ -61,10 +61,6 @@ const char* Reason(int status) {
   }
 }
 
-HttpResponse Error(int status, std::string message) {
-  return {.status = status, .content_type = "text/plain", .body = std::move(message) + "\n"};
-}
-
 // "host:port", "[v6]:port" or ":port" (all interfaces).
 absl::Status SplitHostPort(const std::string& name, const std::string& address, std::string* host,
                            int* port) {
@@ -91,11 +87,14 @@ const std::string* HttpRequest::Header(const std::string& name) const {
 }
 
 struct HttpServer::Connection {
-  enum class State { kReading, kHandling, kWriting };
+  // kDraining: answered, the write side shut; what the client still sends is read and dropped
+  // until it closes too or the deadline passes (a lingering close: closing with unread bytes
+  // would reset the connection, and the client could lose the answer, e.g. a 413's, unread).
+  enum class State { kReading, kHandling, kWriting, kDraining };
   uint64_t id = 0;
   int fd = -1;
   State state = State::kReading;
-  Clock::time_point deadline;  // kReading and kWriting: closed when it passes
+  Clock::time_point deadline;  // all but kHandling: closed when it passes
   Clock::time_point idle_since;
   std::string in;   // received, not yet parsed
   std::string out;  // the answer being written
@@ -118,6 +117,11 @@ struct HttpServer::Replies {
     (void)!write(wake_fd, &one, sizeof(one));
   }
 };
+
+HttpResponse HttpServer::Error(int status, std::string message) const {
+  if (options_.error_response) return options_.error_response(status, std::move(message));
+  return {.status = status, .content_type = "text/plain", .body = std::move(message) + "\n"};
+}
 
 HttpServer::HttpServer(Options options)
     : options_(std::move(options)), replies_(std::make_shared<Replies>()) {}
@@ -231,6 +235,8 @@ void HttpServer::Loop() {
           OnReadable(c);
         } else if (c.state == Connection::State::kWriting) {
           OnWritable(c);
+        } else if (c.state == Connection::State::kDraining) {
+          OnDraining(c);
         }
       }
     }
@@ -428,6 +434,17 @@ void HttpServer::Respond(Connection& c, const HttpResponse& response) {
   OnWritable(c);
 }
 
+void HttpServer::OnDraining(Connection& c) {
+  char buffer[kReadChunk];
+  while (true) {
+    const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    Close(c.id);  // the client closed its side too (or the connection failed)
+    return;
+  }
+}
+
 void HttpServer::OnWritable(Connection& c) {
   while (c.written < c.out.size()) {
     const ssize_t n = send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
@@ -440,7 +457,12 @@ void HttpServer::OnWritable(Connection& c) {
     c.written += static_cast<size_t>(n);
   }
   if (c.close_after) {
-    Close(c.id);
+    shutdown(c.fd, SHUT_WR);
+    c.in.clear();
+    c.out.clear();
+    c.state = Connection::State::kDraining;
+    SetInterest(c, EPOLLIN);
+    OnDraining(c);
     return;
   }
   c.out.clear();

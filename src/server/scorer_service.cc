@@ -28,6 +28,8 @@ bool Interactive(const ScoreRequest& request) {
   return request.priority() != rankd::v1::PRIORITY_BATCH;
 }
 
+}  // namespace
+
 // The result cache's part in one call: the keys of its items below the depth and what the cache
 // had for them (nothing when the cache is off or the call skips it).
 class CachedItems {
@@ -84,18 +86,20 @@ class CachedItems {
   std::vector<std::optional<float>> scores_;
 };
 
+namespace {
+
 // The work that scores `misses`, the items of [begin, end) that need a worker: the range when it
 // is all of them (with `whole` the worker call points at the whole request), else just those.
 std::shared_ptr<Work> MakeWork(const ScoreRequest* request, int begin, int end,
-                               std::vector<int> misses, bool whole,
-                               grpc::CallbackServerContext* context, Work::DoneFn done) {
+                               std::vector<int> misses, bool whole, WallTime deadline,
+                               Work::DoneFn done) {
   if (static_cast<int>(misses.size()) == end - begin) {
-    return std::make_shared<Work>(request, begin, end, Interactive(*request), context->deadline(),
+    return std::make_shared<Work>(request, begin, end, Interactive(*request), deadline,
                                   whole ? Work::Carry::kWholeRequest : Work::Carry::kOwnItems,
                                   std::move(done));
   }
-  return std::make_shared<Work>(request, std::move(misses), Interactive(*request),
-                                context->deadline(), std::move(done));
+  return std::make_shared<Work>(request, std::move(misses), Interactive(*request), deadline,
+                                std::move(done));
 }
 
 // A caller's string for the log, bounded (the log formatter escapes whatever it holds).
@@ -189,77 +193,25 @@ grpc::Status SerializeResponse(const ScoreResponse& response, grpc::ByteBuffer* 
   return grpc::SerializationTraits<ScoreResponse>::Serialize(response, out, &own_buffer);
 }
 
+// gRPC's Score: the raw request parsed, the response serialized into gRPC's buffer.
 class ScoreReactor final : public grpc::ServerUnaryReactor {
  public:
   ScoreReactor(ScorerService* service, grpc::CallbackServerContext* context,
                const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response)
-      : service_(service), raw_response_(raw_response), start_(Clock::now()) {
-    absl::Status s = ParseScoreRequest(*raw_request, "Score", &request_message_);
-    if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
-    if (!s.ok()) {
-      Done(ToGrpcStatus(s));
-      return;
-    }
-    scored_end_ = ItemsToScore(*request_, service->default_depth());
-    cached_.emplace(service, *request_, scored_end_);
-    std::vector<int> misses = cached_->Misses(0, scored_end_);
-    if (misses.empty()) {  // every item answered here: nothing queues
-      Answer(nullptr);
-      Done(grpc::Status::OK);
-      return;
-    }
-    work_ = MakeWork(request_, 0, scored_end_, std::move(misses), /*whole=*/true, context,
-                     [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
-    s = service->pool()->Submit({work_});
-    if (!s.ok()) Done(ToGrpcStatus(s));
+      : call_(service, "Score") {
+    call_.Start(
+        ParseScoreRequest(*raw_request, "Score", call_.mutable_request()), context->deadline(),
+        [raw_response](const ScoreResponse& response) {
+          return SerializeResponse(response, raw_response);
+        },
+        [this](const grpc::Status& status) { Finish(status); });
   }
 
-  void OnCancel() override {
-    if (work_) service_->pool()->Cancel(work_);
-  }
+  void OnCancel() override { call_.Cancel(); }
   void OnDone() override { delete this; }
 
  private:
-  void OnWorkDone(const grpc::Status& status, Work& work) {
-    if (status.ok()) Answer(&work);
-    Done(status);
-  }
-
-  // The response, from the cache and `work`'s result (null: all cached).
-  void Answer(const Work* work) {
-    const rankd::worker::v1::WorkResult* r = work ? &work->result() : nullptr;
-    cached_->Append(*request_, 0, request_->items_size(), scored_end_, r, response_);
-    response_->set_depth(scored_end_);
-    response_->set_model(service_->model().name);
-    response_->set_request_id(request_->request_id());
-    if (r != nullptr) {
-      response_->mutable_usage()->set_prefix_tokens(r->prefix_tokens());
-      response_->mutable_usage()->set_item_tokens(r->item_tokens());
-      response_->mutable_usage()->set_items_scored(work->num_items());
-      response_->mutable_timing()->set_queue_seconds(work->queue_seconds());
-      response_->mutable_timing()->set_compute_seconds(r->compute_seconds());
-    }
-  }
-
-  void Done(grpc::Status status) {
-    if (status.ok()) status = SerializeResponse(*response_, raw_response_);
-    RecordCall(service_, *request_, status, start_, "Score");
-    if (status.ok()) {
-      service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
-    }
-    Finish(status);
-  }
-
-  ScorerService* const service_;
-  ScoreRequest request_message_;
-  ScoreResponse response_message_;
-  const ScoreRequest* const request_ = &request_message_;
-  ScoreResponse* const response_ = &response_message_;
-  grpc::ByteBuffer* const raw_response_;
-  const Clock::time_point start_;
-  int scored_end_ = 0;  // items [0, scored_end_) are scored (the depth: pinned or the controller's)
-  std::optional<CachedItems> cached_;
-  std::shared_ptr<Work> work_;
+  ScoreCall call_;
 };
 
 // Answers in chunks of consecutive items, in order, each as soon as it and those before it are
@@ -292,7 +244,8 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         // Each chunk's worker call carries its own items only: with the whole request, a stream
         // of n items in chunks of c would send and parse n * n / c items.
         c.work = MakeWork(
-            request_, b, std::min(c.end, scored_end_), std::move(misses), /*whole=*/false, context,
+            request_, b, std::min(c.end, scored_end_), std::move(misses), /*whole=*/false,
+            context->deadline(),
             [this, k](const grpc::Status& status, Work& work) { OnWorkDone(k, status, work); });
         works.push_back(c.work);
       } else {
@@ -525,6 +478,70 @@ void ScorerService::ControlLoop() {
     metrics_->depth->Set(depth);
     if (p99) metrics_->latency_p99->Set(*p99);
   }
+}
+
+ScoreCall::ScoreCall(ScorerService* service, std::string rpc)
+    : service_(service), rpc_(std::move(rpc)), start_(Clock::now()) {}
+
+ScoreCall::~ScoreCall() = default;
+
+void ScoreCall::Start(const absl::Status& parsed, WallTime deadline, EncodeFn encode,
+                      FinishFn finish) {
+  encode_ = std::move(encode);
+  finish_ = std::move(finish);
+  absl::Status s = parsed;
+  if (s.ok()) s = ValidateScoreRequest(request_, service_->config().limits, service_->model());
+  if (!s.ok()) {
+    Done(ToGrpcStatus(s));
+    return;
+  }
+  scored_end_ = ItemsToScore(request_, service_->default_depth());
+  cached_ = std::make_unique<CachedItems>(service_, request_, scored_end_);
+  std::vector<int> misses = cached_->Misses(0, scored_end_);
+  if (misses.empty()) {  // every item answered here: nothing queues
+    Answer(nullptr);
+    Done(grpc::Status::OK);
+    return;
+  }
+  work_ = MakeWork(&request_, 0, scored_end_, std::move(misses), /*whole=*/true, deadline,
+                   [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
+  s = service_->pool()->Submit({work_});
+  if (!s.ok()) Done(ToGrpcStatus(s));
+}
+
+void ScoreCall::Cancel() {
+  if (work_) service_->pool()->Cancel(work_);
+}
+
+void ScoreCall::OnWorkDone(const grpc::Status& status, Work& work) {
+  if (status.ok()) Answer(&work);
+  Done(status);
+}
+
+void ScoreCall::Answer(const Work* work) {
+  const rankd::worker::v1::WorkResult* r = work ? &work->result() : nullptr;
+  cached_->Append(request_, 0, request_.items_size(), scored_end_, r, &response_);
+  response_.set_depth(scored_end_);
+  response_.set_model(service_->model().name);
+  response_.set_request_id(request_.request_id());
+  if (r != nullptr) {
+    response_.mutable_usage()->set_prefix_tokens(r->prefix_tokens());
+    response_.mutable_usage()->set_item_tokens(r->item_tokens());
+    response_.mutable_usage()->set_items_scored(work->num_items());
+    response_.mutable_timing()->set_queue_seconds(work->queue_seconds());
+    response_.mutable_timing()->set_compute_seconds(r->compute_seconds());
+  }
+}
+
+void ScoreCall::Done(grpc::Status status) {
+  if (status.ok()) status = encode_(response_);
+  RecordCall(service_, request_, status, start_, rpc_);
+  if (status.ok()) {
+    service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
+  }
+  // Moved out first: `finish` may destroy this call, and the function with it.
+  const FinishFn finish = std::move(finish_);
+  finish(status);
 }
 
 grpc::ServerUnaryReactor* ScorerService::Score(grpc::CallbackServerContext* context,

@@ -23,9 +23,10 @@
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/config.h"
-#include "rankd/server/http_server.h"
 #include "rankd/server/auth.h"
 #include "rankd/server/credentials.h"
+#include "rankd/server/http_api.h"
+#include "rankd/server/http_server.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/process.h"
 #include "rankd/server/scorer_service.h"
@@ -106,12 +107,13 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
-absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_port,
+                            int http_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << "{\"pid\": " << getpid() << ", \"grpc_port\": " << grpc_port
-        << ", \"metrics_port\": " << metrics_port << "}\n";
+        << ", \"metrics_port\": " << metrics_port << ", \"http_port\": " << http_port << "}\n";
     if (!out) return absl::InternalError(absl::StrCat("--ready-file ", path, ": cannot write"));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -187,25 +189,37 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   pool.SetReadinessCallback(
       [health](bool ready) { health->SetServingStatus(kScorerServiceName, ready); });
 
-  HttpServer http({.max_connections = config.server.http_max_connections,
-                   .read_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::duration<double>(config.server.http_read_timeout_s)),
-                   .max_body_bytes = config.limits.max_message_bytes,
-                   .name = "server.metrics_listen"});
+  // Two HTTP servers, each with its own connections: the JSON API may face the clients' network
+  // while /metrics and the probes stay on an internal address, and busy API clients cannot
+  // crowd out a probe.
+  HttpServer::Options http_options{
+      .max_connections = config.server.http_max_connections,
+      .read_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::duration<double>(config.server.http_read_timeout_s)),
+      .max_body_bytes = config.limits.max_message_bytes,
+      .name = "server.metrics_listen"};
+  HttpServer http(http_options);
+  http_options.name = "server.http_listen";
+  http_options.error_response = HttpApiErrors(&registry);
+  HttpServer api(http_options);
+  absl::Status http_started;
   if (!config.server.metrics_listen.empty()) {
-    if (absl::Status s =
-            StartHttp(&http, config.server.metrics_listen, &registry, &pool,
-                      config.server.auth.protect_metrics ? keys.get() : nullptr);
-        !s.ok()) {
-      server->Shutdown();
-      return s;
-    }
+    http_started = StartHttp(&http, config.server.metrics_listen, &registry, &pool,
+                             config.server.auth.protect_metrics ? keys.get() : nullptr);
+  }
+  if (http_started.ok() && !config.server.http_listen.empty()) {
+    RegisterHttpApi(&api, &service, keys.get());
+    http_started = api.Start(config.server.http_listen);
+  }
+  if (!http_started.ok()) {
+    server->Shutdown();
+    return http_started;
   }
   if (absl::Status s = pool.Start(); !s.ok()) {
     server->Shutdown();
     return s;
   }
-  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}, {}{}{}){}",
+  spdlog::info("serving model {} ({}, backend {}, {} workers) on {} (gRPC port {}, {}{}{}){}{}",
                config.model.name, config.model.engine.model_dir, config.model.engine.backend.kind,
                specs.size(), config.server.listen, grpc_port,
                config.server.tls.cert_file.empty()        ? "plaintext"
@@ -215,7 +229,9 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
                config.server.reflection.value_or(false) ? ", reflection" : "",
                config.server.metrics_listen.empty()
                    ? std::string()
-                   : absl::StrCat(", metrics on port ", http.port()));
+                   : absl::StrCat(", metrics on port ", http.port()),
+               config.server.http_listen.empty() ? std::string()
+                                                 : absl::StrCat(", HTTP API on port ", api.port()));
   // SIGHUP re-reads the API keys (the TLS files are re-read by gRPC's watcher on its own).
   std::atomic<bool> stopping{false};
   std::thread reloader;
@@ -232,7 +248,8 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
     });
   }
   if (!options.ready_file.empty()) {
-    if (absl::Status s = WriteReadyFile(options.ready_file, grpc_port, http.port()); !s.ok()) {
+    if (absl::Status s = WriteReadyFile(options.ready_file, grpc_port, http.port(), api.port());
+        !s.ok()) {
       spdlog::error("{}", s.message());
     }
   }
@@ -254,6 +271,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   const int ended = DisconnectPeers(grpc_port);
   if (ended > 0) spdlog::info("closed {} client connection{}", ended, ended == 1 ? "" : "s");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  api.Stop();
   http.Stop();
   if (!options.ready_file.empty()) std::remove(options.ready_file.c_str());
   if (!start_failure.ok()) return start_failure;

@@ -157,6 +157,29 @@ TEST_F(HttpServerTest, PostBodiesUpToTheLimitAreServedLargerOnesGet413) {
   EXPECT_TRUE(client.WaitClosed());
 }
 
+TEST_F(HttpServerTest, AnOversizedBodySentWholeStillGetsItsAnswerFromTheErrorHook) {
+  StartServer({.max_body_bytes = 64, .error_response = [](int status, std::string message) {
+                 return HttpResponse{.status = status,
+                                     .content_type = "application/json",
+                                     .body = absl::StrCat("{\"error\": \"", message, "\"}")};
+               }});
+  Client client(port());
+  // Sent at once, body and all: the server answers after the headers and must not reset the
+  // connection while the rest of the body still arrives (the answer would be lost).
+  const std::string body(256 << 10, 'x');
+  std::thread sender([&] {
+    EXPECT_TRUE(client.Send(
+        absl::StrCat("POST /echo HTTP/1.1\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
+  });
+  const std::string refused = client.ReadResponse();
+  sender.join();
+  EXPECT_THAT(refused, StartsWith("HTTP/1.1 413 "));
+  EXPECT_THAT(refused, HasSubstr("application/json"));
+  EXPECT_THAT(refused,
+              HasSubstr("{\"error\": \"body of 262144 bytes exceeds the limit of 64 bytes\"}"));
+  EXPECT_TRUE(client.WaitClosed());
+}
+
 TEST_F(HttpServerTest, MalformedAndOversizedRequestsAreRefused) {
   StartServer({});
   {

@@ -397,7 +397,7 @@ std::pair<int, std::string> ServeFails(const Pki& pki, const std::string& server
   const std::string config = pki.Path("bad.yaml");
   std::ofstream(config) << Config(server_settings);
   return RunShell(absl::StrCat(RANKD_BINARY_DIR, "/bin/rankd serve --config ", config,
-                               " --listen 127.0.0.1:0 --metrics-listen ''"));
+                               " --listen 127.0.0.1:0 --metrics-listen '' --http-listen ''"));
 }
 
 TEST(SecurityTest, BadSecurityFilesStopTheStartWithAnErrorNamingTheSetting) {

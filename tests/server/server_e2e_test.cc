@@ -1368,20 +1368,6 @@ TEST(ServeStartTest, WorkersThatNeverComeUpMakeServeExitAfterMaxFailedStarts) {
 
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
 
-class StoppedWorkers {
- public:
-  explicit StoppedWorkers(std::vector<pid_t> pids) : pids_(std::move(pids)) {
-    for (pid_t p : pids_) kill(p, SIGSTOP);
-  }
-  void Resume(pid_t p) { kill(p, SIGCONT); }
-  ~StoppedWorkers() {
-    for (pid_t p : pids_) kill(p, SIGCONT);
-  }
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 TEST(ServeControlTest, FullQueueAnswersResourceExhaustedAtOnce) {
   const Golden golden = LoadGolden("llama-cls");
   const GoldenCase& c = golden.cases[1];

@@ -65,6 +65,7 @@ std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml,
                                    "--config=" + config,
                                    "--listen=127.0.0.1:0",
                                    "--metrics-listen=127.0.0.1:0",
+                                   "--http-listen=127.0.0.1:0",
                                    "--ready-file=" + ready};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -111,6 +112,7 @@ std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
   const auto j = nlohmann::json::parse(ReadFile(ready));
   server->grpc_port_ = j.at("grpc_port").get<int>();
   server->metrics_port_ = j.at("metrics_port").get<int>();
+  server->http_port_ = j.at("http_port").get<int>();
   server->channel_ = grpc::CreateChannel(server->target(), grpc::InsecureChannelCredentials());
   return server;
 }
@@ -212,6 +214,16 @@ std::optional<int> TestServer::WaitExit(std::chrono::milliseconds timeout) {
 }
 
 std::string TestServer::Log() const { return ReadFile(dir_ + "/server.log"); }
+
+StoppedWorkers::StoppedWorkers(std::vector<pid_t> pids) : pids_(std::move(pids)) {
+  for (pid_t p : pids_) kill(p, SIGSTOP);
+}
+
+void StoppedWorkers::Resume(pid_t p) { kill(p, SIGCONT); }
+
+StoppedWorkers::~StoppedWorkers() {
+  for (pid_t p : pids_) kill(p, SIGCONT);
+}
 
 std::vector<pid_t> ChildPids(pid_t parent) {
   std::vector<pid_t> children;

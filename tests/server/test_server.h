@@ -35,6 +35,7 @@ class TestServer {
   pid_t pid() const { return pid_; }
   std::string target() const;  // 127.0.0.1:PORT
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return http_port_; }  // the JSON API's (server.http_listen)
   std::unique_ptr<rankd::v1::Scorer::Stub> NewScorer() const;
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
 
@@ -69,8 +70,21 @@ class TestServer {
   bool exited_ = false;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::string dir_;
   std::shared_ptr<grpc::Channel> channel_;
+};
+
+// Holds processes stopped (SIGSTOP) while it lives, e.g. a server's workers, so that its queue
+// fills deterministically.
+class StoppedWorkers {
+ public:
+  explicit StoppedWorkers(std::vector<pid_t> pids);
+  void Resume(pid_t p);
+  ~StoppedWorkers();  // SIGCONT to all
+
+ private:
+  std::vector<pid_t> pids_;
 };
 
 // Processes whose parent is `parent`, from /proc.

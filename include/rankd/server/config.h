@@ -58,15 +58,21 @@ struct AuthSection {
 
 struct ServerSection {
   std::string listen = "127.0.0.1:50051";         // gRPC; port 0 picks a free port
-  std::string metrics_listen = "127.0.0.1:9464";  // HTTP /metrics; empty: off
-  int http_max_connections = 256;  // HTTP connections open at once (more: the idlest closes)
-  double http_read_timeout_s = 10;  // an HTTP request must arrive whole within it
-  int queue_size = 64;                            // requests waiting for a worker, at most
+  std::string metrics_listen = "127.0.0.1:9464";  // HTTP /metrics, /healthz, /readyz; empty: off
+  std::string http_listen = "127.0.0.1:8080";     // HTTP JSON API (http_api.h); empty: off
+  // Both HTTP ports, each on its own: connections open at once (more: the idlest closes), and
+  // the time within which a request must arrive whole.
+  int http_max_connections = 256;
+  double http_read_timeout_s = 10;
+  // The deadline of an HTTP API call (gRPC calls bring their own): admission and the queue
+  // answer 504 when it cannot be met.
+  double http_request_timeout_s = 60;
+  int queue_size = 64;          // requests waiting for a worker, at most
   // Interactive calls are refused (RESOURCE_EXHAUSTED) when the work queued ahead of them is
   // estimated to take longer than this (seconds per item x items ahead / workers up); 0: off.
   double max_queue_wait_s = 0;
-  double drain_timeout_s = 30;                    // SIGTERM: how long in-flight work may finish
-  int stream_chunk_items = 64;                    // ScoreStream: items per chunk
+  double drain_timeout_s = 30;  // SIGTERM: how long in-flight work may finish
+  int stream_chunk_items = 64;  // ScoreStream: items per chunk
   // Scoring cost per item assumed until the first measurement (deadline admission).
   double initial_seconds_per_item = 0.001;
   TlsSection tls;

@@ -3,6 +3,8 @@
 // each and never a thread: a request must arrive whole within the read timeout of the
 // connection's opening (or of its previous answer), a keep-alive connection serves a bounded
 // number of requests, and beyond the connection cap a new connection closes the one idle longest.
+// An answer that ends its connection shuts the write side first and drops what the client still
+// sends until it closes too (within the read timeout), so that the client reads the answer.
 #ifndef RANKD_SERVER_HTTP_SERVER_H_
 #define RANKD_SERVER_HTTP_SERVER_H_
 
@@ -37,6 +39,10 @@ struct HttpResponse {
   std::string body;
 };
 
+// The server's own error answers (400 malformed, 404, 405, 413, 431, 501): from the status and a
+// message naming what was wrong.
+using HttpErrorFn = std::function<HttpResponse(int status, std::string message)>;
+
 // Threads: Handle before Start; Start and Stop on one thread; handlers run on the server's thread
 // and must not block; a Reply may be called (once) from any thread, also after Stop (then it is
 // dropped).
@@ -50,6 +56,8 @@ class HttpServer {
     int64_t max_body_bytes = 1 << 20;  // larger bodies get 413
     int max_requests_per_connection = 100;
     std::string name = "http";  // for messages: the config key of the address
+    // Makes the server's own error answers (runs on the server's thread); null: plain text.
+    HttpErrorFn error_response = nullptr;
   };
   // A handler answers by calling its Reply once, at once or later (the connection waits, with no
   // read timeout, meanwhile: a handler bounds its own work).
@@ -79,9 +87,11 @@ class HttpServer {
   void Accept();
   void OnReadable(Connection& c);
   void OnWritable(Connection& c);
+  void OnDraining(Connection& c);
   // Parses and dispatches the next request buffered in `c` if it is whole.
   void MaybeDispatch(Connection& c);
   void Respond(Connection& c, const HttpResponse& response);
+  HttpResponse Error(int status, std::string message) const;
   void Close(uint64_t id);
   void SetInterest(const Connection& c, uint32_t events);
   void TakeReplies();

@@ -13,8 +13,12 @@
 #define RANKD_SERVER_SCORER_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -73,6 +77,56 @@ class ScorerService final
   std::condition_variable control_cv_;
   bool stop_control_ = false;
   std::thread control_;
+};
+
+class CachedItems;  // scorer_service.cc
+
+// One Score call, whichever transport carries it (gRPC's Score, the HTTP routes of http_api.h):
+// validation, the result cache, the depth, admission to the pool, the response, then the metrics,
+// the access log and the depth controller's latency. The transport fills mutable_request(),
+// Starts it, encodes the response in `encode` and answers in `finish`.
+//
+// Threads: Start on the transport's thread, once; `encode` then `finish` run once, on that thread
+// (answered at once: an error, or every item from the cache) or on a pool completion thread.
+// `finish` is the last thing the call does: it may destroy the ScoreCall. Cancel may run on any
+// thread from Start until `finish` has run.
+class ScoreCall {
+ public:
+  // Encodes the final response (the transport's bytes); its status is the call's from then on.
+  using EncodeFn = std::function<grpc::Status(const rankd::v1::ScoreResponse& response)>;
+  using FinishFn = std::function<void(const grpc::Status& status)>;
+
+  // `rpc` names the call in the access log ("Score", "POST /v1/rerank").
+  ScoreCall(ScorerService* service, std::string rpc);
+  ~ScoreCall();
+  ScoreCall(const ScoreCall&) = delete;
+  ScoreCall& operator=(const ScoreCall&) = delete;
+
+  rankd::v1::ScoreRequest* mutable_request() { return &request_; }
+  const rankd::v1::ScoreRequest& request() const { return request_; }
+
+  // `parsed`: how the transport's parse into mutable_request() went; an error is the answer.
+  // `deadline`: the call's (queue admission and dispatch honour it).
+  void Start(const absl::Status& parsed, std::chrono::system_clock::time_point deadline,
+             EncodeFn encode, FinishFn finish);
+  // The caller went away: the work leaves the queue (or its worker call is cancelled).
+  void Cancel();
+
+ private:
+  void OnWorkDone(const grpc::Status& status, Work& work);
+  void Answer(const Work* work);  // null: every item from the cache
+  void Done(grpc::Status status);
+
+  ScorerService* const service_;
+  const std::string rpc_;
+  const std::chrono::steady_clock::time_point start_;
+  rankd::v1::ScoreRequest request_;
+  rankd::v1::ScoreResponse response_;
+  int scored_end_ = 0;  // items [0, scored_end_) are scored (the depth: pinned or the controller's)
+  std::unique_ptr<CachedItems> cached_;
+  std::shared_ptr<Work> work_;
+  EncodeFn encode_;
+  FinishFn finish_;
 };
 
 // The largest message the gRPC transport accepts: above limits.max_message_bytes, so that a

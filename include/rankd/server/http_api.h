@@ -1,0 +1,49 @@
+// The HTTP JSON API of `rankd serve` (server.http_listen): the rerank routes that reranking
+// clients (LangChain, LlamaIndex, Haystack, Dify, ...) call, in the shapes vLLM, TEI and Cohere
+// serve, on rankd's own HttpServer. Each call is a ScoreCall (scorer_service.h), so it goes
+// through the same validation, result cache, depth, queue, priorities, deadline admission,
+// metrics and access log as gRPC's Score; API keys (server.auth) apply as
+// `Authorization: Bearer KEY`. Bodies and answers are rerank_json.h's.
+//
+// Threads: the handlers run on the HttpServer's thread and never wait: a call's answer is sent
+// from the pool's completion thread through HttpServer::Reply.
+#ifndef RANKD_SERVER_HTTP_API_H_
+#define RANKD_SERVER_HTTP_API_H_
+
+#include <string>
+#include <vector>
+
+#include "rankd/server/auth.h"
+#include "rankd/server/http_server.h"
+#include "rankd/server/metrics.h"
+#include "rankd/server/rerank_json.h"
+#include "rankd/server/scorer_service.h"
+
+namespace rankd::server {
+
+// One route of the API. HttpApiRoutes() is the one list of them: RegisterHttpApi serves it, and
+// the API's documentation is made from it.
+struct HttpApiRoute {
+  const char* method;   // "POST"
+  const char* path;     // "/v1/rerank"
+  RerankShape shape;    // its request and answer JSON
+  const char* summary;  // one line
+};
+const std::vector<HttpApiRoute>& HttpApiRoutes();
+
+// The HTTP status of a gRPC status code: 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 404
+// NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, 499 CANCELLED,
+// 500 otherwise.
+int HttpStatusOf(grpc::StatusCode code);
+
+// Serves HttpApiRoutes() on `http` through `service`. `keys`: the API keys every call must bring
+// (null: none). Every answer counts in rankd_http_requests_total{route, code}.
+void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys);
+
+// The error answers of the API port's HttpServer itself (unknown path, wrong method, oversized
+// body, ...), as JSON errors like the routes' own, counted under route="other".
+HttpErrorFn HttpApiErrors(MetricsRegistry* registry);
+
+}  // namespace rankd::server
+
+#endif  // RANKD_SERVER_HTTP_API_H_

@@ -1,0 +1,57 @@
+// The JSON of the HTTP rerank routes (http_api.h), both shapes that reranking clients speak:
+// Cohere/Jina/vLLM's POST /v1/rerank and TEI's POST /rerank. A request body becomes a
+// rankd.v1.ScoreRequest (text items) plus what the answer needs (top_n, whether to echo the
+// texts); a ScoreResponse becomes the shape's answer, results sorted best first. Nothing here
+// checks limits: the ScoreRequest goes through ValidateScoreRequest like any gRPC call's.
+//
+// Hostile input: bodies are parsed by nlohmann::json (iterative; invalid UTF-8 and numbers out of
+// range are parse errors), nesting deeper than kMaxJsonDepth and duplicate keys are refused, and
+// every error names the field ("documents[3].text: must be a string").
+#ifndef RANKD_SERVER_RERANK_JSON_H_
+#define RANKD_SERVER_RERANK_JSON_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "rankd/v1/scorer.pb.h"
+
+namespace rankd::server {
+
+enum class RerankShape {
+  kCohere,  // POST /v1/rerank: {"query", "documents", "top_n"?, ...} -> {"id", "results", ...}
+  kTei,     // POST /rerank: {"query", "texts", ...} -> [{"index", "score", "text"?}]
+};
+
+// Nesting of arrays and objects deeper than this is refused (the shapes need 3).
+inline constexpr int kMaxJsonDepth = 16;
+
+// What the answer needs besides the ScoreResponse.
+struct RerankOptions {
+  int top_n = 0;             // results to return, best first; 0: all
+  bool return_text = false;  // echo each result's text (Cohere: "document", TEI: "text")
+  bool raw_scores = false;   // rankd's scores as they are, else their sigmoid (0..1)
+};
+
+// Parses `body` into `request` (query, text items, apply_sigmoid, truncate, model, priority) and
+// `options`. Unknown members are ignored (as the servers these clients target ignore them), so a
+// client's extra options do not fail its calls. INVALID_ARGUMENT names the field.
+absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body,
+                                rankd::v1::ScoreRequest* request, RerankOptions* options);
+
+// The answer of `request` (as parsed) from its `response`: the scored items sorted by score, best
+// first (ties: the lower index first), the first top_n of them. `id` is the Cohere shape's "id".
+std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest& request,
+                               const RerankOptions& options,
+                               const rankd::v1::ScoreResponse& response, absl::string_view id);
+
+// {"error": {"message": ..., "code": ...}}.
+std::string ErrorJson(absl::string_view message, absl::string_view code);
+
+// A message of the validation or of a worker names the request's items ("items[3].text: ..."):
+// for a caller of `shape` it names its own list ("documents[3].text: ...", "texts[3]: ...").
+std::string CallerFieldMessage(RerankShape shape, absl::string_view message);
+
+}  // namespace rankd::server
+
+#endif  // RANKD_SERVER_RERANK_JSON_H_

@@ -1,0 +1,215 @@
+// The HTTP rerank routes (rankd/server/http_api.h).
+#include "rankd/server/http_api.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "rankd/common/grpc_status.h"
+
+namespace rankd::server {
+namespace {
+
+constexpr char kJson[] = "application/json";
+
+// rankd_http_requests_total{route, code}: `route` one of HttpApiRoutes()' paths or "other".
+void CountAnswer(MetricsRegistry* registry, absl::string_view route, int status) {
+  registry
+      ->GetCounter("rankd_http_requests_total", "HTTP API requests answered, by route and status.",
+                   {{"route", std::string(route)}, {"code", absl::StrCat(status)}})
+      ->Add();
+}
+
+// The "code" of an error the HTTP side answers itself (no gRPC status behind it).
+const char* HttpCodeName(int status) {
+  switch (status) {
+    case 400:
+      return "INVALID_ARGUMENT";
+    case 401:
+      return "UNAUTHENTICATED";
+    case 404:
+      return "NOT_FOUND";
+    case 405:
+      return "METHOD_NOT_ALLOWED";
+    case 413:
+      return "PAYLOAD_TOO_LARGE";
+    case 415:
+      return "UNSUPPORTED_MEDIA_TYPE";
+    case 431:
+      return "HEADERS_TOO_LARGE";
+    case 501:
+      return "UNIMPLEMENTED";
+    default:
+      return "INTERNAL";
+  }
+}
+
+HttpResponse JsonError(int status, absl::string_view message, absl::string_view code) {
+  return {.status = status, .content_type = kJson, .body = ErrorJson(message, code)};
+}
+
+// A fresh call id: 128 random bits in hex.
+std::string NewCallId() {
+  thread_local std::mt19937_64 random(std::random_device{}());
+  return absl::StrCat(absl::Hex(random(), absl::kZeroPad16), absl::Hex(random(), absl::kZeroPad16));
+}
+
+// One HTTP rerank call in flight: its ScoreCall and how to answer it. It deletes itself once
+// answered.
+class HttpRerankCall {
+ public:
+  HttpRerankCall(ScorerService* service, const HttpApiRoute& route, HttpServer::Reply reply)
+      : route_(route),
+        registry_(service->metrics()->registry),
+        reply_(std::move(reply)),
+        call_(service, absl::StrCat(route.method, " ", route.path)) {}
+
+  // `request_id`: the caller's (CallerRequestId), else empty for a fresh one.
+  void Start(const HttpRequest& http, std::string request_id, double timeout_s) {
+    // The access log's request_id and the answer's id.
+    id_ = request_id.empty() ? NewCallId() : std::move(request_id);
+    rankd::v1::ScoreRequest* request = call_.mutable_request();
+    const absl::Status parsed = ParseRerankRequest(route_.shape, http.body, request, &options_);
+    request->set_request_id(id_);
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+    call_.Start(
+        parsed, deadline,
+        [this](const rankd::v1::ScoreResponse& response) {
+          body_ = RerankResponseJson(route_.shape, call_.request(), options_, response, id_);
+          return grpc::Status::OK;
+        },
+        [this](const grpc::Status& status) { Finish(status); });
+  }
+
+ private:
+  void Finish(const grpc::Status& status) {
+    HttpResponse response =
+        status.ok() ? HttpResponse{.status = 200, .content_type = kJson, .body = std::move(body_)}
+                    : JsonError(HttpStatusOf(status.error_code()),
+                                CallerFieldMessage(route_.shape, status.error_message()),
+                                GrpcCodeName(status.error_code()));
+    CountAnswer(registry_, route_.path, response.status);
+    reply_(std::move(response));
+    delete this;
+  }
+
+  const HttpApiRoute& route_;
+  MetricsRegistry* const registry_;
+  const HttpServer::Reply reply_;
+  ScoreCall call_;
+  std::string id_;
+  RerankOptions options_;
+  std::string body_;  // the answer, once encoded
+};
+
+constexpr size_t kMaxRequestIdBytes = 128;
+
+// The X-Request-Id header's value ("" when absent), or an error: it goes into the worker's
+// request and the log, so it must be short and printable ASCII.
+absl::StatusOr<std::string> CallerRequestId(const HttpRequest& request) {
+  const std::string* id = request.Header("x-request-id");
+  if (id == nullptr) return std::string();
+  const bool printable =
+      std::all_of(id->begin(), id->end(), [](char c) { return c > ' ' && c < 0x7f; });
+  if (!printable || id->size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("X-Request-Id: must be printable ASCII without spaces, at most ",
+                     kMaxRequestIdBytes, " bytes (got ", id->size(), " bytes)"));
+  }
+  return *id;
+}
+
+// application/json, with or without parameters ("application/json; charset=utf-8").
+bool IsJson(const std::string* content_type) {
+  if (content_type == nullptr) return false;
+  const absl::string_view type = absl::StripAsciiWhitespace(
+      absl::string_view(*content_type).substr(0, content_type->find(';')));
+  return absl::EqualsIgnoreCase(type, kJson);
+}
+
+}  // namespace
+
+const std::vector<HttpApiRoute>& HttpApiRoutes() {
+  static const std::vector<HttpApiRoute> routes = {
+      {"POST", "/v1/rerank", RerankShape::kCohere,
+       "Rerank documents against a query (Cohere, Jina and vLLM shape)"},
+      {"POST", "/rerank", RerankShape::kTei,
+       "Rerank texts against a query (Hugging Face text-embeddings-inference shape)"},
+  };
+  return routes;
+}
+
+int HttpStatusOf(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return 200;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return 400;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return 401;
+    case grpc::StatusCode::NOT_FOUND:
+      return 404;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return 429;
+    case grpc::StatusCode::CANCELLED:
+      return 499;  // the client went away (nginx's code): nobody reads it
+    case grpc::StatusCode::UNAVAILABLE:
+      return 503;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys) {
+  MetricsRegistry* registry = service->metrics()->registry;
+  const double timeout_s = service->config().server.http_request_timeout_s;
+  for (const HttpApiRoute& route : HttpApiRoutes()) {
+    const HttpApiRoute* r = &route;  // HttpApiRoutes() lives as long as the program
+    http->Handle(route.method, route.path,
+                 [service, keys, registry, timeout_s, r](const HttpRequest& request,
+                                                         HttpServer::Reply reply) {
+                   auto refuse = [&](int status, absl::string_view message) {
+                     CountAnswer(registry, r->path, status);
+                     reply(JsonError(status, message, HttpCodeName(status)));
+                   };
+                   const std::string* authorization = request.Header("authorization");
+                   if (keys != nullptr && !keys->Accepts(authorization ? *authorization : "")) {
+                     refuse(401, authorization == nullptr
+                                     ? "no API key: send header 'Authorization: Bearer KEY'"
+                                     : "API key not accepted (header 'Authorization: Bearer KEY')");
+                     return;
+                   }
+                   if (!IsJson(request.Header("content-type"))) {
+                     refuse(415, "Content-Type must be application/json");
+                     return;
+                   }
+                   absl::StatusOr<std::string> request_id = CallerRequestId(request);
+                   if (!request_id.ok()) {
+                     refuse(400, request_id.status().message());
+                     return;
+                   }
+                   (new HttpRerankCall(service, *r, std::move(reply)))
+                       ->Start(request, std::move(*request_id), timeout_s);
+                 });
+  }
+}
+
+HttpErrorFn HttpApiErrors(MetricsRegistry* registry) {
+  return [registry](int status, std::string message) {
+    CountAnswer(registry, "other", status);
+    return JsonError(status, message, HttpCodeName(status));
+  };
+}
+
+}  // namespace rankd::server

@@ -1,0 +1,249 @@
+// The JSON of POST /v1/rerank and POST /rerank (rankd/server/rerank_json.h).
+#include "rankd/server/rerank_json.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "rankd/common/status.h"
+
+namespace rankd::server {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status FieldError(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// The deepest nesting of arrays and objects in `text`, counted outside strings. Exact for valid
+// JSON; for invalid JSON the parser's error follows anyway. It runs before the parser, so that no
+// deep document is ever built.
+int MaxNesting(absl::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Parses `body`: a JSON document within kMaxJsonDepth whose objects repeat no key.
+absl::StatusOr<Json> ParseBody(absl::string_view body) {
+  if (MaxNesting(body) > kMaxJsonDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("body: nesting deeper than ", kMaxJsonDepth, " levels"));
+  }
+  std::vector<std::set<std::string>> keys;  // of each object being parsed, outermost first
+  std::string duplicate;
+  const Json::parser_callback_t check = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (event == Json::parse_event_t::object_end) {
+      keys.pop_back();
+    } else if (event == Json::parse_event_t::key && !keys.empty() &&
+               !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  Json j;
+  try {
+    j = Json::parse(body.begin(), body.end(), check);
+  } catch (const Json::exception& e) {
+    // e.g. "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error while
+    // parsing value - invalid string: ill-formed UTF-8 byte; last read: '"\xFF'", or
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'": the reason, and where.
+    std::string what = e.what();
+    if (const size_t at = what.find("] "); what[0] == '[' && at != std::string::npos) {
+      what.erase(0, at + 2);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("body: not valid JSON: ", what));
+  }
+  if (!duplicate.empty()) {
+    return FieldError(Json(duplicate).dump(-1, ' ', false, Json::error_handler_t::replace),
+                      "appears twice in one object");
+  }
+  return j;
+}
+
+// The members of the top-level object that the shape reads; null counts as absent.
+class Members {
+ public:
+  explicit Members(const Json& object) : object_(object) {}
+  const Json* Get(const char* name) const {
+    auto it = object_.find(name);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+ private:
+  const Json& object_;
+};
+
+absl::Status ReadString(const Json* j, const char* name, std::string* out) {
+  if (j == nullptr) return absl::OkStatus();
+  if (!j->is_string()) return FieldError(name, "must be a string");
+  *out = j->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const Json* j, const char* name, bool* out) {
+  if (j == nullptr) return absl::OkStatus();
+  if (!j->is_boolean()) return FieldError(name, "must be true or false");
+  *out = j->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest* request) {
+  const char* name = shape == RerankShape::kCohere ? "documents" : "texts";
+  if (j == nullptr) return FieldError(name, "required (a list of strings)");
+  if (!j->is_array()) return FieldError(name, "must be a list of strings");
+  request->mutable_items()->Reserve(static_cast<int>(std::min<size_t>(j->size(), INT32_MAX)));
+  for (size_t i = 0; i < j->size(); ++i) {
+    const Json& d = (*j)[i];
+    const std::string at = absl::StrCat(name, "[", i, "]");
+    if (d.is_string()) {
+      request->add_items()->set_text(d.get<std::string>());
+    } else if (shape == RerankShape::kCohere && d.is_object()) {
+      // Cohere's and Jina's document objects: {"text": ...} (other members ignored).
+      auto text = d.find("text");
+      if (text == d.end() || !text->is_string()) {
+        return FieldError(at + ".text", "required, a string");
+      }
+      request->add_items()->set_text(text->get<std::string>());
+    } else {
+      return FieldError(at, shape == RerankShape::kCohere ? "must be a string or {\"text\": string}"
+                                                          : "must be a string");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body,
+                                rankd::v1::ScoreRequest* request, RerankOptions* options) {
+  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(body));
+  if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  const Members m(j);
+  const bool cohere = shape == RerankShape::kCohere;
+  if (m.Get("query") == nullptr) return FieldError("query", "required (a string)");
+  RANKD_RETURN_IF_ERROR(ReadString(m.Get("query"), "query", request->mutable_query()));
+  RANKD_RETURN_IF_ERROR(ReadTexts(m.Get(cohere ? "documents" : "texts"), shape, request));
+  if (cohere) {
+    RANKD_RETURN_IF_ERROR(ReadString(m.Get("model"), "model", request->mutable_model()));
+    if (const Json* top_n = m.Get("top_n")) {
+      // JSON's non-negative integers parse as unsigned; anything else is no positive int32.
+      if (!top_n->is_number_unsigned() || top_n->get<uint64_t>() < 1 ||
+          top_n->get<uint64_t>() > INT32_MAX) {
+        return FieldError("top_n", "must be a positive integer");
+      }
+      options->top_n = top_n->get<int32_t>();
+    }
+    options->return_text = true;  // vLLM's and Jina's default
+    RANKD_RETURN_IF_ERROR(
+        ReadBool(m.Get("return_documents"), "return_documents", &options->return_text));
+  } else {
+    RANKD_RETURN_IF_ERROR(ReadBool(m.Get("return_text"), "return_text", &options->return_text));
+    if (const Json* direction = m.Get("truncation_direction")) {
+      if (!direction->is_string() ||
+          !absl::EqualsIgnoreCase(direction->get<std::string>(), "right")) {
+        return FieldError("truncation_direction", "only \"Right\" is supported (the end is cut)");
+      }
+    }
+  }
+  RANKD_RETURN_IF_ERROR(ReadBool(m.Get("raw_scores"), "raw_scores", &options->raw_scores));
+  request->set_apply_sigmoid(!options->raw_scores);
+  bool truncate = false;
+  RANKD_RETURN_IF_ERROR(ReadBool(m.Get("truncate"), "truncate", &truncate));
+  // false leaves the server's limits.truncate to decide, as TRUNCATE_NONE does over gRPC.
+  request->set_truncate(truncate ? rankd::v1::TRUNCATE_END : rankd::v1::TRUNCATE_NONE);
+  if (const Json* priority = m.Get("priority")) {
+    const std::string p = priority->is_string() ? priority->get<std::string>() : "";
+    if (p != "interactive" && p != "batch") {
+      return FieldError("priority", "must be \"interactive\" or \"batch\"");
+    }
+    request->set_priority(p == "batch" ? rankd::v1::PRIORITY_BATCH
+                                       : rankd::v1::PRIORITY_INTERACTIVE);
+  }
+  return absl::OkStatus();
+}
+
+std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest& request,
+                               const RerankOptions& options,
+                               const rankd::v1::ScoreResponse& response, absl::string_view id) {
+  std::vector<int> order;  // scored items (the depth controller may leave some unscored)
+  for (int i = 0; i < response.scores_size(); ++i) {
+    if (response.scores(i).scored()) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return response.scores(a).score() > response.scores(b).score();
+  });
+  if (options.top_n > 0 && static_cast<int>(order.size()) > options.top_n) {
+    order.resize(options.top_n);
+  }
+  const bool cohere = shape == RerankShape::kCohere;
+  Json results = Json::array();
+  for (int i : order) {
+    Json r = {{"index", i}, {cohere ? "relevance_score" : "score", response.scores(i).score()}};
+    if (options.return_text) {
+      const std::string& text = request.items(i).text();
+      if (cohere) {
+        r["document"] = {{"text", text}};
+      } else {
+        r["text"] = text;
+      }
+    }
+    results.push_back(std::move(r));
+  }
+  Json out;
+  if (cohere) {
+    out = {{"id", std::string(id)},
+           {"model", response.model()},
+           {"results", std::move(results)},
+           {"usage",
+            {{"total_tokens",
+              int64_t{response.usage().prefix_tokens()} + response.usage().item_tokens()}}}};
+  } else {
+    out = std::move(results);
+  }
+  return out.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string ErrorJson(absl::string_view message, absl::string_view code) {
+  const Json j = {{"error", {{"message", std::string(message)}, {"code", std::string(code)}}}};
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string CallerFieldMessage(RerankShape shape, absl::string_view message) {
+  constexpr absl::string_view kItems = "items";
+  if (!absl::StartsWith(message, kItems)) return std::string(message);
+  std::string rest(message.substr(kItems.size()));
+  // items[3].text -> documents[3] / texts[3]: the caller's list holds the texts themselves.
+  if (const size_t close = rest.find(']');
+      !rest.empty() && rest[0] == '[' && close != std::string::npos &&
+      absl::StartsWith(absl::string_view(rest).substr(close + 1), ".text")) {
+    rest.erase(close + 1, 5);
+  }
+  return absl::StrCat(shape == RerankShape::kCohere ? "documents" : "texts", rest);
+}
+
+}  // namespace rankd::server
