@@ -11,6 +11,7 @@ Splits: a query text belongs to train, validation or test by a hash of its text,
 queries never occur in training. The split's seed draws its queries and candidates.
 
   scripts/demo_data.py jsonl --split test --queries 1000 --out FILE   # {"query", "items", "grades"}
+  scripts/demo_data.py cases --out tests/demo/cases.jsonl   # rankd's test: relevant vs hard negative
   scripts/demo_data.py tokenizer --out DIR   # trains DIR/tokenizer.model (needs sentencepiece)
 """
 import argparse
@@ -85,8 +86,8 @@ LANGUAGES = ["english", "german", "french", "spanish", "dutch", "japanese"]
 COMPANIES = ["Acme Corp", "Globex", "Initech", "Umbrella Health", "Stark Industries", "Hooli",
              "Wayne Logistics", "Pied Piper", "Soylent Foods", "Cyberdyne", "Vandelay Imports",
              "Wonka Labs", "Tyrell Systems", "Aperture Works", "Massive Dynamic"]
-OPENERS = ["We are hiring a {t}", "Join {c} as {t}", "{t} wanted", "{c} is looking for a {t}",
-           "Open role: {t}", "Our client seeks a {t}"]
+OPENERS = ["We are hiring {a} {t}", "Join {c} as {a} {t}", "{t} wanted", "{c} is looking for {a} {t}",
+           "Open role: {t}", "Our client seeks {a} {t}"]
 EXTRAS = ["Competitive salary.", "Hybrid, 3 days a week in the office.", "Visa sponsorship.",
           "Full time, permanent.", "Part time possible.", "Benefits: health, dental, pension.",
           "Fast-paced startup.", "Night shifts available.", "Great team, flat hierarchy."]
@@ -180,7 +181,8 @@ def posting_text(r, p):
     title = title[0].upper() + title[1:]
     company = r.choice(COMPANIES)
     place = "Remote" if p["place"] == "remote" else p["place"].title()
-    parts = [r.choice(OPENERS).format(t=title, c=company) + "."]
+    article = "an" if title[0] in "AEIOU" else "a"
+    parts = [r.choice(OPENERS).format(t=title, c=company, a=article) + "."]
     loc = [f"Location: {place}.", f"Based in {place}.", f"{place}."]
     if p["place"] == "remote":
         loc = ["Fully remote.", "Location: Remote.", "Remote, any time zone."]
@@ -251,6 +253,19 @@ def ranking_metrics(scores, grades, k=10):
     return {"mrr@10": mrr / len(scores), "ndcg@10": ndcg / len(scores)}
 
 
+def fixed_cases(n=8):
+    """n test queries, each as a request line with two postings: the first grade-3 one and the
+    grade-0 one that shares the most words with the query (a hard negative)."""
+    words = lambda t: set(t.lower().replace(".", " ").replace(",", " ").split())
+    cases = []
+    for ex in examples("test", n):
+        pairs = list(zip(ex["items"], ex["grades"]))
+        rel = next(it for it, g in pairs if g == 3)
+        neg = max((it for it, g in pairs if g == 0), key=lambda it: len(words(it) & words(ex["query"])))
+        cases.append({"query": ex["query"], "items": [rel, neg]})
+    return cases
+
+
 def train_tokenizer(out_dir):
     """A byte-fallback BPE sentencepiece model over train-split text (deterministic: one thread,
     every sentence, no shuffling). ids: unk 0, bos 1, eos 2, pad 3."""
@@ -284,6 +299,8 @@ def main():
     j.add_argument("--split", choices=sorted(SPLIT_SEEDS), required=True)
     j.add_argument("--queries", type=int, required=True)
     j.add_argument("--out", default="-")
+    c = sub.add_parser("cases", help="write fixed_cases() as request lines (tests/demo/cases.jsonl)")
+    c.add_argument("--out", default="-")
     t = sub.add_parser("tokenizer", help="train tokenizer.model into a directory")
     t.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -291,7 +308,7 @@ def main():
         train_tokenizer(a.out)
         return
     f = sys.stdout if a.out == "-" else open(a.out, "w")
-    for ex in examples(a.split, a.queries):
+    for ex in examples(a.split, a.queries) if a.cmd == "jsonl" else fixed_cases():
         f.write(json.dumps(ex, ensure_ascii=False) + "\n")
     if f is not sys.stdout:
         f.close()
