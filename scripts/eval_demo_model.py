@@ -5,7 +5,9 @@ Scores the test split of scripts/demo_data.py (queries never seen in training) t
 ways: `rankd score --model DIR` (the numbers of the model card), the training code's torch model
 on the same bf16 weights (their largest difference to rankd's is reported), Hugging Face's
 LlamaForSequenceClassification when transformers is importable, and a BM25 baseline over words.
---update-card rewrites the metrics section of DIR/README.md.
+--update-card rewrites the metrics section of DIR/README.md. A run with transformers writes
+DIR/hf_check.json; a later run without it (where rankd is built) carries that check into the card
+when it was made on the same weights and queries.
 
   scripts/eval_demo_model.py --rankd build/bin/rankd --update-card
   scripts/eval_demo_model.py --no-rankd          # a host without a rankd build: torch and HF only
@@ -124,19 +126,33 @@ def main():
         rankd_s = rankd_scores(a.rankd, a.model, test, a.rankd_args.split())
         results["rankd"] = demo_data.ranking_metrics(rankd_s, grades)
         diffs["rankd_vs_torch"] = max_diff(rankd_s, torch_s)
+    with open(os.path.join(a.model, "model.safetensors"), "rb") as f:
+        weights = hashlib.sha256(f.read()).hexdigest()
+    hf_path = os.path.join(a.model, "hf_check.json")
     hf = False
     if not a.no_hf:
         try:
-            import transformers  # noqa: F401
-            hf = True
+            import transformers
+            hf = f"transformers {transformers.__version__}"
         except ImportError:
             print("transformers is not importable: no Hugging Face check", file=sys.stderr)
     if hf:
         hf_s = hf_scores(a.model, encoded)
         results["hf"] = demo_data.ranking_metrics(hf_s, grades)
         diffs["hf_vs_torch"] = max_diff(hf_s, torch_s)
-    with open(os.path.join(a.model, "model.safetensors"), "rb") as f:
-        weights = hashlib.sha256(f.read()).hexdigest()
+        with open(hf_path, "w") as f:
+            json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
+                       "test_queries": len(test), "weights_sha256": weights,
+                       "metrics": results["hf"], "max_abs_diff_vs_torch": diffs["hf_vs_torch"]},
+                      f, indent=1)
+            f.write("\n")
+    elif os.path.exists(hf_path):
+        with open(hf_path) as f:
+            earlier = json.load(f)
+        if earlier["weights_sha256"] == weights and earlier["test_queries"] == len(test):
+            results["hf"] = earlier["metrics"]
+            diffs["hf_vs_torch"] = earlier["max_abs_diff_vs_torch"]
+            hf = f"hf_check.json, transformers {earlier['transformers']}"
     report = {"test_queries": len(test), "candidates": sum(len(g) for g in grades),
               "metrics": results, "max_abs_diff": diffs, "weights_sha256": weights}
     print(json.dumps(report, indent=1))
@@ -144,8 +160,10 @@ def main():
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
     if a.update_card:
-        names = {"rankd": "rankd (`rankd score`, CPU float32)", "torch": "training code (torch)",
-                 "hf": "transformers LlamaForSequenceClassification", "bm25": "BM25 baseline (words)"}
+        rankd_cmd = " ".join(["rankd score", *a.rankd_args.split()])
+        names = {"rankd": f"rankd (`{rankd_cmd}`)", "torch": "training code (torch, float32)",
+                 "hf": f"transformers LlamaForSequenceClassification ({hf})",
+                 "bm25": "BM25 baseline (words)"}
         rows = [(names[k], results[k]) for k in ("rankd", "torch", "hf", "bm25") if k in results]
         notes = [f"{len(test)} held-out test queries ({report['candidates']} postings, graded 0-3): "
                  "`scripts/demo_data.py jsonl --split test`; MRR@10 counts the first grade-3 "

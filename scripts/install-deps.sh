@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libsentencepiece-dev libpcre2-dev libicu-dev libopenblas-dev libcpp-httplib-dev libssl-dev
-  libgtest-dev libgmock-dev libexpat1-dev openssl
+  libgtest-dev libgmock-dev libexpat1-dev openssl python3
 )
 if [[ -n "${RANKD_EXTRA_PACKAGES:-}" ]]; then
   read -r -a extra <<<"$RANKD_EXTRA_PACKAGES"

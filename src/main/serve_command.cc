@@ -66,8 +66,8 @@ int RunServeCommand(int argc, char** argv, int first) {
       "            [--metrics-listen HOST:PORT] [--workers N] [flags]\n"
       "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC with a pool of worker\n"
       "processes. Without --config it uses the embedded default (configs/tiny-cpu.yaml: the\n"
-      "bundled tiny model, CPU backend, 2 workers); flags override the file (the defaults below\n"
-      "are the file's values). SIGTERM drains. Settings: docs/config.md.");
+      "bundled demo reranker, CPU backend, 2 workers); flags override the file (the defaults\n"
+      "below are the file's values). SIGTERM drains. Settings: docs/config.md.");
   EngineFlags engine_flags(m.engine);
   engine_flags.options.backend.device =
       config.workers.gpus.size() == 1 ? config.workers.gpus[0] : 0;
