@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: installs missing packages, builds, and starts
-# `rankd serve` in the foreground (configs/tiny-cpu.yaml: the bundled tiny model, CPU backend,
-# 2 worker processes, gRPC on 127.0.0.1:50051, Prometheus metrics on 127.0.0.1:9464).
+# `rankd serve` in the foreground (configs/tiny-cpu.yaml: the bundled demo reranker
+# models/demo-jobs-reranker, CPU backend, 2 worker processes, gRPC on 127.0.0.1:50051,
+# Prometheus metrics on 127.0.0.1:9464).
 # Any arguments go to rankd instead: scripts/run.sh serve --model DIR --backend cuda
 set -euo pipefail
 cd "$(dirname "$0")/.."

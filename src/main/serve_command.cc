@@ -66,7 +66,7 @@ int RunServeCommand(int argc, char** argv, int first) {
       "            [--metrics-listen HOST:PORT] [--http-listen HOST:PORT] [--workers N] [flags]\n"
       "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC, and POST /v1/rerank and\n"
       "POST /rerank over HTTP, with a pool of worker processes. Without --config it uses the\n"
-      "embedded default (configs/tiny-cpu.yaml: the bundled tiny model, CPU backend, 2 workers);\n"
+      "embedded default (configs/tiny-cpu.yaml: the bundled demo reranker, CPU backend, 2 workers);\n"
       "flags override the file (the defaults below are the file's values). SIGTERM drains. "
       "Settings: docs/config.md.");
   EngineFlags engine_flags(m.engine);

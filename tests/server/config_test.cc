@@ -15,13 +15,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(ServeConfigTest, EmbeddedDefaultIsTheTinyCpuConfigWithTheBundledModel) {
+TEST(ServeConfigTest, EmbeddedDefaultIsTheTinyCpuConfigWithTheDemoModel) {
   absl::StatusOr<ServeConfig> c = DefaultServeConfig();
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(FinalizeServeConfig(&*c).ok());
   EXPECT_TRUE(std::filesystem::exists(c->model.engine.model_dir + "/config.json"))
       << c->model.engine.model_dir;
-  EXPECT_EQ(c->model.name, "llama-cls");
+  EXPECT_EQ(c->model.name, "demo-jobs-reranker");
   EXPECT_EQ(c->model.engine.backend.kind, "cpu");
   EXPECT_EQ(c->workers.count, 2);
   EXPECT_TRUE(c->workers.all_gpus);

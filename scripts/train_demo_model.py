@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""Trains the demo reranker (models/demo-jobs-reranker) on scripts/demo_data.py's task.
+
+A LlamaForSequenceClassification (one label) written in plain torch with Hugging Face's parameter
+names and math (RMSNorm, rotate-half RoPE, grouped-query attention, SiLU MLP, the score head read
+at the last token), so it runs on torch 1.13 (CPU) as on torch 2.x (CUDA) without transformers.
+It trains on exactly the sequences rankd builds: [bos] + tok(query_template(query)) +
+tok(item_template(item)), the two tokenized separately. Loss: listwise softmax cross-entropy
+against the graded targets (2^grade - 1, normalized) over one query's candidates, plus a small
+pointwise term that keeps sigmoid(score) near grade / 3. The checkpoint with the best
+validation NDCG@10 is written, in bf16, with config.json (transformers 5.x style), a
+safetensors file, tokenizer.model and rankd.yaml (the templates).
+
+  scripts/train_demo_model.py --device cuda --max-seconds 200 --out models/demo-jobs-reranker
+  scripts/train_demo_model.py --device cpu --smoke --threads 1 --max-seconds 400 --lr 3e-3 --out DIR
+"""
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import struct
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import demo_data  # noqa: E402
+
+QUERY_TEMPLATE = "query: {query}"
+ITEM_TEMPLATE = "posting: {item}"
+MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models",
+                         "demo-jobs-reranker")
+BOS, PAD = 1, 3
+SHAPES = {  # hidden, layers, heads, kv heads, intermediate
+    "full": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, intermediate_size=768),
+    "smoke": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, intermediate_size=192),
+}
+
+
+def hf_config(shape, vocab_size):
+    heads = shape["num_attention_heads"]
+    return {
+        "architectures": ["LlamaForSequenceClassification"], "attention_bias": False,
+        "attention_dropout": 0.0, "bos_token_id": BOS, "dtype": "bfloat16", "eos_token_id": 2,
+        "head_dim": shape["hidden_size"] // heads, "hidden_act": "silu",
+        "hidden_size": shape["hidden_size"], "id2label": {"0": "LABEL_0"},
+        "initializer_range": 0.02, "intermediate_size": shape["intermediate_size"],
+        "label2id": {"LABEL_0": 0}, "max_position_embeddings": 512, "mlp_bias": False,
+        "model_type": "llama", "num_attention_heads": heads,
+        "num_hidden_layers": shape["num_hidden_layers"],
+        "num_key_value_heads": shape["num_key_value_heads"], "pad_token_id": PAD,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-06,
+        "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+        "tie_word_embeddings": False, "transformers_version": "5.17.0", "use_cache": False,
+        "vocab_size": vocab_size,
+    }
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, n, eps):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = (
+            c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"])
+        h = c["hidden_size"]
+        self.q_proj = torch.nn.Linear(h, self.heads * self.head_dim, bias=False)
+        self.k_proj = torch.nn.Linear(h, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = torch.nn.Linear(h, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = torch.nn.Linear(self.heads * self.head_dim, h, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, n, _ = x.shape  # x: [b, n, hidden]; cos, sin: [n, head_dim]
+        q = self.q_proj(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv_heads  # HF repeat_kv: each kv head serves `rep` query heads
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        if hasattr(F, "scaled_dot_product_attention"):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch 1.x: HF's eager attention
+            w = (q @ k.transpose(2, 3)) * self.head_dim ** -0.5
+            mask = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+            w = w.masked_fill(mask, torch.finfo(w.dtype).min)
+            o = torch.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+        return self.o_proj(o.transpose(1, 2).reshape(b, n, -1))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, i = c["hidden_size"], c["intermediate_size"]
+        self.gate_proj = torch.nn.Linear(h, i, bias=False)
+        self.up_proj = torch.nn.Linear(h, i, bias=False)
+        self.down_proj = torch.nn.Linear(i, h, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self_attn = Attention(c)
+        self.mlp = Mlp(c)
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Backbone(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = torch.nn.ModuleList(Layer(c) for _ in range(c["num_hidden_layers"]))
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+
+class Reranker(torch.nn.Module):
+    """LlamaForSequenceClassification, num_labels 1: parameter names as Hugging Face's."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.model = Backbone(c)
+        self.score = torch.nn.Linear(c["hidden_size"], 1, bias=False)
+        d = c["head_dim"]
+        theta = c["rope_parameters"]["rope_theta"]
+        self.register_buffer(
+            "inv_freq", 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d),
+            persistent=False)
+        for m in self.modules():
+            if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
+                torch.nn.init.normal_(m.weight, std=c["initializer_range"])
+
+    def forward(self, ids, lengths):
+        """ids: [b, n] right-padded token ids; lengths: [b] -> scores [b] at each last token."""
+        n = ids.shape[1]
+        freqs = torch.arange(n, device=ids.device).float()[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)  # [n, head_dim]
+        cos, sin = emb.cos(), emb.sin()
+        x = self.model.embed_tokens(ids)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        x = self.model.norm(x)
+        last = x[torch.arange(ids.shape[0], device=ids.device), lengths - 1]  # [b, hidden]
+        return self.score(last).float().squeeze(-1)
+
+
+# safetensors, written and read without the safetensors package.
+def save_safetensors(path, tensors):
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu", torch.bfloat16).contiguous()
+        data = t.view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = bytearray(f.read())
+    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        s, e = info["data_offsets"]
+        t = torch.frombuffer(data[s:e], dtype=dtypes[info["dtype"]]) if e > s else torch.empty(0)
+        out[name] = t.reshape(info["shape"]).float()
+    return out
+
+
+def load_model(model_dir, device="cpu"):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    m = Reranker(c)
+    m.load_state_dict(load_safetensors(os.path.join(model_dir, "model.safetensors")))
+    return m.to(device).eval()
+
+
+def encode_examples(sp, examples):
+    """Per example: the candidates' token ids, [bos] + query ids + item ids (as rankd builds)."""
+    queries = sp.encode([QUERY_TEMPLATE.format(query=ex["query"]) for ex in examples])
+    items = sp.encode([ITEM_TEMPLATE.format(item=it) for ex in examples for it in ex["items"]])
+    out, k = [], 0
+    for ex, q in zip(examples, queries):
+        out.append([[BOS] + q + items[k + i] for i in range(len(ex["items"]))])
+        k += len(ex["items"])
+    return out
+
+
+def pack(seqs, device):
+    """Lists of ids -> right-padded [b, n] ids and [b] lengths on `device`."""
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), PAD, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+    return ids.to(device), torch.tensor([len(s) for s in seqs], device=device)
+
+
+def pack_examples(encoded, chunk=1000):
+    """Every example's candidates, right-padded: ids [examples, candidates, n] (int32) and
+    lengths [examples, candidates]; all examples have the same number of candidates."""
+    n = max(len(s) for ex in encoded for s in ex)
+    ids = torch.full((len(encoded), len(encoded[0]), n), PAD, dtype=torch.int32)
+    for i in range(0, len(encoded), chunk):
+        rows = [[s + [PAD] * (n - len(s)) for s in ex] for ex in encoded[i:i + chunk]]
+        ids[i:i + len(rows)] = torch.tensor(rows, dtype=torch.int32)
+    lengths = torch.tensor([[len(s) for s in ex] for ex in encoded])
+    return ids, lengths
+
+
+@torch.no_grad()
+def score_examples(model, encoded, device, batch=512):
+    """Scores of every candidate, one list per example (float32 compute)."""
+    flat = [s for ex in encoded for s in ex]
+    scores = []
+    for i in range(0, len(flat), batch):
+        ids, lengths = pack(flat[i:i + batch], device)
+        scores.extend(model(ids, lengths).tolist())
+    out, k = [], 0
+    for ex in encoded:
+        out.append(scores[k:k + len(ex)])
+        k += len(ex)
+    return out
+
+
+def write_model(model, config, out_dir, tokenizer):
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    save_safetensors(os.path.join(out_dir, "model.safetensors"), model.state_dict())
+    if os.path.abspath(tokenizer) != os.path.abspath(os.path.join(out_dir, "tokenizer.model")):
+        shutil.copyfile(tokenizer, os.path.join(out_dir, "tokenizer.model"))
+    with open(os.path.join(out_dir, "rankd.yaml"), "w") as f:
+        f.write("# Written by scripts/train_demo_model.py: the prompt the model was trained on.\n")
+        f.write(f"query_template: {json.dumps(QUERY_TEMPLATE)}\n")
+        f.write(f"item_template: {json.dumps(ITEM_TEMPLATE)}\n")
+        f.write("head: classifier:0\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="model folder to write")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--smoke", action="store_true", help="small shape and data (CPU test runs)")
+    ap.add_argument("--max-seconds", type=float, default=200, help="training time bound")
+    ap.add_argument("--max-steps", type=int, default=0, help="step bound (0: none)")
+    ap.add_argument("--train-queries", type=int, default=0, help="0: 40000 (smoke: 4000)")
+    ap.add_argument("--batch-queries", type=int, default=0, help="queries per step (0: 64, smoke: 8)")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    ap.add_argument("--tokenizer", default=os.path.join(MODEL_DIR, "tokenizer.model"))
+    a = ap.parse_args()
+    import sentencepiece as spm
+
+    t0 = time.time()
+    torch.manual_seed(a.seed)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    rng = random.Random(a.seed)
+    device = torch.device(a.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    sp = spm.SentencePieceProcessor(model_file=a.tokenizer)
+    n_train = a.train_queries or (4000 if a.smoke else 40000)
+    bq = a.batch_queries or (8 if a.smoke else 64)
+    train = demo_data.examples("train", n_train)
+    val = demo_data.examples("validation", 100 if a.smoke else 500)
+    val_enc = encode_examples(sp, val)
+    train_ids, train_lengths = (t.to(device) for t in pack_examples(encode_examples(sp, train)))
+    train_grades = torch.tensor([ex["grades"] for ex in train], dtype=torch.float32, device=device)
+    print(f"data: {n_train} train / {len(val)} validation queries, "
+          f"{time.time() - t0:.1f}s", flush=True)
+
+    config = hf_config(SHAPES["smoke" if a.smoke else "full"], sp.get_piece_size())
+    model = Reranker(config).to(device)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"model: {params / 1e6:.2f}M parameters, torch {torch.__version__}, {device}", flush=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = 100 if a.smoke else 300
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                else torch.autocast("cpu", enabled=False))
+    order, pos, step, best, log = [], 0, 0, None, []
+    t_start = time.time()
+    eval_every = 100 if a.smoke else 250
+    while True:
+        elapsed = time.time() - t_start
+        done = elapsed >= a.max_seconds or (a.max_steps and step >= a.max_steps)
+        if step % eval_every == 0 or done:
+            model.eval()
+            m = demo_data.ranking_metrics(score_examples(model, val_enc, device), [ex["grades"] for ex in val])
+            model.train()
+            log.append({"step": step, "seconds": round(elapsed, 1), **m})
+            print(f"step {step} {elapsed:.0f}s validation mrr@10 {m['mrr@10']:.4f} "
+                  f"ndcg@10 {m['ndcg@10']:.4f}", flush=True)
+            if best is None or m["ndcg@10"] > best[0]["ndcg@10"]:
+                best = (dict(m, step=step), {k: v.detach().clone() for k, v in model.state_dict().items()})
+        if done:
+            break
+        if pos + bq > len(order):
+            order, pos = list(range(n_train)), 0
+            rng.shuffle(order)
+        batch = torch.tensor(order[pos:pos + bq], device=device)
+        pos += bq
+        lengths = train_lengths[batch]  # [bq, candidates]
+        ids = train_ids[batch, :, :int(lengths.max())].long()  # [bq, candidates, n]
+        g = train_grades[batch]  # [bq, candidates]
+        with autocast:
+            s = model(ids.flatten(0, 1), lengths.flatten()).view(g.shape)
+        target = (2 ** g - 1) / (2 ** g - 1).sum(-1, keepdim=True)
+        loss = -(target * F.log_softmax(s, dim=-1)).sum(-1).mean()
+        loss = loss + 0.1 * F.binary_cross_entropy_with_logits(s, g / 3)
+        frac = min(1.0, elapsed / a.max_seconds)
+        if a.max_steps:
+            frac = max(frac, step / a.max_steps)
+        lr = a.lr * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * frac))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 50 == 0:
+            print(f"step {step} loss {loss.item():.4f} lr {lr:.2e}", flush=True)
+
+    model.load_state_dict(best[1])
+    write_model(model, config, a.out, a.tokenizer)
+    with open(os.path.join(a.out, "train_log.json"), "w") as f:
+        json.dump({"args": vars(a), "torch": torch.__version__, "device": str(device),
+                   "parameters": params, "steps": step, "best": best[0], "validation": log},
+                  f, indent=1)
+        f.write("\n")
+    print(f"wrote {a.out}: step {best[0]['step']} validation ndcg@10 {best[0]['ndcg@10']:.4f}, "
+          f"{time.time() - t0:.0f}s in all", flush=True)
+
+
+if __name__ == "__main__":
+    main()
