@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libsentencepiece-dev libpcre2-dev libicu-dev libopenblas-dev libcpp-httplib-dev libssl-dev
+  libsentencepiece-dev libpcre2-dev libicu-dev liblzma-dev libopenblas-dev libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev libexpat1-dev openssl
 )
 if [[ -n "${RANKD_EXTRA_PACKAGES:-}" ]]; then

@@ -9,7 +9,7 @@
 
 namespace rankd::tokenizer {
 
-absl::StatusOr<BpeModel> BpeModel::FromJson(const JsonFile& f, const Json& j) {
+absl::StatusOr<BpeModel> BpeModel::FromJson(const JsonFile& f, const Json& j, BpeTables tables) {
   const std::string path = "model";
   if (!j.is_object()) return f.Error(path, "must be an object");
   if (auto t = j.find("type");
@@ -31,19 +31,24 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const JsonFile& f, const Json& j) {
   m.continuing_subword_prefix_ = prefix.value_or("");
   m.end_of_word_suffix_ = suffix.value_or("");
 
-  auto vocab = j.find("vocab");
-  if (vocab == j.end() || !vocab->is_object()) {
-    return f.Error("model.vocab", "must be an object {token: id}");
+  if (!tables.has_vocab) {
+    auto vocab = j.find("vocab");
+    if (vocab == j.end() || !vocab->is_object()) {
+      return f.Error("model.vocab", "must be an object {token: id}");
+    }
+    tables.vocab.reserve(vocab->size());
+    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+      tables.vocab.emplace_back(it.key(), it->is_number_integer() ? it->get<int64_t>() : -1);
+    }
   }
-  m.vocab_.reserve(vocab->size());
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX) {
-      return f.Error(absl::StrCat("model.vocab[\"", it.key(), "\"]"),
+  m.vocab_.reserve(tables.vocab.size());
+  for (auto& [token, id] : tables.vocab) {
+    if (id < 0 || id > INT32_MAX) {
+      return f.Error(absl::StrCat("model.vocab[\"", token, "\"]"),
                      "must be a non-negative integer id");
     }
-    const auto id = it->get<int32_t>();
-    m.vocab_[it.key()] = id;
-    m.max_id_ = std::max(m.max_id_, id);
+    m.max_id_ = std::max(m.max_id_, static_cast<int32_t>(id));
+    m.vocab_.insert_or_assign(std::move(token), static_cast<int32_t>(id));
   }
 
   RANKD_ASSIGN_OR_RETURN(auto unk, f.OptString(j, path, "unk_token"));
@@ -53,21 +58,35 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const JsonFile& f, const Json& j) {
     m.unk_id_ = *id;
   }
 
-  auto merges = j.find("merges");
-  if (merges == j.end() || !merges->is_array()) return f.Error("model.merges", "must be a list");
-  m.merges_.reserve(merges->size());
-  for (size_t i = 0; i < merges->size(); ++i) {
-    const Json& e = (*merges)[i];
+  using Form = BpeTables::Merge::Form;
+  if (!tables.has_merges) {
+    auto merges = j.find("merges");
+    if (merges == j.end() || !merges->is_array()) return f.Error("model.merges", "must be a list");
+    tables.merges.reserve(merges->size());
+    for (const Json& e : *merges) {
+      if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+        tables.merges.push_back({Form::kPair, e[0].get<std::string>(), e[1].get<std::string>()});
+      } else if (e.is_string()) {
+        tables.merges.push_back({Form::kString, e.get<std::string>(), ""});
+      } else {
+        tables.merges.push_back({});
+      }
+    }
+  }
+  m.merges_.reserve(tables.merges.size());
+  std::string merged;
+  for (size_t i = 0; i < tables.merges.size(); ++i) {
+    const BpeTables::Merge& e = tables.merges[i];
     const std::string field = absl::StrCat("model.merges[", i, "]");
-    std::string a, b;
-    if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      a = e[0].get<std::string>();
-      b = e[1].get<std::string>();
-    } else if (e.is_string()) {
+    absl::string_view a, b;
+    if (e.form == Form::kPair) {
+      a = e.a;
+      b = e.b;
+    } else if (e.form == Form::kString) {
       // The older form: "a b" (byte-level tokens never hold a space).
-      const std::string s = e.get<std::string>();
+      const absl::string_view s = e.a;
       const size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+      if (space == absl::string_view::npos || s.find(' ', space + 1) != absl::string_view::npos) {
         return f.Error(field, absl::StrCat("'", s, "' is not two tokens separated by one space"));
       }
       a = s.substr(0, space);
@@ -82,11 +101,11 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const JsonFile& f, const Json& j) {
     // With a continuing-subword prefix, the right part carries it and the merged token does not
     // repeat it.
     if (!m.continuing_subword_prefix_.empty() &&
-        absl::string_view(b).substr(0, m.continuing_subword_prefix_.size()) ==
-            m.continuing_subword_prefix_) {
-      b.erase(0, m.continuing_subword_prefix_.size());
+        b.substr(0, m.continuing_subword_prefix_.size()) == m.continuing_subword_prefix_) {
+      b.remove_prefix(m.continuing_subword_prefix_.size());
     }
-    const std::string merged = a + b;
+    merged.assign(a.data(), a.size());
+    merged.append(b.data(), b.size());
     auto merged_id = m.Find(merged);
     if (!merged_id) {
       return f.Error(field, absl::StrCat("merged token '", merged, "' is not in model.vocab"));

@@ -154,7 +154,8 @@ absl::Status FollowTransformersClass(const JsonFile& cf, const Json& config, Jso
   if (name == "LlamaTokenizer" || name == "LlamaTokenizerFast") {
     // models/llama/tokenization_llama.py (LlamaTokenizer.__init__): no normalizer (tokenizer.json's
     // Prepend + Replace is dropped), Metaspace("▁", prepend_scheme=_get_prepend_scheme(
-    // add_prefix_space, self), split=False), BPE(fuse_unk=True, byte_fallback=True). The scheme:
+    // add_prefix_space, self), split=False), BPE(fuse_unk=True, byte_fallback=True) without an
+    // unk_token. The scheme:
     // "never" without add_prefix_space (default true), else "always" when `legacy` is truthy and
     // "first" when it is false, null or absent (the __init__ default is legacy=False).
     RANKD_ASSIGN_OR_RETURN(const bool add_prefix_space,
@@ -169,6 +170,7 @@ absl::Status FollowTransformersClass(const JsonFile& cf, const Json& config, Jso
     model["fuse_unk"] = true;
     model["byte_fallback"] = true;
     model["ignore_merges"] = false;  // BPE()'s default
+    model["unk_token"] = nullptr;    // not passed to BPE()
   } else if (name == "GemmaTokenizer" || name == "GemmaTokenizerFast") {
     // models/gemma/tokenization_gemma.py (GemmaTokenizer.__init__): normalizer Replace(" ", "▁"),
     // pre-tokenizer Split(" ", "merged_with_previous"), BPE(fuse_unk=True, unk_token=unk_token,
@@ -191,7 +193,8 @@ absl::Status FollowTransformersClass(const JsonFile& cf, const Json& config, Jso
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& json_path,
                                                                const std::string& config_path) {
   JsonFile f(json_path);
-  RANKD_ASSIGN_OR_RETURN(Json j, f.Parse());
+  BpeTables tables;
+  RANKD_ASSIGN_OR_RETURN(Json j, f.ParseTokenizer(&tables));
   std::optional<Json> config;
   JsonFile cf(config_path);
   if (std::filesystem::exists(config_path)) {
@@ -203,7 +206,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
 
   auto model = j.find("model");
   if (model == j.end()) return f.Error("model", "is missing");
-  RANKD_ASSIGN_OR_RETURN(tok->model_, BpeModel::FromJson(f, *model));
+  RANKD_ASSIGN_OR_RETURN(tok->model_, BpeModel::FromJson(f, *model, std::move(tables)));
   tok->vocab_size_ = tok->model_->max_id() + 1;
 
   static const Json kNull;
