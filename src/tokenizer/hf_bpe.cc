@@ -138,8 +138,7 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const JsonFile& f, const Json& j, Bp
     }
     auto merged_id = m.Find(k.merged);
     if (!merged_id) {
-      return f.Error(field(i),
-                     absl::StrCat("merged token '", k.merged, "' is not in model.vocab"));
+      return f.Error(field(i), absl::StrCat("merged token '", k.merged, "' is not in model.vocab"));
     }
     ids[i] = {PairKey(*a_id, *b_id), *merged_id};
   }

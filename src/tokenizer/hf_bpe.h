@@ -26,8 +26,7 @@ class BpeModel {
  public:
   // The tokenizer.json `model` object `j` (errors name `model.<field>`), its vocab and merges
   // taken from `tables` when ParseTokenizer put them there, else from `j`.
-  static absl::StatusOr<BpeModel> FromJson(const JsonFile& f, const Json& j,
-                                           BpeTables tables = {});
+  static absl::StatusOr<BpeModel> FromJson(const JsonFile& f, const Json& j, BpeTables tables = {});
 
   // Appends the ids of one pre-tokenized word.
   void Tokenize(absl::string_view word, std::vector<int32_t>* out) const;

@@ -34,19 +34,27 @@ class TokenizerSax {
   using Uint = Json::number_unsigned_t;
   using Float = Json::number_float_t;
 
-  TokenizerSax(Json* root, BpeTables* tables) : dom_(*root, /*allow_exceptions=*/false),
-                                                tables_(tables) {}
+  TokenizerSax(Json* root, BpeTables* tables)
+      : dom_(*root, /*allow_exceptions=*/false), tables_(tables) {}
 
-  bool null() { return Value([&] { return dom_.null(); }); }
-  bool boolean(bool v) { return Value([&] { return dom_.boolean(v); }); }
-  bool number_integer(Int v) { return Value([&] { return dom_.number_integer(v); }, v); }
+  bool null() {
+    return Value([&] { return dom_.null(); });
+  }
+  bool boolean(bool v) {
+    return Value([&] { return dom_.boolean(v); });
+  }
+  bool number_integer(Int v) {
+    return Value([&] { return dom_.number_integer(v); }, v);
+  }
   bool number_unsigned(Uint v) {
     return Value([&] { return dom_.number_unsigned(v); }, v <= INT64_MAX ? Int(v) : -1);
   }
   bool number_float(Float v, const std::string& s) {
     return Value([&] { return dom_.number_float(v, s); });
   }
-  bool binary(Json::binary_t& v) { return Value([&] { return dom_.binary(v); }); }
+  bool binary(Json::binary_t& v) {
+    return Value([&] { return dom_.binary(v); });
+  }
   bool string(std::string& v) {
     if (capture_ == Capture::kMerges && skip_ == 0) {
       if (pair_depth_ == 0) {
@@ -107,10 +115,9 @@ class TokenizerSax {
       if (pair_depth_ == 1) {
         pair_depth_ = 0;
         const bool ok = !pair_bad_ && pair_.size() == 2;
-        tables_->merges.push_back(
-            ok ? BpeTables::Merge{BpeTables::Merge::Form::kPair, std::move(pair_[0]),
-                                  std::move(pair_[1])}
-               : BpeTables::Merge{});
+        tables_->merges.push_back(ok ? BpeTables::Merge{BpeTables::Merge::Form::kPair,
+                                                        std::move(pair_[0]), std::move(pair_[1])}
+                                     : BpeTables::Merge{});
         return true;
       }
       capture_ = Capture::kNone;  // the end of model.merges
@@ -121,7 +128,8 @@ class TokenizerSax {
     return dom_.end_array();
   }
 
-  bool parse_error(std::size_t pos, const std::string& token, const nlohmann::detail::exception& e) {
+  bool parse_error(std::size_t pos, const std::string& token,
+                   const nlohmann::detail::exception& e) {
     return dom_.parse_error(pos, token, e);
   }
   bool is_errored() const { return dom_.is_errored(); }
@@ -167,7 +175,7 @@ class TokenizerSax {
 
   nlohmann::detail::json_sax_dom_parser<Json> dom_;
   BpeTables* tables_;
-  int depth_ = 0;         // open containers of the tree
+  int depth_ = 0;          // open containers of the tree
   bool in_model_ = false;  // the open object at depth 2 is the root's "model"
   std::string last_key_;
   Capture capture_ = Capture::kNone;

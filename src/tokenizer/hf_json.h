@@ -29,8 +29,8 @@ struct BpeTables {
     std::string a;  // kString: the whole string
     std::string b;
   };
-  bool has_vocab = false;   // model.vocab was an object
-  bool has_merges = false;  // model.merges was a list
+  bool has_vocab = false;                              // model.vocab was an object
+  bool has_merges = false;                             // model.merges was a list
   std::vector<std::pair<std::string, int64_t>> vocab;  // id -1: not a non-negative integer
   std::vector<Merge> merges;
 };

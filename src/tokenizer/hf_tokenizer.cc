@@ -144,7 +144,9 @@ constexpr char kSentencePieceSpace[] = "\xE2\x96\x81";  // U+2581 "▁"
 // as PreTrainedTokenizerFast). This rewrites `j` (tokenizer.json) to the pipeline that
 // AutoTokenizer builds for the `tokenizer_class` of `config` (tokenizer_config.json, read through
 // `cf`); other classes keep tokenizer.json as it is.
-absl::Status FollowTransformersClass(const JsonFile& cf, const Json& config, Json* j) {
+// `tables` holds model.vocab when ParseTokenizer took it out of `j`.
+absl::Status FollowTransformersClass(const JsonFile& cf, const Json& config,
+                                     const BpeTables& tables, Json* j) {
   auto cls = config.find("tokenizer_class");
   if (cls == config.end() || !cls->is_string() || !(*j)["model"].is_object()) {
     return absl::OkStatus();
@@ -186,6 +188,34 @@ absl::Status FollowTransformersClass(const JsonFile& cf, const Json& config, Jso
     model["byte_fallback"] = true;
     model["ignore_merges"] = false;
     model["unk_token"] = unk.value_or("<unk>");
+    // Its mask_token (default "<mask>") is one of the special tokens that __init__ adds to the
+    // added tokens, when the vocab has it (Gemma 1's tokenizer.json lists it in the vocab only).
+    RANKD_ASSIGN_OR_RETURN(auto mask, ConfigToken(cf, config, "mask_token"));
+    const std::string mask_token = mask.value_or("<mask>");
+    Json& added = (*j)["added_tokens"];
+    if (!added.is_array()) return absl::OkStatus();  // AddedVocabulary names the error
+    for (const Json& a : added) {
+      if (a.is_object() && a.value("content", "") == mask_token) return absl::OkStatus();
+    }
+    std::optional<int64_t> mask_id;
+    if (tables.has_vocab) {
+      for (const auto& [token, id] : tables.vocab) {
+        if (token == mask_token && id >= 0) mask_id = id;
+      }
+    } else if (model.contains("vocab") && model["vocab"].is_object() &&
+               model["vocab"].contains(mask_token) &&
+               model["vocab"][mask_token].is_number_integer()) {
+      mask_id = model["vocab"][mask_token].get<int64_t>();
+    }
+    if (mask_id) {
+      added.push_back({{"id", *mask_id},
+                       {"content", mask_token},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", true}});
+    }
   }
   return absl::OkStatus();
 }
@@ -199,7 +229,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   JsonFile cf(config_path);
   if (std::filesystem::exists(config_path)) {
     RANKD_ASSIGN_OR_RETURN(config, cf.Parse());
-    RANKD_RETURN_IF_ERROR(FollowTransformersClass(cf, *config, &j));
+    RANKD_RETURN_IF_ERROR(FollowTransformersClass(cf, *config, tables, &j));
   }
   auto tok = std::unique_ptr<HfTokenizer>(new HfTokenizer());
   tok->path_ = json_path;

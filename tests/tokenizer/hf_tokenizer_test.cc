@@ -578,6 +578,14 @@ TEST(HfTokenizerTest, GemmaTokenizerClassBuildsItsOwnPipeline) {
   EXPECT_EQ(Encode(*gemma, "ab ab", false), (Ids{kAB, kMetaAB}));
   EXPECT_EQ(Encode(*gemma, " a", false), (Ids{kMetaA}));
   EXPECT_EQ(Encode(*gemma, "\xC3\xA9\xC3\xA9", false), (Ids{kC3, kA9, kC3, kA9}));
+  // Its mask token, in the vocab only, becomes an added token matched in the text.
+  file["model"]["vocab"]["<mask>"] = 266;
+  auto with_mask = Load(WriteModelDir(file, Json{{"tokenizer_class", "GemmaTokenizer"}}));
+  ASSERT_NE(with_mask, nullptr);
+  EXPECT_EQ(Encode(*with_mask, "a<mask>", false), (Ids{kA, 266}));
+  auto as_file_mask = Load(WriteModelDir(file));
+  ASSERT_NE(as_file_mask, nullptr);
+  EXPECT_EQ(Encode(*as_file_mask, "<mask>", false).size(), 7u);  // "▁", then one id a character
   file["model"]["vocab"].erase("<0xC3>");  // no fallback for "é" now: one fused <unk>
   auto fused = Load(WriteModelDir(file, Json{{"tokenizer_class", "GemmaTokenizer"}}));
   ASSERT_NE(fused, nullptr);

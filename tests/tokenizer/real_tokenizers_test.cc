@@ -24,7 +24,9 @@ using Json = nlohmann::json;
 using Ids = std::vector<int32_t>;
 
 // tests/data/tokenizers, beside the models directory that ModelDir uses.
-fs::path DataDir() { return fs::path(testing::ModelDir("")).parent_path().parent_path() / "tokenizers"; }
+fs::path DataDir() {
+  return fs::path(testing::ModelDir("")).parent_path().parent_path() / "tokenizers";
+}
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
