@@ -50,12 +50,11 @@ class SentencePieceTokenizer final : public Tokenizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& path,
-                                                             bool add_bos) {
+                                                              bool add_bos) {
   std::string error;
   auto sp = LoadSpProcessor(path, &error);
   if (sp == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot load sentencepiece model: ", error));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot load sentencepiece model: ", error));
   }
   return std::make_unique<SentencePieceTokenizer>(std::move(sp), add_bos, path);
 }
