@@ -634,6 +634,22 @@ TEST(HfTokenizerTest, ErrorsNameTheFileAndField) {
          t["model"]["merges"][3] = Json::array({"i", "zzz-not-there"});
        },
        "model.merges[3]"},
+      // model.vocab and model.merges are read apart from the Json tree: their bad entries too.
+      {[](Json& t) { t["model"]["vocab"]["zzz-new"] = "7"; }, "model.vocab[\"zzz-new\"]"},
+      {[](Json& t) { t["model"]["vocab"]["zzz-new"] = Json::array({7}); },
+       "model.vocab[\"zzz-new\"]"},
+      {[](Json& t) { t["model"]["vocab"]["zzz-new"] = -7; }, "model.vocab[\"zzz-new\"]"},
+      {[](Json& t) { t["model"]["merges"][2] = 12; }, "model.merges[2]"},
+      {[](Json& t) {
+         t["model"]["merges"][2] = Json::array({"i", "n", "g"});
+       },
+       "model.merges[2]"},
+      {[](Json& t) {
+         t["model"]["merges"][2] = Json::array({"i", Json::object()});
+       },
+       "model.merges[2]"},
+      {[](Json& t) { t["model"]["merges"] = Json::object(); }, "model.merges"},
+      {[](Json& t) { t["model"].erase("vocab"); }, "model.vocab"},
       {[](Json& t) {
          t["post_processor"] = Json{{"type", "BertProcessing"}};
        },
