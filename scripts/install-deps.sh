@@ -12,7 +12,8 @@ PACKAGES=(
 )
 # RANKD_NO_TEST_DEPS=1 (the Docker images, built with -DRANKD_TESTS=OFF): without the test libraries.
 if [[ -z "${RANKD_NO_TEST_DEPS:-}" ]]; then
-  PACKAGES+=(libgtest-dev libgmock-dev python3)  # python3: tests/demo's generator test
+  # python3: tests/demo's generator test; liblzma-dev: the real tokenizer files (xz) in tests/data
+  PACKAGES+=(libgtest-dev libgmock-dev python3 liblzma-dev)
 fi
 if [[ -n "${RANKD_EXTRA_PACKAGES:-}" ]]; then
   read -r -a extra <<<"$RANKD_EXTRA_PACKAGES"

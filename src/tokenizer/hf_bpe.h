@@ -24,8 +24,9 @@ namespace rankd::tokenizer {
 // Immutable once built; Tokenize and Find are thread-safe.
 class BpeModel {
  public:
-  // The tokenizer.json `model` object `j` (errors name `model.<field>`).
-  static absl::StatusOr<BpeModel> FromJson(const JsonFile& f, const Json& j);
+  // The tokenizer.json `model` object `j` (errors name `model.<field>`), its vocab and merges
+  // taken from `tables` when ParseTokenizer put them there, else from `j`.
+  static absl::StatusOr<BpeModel> FromJson(const JsonFile& f, const Json& j, BpeTables tables = {});
 
   // Appends the ids of one pre-tokenized word.
   void Tokenize(absl::string_view word, std::vector<int32_t>* out) const;

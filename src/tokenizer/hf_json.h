@@ -3,9 +3,11 @@
 #ifndef RANKD_TOKENIZER_HF_JSON_H_
 #define RANKD_TOKENIZER_HF_JSON_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -15,6 +17,23 @@
 namespace rankd::tokenizer {
 
 using Json = nlohmann::json;
+
+// The BPE model's two big tables as tokenizer.json spells them, read straight from its text by
+// JsonFile::ParseTokenizer rather than into the Json tree (Gemma's 256k-token vocab and 580k
+// merges take seconds to build and free as tree nodes). Checked by BpeModel, which names the field
+// of a bad entry.
+struct BpeTables {
+  struct Merge {
+    enum class Form { kPair, kString, kBad };  // ["a", "b"], "a b", anything else
+    Form form = Form::kBad;
+    std::string a;  // kString: the whole string
+    std::string b;
+  };
+  bool has_vocab = false;                              // model.vocab was an object
+  bool has_merges = false;                             // model.merges was a list
+  std::vector<std::pair<std::string, int64_t>> vocab;  // id -1: not a non-negative integer
+  std::vector<Merge> merges;
+};
 
 // One JSON file, named in its errors (e.g. `tokenizer.json: pre_tokenizer.pretokenizers[0].type`).
 // `path` arguments are the dotted field path of `obj` inside the file ("" for the top level).
@@ -29,6 +48,9 @@ class JsonFile {
 
   // Reads and parses the file, which must hold an object.
   absl::StatusOr<Json> Parse() const;
+  // Parse for tokenizer.json: model.vocab (an object) and model.merges (a list) go to *tables and
+  // are left out of the Json.
+  absl::StatusOr<Json> ParseTokenizer(BpeTables* tables) const;
 
   absl::StatusOr<std::string> String(const Json& obj, const std::string& path,
                                      const char* key) const;

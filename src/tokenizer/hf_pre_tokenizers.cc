@@ -33,9 +33,11 @@ const std::array<std::string, 256>& ByteLevelAlphabet() {
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
 // Cuts `text` at `regex`'s matches as HF's NormalizedString::split does, appending the non-empty
-// pieces to `out`.
+// pieces to `out`. *starts_at_0 (when not null) is cleared unless the first piece appended starts
+// at text[0].
 absl::Status SplitText(const Regex& regex, SplitBehavior behavior, bool invert,
-                       absl::string_view text, std::vector<std::string>* out) {
+                       absl::string_view text, std::vector<std::string>* out,
+                       bool* starts_at_0 = nullptr) {
   RANKD_ASSIGN_OR_RETURN(auto found, regex.FindAll(text));
   // The whole text as consecutive spans, each a match or not.
   struct Span {
@@ -93,9 +95,14 @@ absl::Status SplitText(const Regex& regex, SplitBehavior behavior, bool invert,
       std::reverse(pieces.begin(), pieces.end());
       break;
   }
+  bool first = true;
   for (const auto& [s, removed] : pieces) {
-    if (!removed && s.end > s.begin) out->emplace_back(text.substr(s.begin, s.end - s.begin));
+    if (removed || s.end == s.begin) continue;
+    if (first && starts_at_0 != nullptr && s.begin != 0) *starts_at_0 = false;
+    first = false;
+    out->emplace_back(text.substr(s.begin, s.end - s.begin));
   }
+  if (first && starts_at_0 != nullptr) *starts_at_0 = false;
   return absl::OkStatus();
 }
 
@@ -104,11 +111,12 @@ class SplitPreTokenizer final : public PreTokenizer {
   SplitPreTokenizer(Regex regex, SplitBehavior behavior, bool invert)
       : regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
 
-  absl::Status Apply(std::vector<std::string>* pieces) const override {
+  absl::Status Apply(std::vector<std::string>* pieces, bool* first_at_origin) const override {
     std::vector<std::string> out;
     out.reserve(pieces->size() * 4);
-    for (const std::string& p : *pieces) {
-      RANKD_RETURN_IF_ERROR(SplitText(regex_, behavior_, invert_, p, &out));
+    for (size_t i = 0; i < pieces->size(); ++i) {
+      RANKD_RETURN_IF_ERROR(SplitText(regex_, behavior_, invert_, (*pieces)[i], &out,
+                                      i == 0 ? first_at_origin : nullptr));
     }
     *pieces = std::move(out);
     return absl::OkStatus();
@@ -124,12 +132,59 @@ class SplitPreTokenizer final : public PreTokenizer {
 constexpr absl::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+enum class PrependScheme { kAlways, kFirst, kNever };
+
+// Metaspace: spaces become `replacement` ("▁"), which is prepended to a piece that does not start
+// with it (prepend_scheme "always"; "first": only to the piece at the start of the text; "never");
+// with `split`, each piece is then cut before every replacement (MergedWithNext), as HF's
+// pre_tokenizers::metaspace does.
+class MetaspacePreTokenizer final : public PreTokenizer {
+ public:
+  MetaspacePreTokenizer(std::string replacement, PrependScheme scheme, std::optional<Regex> split)
+      : replacement_(std::move(replacement)), scheme_(scheme), split_(std::move(split)) {}
+
+  absl::Status Apply(std::vector<std::string>* pieces, bool* first_at_origin) const override {
+    std::vector<std::string> out;
+    out.reserve(pieces->size() * 4);
+    for (size_t i = 0; i < pieces->size(); ++i) {
+      const std::string& p = (*pieces)[i];
+      std::string w;
+      w.reserve(p.size() + replacement_.size() * 4);
+      const bool prepend = scheme_ == PrependScheme::kAlways ||
+                           (scheme_ == PrependScheme::kFirst && i == 0 && *first_at_origin);
+      if (prepend && !p.empty() && p[0] != ' ' &&
+          absl::string_view(p).substr(0, replacement_.size()) != replacement_) {
+        w = replacement_;
+      }
+      for (char c : p) {
+        if (c == ' ') {
+          w += replacement_;
+        } else {
+          w += c;
+        }
+      }
+      if (split_) {
+        RANKD_RETURN_IF_ERROR(SplitText(*split_, SplitBehavior::kMergedWithNext, false, w, &out));
+      } else if (!w.empty()) {
+        out.push_back(std::move(w));
+      }
+    }
+    *pieces = std::move(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string replacement_;
+  PrependScheme scheme_;
+  std::optional<Regex> split_;  // the replacement, literal, when `split`
+};
+
 class ByteLevelPreTokenizer final : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, std::optional<Regex> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
 
-  absl::Status Apply(std::vector<std::string>* pieces) const override {
+  absl::Status Apply(std::vector<std::string>* pieces, bool* /*first_at_origin*/) const override {
     std::vector<std::string> words;
     words.reserve(pieces->size() * 4);
     for (std::string& p : *pieces) {
@@ -155,8 +210,8 @@ class SequencePreTokenizer final : public PreTokenizer {
  public:
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts)
       : parts_(std::move(parts)) {}
-  absl::Status Apply(std::vector<std::string>* pieces) const override {
-    for (const auto& p : parts_) RANKD_RETURN_IF_ERROR(p->Apply(pieces));
+  absl::Status Apply(std::vector<std::string>* pieces, bool* first_at_origin) const override {
+    for (const auto& p : parts_) RANKD_RETURN_IF_ERROR(p->Apply(pieces, first_at_origin));
     return absl::OkStatus();
   }
 
@@ -172,15 +227,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const JsonFil
   if (j.is_null()) return nullptr;
   RANKD_ASSIGN_OR_RETURN(const std::string type, TypeOf(f, j, path));
   if (type == "Split") {
-    const std::string pattern_path = JsonFile::Join(path, "pattern");
-    auto pat = j.find("pattern");
-    if (pat == j.end() || !pat->is_object() || pat->size() != 1 ||
-        !(pat->contains("Regex") || pat->contains("String")) || !pat->begin()->is_string()) {
-      return f.Error(pattern_path, "must be {\"Regex\": str} or {\"String\": str}");
-    }
-    const bool literal = pat->contains("String");
-    auto regex = Regex::Compile(pat->begin()->get<std::string>(), literal);
-    if (!regex.ok()) return f.Error(pattern_path, regex.status().message());
+    RANKD_ASSIGN_OR_RETURN(Regex regex, PatternFromJson(f, j, path));
     RANKD_ASSIGN_OR_RETURN(const std::string b, f.String(j, path, "behavior"));
     SplitBehavior behavior;
     if (b == "Removed") {
@@ -197,7 +244,45 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const JsonFil
       return f.Error(JsonFile::Join(path, "behavior"), absl::StrCat("unknown behavior '", b, "'"));
     }
     RANKD_ASSIGN_OR_RETURN(const bool invert, f.Bool(j, path, "invert", false));
-    return std::make_unique<SplitPreTokenizer>(*std::move(regex), behavior, invert);
+    return std::make_unique<SplitPreTokenizer>(std::move(regex), behavior, invert);
+  }
+  if (type == "Metaspace") {
+    RANKD_ASSIGN_OR_RETURN(std::string replacement, f.String(j, path, "replacement"));
+    size_t one_char = 0;
+    const bool valid =
+        !replacement.empty() && unicode::FindInvalidUtf8(replacement) == absl::string_view::npos;
+    if (valid) unicode::NextCodePoint(replacement, &one_char);
+    if (!valid || one_char != replacement.size()) {
+      return f.Error(JsonFile::Join(path, "replacement"), "must be one character");
+    }
+    // HF's MetaspaceHelper: prepend_scheme defaults to "always"; the older add_prefix_space: false
+    // means "never".
+    RANKD_ASSIGN_OR_RETURN(auto scheme_name, f.OptString(j, path, "prepend_scheme"));
+    RANKD_ASSIGN_OR_RETURN(const bool add_prefix_space, f.Bool(j, path, "add_prefix_space", true));
+    PrependScheme scheme = add_prefix_space ? PrependScheme::kAlways : PrependScheme::kNever;
+    if (scheme_name) {
+      if (*scheme_name == "always") {
+        scheme = PrependScheme::kAlways;
+      } else if (*scheme_name == "first") {
+        scheme = PrependScheme::kFirst;
+      } else if (*scheme_name == "never") {
+        scheme = PrependScheme::kNever;
+      } else {
+        return f.Error(JsonFile::Join(path, "prepend_scheme"),
+                       absl::StrCat("unknown scheme '", *scheme_name, "' (always, first, never)"));
+      }
+      if (!add_prefix_space && scheme != PrependScheme::kNever) {
+        return f.Error(JsonFile::Join(path, "add_prefix_space"),
+                       "false does not match prepend_scheme");
+      }
+    }
+    RANKD_ASSIGN_OR_RETURN(const bool split, f.Bool(j, path, "split", true));
+    std::optional<Regex> split_regex;
+    if (split) {
+      RANKD_ASSIGN_OR_RETURN(split_regex, Regex::Compile(replacement, /*literal=*/true));
+    }
+    return std::make_unique<MetaspacePreTokenizer>(std::move(replacement), scheme,
+                                                   std::move(split_regex));
   }
   if (type == "ByteLevel") {
     RANKD_ASSIGN_OR_RETURN(const bool add_prefix_space, f.Bool(j, path, "add_prefix_space", true));
@@ -222,9 +307,9 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(const JsonFil
     }
     return std::make_unique<SequencePreTokenizer>(std::move(parts));
   }
-  return f.Error(
-      JsonFile::Join(path, "type"),
-      absl::StrCat("pre-tokenizer '", type, "' is not supported (Split, ByteLevel, Sequence)"));
+  return f.Error(JsonFile::Join(path, "type"),
+                 absl::StrCat("pre-tokenizer '", type,
+                              "' is not supported (Split, Metaspace, ByteLevel, Sequence)"));
 }
 
 std::string ToByteLevel(absl::string_view text) {

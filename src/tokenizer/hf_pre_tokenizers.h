@@ -1,5 +1,5 @@
 // tokenizer.json pre-tokenizers (HF tokenizers' `pre_tokenizers` module): cut normalized text into
-// the words that the model merges, one class per `type` (Split, ByteLevel, Sequence) in
+// the words that the model merges, one class per `type` (Split, Metaspace, ByteLevel, Sequence) in
 // hf_pre_tokenizers.cc, built from JSON by PreTokenizerFromJson; and the byte-level alphabet that
 // ByteLevel maps words into.
 #ifndef RANKD_TOKENIZER_HF_PRE_TOKENIZERS_H_
@@ -21,8 +21,10 @@ namespace rankd::tokenizer {
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
-  // Every piece must be valid UTF-8.
-  virtual absl::Status Apply(std::vector<std::string>* pieces) const = 0;
+  // Every piece must be valid UTF-8. *first_at_origin says whether pieces->front() starts at byte 0
+  // of the text given to Encode (HF's `offsets_original().0 == 0`, which Metaspace's
+  // prepend_scheme "first" tests); a step that drops the start of that piece clears it.
+  virtual absl::Status Apply(std::vector<std::string>* pieces, bool* first_at_origin) const = 0;
 };
 
 // The pre-tokenizer object `j` found at `path` of `f`. Null gives nullptr (each piece is one

@@ -98,4 +98,16 @@ absl::StatusOr<std::vector<std::pair<size_t, size_t>>> Regex::FindAll(
   return out;
 }
 
+absl::StatusOr<Regex> PatternFromJson(const JsonFile& f, const Json& j, const std::string& path) {
+  const std::string pattern_path = JsonFile::Join(path, "pattern");
+  auto pat = j.find("pattern");
+  if (pat == j.end() || !pat->is_object() || pat->size() != 1 ||
+      !(pat->contains("Regex") || pat->contains("String")) || !pat->begin()->is_string()) {
+    return f.Error(pattern_path, "must be {\"Regex\": str} or {\"String\": str}");
+  }
+  auto regex = Regex::Compile(pat->begin()->get<std::string>(), pat->contains("String"));
+  if (!regex.ok()) return f.Error(pattern_path, regex.status().message());
+  return *std::move(regex);
+}
+
 }  // namespace rankd::tokenizer

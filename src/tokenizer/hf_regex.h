@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "hf_json.h"
 
 namespace rankd::tokenizer {
 
@@ -29,6 +30,10 @@ class Regex {
   explicit Regex(std::shared_ptr<const Code> code) : code_(std::move(code)) {}
   std::shared_ptr<const Code> code_;  // immutable once compiled
 };
+
+// The `pattern` field of component `j` at `path` (Split, Replace): {"Regex": str} or
+// {"String": str}, compiled; errors name `path`.pattern.
+absl::StatusOr<Regex> PatternFromJson(const JsonFile& f, const Json& j, const std::string& path);
 
 }  // namespace rankd::tokenizer
 

@@ -53,8 +53,9 @@ class HfTokenizer final : public Tokenizer {
   absl::string_view kind() const override { return "tokenizer.json"; }
 
  private:
-  // Appends the ids of a text piece that holds no added token (before normalization).
-  absl::Status EncodeText(absl::string_view text, std::vector<int32_t>* ids) const;
+  // Appends the ids of a text piece that holds no added token (before normalization);
+  // `at_origin`: it starts at byte 0 of the text given to Encode.
+  absl::Status EncodeText(absl::string_view text, bool at_origin, std::vector<int32_t>* ids) const;
 
   std::string path_;
   std::unique_ptr<Normalizer> normalizer_;
@@ -67,7 +68,8 @@ class HfTokenizer final : public Tokenizer {
   int vocab_size_ = 0;
 };
 
-absl::Status HfTokenizer::EncodeText(absl::string_view text, std::vector<int32_t>* ids) const {
+absl::Status HfTokenizer::EncodeText(absl::string_view text, bool at_origin,
+                                     std::vector<int32_t>* ids) const {
   std::string normalized;
   if (normalizer_ != nullptr) {
     RANKD_ASSIGN_OR_RETURN(normalized, normalizer_->Normalize(std::string(text)));
@@ -84,7 +86,10 @@ absl::Status HfTokenizer::EncodeText(absl::string_view text, std::vector<int32_t
     }
     words.clear();
     words.emplace_back(normalized, seg.begin, seg.end - seg.begin);
-    if (pre_tokenizer_ != nullptr) RANKD_RETURN_IF_ERROR(pre_tokenizer_->Apply(&words));
+    bool first_at_origin = at_origin && seg.begin == 0;
+    if (pre_tokenizer_ != nullptr) {
+      RANKD_RETURN_IF_ERROR(pre_tokenizer_->Apply(&words, &first_at_origin));
+    }
     for (const std::string& w : words) {
       if (cache_.Lookup(w, ids)) continue;
       const size_t first = ids->size();
@@ -109,7 +114,8 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(absl::string_view text,
     if (seg.id >= 0) {
       ids.push_back(seg.id);
     } else {
-      RANKD_RETURN_IF_ERROR(EncodeText(text.substr(seg.begin, seg.end - seg.begin), &ids));
+      RANKD_RETURN_IF_ERROR(
+          EncodeText(text.substr(seg.begin, seg.end - seg.begin), seg.begin == 0, &ids));
     }
   }
   if (add_special_tokens) {
@@ -130,16 +136,107 @@ absl::StatusOr<std::optional<std::string>> ConfigToken(const JsonFile& f, const 
   return f.Error(key, "must be a string, {\"content\": str} or null");
 }
 
+constexpr char kSentencePieceSpace[] = "\xE2\x96\x81";  // U+2581 "▁"
+
+// transformers 5 builds the pipeline of a tokenizer class that has its own __init__ itself, from
+// tokenizer.json's vocabulary, merges and added tokens only (TokenizersBackend.
+// convert_to_native_format reads tokenizer.json whole only for classes without an __init__, such
+// as PreTrainedTokenizerFast). This rewrites `j` (tokenizer.json) to the pipeline that
+// AutoTokenizer builds for the `tokenizer_class` of `config` (tokenizer_config.json, read through
+// `cf`); other classes keep tokenizer.json as it is.
+// `tables` holds model.vocab when ParseTokenizer took it out of `j`.
+absl::Status FollowTransformersClass(const JsonFile& cf, const Json& config,
+                                     const BpeTables& tables, Json* j) {
+  auto cls = config.find("tokenizer_class");
+  if (cls == config.end() || !cls->is_string() || !(*j)["model"].is_object()) {
+    return absl::OkStatus();
+  }
+  const std::string name = cls->get<std::string>();
+  Json& model = (*j)["model"];
+  if (name == "LlamaTokenizer" || name == "LlamaTokenizerFast") {
+    // models/llama/tokenization_llama.py (LlamaTokenizer.__init__): no normalizer (tokenizer.json's
+    // Prepend + Replace is dropped), Metaspace("▁", prepend_scheme=_get_prepend_scheme(
+    // add_prefix_space, self), split=False), BPE(fuse_unk=True, byte_fallback=True) without an
+    // unk_token. The scheme:
+    // "never" without add_prefix_space (default true), else "always" when `legacy` is truthy and
+    // "first" when it is false, null or absent (the __init__ default is legacy=False).
+    RANKD_ASSIGN_OR_RETURN(const bool add_prefix_space,
+                           cf.Bool(config, "", "add_prefix_space", true));
+    RANKD_ASSIGN_OR_RETURN(const bool legacy, cf.Bool(config, "", "legacy", false));
+    const char* scheme = !add_prefix_space ? "never" : legacy ? "always" : "first";
+    (*j)["normalizer"] = nullptr;
+    (*j)["pre_tokenizer"] = {{"type", "Metaspace"},
+                             {"replacement", kSentencePieceSpace},
+                             {"prepend_scheme", scheme},
+                             {"split", false}};
+    model["fuse_unk"] = true;
+    model["byte_fallback"] = true;
+    model["ignore_merges"] = false;  // BPE()'s default
+    model["unk_token"] = nullptr;    // not passed to BPE()
+  } else if (name == "GemmaTokenizer" || name == "GemmaTokenizerFast") {
+    // models/gemma/tokenization_gemma.py (GemmaTokenizer.__init__): normalizer Replace(" ", "▁"),
+    // pre-tokenizer Split(" ", "merged_with_previous"), BPE(fuse_unk=True, unk_token=unk_token,
+    // byte_fallback=True).
+    RANKD_ASSIGN_OR_RETURN(auto unk, ConfigToken(cf, config, "unk_token"));
+    (*j)["normalizer"] = {
+        {"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSentencePieceSpace}};
+    (*j)["pre_tokenizer"] = {{"type", "Split"},
+                             {"pattern", {{"String", " "}}},
+                             {"behavior", "MergedWithPrevious"},
+                             {"invert", false}};
+    model["fuse_unk"] = true;
+    model["byte_fallback"] = true;
+    model["ignore_merges"] = false;
+    model["unk_token"] = unk.value_or("<unk>");
+    // Its mask_token (default "<mask>") is one of the special tokens that __init__ adds to the
+    // added tokens, when the vocab has it (Gemma 1's tokenizer.json lists it in the vocab only).
+    RANKD_ASSIGN_OR_RETURN(auto mask, ConfigToken(cf, config, "mask_token"));
+    const std::string mask_token = mask.value_or("<mask>");
+    Json& added = (*j)["added_tokens"];
+    if (!added.is_array()) return absl::OkStatus();  // AddedVocabulary names the error
+    for (const Json& a : added) {
+      if (a.is_object() && a.value("content", "") == mask_token) return absl::OkStatus();
+    }
+    std::optional<int64_t> mask_id;
+    if (tables.has_vocab) {
+      for (const auto& [token, id] : tables.vocab) {
+        if (token == mask_token && id >= 0) mask_id = id;
+      }
+    } else if (model.contains("vocab") && model["vocab"].is_object() &&
+               model["vocab"].contains(mask_token) &&
+               model["vocab"][mask_token].is_number_integer()) {
+      mask_id = model["vocab"][mask_token].get<int64_t>();
+    }
+    if (mask_id) {
+      added.push_back({{"id", *mask_id},
+                       {"content", mask_token},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", true}});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& json_path,
                                                                const std::string& config_path) {
   JsonFile f(json_path);
-  RANKD_ASSIGN_OR_RETURN(const Json j, f.Parse());
+  BpeTables tables;
+  RANKD_ASSIGN_OR_RETURN(Json j, f.ParseTokenizer(&tables));
+  std::optional<Json> config;
+  JsonFile cf(config_path);
+  if (std::filesystem::exists(config_path)) {
+    RANKD_ASSIGN_OR_RETURN(config, cf.Parse());
+    RANKD_RETURN_IF_ERROR(FollowTransformersClass(cf, *config, tables, &j));
+  }
   auto tok = std::unique_ptr<HfTokenizer>(new HfTokenizer());
   tok->path_ = json_path;
 
   auto model = j.find("model");
   if (model == j.end()) return f.Error("model", "is missing");
-  RANKD_ASSIGN_OR_RETURN(tok->model_, BpeModel::FromJson(f, *model));
+  RANKD_ASSIGN_OR_RETURN(tok->model_, BpeModel::FromJson(f, *model, std::move(tables)));
   tok->vocab_size_ = tok->model_->max_id() + 1;
 
   static const Json kNull;
@@ -158,15 +255,9 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
 
   // transformers 5 rebuilds the post-processor from tokenizer_config.json when that file sets
   // add_bos_token or add_eos_token, or when tokenizer.json has none.
-  std::optional<Json> config;
-  if (std::filesystem::exists(config_path)) {
-    JsonFile cf(config_path);
-    RANKD_ASSIGN_OR_RETURN(config, cf.Parse());
-  }
   const bool from_config =
       config && (config->contains("add_bos_token") || config->contains("add_eos_token"));
   if (from_config || member("post_processor").is_null()) {
-    JsonFile cf(config_path);
     for (const char* which : {"bos", "eos"}) {
       if (!config) break;
       const std::string add_key = absl::StrCat("add_", which, "_token");

@@ -1,18 +1,23 @@
-// The Hugging Face `tokenizer.json` tokenizer with the BPE model (byte-level BPE as Qwen2/Qwen3 and
-// Llama 3 ship it). Encode gives the ids that HF `tokenizers` (as transformers 5 configures it from
+// The Hugging Face `tokenizer.json` tokenizer with the BPE model (byte-level BPE as Qwen2/Qwen3,
+// Llama 3 and Mistral Nemo ship it; sentencepiece-style BPE with byte fallback as Llama 2, Mistral
+// 7B and Gemma do). Encode gives the ids that HF `tokenizers` (as transformers 5 configures it from
 // tokenizer_config.json) gives (each step's unit in brackets, every one with its "from JSON"
 // factory; hf_tokenizer.cc loads the files and runs the steps):
 //
+//   0. a tokenizer_class whose transformers class builds its own pipeline (LlamaTokenizer,
+//      GemmaTokenizer) replaces tokenizer.json's normalizer, pre-tokenizer and model options by
+//      that class's, as AutoTokenizer does [hf_tokenizer.cc];
 //   1. added tokens (`added_tokens`) are cut out of the raw text, leftmost-longest, honoring
 //      single_word / lstrip / rstrip; those with `normalized: true` are matched after step 2
 //      [hf_added_tokens.h];
-//   2. the normalizer (NFC, NFD, NFKC, NFKD, Sequence) runs on the text between them
-//      [hf_normalizers.h];
-//   3. the pre-tokenizer (Split with a regex or string, ByteLevel, Sequence) cuts words
+//   2. the normalizer (NFC, NFD, NFKC, NFKD, Prepend, Replace, Strip, Lowercase, Sequence) runs on
+//      the text between them [hf_normalizers.h];
+//   3. the pre-tokenizer (Split with a regex or string, Metaspace, ByteLevel, Sequence) cuts words
 //      [hf_pre_tokenizers.h, hf_regex.h];
 //   4. the BPE model merges each word (merges as ["a", "b"] or "a b", ignore_merges,
-//      continuing_subword_prefix / end_of_word_suffix, unk_token, byte_fallback), behind a cache
-//      of merged words [hf_bpe.h];
+//      continuing_subword_prefix / end_of_word_suffix, unk_token, fuse_unk, byte_fallback), behind
+//      a cache of merged words [hf_bpe.h]; model.vocab and model.merges are read straight from the
+//      file's text, not into a Json tree (hf_json.h's BpeTables);
 //   5. with add_special_tokens, the post-processor (TemplateProcessing, ByteLevel, Sequence) adds
 //      its tokens [hf_post_processors.h]; tokenizer_config.json's add_bos_token / add_eos_token,
 //      when present, replace it by a template of bos_token / eos_token, as transformers 5 does.

@@ -460,6 +460,158 @@ TEST(HfTokenizerTest, UnknownCharactersAndByteFallback) {
   EXPECT_EQ(Encode(*bytes, "a\xC3\xA9x", false), (Ids{0, 2, 3, 1}));
 }
 
+// ---- sentencepiece-style tokenizer.json (Llama 2, Gemma)
+// -------------------------------------------
+
+const std::string kMeta = "\xE2\x96\x81";  // U+2581 "▁"
+
+// A small Llama 2-style file: <unk> = 0, <s> = 1, </s> = 2, <0x00>..<0xFF> = 3..258, then "▁" =
+// 259, "a" = 260, "b" = 261, "▁a" = 262, "ab" = 263, "▁ab" = 264, "▁b" = 265; merges in rank order
+// (▁ a), (a b), (▁a b), (▁ b); normalizer Prepend("▁") + Replace(" ", "▁"), byte fallback, <s>
+// added to the text by the post-processor.
+Json SentencePieceStyle() {
+  Json vocab = Json{{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    vocab[std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">"] = 3 + b;
+  }
+  int id = 259;
+  for (const std::string& t : {kMeta, std::string("a"), std::string("b"), kMeta + "a",
+                               std::string("ab"), kMeta + "ab", kMeta + "b"}) {
+    vocab[t] = id++;
+  }
+  auto special = [](int id, const std::string& content) {
+    return Json{{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+                {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  return Json{
+      {"version", "1.0"},
+      {"added_tokens", Json::array({special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")})},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         Json::array(
+             {{{"type", "Prepend"}, {"prepend", kMeta}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMeta}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", Json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder", nullptr},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", Json::array({kMeta + " a", "a b", kMeta + "a b", kMeta + " b"})}}}};
+}
+
+constexpr int32_t kMetaId = 259, kA = 260, kB = 261, kMetaA = 262, kAB = 263, kMetaAB = 264;
+constexpr int32_t kC3 = 3 + 0xC3, kA9 = 3 + 0xA9;  // "é"'s bytes
+
+TEST(HfTokenizerTest, SentencePieceStyleAsTheFileSays) {
+  auto tok = Load(WriteModelDir(SentencePieceStyle()));
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(Encode(*tok, "ab ab", false), (Ids{kMetaAB, kMetaAB}));
+  EXPECT_EQ(Encode(*tok, "ab ab", true), (Ids{1, kMetaAB, kMetaAB}));
+  // Prepend adds a "▁" even before a space: "▁▁ab".
+  EXPECT_EQ(Encode(*tok, " ab", false), (Ids{kMetaId, kMetaAB}));
+  // Byte fallback: "é" is not in the vocab, its bytes are.
+  EXPECT_EQ(Encode(*tok, "\xC3\xA9", false), (Ids{kMetaId, kC3, kA9}));
+  // Each piece between added tokens is normalized alone, so each gets its "▁".
+  EXPECT_EQ(Encode(*tok, "ab<s>ab", false), (Ids{kMetaAB, 1, kMetaAB}));
+  EXPECT_EQ(Encode(*tok, "", false), (Ids{}));
+  EXPECT_EQ(Encode(*tok, "", true), (Ids{1}));
+}
+
+// transformers 5's LlamaTokenizer keeps the vocab and merges only: no normalizer, Metaspace with
+// prepend_scheme "always" (legacy), "first" (legacy false) or "never" (add_prefix_space false).
+TEST(HfTokenizerTest, LlamaTokenizerClassBuildsItsOwnPipeline) {
+  const Json file = SentencePieceStyle();
+  Json config = {{"tokenizer_class", "LlamaTokenizer"},
+                 {"legacy", true},
+                 {"add_bos_token", true},
+                 {"bos_token", "<s>"}};
+  auto legacy = Load(WriteModelDir(file, config));
+  ASSERT_NE(legacy, nullptr);
+  EXPECT_EQ(Encode(*legacy, "ab ab", false), (Ids{kMetaAB, kMetaAB}));
+  EXPECT_EQ(Encode(*legacy, " ab", false), (Ids{kMetaAB}));  // starts with "▁": none added
+  EXPECT_EQ(Encode(*legacy, "ab<s>ab", false), (Ids{kMetaAB, 1, kMetaAB}));
+  EXPECT_EQ(Encode(*legacy, "<s>ab", true), (Ids{1, 1, kMetaAB}));
+
+  config["legacy"] = false;
+  auto first = Load(WriteModelDir(file, config));
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(Encode(*first, "ab<s>ab", false), (Ids{kMetaAB, 1, kAB}));
+  EXPECT_EQ(Encode(*first, "<s>ab", false), (Ids{1, kAB}));
+  EXPECT_EQ(Encode(*first, "ab ab", true), (Ids{1, kMetaAB, kMetaAB}));
+  config.erase("legacy");  // LlamaTokenizer's default: legacy=False
+  auto by_default = Load(WriteModelDir(file, config));
+  ASSERT_NE(by_default, nullptr);
+  EXPECT_EQ(Encode(*by_default, "<s>ab", false), (Ids{1, kAB}));
+
+  config["add_prefix_space"] = false;
+  auto never = Load(WriteModelDir(file, config));
+  ASSERT_NE(never, nullptr);
+  EXPECT_EQ(Encode(*never, "ab ab", false), (Ids{kAB, kMetaAB}));
+  EXPECT_EQ(Encode(*never, "ba", false), (Ids{kB, kA}));
+}
+
+// transformers 5's GemmaTokenizer: Replace(" ", "▁"), no "▁" prepended, byte fallback and fused
+// unknowns whatever the file says.
+TEST(HfTokenizerTest, GemmaTokenizerClassBuildsItsOwnPipeline) {
+  Json file = SentencePieceStyle();
+  file["model"]["byte_fallback"] = false;
+  file["model"]["fuse_unk"] = false;
+  auto as_file = Load(WriteModelDir(file));
+  ASSERT_NE(as_file, nullptr);
+  EXPECT_EQ(Encode(*as_file, "\xC3\xA9\xC3\xA9", false), (Ids{kMetaId, 0, 0}));
+  auto gemma = Load(WriteModelDir(file, Json{{"tokenizer_class", "GemmaTokenizer"}}));
+  ASSERT_NE(gemma, nullptr);
+  // "ab▁ab" is one word (the Split on " " finds none left): (▁ a) first, then (a b), then (▁a b).
+  EXPECT_EQ(Encode(*gemma, "ab ab", false), (Ids{kAB, kMetaAB}));
+  EXPECT_EQ(Encode(*gemma, " a", false), (Ids{kMetaA}));
+  EXPECT_EQ(Encode(*gemma, "\xC3\xA9\xC3\xA9", false), (Ids{kC3, kA9, kC3, kA9}));
+  // Its mask token, in the vocab only, becomes an added token matched in the text.
+  file["model"]["vocab"]["<mask>"] = 266;
+  auto with_mask = Load(WriteModelDir(file, Json{{"tokenizer_class", "GemmaTokenizer"}}));
+  ASSERT_NE(with_mask, nullptr);
+  EXPECT_EQ(Encode(*with_mask, "a<mask>", false), (Ids{kA, 266}));
+  auto as_file_mask = Load(WriteModelDir(file));
+  ASSERT_NE(as_file_mask, nullptr);
+  EXPECT_EQ(Encode(*as_file_mask, "<mask>", false).size(), 7u);  // "▁", then one id a character
+  file["model"]["vocab"].erase("<0xC3>");  // no fallback for "é" now: one fused <unk>
+  auto fused = Load(WriteModelDir(file, Json{{"tokenizer_class", "GemmaTokenizer"}}));
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(Encode(*fused,
+                   "a\xC3\xA9\xC3\xA9"
+                   "b",
+                   false),
+            (Ids{kA, 0, kB}));
+}
+
+// A Metaspace pre-tokenizer in the file (what transformers 5 saves for a Llama tokenizer).
+TEST(HfTokenizerTest, MetaspaceInTheFile) {
+  Json file = SentencePieceStyle();
+  file["normalizer"] = nullptr;
+  file["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "first"}, {"split", false}};
+  auto tok = Load(WriteModelDir(file));
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(Encode(*tok, "ab ab", false), (Ids{kMetaAB, kMetaAB}));
+  EXPECT_EQ(Encode(*tok, "ab<s>ab", false), (Ids{kMetaAB, 1, kAB}));
+  file["pre_tokenizer"]["split"] = true;  // words "▁ab", "▁", "▁ab": no merge across them
+  auto split = Load(WriteModelDir(file));
+  ASSERT_NE(split, nullptr);
+  EXPECT_EQ(Encode(*split, "ab  ab", false), (Ids{kMetaAB, kMetaId, kMetaAB}));
+}
+
 TEST(HfTokenizerTest, ErrorsNameTheFileAndField) {
   const Json base = ModelFile("qwen3-reranker-tiny", "tokenizer.json");
   struct Case {
@@ -468,7 +620,7 @@ TEST(HfTokenizerTest, ErrorsNameTheFileAndField) {
   };
   const std::vector<Case> cases = {
       {[](Json& t) {
-         t["normalizer"] = Json{{"type", "Lowercase"}};
+         t["normalizer"] = Json{{"type", "BertNormalizer"}};
        },
        "normalizer.type"},
       {[](Json& t) { t["pre_tokenizer"]["pretokenizers"][0]["type"] = "Whitespace"; },
@@ -482,6 +634,22 @@ TEST(HfTokenizerTest, ErrorsNameTheFileAndField) {
          t["model"]["merges"][3] = Json::array({"i", "zzz-not-there"});
        },
        "model.merges[3]"},
+      // model.vocab and model.merges are read apart from the Json tree: their bad entries too.
+      {[](Json& t) { t["model"]["vocab"]["zzz-new"] = "7"; }, "model.vocab[\"zzz-new\"]"},
+      {[](Json& t) { t["model"]["vocab"]["zzz-new"] = Json::array({7}); },
+       "model.vocab[\"zzz-new\"]"},
+      {[](Json& t) { t["model"]["vocab"]["zzz-new"] = -7; }, "model.vocab[\"zzz-new\"]"},
+      {[](Json& t) { t["model"]["merges"][2] = 12; }, "model.merges[2]"},
+      {[](Json& t) {
+         t["model"]["merges"][2] = Json::array({"i", "n", "g"});
+       },
+       "model.merges[2]"},
+      {[](Json& t) {
+         t["model"]["merges"][2] = Json::array({"i", Json::object()});
+       },
+       "model.merges[2]"},
+      {[](Json& t) { t["model"]["merges"] = Json::object(); }, "model.merges"},
+      {[](Json& t) { t["model"].erase("vocab"); }, "model.vocab"},
       {[](Json& t) {
          t["post_processor"] = Json{{"type", "BertProcessing"}};
        },

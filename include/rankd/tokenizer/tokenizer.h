@@ -2,7 +2,8 @@
 // live in src/tokenizer.
 //
 // Tokenizer: text -> token ids. Two implementations, chosen by what the model directory holds:
-// sentencepiece (`tokenizer.model`) and Hugging Face `tokenizer.json` (byte-level BPE).
+// sentencepiece (`tokenizer.model`) and Hugging Face `tokenizer.json` (BPE: byte-level, or
+// sentencepiece-style with byte fallback).
 #ifndef RANKD_TOKENIZER_TOKENIZER_H_
 #define RANKD_TOKENIZER_TOKENIZER_H_
 
@@ -60,8 +61,11 @@ class Tokenizer {
   // both tokenizers' words end: sentencepiece pieces never cross whitespace (split_by_whitespace,
   // every Llama / T5 model), and the GPT-2, Llama 3 and Qwen pre-tokenizer regexes end every word
   // at a letter or digit followed by a space, so the prefix's ids are the first ids of the whole
-  // text. A tokenizer.json whose Split regex looks further ahead than one character (none known)
-  // could differ in the last word before the cut.
+  // text. A sentencepiece-style tokenizer.json (Llama 2, Gemma) merges the whole text as one word,
+  // and stays exact because no token of their vocabs holds an ASCII letter or digit followed by
+  // "▁", so no merge crosses the cut (real_tokenizers_test checks it on the real files). A
+  // tokenizer.json whose Split regex looks further ahead than one character (none known), or
+  // whose vocab has such a token, could differ in the last word before the cut.
   absl::StatusOr<std::vector<int32_t>> EncodeBounded(absl::string_view text,
                                                      int64_t max_tokens) const;
 
