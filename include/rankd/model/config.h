@@ -78,8 +78,10 @@ struct ModelConfig {
   Activation activation = Activation::kSilu;
   // Gemma: every RMSNorm multiplies by (1 + weight), in fp32.
   bool norm_unit_offset = false;
-  // Gemma: token embeddings (and embedding items) are multiplied by sqrt(hidden_size), a constant
-  // HF rounds to the model's dtype.
+  // Gemma: token embeddings are multiplied by sqrt(hidden_size), a constant HF rounds to the
+  // model's dtype. Embedding items are not: they stand for the embedding layer's output, which is
+  // where transformers 5 scales (GemmaTextScaledWordEmbedding), so its inputs_embeds are used as
+  // given.
   bool scale_embeddings = false;
   // Gemma 2: post_attention_layernorm normalises the attention output before its residual add,
   // pre_feedforward_layernorm feeds the MLP, post_feedforward_layernorm normalises its output.

@@ -178,14 +178,20 @@ class CpuBackend final : public backend::Backend {
   }
 
  private:
-  // x [T, H] = the embeddings of `tokens` (rows of `rows` for negative ids), times the model's
-  // embedding scale (Gemma: sqrt(hidden), which HF applies to caller-given embeddings too).
+  // x [T, H] = the input embeddings of `tokens`: table rows times the model's embedding scale
+  // (Gemma: sqrt(hidden)) for ids, rows of `rows` as given for negative ids. Embedding items stand
+  // for what the embedding layer outputs: transformers 5 scales inside Gemma's embedding module
+  // (GemmaTextScaledWordEmbedding), so inputs_embeds given by a caller are not scaled.
   void Embed(const int32_t* tokens, int T, const float* rows, float* x) const {
     const int H = config_.hidden_size;
     EmbeddingGather(tokens, T, embed_.data(), rows, H, x);
     const float scale = config_.embedding_scale();
     if (scale == 1.0f) return;
-    for (int64_t i = 0; i < static_cast<int64_t>(T) * H; ++i) x[i] *= scale;
+    for (int t = 0; t < T; ++t) {
+      if (tokens[t] < 0) continue;
+      float* row = x + static_cast<int64_t>(t) * H;
+      for (int i = 0; i < H; ++i) row[i] *= scale;
+    }
   }
 
   // Runs all layers over x [T, H] in place. Segment s = tokens [offsets[s], offsets[s+1]) attends
