@@ -336,7 +336,7 @@ __device__ __forceinline__ void ScoreKeyTile(const uint32_t (&qf)[D / 16][4],
 __device__ __forceinline__ void MaskKeyTile(const Visibility& vis, int key0, int ctx, int c,
                                             float (&s)[kKeys / 8][4]) {
   // Branch-free (a short-circuit || here compiled to a branch per element): k sees its row iff
-  // k < ctx_end or k - lo_r, as unsigned, <= span_r (lo <= hi always).
+  // k - ctx_lo_r, as unsigned, < ctx_span_r or k - lo_r, as unsigned, <= span_r (lo <= hi always).
   const int base = key0 + 2 * c;
   // Context keys [ctx_lo, ctx): k - ctx_lo, as unsigned, < ctx - ctx_lo (empty when ctx_lo >= ctx).
   const int ctx_lo_r[2] = {vis.ctx_lo[0] - base, vis.ctx_lo[1] - base};
