@@ -15,7 +15,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "rankd/cli/flag_set.h"
 #include "kernel_cases.h"
 #include "kernels/embedding.cuh"
 #include "kernels/gather_rows.cuh"
@@ -28,6 +27,7 @@
 #include "percentile.h"
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/backend/cuda/device_arena.h"
+#include "rankd/cli/flag_set.h"
 #include "rankd/common/status.h"
 
 namespace rankd::bench {
@@ -138,7 +138,7 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       RANKD_ASSIGN_OR_RETURN(const bf16* table, m.Bf16(static_cast<size_t>(s.vocab) * H, 1.0f));
       RANKD_ASSIGN_OR_RETURN(float* out, m.Alloc<float>(R * H));
       p.launch = [=](cudaStream_t st) {
-        return kernels::LaunchEmbeddingGather(tokens, rows, table, nullptr, H, out, st);
+        return kernels::LaunchEmbeddingGather(tokens, rows, table, nullptr, H, 1.0f, out, st);
       };
       set_out(out, R * H, false);
       break;
@@ -162,7 +162,7 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       RANKD_ASSIGN_OR_RETURN(const bf16* weight, m.Bf16(H, 1.0f));
       RANKD_ASSIGN_OR_RETURN(bf16 * out, m.Alloc<bf16>(R * H));
       p.launch = [=](cudaStream_t st) {
-        return kernels::LaunchRmsNorm(x, weight, kEps, rows, H, out, st);
+        return kernels::LaunchRmsNorm(x, weight, 0.0f, kEps, rows, H, out, st);
       };
       set_out(out, R * H, true);
       break;
@@ -224,6 +224,7 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       a.num_q_heads = s.q_heads;
       a.num_kv_heads = s.kv_heads;
       a.head_dim = D;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(D));
       a.blocks = kernels::PrefixAttentionBlocks(D);
       if (a.blocks <= 0) return absl::InternalError("cannot size the attention kernel's grid");
       RANKD_ASSIGN_OR_RETURN(a.out, m.Alloc<bf16>(R * Q));
@@ -270,8 +271,8 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       RANKD_ASSIGN_OR_RETURN(float* scores, m.Alloc<float>(R));
       const int head = s.head_rows;
       p.launch = [=](cudaStream_t st) {
-        return kernels::LaunchScoreHead(x, nullptr, num_items, rows, final_norm, head_rows, head,
-                                        kEps, H, scores, st);
+        return kernels::LaunchScoreHead(x, nullptr, num_items, rows, final_norm, 0.0f, head_rows,
+                                        head, 0.0f, kEps, H, scores, st);
       };
       set_out(scores, R, false);
       break;

@@ -9,12 +9,16 @@
 
 namespace rankd::kernels {
 
-// out[t] = tokens[t] >= 0 ? table[tokens[t]] : rows[-tokens[t] - 1], widened to fp32.
+// out[t] = tokens[t] >= 0 ? bf16(table[tokens[t]] * scale) : rows[-tokens[t] - 1], widened to
+// fp32. With scale == 1 the table row is copied; otherwise the product is rounded to bf16, as HF's
+// bf16 Gemma does (GemmaTextScaledWordEmbedding: the row times the bf16 scale, in bf16). `scale`
+// should itself be a bf16 value. Injected rows are taken as given.
 //   tokens [T] int32; table [V, H] bf16 row-major; rows [R, H] fp32 row-major (may be null when
 //   no token is negative); out [T, H] fp32 row-major (the residual stream).
 // Ids are not checked here: the caller validates them against V and R.
 cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens, const __nv_bfloat16* table,
-                                  const float* rows, int hidden, float* out, cudaStream_t stream);
+                                  const float* rows, int hidden, float scale, float* out,
+                                  cudaStream_t stream);
 
 }  // namespace rankd::kernels
 

@@ -272,19 +272,23 @@ __device__ __forceinline__ void AwaitKeyTile(const KeySource& src, int kt, int n
 }
 
 // Which keys the warp's rows see. Row r sees key j (an index into [context ++ own rows from
-// own_lo]) iff j < ctx or lo[r] <= j <= hi[r]: its own segment's rows up to itself.
+// own_lo]) iff ctx_lo[r] <= j < ctx or lo[r] <= j <= hi[r]: the context, and its own segment's rows
+// up to itself. Without a window ctx_lo is 0 and lo the segment start; with window W, key j of the
+// context is position j and own key j is position j - (lo - ctx) (lo before the window), the
+// query's position is ctx + hi - lo, and both ranges start W - 1 positions before the query.
 // Every row of the warp (consecutive rows: tokens and segment starts never decrease) sees own
 // tokens [w_last_lo, w_first_tok] (maybe none): a key tile within them needs no mask, decided
 // per warp. (Skipping the tiles no row of a warp sees measured no faster: bench/RESULTS.md.)
 struct Visibility {
   int w_first_tok;
   int w_last_lo;
+  int ctx_lo[2];
   int lo[2];
   int hi[2];
 };
 
 __device__ __forceinline__ Visibility RowVisibility(const int (&tok)[2], const int (&seg_lo)[2],
-                                                    int ctx, int own_lo) {
+                                                    int ctx, int own_lo, int window) {
   Visibility v;
   v.w_first_tok = __shfl_sync(0xffffffffu, tok[0], 0);    // lane 0: row 0
   v.w_last_lo = __shfl_sync(0xffffffffu, seg_lo[1], 28);  // lane 28: row 15
@@ -292,6 +296,12 @@ __device__ __forceinline__ Visibility RowVisibility(const int (&tok)[2], const i
   for (int r = 0; r < 2; ++r) {
     v.lo[r] = ctx + seg_lo[r] - own_lo;
     v.hi[r] = ctx + tok[r] - own_lo;
+    v.ctx_lo[r] = 0;
+    if (window > 0) {
+      const int first_pos = ctx + tok[r] - seg_lo[r] - window + 1;  // the window's first position
+      v.ctx_lo[r] = max(0, first_pos);
+      v.lo[r] = max(v.lo[r], v.hi[r] - window + 1);
+    }
   }
   return v;
 }
@@ -326,9 +336,12 @@ __device__ __forceinline__ void ScoreKeyTile(const uint32_t (&qf)[D / 16][4],
 __device__ __forceinline__ void MaskKeyTile(const Visibility& vis, int key0, int ctx, int c,
                                             float (&s)[kKeys / 8][4]) {
   // Branch-free (a short-circuit || here compiled to a branch per element): k sees its row iff
-  // k < ctx_end or k - lo_r, as unsigned, <= span_r (lo <= hi always).
+  // k - ctx_lo_r, as unsigned, < ctx_span_r or k - lo_r, as unsigned, <= span_r (lo <= hi always).
   const int base = key0 + 2 * c;
-  const int ctx_end = ctx - base;
+  // Context keys [ctx_lo, ctx): k - ctx_lo, as unsigned, < ctx - ctx_lo (empty when ctx_lo >= ctx).
+  const int ctx_lo_r[2] = {vis.ctx_lo[0] - base, vis.ctx_lo[1] - base};
+  const unsigned ctx_span_r[2] = {static_cast<unsigned>(max(0, ctx - vis.ctx_lo[0])),
+                                  static_cast<unsigned>(max(0, ctx - vis.ctx_lo[1]))};
   const int lo_r[2] = {vis.lo[0] - base, vis.lo[1] - base};
   const unsigned span_r[2] = {static_cast<unsigned>(vis.hi[0] - vis.lo[0]),
                               static_cast<unsigned>(vis.hi[1] - vis.lo[1])};
@@ -348,7 +361,8 @@ __device__ __forceinline__ void MaskKeyTile(const Visibility& vis, int key0, int
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e / 2, k = nt * 8 + (e & 1);
-        const bool visible = (k < ctx_end) | (static_cast<unsigned>(k - lo_r[r]) <= span_r[r]);
+        const bool visible = (static_cast<unsigned>(k - ctx_lo_r[r]) < ctx_span_r[r]) |
+                             (static_cast<unsigned>(k - lo_r[r]) <= span_r[r]);
         s[nt][e] = visible ? s[nt][e] : -INFINITY;
       }
     }
@@ -461,7 +475,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   const int num_units = *p.num_units;
   const __nv_bfloat16* own_k = p.own.k + p.layer * p.own.layer_stride;
   const __nv_bfloat16* own_v = p.own.v + p.layer * p.own.layer_stride;
-  const float scale = rsqrtf(static_cast<float>(D)) * 1.4426950408889634f;  // 1/sqrt(D) * log2(e)
+  // Softmax in the exp2 domain: scores times log2(e), after the scale (and the cap) when capped.
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale = p.softcap > 0.0f ? kLog2e : p.scale * kLog2e;
+  const float cap_in = p.softcap > 0.0f ? p.scale / p.softcap : 0.0f;  // s -> tanh(s * cap_in)
 
   // The queue is read one unit ahead: thread 0 takes the next unit while the block works on this
   // one, so the atomic's round trip to L2 is off the critical path. units[i % 2] is written in
@@ -508,7 +525,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
     float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
-    const Visibility vis = RowVisibility(tok, lo, ctx, own_lo);
+    const Visibility vis = RowVisibility(tok, lo, ctx, own_lo, p.window);
 
     for (int kt = 0; kt < num_key_tiles; ++kt) {
       AwaitKeyTile<D>(src, kt, num_key_tiles, ks, vs);
@@ -516,13 +533,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
       const int stage = kt % kStages<D>;
       float s[kKeys / 8][4];
       ScoreKeyTile<D>(qf, ks + stage * kSmemTile<D>, lane, s);
+      if (p.softcap > 0.0f) {
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[nt][e] = p.softcap * tanhf(s[nt][e] * cap_in);
+        }
+      }
       const int key0 = kt * kKeys;
       // A key tile that every row of the warp sees whole (context, or own rows at or before the
       // warp's first token and in the segment of its last row) needs no mask.
       const int own_first = own_lo + max(key0, ctx) - ctx;  // own tokens of the tile's keys
       const int own_last = own_lo + key0 + kKeys - 1 - ctx;
+      // (With a window, every tile gets the mask.)
       const bool whole =
-          key0 + kKeys <= num_keys &&
+          p.window == 0 && key0 + kKeys <= num_keys &&
           (key0 + kKeys <= ctx || (own_first >= vis.w_last_lo && own_last <= vis.w_first_tok));
       if (!whole) MaskKeyTile(vis, key0, ctx, c, s);
       SoftmaxUpdate<D>(scale, s, m, l, o);
@@ -589,7 +614,8 @@ int PrefixAttentionBlocks(int head_dim) {
 }
 
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream) {
-  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0) {
+  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0 ||
+      !(p.scale > 0.0f) || p.softcap < 0.0f || p.window < 0) {
     return cudaErrorInvalidValue;
   }
   return DispatchHeadDim(

@@ -15,6 +15,11 @@
 // the number of work units, the context table) is in device memory,
 // so a captured graph replays any batch that fits its buffers without re-capture. Softmax and
 // accumulation are fp32; q, k, v, probabilities and the output are bf16.
+//
+// Positions: a token of a segment sits at position ctx_len + (its row - its segment start), its
+// run's context rows at 0..ctx_len-1 (the strategies place items that way). With a sliding window
+// W, a query at position i sees only key positions j > i - W (HF's sliding mask), context rows
+// included; soft-capping (Gemma 2) turns each score s into cap * tanh(s / cap) before the mask.
 #ifndef RANKD_KERNELS_PREFIX_ATTENTION_CUH_
 #define RANKD_KERNELS_PREFIX_ATTENTION_CUH_
 
@@ -43,6 +48,9 @@ struct PrefixAttentionParams {
   int num_q_heads = 0;                   // Nq, a multiple of Nkv
   int num_kv_heads = 0;                  // Nkv
   int head_dim = 0;                      // D, see PrefixAttentionSupportsHeadDim
+  float scale = 0;                       // softmax scale (> 0): D^-0.5, or Gemma 2's scalar^-0.5
+  float softcap = 0;                     // attention logit soft-capping; 0: off
+  int window = 0;                        // sliding window W (this layer's); 0: off
   int blocks = 0;                        // persistent blocks, see PrefixAttentionBlocks
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
@@ -55,7 +63,8 @@ bool PrefixAttentionSupportsHeadDim(int head_dim);
 int PrefixAttentionBlocks(int head_dim);
 
 // Grid (p.blocks), 128 threads; each block takes work units (tile, kv head) from the queue until
-// it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping.
+// it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping, a scale that is not
+// positive, or a negative softcap or window.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream);
 
 }  // namespace rankd::kernels

@@ -21,7 +21,7 @@ constexpr int kMaxChunks = 16;  // float4s a lane keeps in registers: rows up to
 template <int N>
 __global__ void __launch_bounds__(kThreads)
     RmsNormRegistersKernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                           float eps, int rows, __nv_bfloat16* __restrict__ out) {
+                           float offset, float eps, int rows, __nv_bfloat16* __restrict__ out) {
   constexpr int kDim = N * 4 * kWarpSize;
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -40,8 +40,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int j = 0; j < N; ++j) {
     const uint2 wr = wv[lane + kWarpSize * j];
-    const float2 w01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wr.x));
-    const float2 w23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wr.y));
+    float2 w01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wr.x));
+    float2 w23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wr.y));
+    w01.x += offset;
+    w01.y += offset;
+    w23.x += offset;
+    w23.y += offset;
     const __nv_bfloat162 o01 = __floats2bfloat162_rn(v[j].x * inv * w01.x, v[j].y * inv * w01.y);
     const __nv_bfloat162 o23 = __floats2bfloat162_rn(v[j].z * inv * w23.x, v[j].w * inv * w23.y);
     uint2 o;
@@ -53,7 +57,8 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void __launch_bounds__(kThreads)
     RmsNormStridedKernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                         float eps, int rows, int dim, __nv_bfloat16* __restrict__ out) {
+                         float offset, float eps, int rows, int dim,
+                         __nv_bfloat16* __restrict__ out) {
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= rows) return;  // whole warps
@@ -63,37 +68,66 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = lane; i < dim; i += kWarpSize) ss += row[i] * row[i];
   const float inv = rsqrtf(WarpSum(ss) / static_cast<float>(dim) + eps);
   for (int i = lane; i < dim; i += kWarpSize) {
-    orow[i] = __float2bfloat16(row[i] * inv * __bfloat162float(w[i]));
+    orow[i] = __float2bfloat16(row[i] * inv * (offset + __bfloat162float(w[i])));
+  }
+}
+
+// One warp per row, striding; the row is read twice (the second read hits L1).
+__global__ void __launch_bounds__(kThreads)
+    RmsNormAddKernel(const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ w,
+                     float offset, float eps, int rows, int dim, float* __restrict__ x) {
+  const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (r >= rows) return;  // whole warps
+  const __nv_bfloat16* row = y + static_cast<int64_t>(r) * dim;
+  float* xrow = x + static_cast<int64_t>(r) * dim;
+  float ss = 0.0f;
+  for (int i = lane; i < dim; i += kWarpSize) {
+    const float v = __bfloat162float(row[i]);
+    ss += v * v;
+  }
+  const float inv = rsqrtf(WarpSum(ss) / static_cast<float>(dim) + eps);
+  for (int i = lane; i < dim; i += kWarpSize) {
+    const float n = __bfloat162float(row[i]) * inv * (offset + __bfloat162float(w[i]));
+    xrow[i] += __bfloat162float(__float2bfloat16(n));
   }
 }
 
 template <int... Ns>
-cudaError_t LaunchRegisters(int n, const float* x, const __nv_bfloat16* w, float eps, int rows,
-                            __nv_bfloat16* out, cudaStream_t stream,
+cudaError_t LaunchRegisters(int n, const float* x, const __nv_bfloat16* w, float offset, float eps,
+                            int rows, __nv_bfloat16* out, cudaStream_t stream,
                             std::integer_sequence<int, Ns...>) {
   const unsigned blocks = static_cast<unsigned>(CeilDiv(rows, kWarpsPerBlock));
   bool launched = false;
   // Exactly one N + 1 equals n.
-  ((n == Ns + 1
-        ? (RmsNormRegistersKernel<Ns + 1><<<blocks, kThreads, 0, stream>>>(x, w, eps, rows, out),
-           launched = true)
-        : false),
+  ((n == Ns + 1 ? (RmsNormRegistersKernel<Ns + 1>
+                   <<<blocks, kThreads, 0, stream>>>(x, w, offset, eps, rows, out),
+                   launched = true)
+                : false),
    ...);
   return launched ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float eps, int rows, int dim,
-                          __nv_bfloat16* out, cudaStream_t stream) {
+cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
+                          int rows, int dim, __nv_bfloat16* out, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   constexpr int kChunk = 4 * kWarpSize;  // floats a warp covers with one float4 each
   if (dim % kChunk == 0 && dim / kChunk <= kMaxChunks) {
-    return LaunchRegisters(dim / kChunk, x, w, eps, rows, out, stream,
+    return LaunchRegisters(dim / kChunk, x, w, weight_offset, eps, rows, out, stream,
                            std::make_integer_sequence<int, kMaxChunks>{});
   }
-  RmsNormStridedKernel<<<CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream>>>(x, w, eps, rows, dim,
-                                                                               out);
+  RmsNormStridedKernel<<<CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream>>>(x, w, weight_offset,
+                                                                               eps, rows, dim, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRmsNormAdd(const __nv_bfloat16* y, const __nv_bfloat16* w, float weight_offset,
+                             float eps, int rows, int dim, float* x, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  RmsNormAddKernel<<<CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream>>>(y, w, weight_offset, eps,
+                                                                           rows, dim, x);
   return cudaGetLastError();
 }
 

@@ -7,13 +7,22 @@
 
 namespace rankd::kernels {
 
-// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w, computed in fp32, rounded once to bf16.
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (weight_offset + w), computed in fp32,
+// rounded once to bf16. weight_offset is 0, or 1 for Gemma's (1 + w) norms (added in fp32, as HF
+// does, so that the weight keeps its bf16 precision).
 //   x [rows, dim] fp32 row-major, w [dim] bf16 and out 16-byte aligned when dim % 128 == 0;
 //   out [rows, dim] bf16 row-major.
 // The residual add that precedes each norm happens in the GEMM epilogue (Gemm::LinearAccumulate
 // adds o_proj / down_proj output into the fp32 stream), so this kernel reads one stream only.
-cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float eps, int rows, int dim,
-                          __nv_bfloat16* out, cudaStream_t stream);
+cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
+                          int rows, int dim, __nv_bfloat16* out, cudaStream_t stream);
+
+// The residual add of a normalised sublayer output (Gemma 2's post-attention and post-feedforward
+// norms): x[r, :] += bf16(y[r, :] / sqrt(mean(y[r, :]^2) + eps) * (weight_offset + w)), the norm
+// in fp32 and rounded to bf16 (HF's norm output) before the fp32 add.
+//   y [rows, dim] bf16 row-major; w [dim] bf16; x [rows, dim] fp32 row-major, read and written.
+cudaError_t LaunchRmsNormAdd(const __nv_bfloat16* y, const __nv_bfloat16* w, float weight_offset,
+                             float eps, int rows, int dim, float* x, cudaStream_t stream);
 
 }  // namespace rankd::kernels
 

@@ -1,4 +1,5 @@
-// SwiGLU activation of the fused gate/up projection.
+// Gated MLP activations of the fused gate/up projection: SwiGLU (Llama, Qwen, Mistral) and GeGLU
+// with the tanh-approximate GELU (Gemma's gelu_pytorch_tanh).
 #ifndef RANKD_KERNELS_SWIGLU_CUH_
 #define RANKD_KERNELS_SWIGLU_CUH_
 
@@ -12,6 +13,11 @@ namespace rankd::kernels {
 //   out [T, I] bf16 row-major.
 cudaError_t LaunchSwiGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
                          __nv_bfloat16* out, cudaStream_t stream);
+
+// out[t, i] = gelu_tanh(gate_up[t, i]) * gate_up[t, I + i] in fp32, gelu_tanh(g) =
+// 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). Layouts as LaunchSwiGlu's.
+cudaError_t LaunchGeGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
+                        __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace rankd::kernels
 

@@ -8,9 +8,28 @@
 
 namespace rankd::backend {
 
+std::vector<int32_t> HeadSpec::HeadRows() const {
+  switch (type) {
+    case Type::kClassifier:
+      return {index};
+    case Type::kYesNo:
+      return {yes_id, no_id};
+    case Type::kLogit:
+      return {token_id};
+  }
+  return {};
+}
+
 std::string HeadSpec::ToString() const {
-  if (type == Type::kClassifier) return absl::StrCat("classifier:", index);
-  return absl::StrCat("yes_no:", yes_id, ",", no_id);
+  switch (type) {
+    case Type::kClassifier:
+      return absl::StrCat("classifier:", index);
+    case Type::kYesNo:
+      return absl::StrCat("yes_no:", yes_id, ",", no_id);
+    case Type::kLogit:
+      return absl::StrCat("logit:", token_id);
+  }
+  return "";
 }
 
 void ItemBatch::AddIds(absl::Span<const int32_t> ids) {
@@ -74,8 +93,8 @@ absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch
       // The field name is built only for a bad token: this loop runs over every token of every
       // pass (a string per token cost the multi-item standard workload 3% on an H200).
       if (tok >= config.vocab_size) {
-        return model::CheckTokenId(
-            tok, absl::StrCat("items[", i, "] token ", t - items.offsets[i]), config.vocab_size);
+        return model::CheckTokenId(tok, absl::StrCat("items[", i, "] token ", t - items.offsets[i]),
+                                   config.vocab_size);
       }
       if (tok < 0 && -static_cast<int64_t>(tok) > rows) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -100,13 +119,15 @@ absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head
                        " is outside [0, num_labels=", config.num_labels, ")"));
     }
   } else {
+    const char* name = head.type == HeadSpec::Type::kYesNo ? "yes_no" : "logit";
     if (config.head_kind != model::HeadKind::kCausalLm) {
-      return absl::InvalidArgumentError(absl::StrCat("head yes_no needs a *ForCausalLM model; ",
+      return absl::InvalidArgumentError(absl::StrCat("head ", name, " needs a *ForCausalLM model; ",
                                                      config.architecture,
                                                      " has a classifier (use --head classifier)"));
     }
-    for (int32_t id : {head.yes_id, head.no_id}) {
-      RANKD_RETURN_IF_ERROR(model::CheckTokenId(id, "head yes_no token id", config.vocab_size));
+    for (int32_t id : head.HeadRows()) {
+      RANKD_RETURN_IF_ERROR(
+          model::CheckTokenId(id, absl::StrCat("head ", name, " token id"), config.vocab_size));
     }
   }
   return absl::OkStatus();

@@ -89,8 +89,18 @@ absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
   backend::HeadSpec head;
   absl::string_view rest = spec;
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "head '", spec, "': ", why, " (expected classifier[:INDEX] or yes_no:YES,NO)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("head '", spec, "': ", why,
+                     " (expected classifier[:INDEX], yes_no:YES,NO or logit:TOKEN)"));
+  };
+  // A token given as an id, or as a piece of the tokenizer's vocabulary.
+  auto token = [&](const std::string& text, int32_t* id) -> absl::Status {
+    if (absl::SimpleAtoi(text, id)) return absl::OkStatus();
+    if (tok == nullptr) return bad(absl::StrCat("'", text, "' is not a token id"));
+    auto piece = tok->PieceToId(text);
+    if (!piece.ok()) return bad(piece.status().message());
+    *id = *piece;
+    return absl::OkStatus();
   };
   if (absl::ConsumePrefix(&rest, "classifier")) {
     head.type = backend::HeadSpec::Type::kClassifier;
@@ -103,14 +113,12 @@ absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
     head.type = backend::HeadSpec::Type::kYesNo;
     std::vector<std::string> parts = absl::StrSplit(rest, absl::MaxSplits(',', 1));
     if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) return bad("needs YES,NO");
-    int32_t* ids[2] = {&head.yes_id, &head.no_id};
-    for (int i = 0; i < 2; ++i) {
-      if (absl::SimpleAtoi(parts[i], ids[i])) continue;
-      if (tok == nullptr) return bad(absl::StrCat("'", parts[i], "' is not a token id"));
-      auto id = tok->PieceToId(parts[i]);
-      if (!id.ok()) return bad(id.status().message());
-      *ids[i] = *id;
-    }
+    RANKD_RETURN_IF_ERROR(token(parts[0], &head.yes_id));
+    RANKD_RETURN_IF_ERROR(token(parts[1], &head.no_id));
+  } else if (absl::ConsumePrefix(&rest, "logit:")) {
+    head.type = backend::HeadSpec::Type::kLogit;
+    if (rest.empty()) return bad("needs TOKEN");
+    RANKD_RETURN_IF_ERROR(token(std::string(rest), &head.token_id));
   } else {
     return bad("unknown head type");
   }

@@ -34,9 +34,26 @@ ModelSettings Qwen3Reranker(absl::string_view instruction) {
   return s;
 }
 
+// bge-reranker-v2-gemma's prompt, as FlagEmbedding builds it (FlagEmbedding's LLM reranker,
+// get_inputs / _get_inputs, the same in its model card): [bos] "A: {query}" "\n" "B: {passage}"
+// "\n" prompt, each part tokenized on its own without special tokens, and the score is the logit
+// of "Yes" (tokenizer('Yes')['input_ids'][0]) at the last position. Split after the query's "\n"
+// so that the query part is encoded once; the BOS comes from encoding the query with special
+// tokens. (Here each template is tokenized whole, so a merge across "\n" would differ from the
+// part-by-part ids; Gemma's tokenizer has "\n" as a piece of its own.)
+ModelSettings BgeRerankerV2Gemma() {
+  ModelSettings s;
+  s.query_template = "A: {query}\n";
+  s.item_template =
+      "B: {item}\nGiven a query A and a passage B, determine whether the passage contains an "
+      "answer to the query by providing a prediction of either 'Yes' or 'No'.";
+  s.head = "logit:Yes";
+  return s;
+}
+
 }  // namespace
 
-std::vector<std::string> PresetNames() { return {"qwen3-reranker"}; }
+std::vector<std::string> PresetNames() { return {"qwen3-reranker", "bge-reranker-v2-gemma"}; }
 
 absl::StatusOr<ModelSettings> ApplyPreset(const ModelSettings& s) {
   if (!s.preset) {
@@ -50,6 +67,12 @@ absl::StatusOr<ModelSettings> ApplyPreset(const ModelSettings& s) {
   ModelSettings base;
   if (*s.preset == "qwen3-reranker") {
     base = Qwen3Reranker(s.instruction.value_or(kQwen3RerankerInstruction));
+  } else if (*s.preset == "bge-reranker-v2-gemma") {
+    if (s.instruction) {
+      return absl::InvalidArgumentError(
+          "instruction: preset 'bge-reranker-v2-gemma' has a fixed prompt and takes none");
+    }
+    base = BgeRerankerV2Gemma();
   } else {
     return absl::InvalidArgumentError(absl::StrCat("preset: '", *s.preset, "' is unknown (",
                                                    absl::StrJoin(PresetNames(), ", "), ")"));

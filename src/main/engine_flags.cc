@@ -24,8 +24,8 @@ void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
   flags.Int("max-batch-tokens", &o.backend.max_batch_tokens,
             "item tokens per forward pass, at most");
   flags.String("head", &v->head,
-               "score head: classifier[:INDEX] or yes_no:YES,NO (pieces or ids); default by "
-               "architecture");
+               "score head: classifier[:INDEX], yes_no:YES,NO or logit:TOKEN (pieces or ids); "
+               "default by architecture");
   flags.String("query-template", &v->query_template, "query template with {query}");
   flags.String("item-template", &v->item_template, "item template with {item}");
   flags.String("preset", &v->preset,

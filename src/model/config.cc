@@ -1,5 +1,7 @@
 #include "rankd/model/config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -100,6 +102,93 @@ absl::StatusOr<RopeConfig> ParseRope(const Json& j, absl::string_view source) {
   return rope;
 }
 
+// The MLP activation: Gemma 2 reads `hidden_activation`; Gemma reads it too when set (older Gemma
+// configs carry it beside `hidden_act`), else `hidden_act`; both default to gelu_pytorch_tanh, as
+// their transformers configs do. The others read `hidden_act` (default silu).
+absl::StatusOr<Activation> ParseActivation(const Json& j, absl::string_view source, Family family) {
+  const bool gemma = family == Family::kGemma || family == Family::kGemma2;
+  std::vector<const char*> keys = {"hidden_act"};
+  if (family == Family::kGemma) keys = {"hidden_activation", "hidden_act"};
+  if (family == Family::kGemma2) keys = {"hidden_activation"};
+  for (const char* key : keys) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    const std::string act = it->is_string() ? it->get<std::string>() : it->dump();
+    if (act == "silu" || act == "swish") return Activation::kSilu;
+    if (act == "gelu_pytorch_tanh") return Activation::kGeluTanh;
+    return FieldError(source, key,
+                      absl::StrCat("'", act, "' is not supported (silu, gelu_pytorch_tanh)"));
+  }
+  return gemma ? Activation::kGeluTanh : Activation::kSilu;
+}
+
+// A soft-capping value: missing takes the transformers default `fallback`, null turns it off.
+absl::StatusOr<float> ParseSoftcap(const Json& j, absl::string_view source, const char* field,
+                                   double fallback) {
+  if (j.find(field) == j.end()) return static_cast<float>(fallback);
+  RANKD_ASSIGN_OR_RETURN(auto v, GetNumber(j, source, field));
+  if (!v) return 0.0f;
+  if (!(*v > 0) || !std::isfinite(*v)) return FieldError(source, field, "must be positive or null");
+  return static_cast<float>(*v);
+}
+
+// The sliding window and which layers use it. `sliding_window` (Mistral, Gemma 2; null: none;
+// missing: the transformers default 4096) and `layer_types` ("sliding_attention" or
+// "full_attention" per layer). Without layer_types, Mistral slides on every layer and Gemma 2 on
+// the even ones (transformers' Gemma2Config default: layer i slides when (i + 1) % 2 == 1).
+absl::Status ParseSlidingWindow(const Json& j, absl::string_view source, ModelConfig* c) {
+  c->sliding_layers.assign(c->num_layers, false);
+  const bool windowed = c->family == Family::kMistral || c->family == Family::kGemma2;
+  if (windowed) {
+    if (j.find("sliding_window") == j.end()) {
+      c->sliding_window = 4096;
+    } else {
+      RANKD_ASSIGN_OR_RETURN(auto w, GetInt(j, source, "sliding_window", false));
+      if (w && (*w <= 0 || *w > (1 << 30))) {
+        return FieldError(source, "sliding_window", "must be a positive integer or null");
+      }
+      c->sliding_window = w ? static_cast<int>(*w) : 0;
+    }
+  }
+  auto it = j.find("layer_types");
+  if (it == j.end() || it->is_null()) {
+    for (int l = 0; l < c->num_layers; ++l) {
+      c->sliding_layers[l] = c->family == Family::kMistral  ? c->sliding_window > 0
+                             : c->family == Family::kGemma2 ? (l + 1) % 2 == 1
+                                                            : false;
+    }
+  } else {
+    if (!it->is_array() || static_cast<int>(it->size()) != c->num_layers) {
+      return FieldError(
+          source, "layer_types",
+          absl::StrCat("must be a list of num_hidden_layers (", c->num_layers, ") names"));
+    }
+    for (int l = 0; l < c->num_layers; ++l) {
+      const Json& t = (*it)[l];
+      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+      if (type == "sliding_attention") {
+        c->sliding_layers[l] = true;
+      } else if (type != "full_attention") {
+        return FieldError(source, "layer_types",
+                          absl::StrCat("[", l, "] '", type,
+                                       "' is not supported (sliding_attention, full_attention)"));
+      }
+    }
+  }
+  for (int l = 0; l < c->num_layers; ++l) {
+    if (c->sliding_layers[l] && c->sliding_window == 0) {
+      return FieldError(source, "layer_types",
+                        absl::StrCat("[", l, "] is sliding_attention but sliding_window is not set",
+                                     windowed ? "" : " (not read for this architecture)"));
+    }
+  }
+  if (std::find(c->sliding_layers.begin(), c->sliding_layers.end(), true) ==
+      c->sliding_layers.end()) {
+    c->sliding_window = 0;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::FromJson(absl::string_view json_text,
@@ -127,6 +216,10 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(absl::string_view json_text,
       {"Qwen2ForSequenceClassification", Family::kQwen2, HeadKind::kSequenceClassification},
       {"Qwen3ForCausalLM", Family::kQwen3, HeadKind::kCausalLm},
       {"Qwen3ForSequenceClassification", Family::kQwen3, HeadKind::kSequenceClassification},
+      {"MistralForCausalLM", Family::kMistral, HeadKind::kCausalLm},
+      {"MistralForSequenceClassification", Family::kMistral, HeadKind::kSequenceClassification},
+      {"GemmaForCausalLM", Family::kGemma, HeadKind::kCausalLm},
+      {"Gemma2ForCausalLM", Family::kGemma2, HeadKind::kCausalLm},
   };
   bool known = false;
   for (const Known& k : kKnown) {
@@ -137,10 +230,12 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(absl::string_view json_text,
     }
   }
   if (!known) {
-    return FieldError(source, "architectures",
-                      absl::StrCat("'", c.architecture,
-                                   "' is not supported (Llama, Qwen2, Qwen3 For CausalLM or "
-                                   "SequenceClassification)"));
+    return FieldError(
+        source, "architectures",
+        absl::StrCat("'", c.architecture,
+                     "' is not supported (Llama, Qwen2, Qwen3, Mistral For CausalLM or "
+                     "SequenceClassification; GemmaForCausalLM, "
+                     "Gemma2ForCausalLM)"));
   }
 
   RANKD_ASSIGN_OR_RETURN(c.hidden_size, RequirePositive(j, source, "hidden_size"));
@@ -175,30 +270,46 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(absl::string_view json_text,
   if (eps) c.rms_norm_eps = static_cast<float>(*eps);
   RANKD_ASSIGN_OR_RETURN(c.rope, ParseRope(j, source));
 
-  if (auto it = j.find("hidden_act"); it != j.end() && it->is_string()) {
-    const std::string act = it->get<std::string>();
-    if (act != "silu" && act != "swish") {
-      return FieldError(source, "hidden_act", absl::StrCat("'", act, "' is not supported (silu)"));
-    }
-  }
+  RANKD_ASSIGN_OR_RETURN(c.activation, ParseActivation(j, source, c.family));
   if (auto it = j.find("mlp_bias"); it != j.end() && it->is_boolean() && it->get<bool>()) {
     return FieldError(source, "mlp_bias", "true is not supported");
   }
-  if (auto it = j.find("use_sliding_window"); it != j.end() && it->is_boolean() &&
-                                              it->get<bool>()) {
+  if (auto it = j.find("use_sliding_window");
+      it != j.end() && it->is_boolean() && it->get<bool>()) {
     return FieldError(source, "use_sliding_window", "true is not supported");
   }
-  // transformers 5.x drops tie_word_embeddings when it is the class default (false for Llama);
-  // Qwen configs always write it.
+  // transformers 5.x drops tie_word_embeddings when it is the class default (false for Llama
+  // and Mistral, true for Gemma); Qwen configs always write it.
+  const bool gemma = c.family == Family::kGemma || c.family == Family::kGemma2;
+  c.tie_word_embeddings = gemma;
   if (auto it = j.find("tie_word_embeddings"); it != j.end() && it->is_boolean()) {
     c.tie_word_embeddings = it->get<bool>();
   }
   c.attention_bias = c.family == Family::kQwen2;
-  if (auto it = j.find("attention_bias"); it != j.end() && it->is_boolean() &&
-                                          c.family != Family::kQwen2) {
+  if (auto it = j.find("attention_bias");
+      it != j.end() && it->is_boolean() && c.family != Family::kQwen2) {
     c.attention_bias = it->get<bool>();
   }
   c.qk_norm = c.family == Family::kQwen3;
+  c.norm_unit_offset = gemma;
+  c.scale_embeddings = gemma;
+  c.sandwich_norms = c.family == Family::kGemma2;
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.family == Family::kGemma2) {
+    // transformers' Gemma2Config defaults: query_pre_attn_scalar 256, soft-caps 50 and 30.
+    double scalar = 256;
+    RANKD_ASSIGN_OR_RETURN(auto qpas, GetNumber(j, source, "query_pre_attn_scalar"));
+    if (qpas) scalar = *qpas;
+    if (!(scalar > 0) || !std::isfinite(scalar)) {
+      return FieldError(source, "query_pre_attn_scalar", "must be positive");
+    }
+    c.attn_scale = static_cast<float>(std::pow(scalar, -0.5));
+    RANKD_ASSIGN_OR_RETURN(c.attn_logit_softcapping,
+                           ParseSoftcap(j, source, "attn_logit_softcapping", 50.0));
+    RANKD_ASSIGN_OR_RETURN(c.final_logit_softcapping,
+                           ParseSoftcap(j, source, "final_logit_softcapping", 30.0));
+  }
+  RANKD_RETURN_IF_ERROR(ParseSlidingWindow(j, source, &c));
 
   if (c.head_kind == HeadKind::kSequenceClassification) {
     RANKD_ASSIGN_OR_RETURN(auto n, GetInt(j, source, "num_labels", false));
@@ -227,13 +338,30 @@ absl::StatusOr<ModelConfig> ModelConfig::FromHfDir(absl::string_view dir) {
   return FromJson(ss.str(), path);
 }
 
+float ModelConfig::embedding_scale() const {
+  return scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(hidden_size))) : 1.0f;
+}
+
 std::string ModelConfig::Summary() const {
+  std::string extra;
+  if (activation == Activation::kGeluTanh) absl::StrAppend(&extra, ", gelu_pytorch_tanh");
+  if (attn_logit_softcapping > 0) {
+    absl::StrAppend(&extra, ", attention soft-cap ", attn_logit_softcapping);
+  }
+  if (final_logit_softcapping > 0) {
+    absl::StrAppend(&extra, ", final soft-cap ", final_logit_softcapping);
+  }
+  if (sliding_window > 0) {
+    int n = 0;
+    for (bool b : sliding_layers) n += b;
+    absl::StrAppend(&extra, ", sliding window ", sliding_window, " on ", n, " layers");
+  }
   return absl::StrFormat(
       "%s: hidden %d, layers %d, heads %d, kv heads %d, head_dim %d, intermediate %d, vocab %d, "
-      "rope theta %g%s%s%s",
+      "rope theta %g%s%s%s%s",
       architecture, hidden_size, num_layers, num_heads, num_kv_heads, head_dim, intermediate_size,
       vocab_size, rope.theta, rope.type == RopeType::kLlama3 ? " (llama3)" : "",
-      tie_word_embeddings ? ", tied embeddings" : "", qk_norm ? ", q/k norm" : "");
+      tie_word_embeddings ? ", tied embeddings" : "", qk_norm ? ", q/k norm" : "", extra);
 }
 
 }  // namespace rankd::model

@@ -25,9 +25,9 @@ class Binder {
       return st_.Find(full).status();
     }
     if (t->shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t->name, "' has shape ", t->ShapeString(), ", config.json implies [",
-          absl::StrJoin(shape, ", "), "]"));
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t->name, "' has shape ",
+                                                     t->ShapeString(), ", config.json implies [",
+                                                     absl::StrJoin(shape, ", "), "]"));
     }
     return t;
   }
@@ -65,7 +65,13 @@ absl::StatusOr<ModelTensors> BindTensors(const ModelConfig& c, const Safetensors
       RANKD_ASSIGN_OR_RETURN(t.q_norm, b.Get(p + "self_attn.q_norm.weight", {D}));
       RANKD_ASSIGN_OR_RETURN(t.k_norm, b.Get(p + "self_attn.k_norm.weight", {D}));
     }
-    RANKD_ASSIGN_OR_RETURN(t.post_norm, b.Get(p + "post_attention_layernorm.weight", {H}));
+    if (c.sandwich_norms) {
+      RANKD_ASSIGN_OR_RETURN(t.attn_out_norm, b.Get(p + "post_attention_layernorm.weight", {H}));
+      RANKD_ASSIGN_OR_RETURN(t.post_norm, b.Get(p + "pre_feedforward_layernorm.weight", {H}));
+      RANKD_ASSIGN_OR_RETURN(t.mlp_out_norm, b.Get(p + "post_feedforward_layernorm.weight", {H}));
+    } else {
+      RANKD_ASSIGN_OR_RETURN(t.post_norm, b.Get(p + "post_attention_layernorm.weight", {H}));
+    }
     RANKD_ASSIGN_OR_RETURN(t.gate_proj, b.Get(p + "mlp.gate_proj.weight", {I, H}));
     RANKD_ASSIGN_OR_RETURN(t.up_proj, b.Get(p + "mlp.up_proj.weight", {I, H}));
     RANKD_ASSIGN_OR_RETURN(t.down_proj, b.Get(p + "mlp.down_proj.weight", {H, I}));
@@ -77,7 +83,8 @@ absl::StatusOr<ModelTensors> BindTensors(const ModelConfig& c, const Safetensors
   } else if (c.tie_word_embeddings || !b.Has("lm_head.weight")) {
     // Tied: transformers writes no lm_head tensor; an untied config without one is an error.
     if (!c.tie_word_embeddings) {
-      return absl::NotFoundError("tensor 'lm_head.weight' not found and tie_word_embeddings is false");
+      return absl::NotFoundError(
+          "tensor 'lm_head.weight' not found and tie_word_embeddings is false");
     }
     m.head = m.embed;
   }

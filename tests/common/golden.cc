@@ -54,6 +54,8 @@ Golden LoadGolden(const std::string& model_name) {
   const auto& s = j.at("score");
   if (s.at("type") == "classifier") {
     g.head = "classifier:" + std::to_string(s.value("index", 0));
+  } else if (s.at("type") == "logit") {
+    g.head = "logit:" + std::to_string(s.at("token_id").get<int>());
   } else {
     g.head = "yes_no:" + std::to_string(s.at("yes_id").get<int>()) + "," +
              std::to_string(s.at("no_id").get<int>());

@@ -26,7 +26,7 @@ struct GoldenCase {
 
 struct Golden {
   std::string model_dir;
-  std::string head;  // "classifier:0" or "yes_no:4,5"
+  std::string head;  // "classifier:0", "yes_no:4,5" or "logit:4"
   std::optional<std::string> query_template;
   std::optional<std::string> item_template;
   std::vector<GoldenCase> cases;

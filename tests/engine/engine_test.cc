@@ -70,6 +70,51 @@ TEST(HeadSpecTest, ParsesAndValidates) {
   expect_error(ParseHeadSpec("yes_no:4,99999", *lm, nullptr), "vocab_size");
   expect_error(ParseHeadSpec("yes_no:yes,no", *lm, nullptr), "not a token id");
   expect_error(ParseHeadSpec("softmax", *lm, nullptr), "unknown head type");
+  EXPECT_EQ(ParseHeadSpec("logit:4", *lm, nullptr)->ToString(), "logit:4");
+  expect_error(ParseHeadSpec("logit:4", *cls, nullptr), "head logit needs a *ForCausalLM");
+  expect_error(ParseHeadSpec("logit:", *lm, nullptr), "needs TOKEN");
+  expect_error(ParseHeadSpec("logit:99999", *lm, nullptr), "vocab_size");
+  expect_error(ParseHeadSpec("logit:Yes", *lm, nullptr), "not a token id");
+}
+
+// logit:TOKEN takes a piece of the tokenizer like yes_no does; its score is the yes logit alone,
+// so yes_no:YES,NO = logit:YES - logit:NO on the same items.
+TEST(HeadSpecTest, LogitHeadIsOneTermOfYesNo) {
+  ModelSettings yes, no;
+  yes.head = "logit:yes";
+  no.head = "logit:no";
+  auto e_yes = Make("llama-gqa-yesno", yes);
+  auto e_no = Make("llama-gqa-yesno", no);
+  auto e_both = Make("llama-gqa-yesno");
+  ASSERT_TRUE(e_yes && e_no && e_both);
+  EXPECT_EQ(e_yes->head().ToString(), "logit:4");
+  ScoreRequest req;
+  req.query = "nurse";
+  req.items = {Item::Text("registered nurse"), Item::Text("truck driver")};
+  auto a = e_yes->Score(req), b = e_no->Score(req), both = e_both->Score(req);
+  ASSERT_TRUE(a.ok() && b.ok() && both.ok());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(a->scores[i] - b->scores[i], both->scores[i], 1e-4) << i;
+    EXPECT_NE(a->scores[i], both->scores[i]) << i;
+  }
+}
+
+TEST(PresetTest, BgeRerankerV2Gemma) {
+  ModelSettings s;
+  s.preset = "bge-reranker-v2-gemma";
+  auto p = ApplyPreset(s);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p->query_template, "A: {query}\n");
+  EXPECT_EQ(*p->item_template,
+            "B: {item}\nGiven a query A and a passage B, determine whether the passage contains an "
+            "answer to the query by providing a prediction of either 'Yes' or 'No'.");
+  EXPECT_EQ(*p->head, "logit:Yes");
+  s.head = "logit:7";  // explicit fields win over the preset's
+  EXPECT_EQ(*ApplyPreset(s)->head, "logit:7");
+  s.instruction = "rank";
+  auto bad = ApplyPreset(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("takes none"), std::string::npos) << bad.status();
 }
 
 TEST(ModelSettingsTest, RankdYamlBesideTheWeightsAndOverrides) {

@@ -23,18 +23,24 @@
 
 namespace rankd::backend {
 
-// What turns the last position's hidden state into a score.
+// What turns the last position's hidden state h (after the final norm) into a score. cap(z) is
+// the model's final logit soft-capping, final_logit_softcapping * tanh(z / final_logit_softcapping)
+// (Gemma 2), or z where the model has none.
 struct HeadSpec {
   enum class Type {
-    kClassifier,  // score = score.weight[index] . h        (*ForSequenceClassification)
-    kYesNo,       // score = (lm_head[yes] - lm_head[no]) . h   (*ForCausalLM)
+    kClassifier,  // score = score.weight[index] . h                    (*ForSequenceClassification)
+    kYesNo,       // score = cap(lm_head[yes] . h) - cap(lm_head[no] . h)   (*ForCausalLM)
+    kLogit,       // score = cap(lm_head[token] . h): one token's logit     (*ForCausalLM)
   };
   Type type = Type::kClassifier;
   int index = 0;       // classifier row
   int32_t yes_id = 0;  // yes_no token ids
   int32_t no_id = 0;
+  int32_t token_id = 0;  // logit's token id
 
-  std::string ToString() const;  // "classifier:0" or "yes_no:4,5"
+  // The rows of the output projection the score reads: [index], [yes, no] or [token].
+  std::vector<int32_t> HeadRows() const;
+  std::string ToString() const;  // "classifier:0", "yes_no:4,5" or "logit:4"
 };
 
 // Candidate items packed without padding (cu_seqlens layout).
@@ -143,7 +149,7 @@ absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch
                                size_t num_scores);
 
 // Checks that `head` fits the model (classifier needs *ForSequenceClassification with index <
-// num_labels; yes_no needs *ForCausalLM with ids < vocab_size).
+// num_labels; yes_no and logit need *ForCausalLM with ids < vocab_size).
 absl::Status ValidateHead(const model::ModelConfig& config, const HeadSpec& head);
 
 }  // namespace rankd::backend

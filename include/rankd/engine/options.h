@@ -20,9 +20,9 @@ namespace rankd::engine {
 struct ModelSettings {
   std::optional<std::string> query_template;  // contains {query}
   std::optional<std::string> item_template;   // contains {item}
-  std::optional<std::string> head;            // "classifier[:INDEX]" | "yes_no:YES,NO"
-  std::optional<std::string> preset;          // a PresetNames() entry, e.g. "qwen3-reranker"
-  std::optional<std::string> instruction;     // the preset's task instruction, if it has one
+  std::optional<std::string> head;         // "classifier[:INDEX]" | "yes_no:YES,NO" | "logit:TOKEN"
+  std::optional<std::string> preset;       // a PresetNames() entry, e.g. "qwen3-reranker"
+  std::optional<std::string> instruction;  // the preset's task instruction, if it has one
 
   // Fields set in `over` replace those of *this.
   ModelSettings MergedWith(const ModelSettings& over) const;

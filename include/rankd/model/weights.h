@@ -3,7 +3,8 @@
 // CPU, bf16 on the GPU); nothing here copies data.
 //
 // Shapes below use H = hidden_size, D = head_dim, Nq = num_heads, Nkv = num_kv_heads,
-// I = intermediate_size, V = vocab_size. Linear weights are [out, in], row-major, as HF stores them.
+// I = intermediate_size, V = vocab_size. Linear weights are [out, in], row-major, as HF stores
+// them.
 #ifndef RANKD_MODEL_WEIGHTS_H_
 #define RANKD_MODEL_WEIGHTS_H_
 
@@ -26,10 +27,14 @@ struct LayerTensors {
   const TensorView* q_norm = nullptr;      // [D]      qk_norm only
   const TensorView* k_norm = nullptr;      // [D]      qk_norm only
   const TensorView* o_proj = nullptr;      // [H, Nq*D]
-  const TensorView* post_norm = nullptr;   // [H]
-  const TensorView* gate_proj = nullptr;   // [I, H]
-  const TensorView* up_proj = nullptr;     // [I, H]
-  const TensorView* down_proj = nullptr;   // [H, I]
+  // The norm in front of the MLP: post_attention_layernorm, or (sandwich_norms, Gemma 2)
+  // pre_feedforward_layernorm.
+  const TensorView* post_norm = nullptr;      // [H]
+  const TensorView* attn_out_norm = nullptr;  // [H] sandwich_norms only: post_attention_layernorm
+  const TensorView* mlp_out_norm = nullptr;   // [H] sandwich_norms only: post_feedforward_layernorm
+  const TensorView* gate_proj = nullptr;      // [I, H]
+  const TensorView* up_proj = nullptr;        // [I, H]
+  const TensorView* down_proj = nullptr;      // [H, I]
 };
 
 struct ModelTensors {

@@ -26,15 +26,17 @@ using model::ModelConfig;
 
 // Shapes: H hidden, D head_dim, Q = Nq*D, KV = Nkv*D, I intermediate. All float32, row-major.
 struct Layer {
-  std::vector<float> input_norm;  // [H]
-  std::vector<float> wqkv;        // [Q + 2*KV, H]  q_proj, k_proj, v_proj rows stacked
-  std::vector<float> bqkv;        // [Q + 2*KV]     empty without attention_bias
-  std::vector<float> q_norm;      // [D]            empty without qk_norm
-  std::vector<float> k_norm;      // [D]
-  std::vector<float> wo;          // [H, Q]
-  std::vector<float> post_norm;   // [H]
-  std::vector<float> w_gate_up;   // [2*I, H]  gate_proj rows, then up_proj rows
-  std::vector<float> w_down;      // [H, I]
+  std::vector<float> input_norm;     // [H]
+  std::vector<float> wqkv;           // [Q + 2*KV, H]  q_proj, k_proj, v_proj rows stacked
+  std::vector<float> bqkv;           // [Q + 2*KV]     empty without attention_bias
+  std::vector<float> q_norm;         // [D]            empty without qk_norm
+  std::vector<float> k_norm;         // [D]
+  std::vector<float> wo;             // [H, Q]
+  std::vector<float> post_norm;      // [H]      the norm in front of the MLP
+  std::vector<float> attn_out_norm;  // [H]   sandwich_norms only: of the attention output
+  std::vector<float> mlp_out_norm;   // [H]   sandwich_norms only: of the MLP output
+  std::vector<float> w_gate_up;      // [2*I, H]  gate_proj rows, then up_proj rows
+  std::vector<float> w_down;         // [H, I]
 };
 
 // K/V of the prefix after RoPE, per layer: [P, KV] each.
@@ -67,6 +69,17 @@ absl::Status AppendF32(const model::TensorView* t, std::vector<float>* out) {
   return absl::OkStatus();
 }
 
+// A norm weight as the forward pass multiplies by it: w, or 1 + w (norm_unit_offset, Gemma: HF adds
+// the one in fp32, as here).
+absl::StatusOr<std::vector<float>> NormWeight(const ModelConfig& config,
+                                              const model::TensorView* t) {
+  RANKD_ASSIGN_OR_RETURN(auto w, ToF32(t));
+  if (config.norm_unit_offset) {
+    for (float& v : w) v += 1.0f;
+  }
+  return w;
+}
+
 class CpuBackend final : public backend::Backend {
  public:
   CpuBackend(ModelConfig config, HeadSpec head, int threads)
@@ -75,38 +88,37 @@ class CpuBackend final : public backend::Backend {
   absl::Status Load(const model::SafetensorsModel& st) {
     RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config_, st));
     RANKD_ASSIGN_OR_RETURN(embed_, ToF32(t.embed));
-    RANKD_ASSIGN_OR_RETURN(final_norm_, ToF32(t.final_norm));
+    RANKD_ASSIGN_OR_RETURN(final_norm_, NormWeight(config_, t.final_norm));
     layers_.resize(config_.num_layers);
     for (int l = 0; l < config_.num_layers; ++l) {
       const model::LayerTensors& s = t.layers[l];
       Layer& d = layers_[l];
-      RANKD_ASSIGN_OR_RETURN(d.input_norm, ToF32(s.input_norm));
+      RANKD_ASSIGN_OR_RETURN(d.input_norm, NormWeight(config_, s.input_norm));
       for (auto* w : {s.q_proj, s.k_proj, s.v_proj}) RANKD_RETURN_IF_ERROR(AppendF32(w, &d.wqkv));
       if (config_.attention_bias) {
         for (auto* b : {s.q_bias, s.k_bias, s.v_bias}) RANKD_RETURN_IF_ERROR(AppendF32(b, &d.bqkv));
       }
       if (config_.qk_norm) {
-        RANKD_ASSIGN_OR_RETURN(d.q_norm, ToF32(s.q_norm));
-        RANKD_ASSIGN_OR_RETURN(d.k_norm, ToF32(s.k_norm));
+        RANKD_ASSIGN_OR_RETURN(d.q_norm, NormWeight(config_, s.q_norm));
+        RANKD_ASSIGN_OR_RETURN(d.k_norm, NormWeight(config_, s.k_norm));
       }
       RANKD_ASSIGN_OR_RETURN(d.wo, ToF32(s.o_proj));
-      RANKD_ASSIGN_OR_RETURN(d.post_norm, ToF32(s.post_norm));
+      RANKD_ASSIGN_OR_RETURN(d.post_norm, NormWeight(config_, s.post_norm));
+      if (config_.sandwich_norms) {
+        RANKD_ASSIGN_OR_RETURN(d.attn_out_norm, NormWeight(config_, s.attn_out_norm));
+        RANKD_ASSIGN_OR_RETURN(d.mlp_out_norm, NormWeight(config_, s.mlp_out_norm));
+      }
       RANKD_RETURN_IF_ERROR(AppendF32(s.gate_proj, &d.w_gate_up));
       RANKD_RETURN_IF_ERROR(AppendF32(s.up_proj, &d.w_gate_up));
       RANKD_ASSIGN_OR_RETURN(d.w_down, ToF32(s.down_proj));
     }
-    // Only the head rows the score needs: [1, H] for classifier, [2, H] (yes, no) for yes_no.
+    // Only the head rows the score needs: [1, H] for classifier and logit, [2, H] (yes, no) for
+    // yes_no.
     RANKD_ASSIGN_OR_RETURN(auto head_all, ToF32(t.head));
     const int H = config_.hidden_size;
-    auto row = [&](int r) {
+    for (int32_t r : head_.HeadRows()) {
       head_rows_.insert(head_rows_.end(), head_all.begin() + static_cast<int64_t>(r) * H,
                         head_all.begin() + static_cast<int64_t>(r + 1) * H);
-    };
-    if (head_.type == HeadSpec::Type::kClassifier) {
-      row(head_.index);
-    } else {
-      row(head_.yes_id);
-      row(head_.no_id);
     }
     inv_freq_ = model::RopeInverseFrequencies(config_.rope, config_.head_dim);
     return absl::OkStatus();
@@ -122,7 +134,7 @@ class CpuBackend final : public backend::Backend {
     const int P = static_cast<int>(ids.size());
     auto prefix = std::make_shared<CpuPrefix>(config_.num_layers, P);
     std::vector<float> x(static_cast<size_t>(P) * config_.hidden_size);
-    EmbeddingGather(ids.data(), P, embed_.data(), nullptr, config_.hidden_size, x.data());
+    Embed(ids.data(), P, nullptr, x.data());
     std::vector<int32_t> positions(P);
     for (int i = 0; i < P; ++i) positions[i] = i;
     const std::vector<int32_t> offsets = {0, P};
@@ -140,7 +152,7 @@ class CpuBackend final : public backend::Backend {
     const int N = items.num_items(), T = items.num_tokens(), H = config_.hidden_size;
     const int P = prefix->num_tokens();
     std::vector<float> x(static_cast<size_t>(T) * H);
-    EmbeddingGather(items.tokens.data(), T, embed_.data(), items.embeddings.data(), H, x.data());
+    Embed(items.tokens.data(), T, items.embeddings.data(), x.data());
     std::vector<int32_t> positions(T);
     for (int i = 0; i < N; ++i) {
       for (int t = items.offsets[i]; t < items.offsets[i + 1]; ++t) {
@@ -154,14 +166,34 @@ class CpuBackend final : public backend::Backend {
     for (int i = 0; i < N; ++i) {
       const float* h = x.data() + static_cast<int64_t>(items.offsets[i + 1] - 1) * H;
       RmsNorm(h, final_norm_.data(), config_.rms_norm_eps, 1, H, last.data());
-      float s = Dot(head_rows_.data(), last.data(), H);
-      if (head_.type == HeadSpec::Type::kYesNo) s -= Dot(head_rows_.data() + H, last.data(), H);
+      const float cap =
+          config_.head_kind == model::HeadKind::kCausalLm ? config_.final_logit_softcapping : 0.0f;
+      float s = SoftCap(Dot(head_rows_.data(), last.data(), H), cap);
+      if (head_.type == HeadSpec::Type::kYesNo) {
+        s -= SoftCap(Dot(head_rows_.data() + H, last.data(), H), cap);
+      }
       scores[i] = s;
     }
     return absl::OkStatus();
   }
 
  private:
+  // x [T, H] = the input embeddings of `tokens`: table rows times the model's embedding scale
+  // (Gemma: sqrt(hidden)) for ids, rows of `rows` as given for negative ids. Embedding items stand
+  // for what the embedding layer outputs: transformers 5 scales inside Gemma's embedding module
+  // (GemmaTextScaledWordEmbedding), so inputs_embeds given by a caller are not scaled.
+  void Embed(const int32_t* tokens, int T, const float* rows, float* x) const {
+    const int H = config_.hidden_size;
+    EmbeddingGather(tokens, T, embed_.data(), rows, H, x);
+    const float scale = config_.embedding_scale();
+    if (scale == 1.0f) return;
+    for (int t = 0; t < T; ++t) {
+      if (tokens[t] < 0) continue;
+      float* row = x + static_cast<int64_t>(t) * H;
+      for (int i = 0; i < H; ++i) row[i] *= scale;
+    }
+  }
+
   // Runs all layers over x [T, H] in place. Segment s = tokens [offsets[s], offsets[s+1]) attends
   // to `ctx` (the prefix K/V, or none) and causally to its own tokens. With `keep`, the K/V of all
   // T tokens are stored into it (prefix encoding).
@@ -208,23 +240,36 @@ class CpuBackend final : public backend::Backend {
       }
       const float* ck = ctx ? ctx->k[l].data() : nullptr;
       const float* cv = ctx ? ctx->v[l].data() : nullptr;
+      const AttentionScoring scoring{config_.attn_scale, config_.attn_logit_softcapping,
+                                     config_.window(l)};
       pool_.ParallelFor(0, num_segments, [&](size_t s) {
         const int begin = offsets[s], len = offsets[s + 1] - offsets[s];
         PrefixAttention(q.data() + static_cast<int64_t>(begin) * Q, ck, cv, P,
                         k.data() + static_cast<int64_t>(begin) * KV,
-                        v.data() + static_cast<int64_t>(begin) * KV, len, Nq, Nkv, D,
+                        v.data() + static_cast<int64_t>(begin) * KV, len, Nq, Nkv, D, scoring,
                         attn.data() + static_cast<int64_t>(begin) * Q);
       });
       Linear(attn.data(), w.wo.data(), nullptr, T, Q, H, proj.data());
+      if (config_.sandwich_norms) {
+        RmsNorm(proj.data(), w.attn_out_norm.data(), config_.rms_norm_eps, T, H, proj.data());
+      }
       AddInPlace(x, proj.data(), static_cast<int64_t>(T) * H);
 
       RmsNorm(x, w.post_norm.data(), config_.rms_norm_eps, T, H, normed.data());
       Linear(normed.data(), w.w_gate_up.data(), nullptr, T, H, 2 * I, gate_up.data());
       for (int t = 0; t < T; ++t) {
         const float* g = gate_up.data() + static_cast<int64_t>(t) * 2 * I;
-        SwiGlu(g, g + I, I, act.data() + static_cast<int64_t>(t) * I);
+        float* a = act.data() + static_cast<int64_t>(t) * I;
+        if (config_.activation == model::Activation::kGeluTanh) {
+          GeGlu(g, g + I, I, a);
+        } else {
+          SwiGlu(g, g + I, I, a);
+        }
       }
       Linear(act.data(), w.w_down.data(), nullptr, T, I, H, proj.data());
+      if (config_.sandwich_norms) {
+        RmsNorm(proj.data(), w.mlp_out_norm.data(), config_.rms_norm_eps, T, H, proj.data());
+      }
       AddInPlace(x, proj.data(), static_cast<int64_t>(T) * H);
     }
   }

@@ -36,6 +36,16 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void GeGlu(const float* gate, const float* up, int64_t n, float* out) {
+  const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+float SoftCap(float x, float cap) { return cap > 0 ? cap * std::tanh(x / cap) : x; }
+
 void ApplyRope(float* x, const int32_t* positions, int T, int n_heads, int head_dim,
                const float* inv_freq) {
   const int half = head_dim / 2;
@@ -55,30 +65,31 @@ void ApplyRope(float* x, const int32_t* positions, int T, int n_heads, int head_
 
 void PrefixAttention(const float* q, const float* ctx_k, const float* ctx_v, int P,
                      const float* own_k, const float* own_v, int T, int Nq, int Nkv, int D,
-                     float* out) {
+                     const AttentionScoring& scoring, float* out) {
   const int group = Nq / Nkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::vector<float> logits(P + T);
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < Nq; ++h) {
       const int kvh = h / group;
       const float* qv = q + (static_cast<int64_t>(t) * Nq + h) * D;
+      // Keys at positions [first, n): the causal limit, and the window's start.
       const int n = P + t + 1;
+      const int first = scoring.window > 0 ? std::max(0, n - scoring.window) : 0;
       float mx = -INFINITY;
-      for (int j = 0; j < n; ++j) {
+      for (int j = first; j < n; ++j) {
         const float* kv = j < P ? ctx_k + (static_cast<int64_t>(j) * Nkv + kvh) * D
                                 : own_k + (static_cast<int64_t>(j - P) * Nkv + kvh) * D;
-        logits[j] = Dot(qv, kv, D) * scale;
+        logits[j] = SoftCap(Dot(qv, kv, D) * scoring.scale, scoring.softcap);
         mx = std::max(mx, logits[j]);
       }
       double sum = 0;
-      for (int j = 0; j < n; ++j) {
+      for (int j = first; j < n; ++j) {
         logits[j] = std::exp(logits[j] - mx);
         sum += logits[j];
       }
       float* o = out + (static_cast<int64_t>(t) * Nq + h) * D;
       std::fill(o, o + D, 0.0f);
-      for (int j = 0; j < n; ++j) {
+      for (int j = first; j < n; ++j) {
         const float p = static_cast<float>(logits[j] / sum);
         const float* vv = j < P ? ctx_v + (static_cast<int64_t>(j) * Nkv + kvh) * D
                                 : own_v + (static_cast<int64_t>(j - P) * Nkv + kvh) * D;

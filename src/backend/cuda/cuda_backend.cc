@@ -262,6 +262,9 @@ class CudaBackend final : public backend::Backend {
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
   bool q_rope_in_attention_ = false;
+  // What token embeddings are multiplied by: the model's embedding scale rounded to bf16, as HF's
+  // bf16 Gemma rounds it (1 for the others).
+  float embed_scale_ = 1.0f;
 
   // Workspace (device) and staging (pinned host), sized for `cap_` (Tc tokens, Rc embedding
   // rows). The metadata regions are carved per pass shape from their bases.
@@ -298,6 +301,7 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
+  embed_scale_ = model::Bf16ToF32(model::F32ToBf16(config_.embedding_scale()));
   if (attention_blocks_ <= 0) {
     return absl::InternalError("cannot size the attention kernel's grid on this device");
   }
@@ -418,6 +422,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   const int H = config_.hidden_size, Q = config_.q_width(), KV = config_.kv_width(),
             I = config_.intermediate_size, W = qkv_width(), D = config_.head_dim;
   const float eps = config_.rms_norm_eps;
+  const float norm_offset = config_.norm_unit_offset ? 1.0f : 0.0f;  // Gemma: (1 + w)
   const bool encode = shape.kind == PassKind::kEncode;
   Carver c(dev_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
@@ -430,8 +435,8 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   auto norm_bytes = [&](double rows) { return rows * h * 6 + 2 * h; };
 
   RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
-  RANKD_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_, H, x_, s));
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_,
+                                                            H, embed_scale_, x_, s));
   RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, t * (4 + D * 4.0)));
   RANKD_CUDA_RETURN_IF_ERROR(
       kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, s));
@@ -440,7 +445,8 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     const LayerWeights& w = weights_.layers[l];
     const bool last = l == config_.num_layers - 1;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t)));
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(x_, w.input_norm, eps, Tb, H, normed_, s));
+    RANKD_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRmsNorm(x_, w.input_norm, norm_offset, eps, Tb, H, normed_, s));
     RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvGemm, 2 * t * h * w3, 2 * (t * h + w3 * h + t * w3)));
     RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.wqkv, Tb, H, W, wide_, s));
     kernels::QkvRopeParams r;
@@ -478,6 +484,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.num_q_heads = config_.num_heads;
     a.num_kv_heads = config_.num_kv_heads;
     a.head_dim = D;
+    a.scale = config_.attn_scale;
+    a.softcap = config_.attn_logit_softcapping;
+    a.window = config_.window(l);
     a.blocks = attention_blocks_;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, 4 * q * work.attended,
@@ -504,23 +513,42 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     }
     RANKD_RETURN_IF_ERROR(
         Mark(Stage::kOProj, 2 * live * q * h, 2 * (live * q + q * h) + 8 * live * h));
-    RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(ar, w.wo, rows, Q, H, xr, s));
+    // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
+    // and its norm is what the residual adds.
+    if (config_.sandwich_norms) {
+      RANKD_RETURN_IF_ERROR(gemm_->Linear(ar, w.wo, rows, Q, H, normed_, s));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, s));
+    } else {
+      RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(ar, w.wo, rows, Q, H, xr, s));
+    }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live)));
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(xr, w.post_norm, eps, rows, H, normed_, s));
+    RANKD_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRmsNorm(xr, w.post_norm, norm_offset, eps, rows, H, normed_, s));
     RANKD_RETURN_IF_ERROR(
         Mark(Stage::kGateUp, 4 * live * h * i, 2 * (live * h + 2 * i * h + 2 * live * i)));
     RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
     RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, 0, 6 * live * i));
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchSwiGlu(wide_, rows, I, act_, s));
+    RANKD_CUDA_RETURN_IF_ERROR(config_.activation == model::Activation::kGeluTanh
+                                   ? kernels::LaunchGeGlu(wide_, rows, I, act_, s)
+                                   : kernels::LaunchSwiGlu(wide_, rows, I, act_, s));
     RANKD_RETURN_IF_ERROR(
         Mark(Stage::kDown, 2 * live * i * h, 2 * (live * i + i * h) + 8 * live * h));
-    RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(act_, w.w_down, rows, I, H, xr, s));
+    if (config_.sandwich_norms) {
+      RANKD_RETURN_IF_ERROR(gemm_->Linear(act_, w.w_down, rows, I, H, normed_, s));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, s));
+    } else {
+      RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(act_, w.w_down, rows, I, H, xr, s));
+    }
   }
   if (encode) return absl::OkStatus();
   RANKD_RETURN_IF_ERROR(Mark(Stage::kHead, 4 * n * h, 4 * n * h));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
-      x_last_, nullptr, &m.counts->items, Nb, weights_.final_norm, weights_.head_rows,
-      head_.type == HeadSpec::Type::kClassifier ? 1 : 2, eps, H, dev_scores_, s));
+      x_last_, nullptr, &m.counts->items, Nb, weights_.final_norm, norm_offset, weights_.head_rows,
+      static_cast<int>(head_.HeadRows().size()),
+      config_.head_kind == model::HeadKind::kCausalLm ? config_.final_logit_softcapping : 0.0f, eps,
+      H, dev_scores_, s));
   return absl::OkStatus();
 }
 

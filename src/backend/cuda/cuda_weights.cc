@@ -67,13 +67,9 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
   std::vector<Upload> uploads;
   uploads.push_back({&w.embed, {Whole(t.embed)}});
   uploads.push_back({&w.final_norm, {Whole(t.final_norm)}});
-  if (head.type == HeadSpec::Type::kClassifier) {
-    uploads.push_back({&w.head_rows, {Piece{t.head, int64_t{head.index} * H, H}}});
-  } else {
-    uploads.push_back(
-        {&w.head_rows,
-         {Piece{t.head, int64_t{head.yes_id} * H, H}, Piece{t.head, int64_t{head.no_id} * H, H}}});
-  }
+  std::vector<Piece> head_rows;
+  for (int32_t r : head.HeadRows()) head_rows.push_back(Piece{t.head, int64_t{r} * H, H});
+  uploads.push_back({&w.head_rows, head_rows});
   w.layers.resize(L);
   for (int l = 0; l < L; ++l) {
     const model::LayerTensors& s = t.layers[l];
@@ -89,6 +85,10 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     }
     uploads.push_back({&d.wo, {Whole(s.o_proj)}});
     uploads.push_back({&d.post_norm, {Whole(s.post_norm)}});
+    if (config.sandwich_norms) {
+      uploads.push_back({&d.attn_out_norm, {Whole(s.attn_out_norm)}});
+      uploads.push_back({&d.mlp_out_norm, {Whole(s.mlp_out_norm)}});
+    }
     uploads.push_back({&d.w_gate_up, {Whole(s.gate_proj), Whole(s.up_proj)}});
     uploads.push_back({&d.w_down, {Whole(s.down_proj)}});
   }

@@ -153,8 +153,9 @@ TEST_P(CpuBackendGoldenTest, EmptyPrefix) {
   }
 }
 
-// Items given as the embedding-table rows of their ids score exactly as the ids do: both gather
-// the same float32 rows.
+// Items given as the input embeddings of their ids (the embedding-table rows times the model's
+// embedding scale, sqrt(hidden) for Gemma) score exactly as the ids do: both give the same
+// float32 rows.
 TEST_P(CpuBackendGoldenTest, EmbeddingRowsOfIdsScoreAsTheIds) {
   const Golden g = LoadGolden(GetParam());
   auto backend = MakeBackend(g);
@@ -171,6 +172,7 @@ TEST_P(CpuBackendGoldenTest, EmbeddingRowsOfIdsScoreAsTheIds) {
         rows.insert(rows.end(), table.begin() + static_cast<int64_t>(id) * hidden,
                     table.begin() + static_cast<int64_t>(id + 1) * hidden);
       }
+      for (float& v : rows) v *= backend->config().embedding_scale();
       as_rows.AddEmbeddings(rows, hidden);
     }
     EXPECT_EQ(Score(*backend, *prefix, as_rows), Score(*backend, *prefix, IdItems(c)))

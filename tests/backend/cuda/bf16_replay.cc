@@ -170,6 +170,16 @@ int Replay(const std::string& name) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(head.status().message()).c_str());
     return 1;
   }
+  // The replay knows the Llama / Qwen layout only (SwiGLU, plain norms, full attention, a yes/no
+  // or classifier head).
+  const model::ModelConfig& m = *config;
+  if (m.activation != model::Activation::kSilu || m.norm_unit_offset || m.scale_embeddings ||
+      m.sandwich_norms || m.sliding_window > 0 || m.attn_logit_softcapping > 0 ||
+      m.final_logit_softcapping > 0 || head->type == backend::HeadSpec::Type::kLogit) {
+    std::fprintf(stderr, "%s: %s is not replayed (Llama / Qwen layouts only)\n", name.c_str(),
+                 m.architecture.c_str());
+    return 1;
+  }
   for (const Rounding& r : kVariants) {
     double sq = 0, hf_sq = 0, worst = 0;
     int n = 0, outside = 0;

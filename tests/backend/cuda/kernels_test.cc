@@ -18,10 +18,10 @@
 #include "kernels/rms_norm.cuh"
 #include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
-#include "rankd/model/rope.h"
 #include "rankd/backend/cpu/ops.h"
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
+#include "rankd/model/rope.h"
 #include "tests/backend/cuda/cuda_test_util.h"
 
 namespace rankd::cuda {
@@ -51,9 +51,16 @@ class KernelTest : public ::testing::Test {
   std::unique_ptr<::testing::ScopedTrace> trace_;
 };
 
+// Scale 1 copies; Gemma's scale (bf16 sqrt(hidden)) rounds each table product to bf16, rows as
+// given.
 TEST_F(KernelTest, EmbeddingGatherWithInjectedRows) {
-  for (const auto& [V, H, T, R] : {std::tuple{37, 72, 29, 5}, {1000, 1000, 7, 3}, {11, 8, 1, 1}}) {
-    SCOPED_TRACE(::testing::Message() << "V=" << V << " H=" << H << " T=" << T << " R=" << R);
+  for (const auto& [V, H, T, R, scale] : {std::tuple{37, 72, 29, 5, 1.0f},
+                                          {1000, 1000, 7, 3, 1.0f},
+                                          {11, 8, 1, 1, 1.0f},
+                                          {37, 72, 29, 5, FromBf16(ToBf16(std::sqrt(72.0f)))},
+                                          {300, 2304, 9, 2, 48.0f}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "V=" << V << " H=" << H << " T=" << T << " R=" << R << " scale=" << scale);
     const std::vector<float> table = rng_.Bf16Values(static_cast<size_t>(V) * H, 1.0f);
     const std::vector<float> rows = rng_.Floats(static_cast<size_t>(R) * H, 3.0f);
     std::vector<int32_t> tokens(T);
@@ -63,15 +70,23 @@ TEST_F(KernelTest, EmbeddingGatherWithInjectedRows) {
     tokens[0] = -R;  // at least one injected row, the last one
     std::vector<float> ref(static_cast<size_t>(T) * H);
     cpu::EmbeddingGather(tokens.data(), T, table.data(), rows.data(), H, ref.data());
+    for (int t = 0; t < T; ++t) {
+      if (tokens[t] < 0) continue;
+      std::vector<float> row(ref.begin() + static_cast<size_t>(t) * H,
+                             ref.begin() + static_cast<size_t>(t + 1) * H);
+      for (float& v : row) v *= scale;
+      row = FromBf16(ToBf16(row));
+      std::copy(row.begin(), row.end(), ref.begin() + static_cast<size_t>(t) * H);
+    }
 
     DeviceArray<int32_t> d_tokens(tokens);
     DeviceArray<bf16> d_table(ToBf16(table));
     DeviceArray<float> d_rows(rows), d_out(ref.size());
     d_out.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchEmbeddingGather(d_tokens.get(), T, d_table.get(),
-                                                        d_rows.get(), H, d_out.get(), nullptr));
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchEmbeddingGather(
+        d_tokens.get(), T, d_table.get(), d_rows.get(), H, scale, d_out.get(), nullptr));
     Sync();
-    EXPECT_EQ(RelNormError(d_out.Download(), ref), 0.0);  // a copy: exact
+    EXPECT_EQ(RelNormError(d_out.Download(), ref), 0.0);  // a copy, or one rounding: exact
   }
 }
 
@@ -87,20 +102,52 @@ TEST_F(KernelTest, RmsNorm) {
                                   {2, 4096},
                                   {6, 2048},
                                   {4, 1152}}) {
-    SCOPED_TRACE(::testing::Message() << "rows=" << rows << " dim=" << dim);
-    const std::vector<float> x = rng_.Floats(static_cast<size_t>(rows) * dim, 4.0f);
-    const std::vector<float> w = rng_.Bf16Values(dim, 2.0f);
-    const float eps = 1e-5f;
-    std::vector<float> ref(x.size());
-    cpu::RmsNorm(x.data(), w.data(), eps, rows, dim, ref.data());
+    for (const float offset : {0.0f, 1.0f}) {  // Gemma's (1 + w)
+      SCOPED_TRACE(::testing::Message()
+                   << "rows=" << rows << " dim=" << dim << " offset=" << offset);
+      const std::vector<float> x = rng_.Floats(static_cast<size_t>(rows) * dim, 4.0f);
+      const std::vector<float> w = rng_.Bf16Values(dim, offset > 0 ? 0.3f : 2.0f);
+      std::vector<float> w_eff = w;
+      for (float& v : w_eff) v += offset;  // exact in fp32
+      const float eps = 1e-5f;
+      std::vector<float> ref(x.size());
+      cpu::RmsNorm(x.data(), w_eff.data(), eps, rows, dim, ref.data());
 
-    DeviceArray<float> d_x(x);
-    DeviceArray<bf16> d_w(ToBf16(w)), d_out(x.size());
-    d_out.Poison();
-    RANKD_EXPECT_CUDA_OK(
-        kernels::LaunchRmsNorm(d_x.get(), d_w.get(), eps, rows, dim, d_out.get(), nullptr));
-    Sync();
-    EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kOneRounding);
+      DeviceArray<float> d_x(x);
+      DeviceArray<bf16> d_w(ToBf16(w)), d_out(x.size());
+      d_out.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchRmsNorm(d_x.get(), d_w.get(), offset, eps, rows, dim,
+                                                  d_out.get(), nullptr));
+      Sync();
+      EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kOneRounding);
+    }
+  }
+}
+
+// Gemma 2's sandwich norms: x += bf16(RMSNorm(y) * (offset + w)).
+TEST_F(KernelTest, RmsNormAdd) {
+  for (const auto& [rows, dim] : {std::pair{37, 72}, {5, 1000}, {1, 16}, {19, 2304}}) {
+    for (const float offset : {0.0f, 1.0f}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "rows=" << rows << " dim=" << dim << " offset=" << offset);
+      const std::vector<float> y = rng_.Bf16Values(static_cast<size_t>(rows) * dim, 4.0f);
+      const std::vector<float> x = rng_.Floats(y.size(), 3.0f);
+      const std::vector<float> w = rng_.Bf16Values(dim, 0.5f);
+      std::vector<float> w_eff = w;
+      for (float& v : w_eff) v += offset;
+      const float eps = 1e-6f;
+      std::vector<float> ref(y.size());
+      cpu::RmsNorm(y.data(), w_eff.data(), eps, rows, dim, ref.data());
+      ref = FromBf16(ToBf16(ref));
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += x[i];
+
+      DeviceArray<float> d_x(x);
+      DeviceArray<bf16> d_y(ToBf16(y)), d_w(ToBf16(w));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchRmsNormAdd(d_y.get(), d_w.get(), offset, eps, rows, dim,
+                                                     d_x.get(), nullptr));
+      Sync();
+      EXPECT_LT(RelNormError(d_x.Download(), ref), kOneRounding);
+    }
   }
 }
 
@@ -117,6 +164,23 @@ TEST_F(KernelTest, SwiGlu) {
     DeviceArray<bf16> d_in(ToBf16(gate_up)), d_out(ref.size());
     d_out.Poison();
     RANKD_EXPECT_CUDA_OK(kernels::LaunchSwiGlu(d_in.get(), T, I, d_out.get(), nullptr));
+    Sync();
+    EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kOneRounding);
+  }
+}
+
+TEST_F(KernelTest, GeGlu) {
+  for (const auto& [T, I] : {std::pair{13, 176}, {7, 90}, {3, 16384}, {1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " I=" << I);
+    const std::vector<float> gate_up = rng_.Bf16Values(static_cast<size_t>(T) * 2 * I, 6.0f);
+    std::vector<float> ref(static_cast<size_t>(T) * I);
+    for (int t = 0; t < T; ++t) {
+      const float* g = gate_up.data() + static_cast<size_t>(t) * 2 * I;
+      cpu::GeGlu(g, g + I, I, ref.data() + static_cast<size_t>(t) * I);
+    }
+    DeviceArray<bf16> d_in(ToBf16(gate_up)), d_out(ref.size());
+    d_out.Poison();
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchGeGlu(d_in.get(), T, I, d_out.get(), nullptr));
     Sync();
     EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kOneRounding);
   }
@@ -294,32 +358,45 @@ TEST_F(KernelTest, RopeRotations) {
   EXPECT_LT(worst, 1e-5);
 }
 
+// One row (classifier, logit) or two (yes_no); plain, or Gemma 2's (1 + w) final norm and final
+// soft-cap (on each logit before the difference).
 TEST_F(KernelTest, ScoreHeadBothKinds) {
+  struct Gemma {
+    float offset, softcap;
+  };
   for (const auto& [T, H, N, rows] :
        {std::tuple{19, 64, 7, 1}, {19, 96, 7, 2}, {40, 1000, 3, 2}, {1, 8, 1, 1}}) {
-    for (const bool direct : {false, true}) {  // rows by index, or rows 0..N-1
+    for (const auto& [direct, gemma] : {std::pair{false, Gemma{0, 0}},
+                                        {true, Gemma{0, 0}},
+                                        {false, Gemma{1, 8}},
+                                        {true, Gemma{1, 0.5f}}}) {
       SCOPED_TRACE(::testing::Message() << "T=" << T << " H=" << H << " N=" << N << " rows=" << rows
-                                        << " direct=" << direct);
+                                        << " direct=" << direct << " offset=" << gemma.offset
+                                        << " softcap=" << gemma.softcap);
       const std::vector<float> x = rng_.Floats(static_cast<size_t>(T) * H, 3.0f);
       const std::vector<float> norm = rng_.Bf16Values(H, 2.0f);
+      std::vector<float> norm_eff = norm;
+      for (float& v : norm_eff) v += gemma.offset;
       const std::vector<float> head = rng_.Bf16Values(static_cast<size_t>(rows) * H, 1.0f);
       std::vector<int32_t> last(N + 3);  // 3 slots past the live items
       for (int i = 0; i < N + 3; ++i) last[i] = direct ? i : rng_.Int(0, T - 1);
       const float eps = 1e-6f;
       std::vector<float> ref(N), normed(H);
       for (int i = 0; i < N; ++i) {
-        cpu::RmsNorm(x.data() + static_cast<size_t>(last[i]) * H, norm.data(), eps, 1, H,
+        cpu::RmsNorm(x.data() + static_cast<size_t>(last[i]) * H, norm_eff.data(), eps, 1, H,
                      normed.data());
-        ref[i] = cpu::Dot(head.data(), normed.data(), H);
-        if (rows == 2) ref[i] -= cpu::Dot(head.data() + H, normed.data(), H);
+        ref[i] = cpu::SoftCap(cpu::Dot(head.data(), normed.data(), H), gemma.softcap);
+        if (rows == 2) {
+          ref[i] -= cpu::SoftCap(cpu::Dot(head.data() + H, normed.data(), H), gemma.softcap);
+        }
       }
       DeviceArray<float> d_x(x), d_scores(N + 3);
       DeviceArray<int32_t> d_last(last), d_n(std::vector<int32_t>{N});
       DeviceArray<bf16> d_norm(ToBf16(norm)), d_head(ToBf16(head));
       d_scores.Poison();
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchScoreHead(d_x.get(), direct ? nullptr : d_last.get(),
-                                                    d_n.get(), N + 3, d_norm.get(), d_head.get(),
-                                                    rows, eps, H, d_scores.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchScoreHead(
+          d_x.get(), direct ? nullptr : d_last.get(), d_n.get(), N + 3, d_norm.get(), gemma.offset,
+          d_head.get(), rows, gemma.softcap, eps, H, d_scores.get(), nullptr));
       Sync();
       std::vector<float> got = d_scores.Download();
       for (int i = N; i < N + 3; ++i) EXPECT_TRUE(std::isnan(got[i])) << "slot " << i << " written";
@@ -366,11 +443,16 @@ struct AttentionCase {
   int blocks = 0;                      // 0: the resident grid
   bool rope = false;  // q and k get RoPE first; q also as attention loads it (q_rotations),
                       // which must give the same bits as QkvRope's rotation
+  float scale = 0;    // softmax scale; 0: 1/sqrt(D)
+  float softcap = 0;  // Gemma 2's attention logit soft-capping; 0: off
+  int window = 0;     // sliding window; 0: off
 };
 
 void CheckAttention(const AttentionCase& c, Rng& rng) {
   constexpr int kLayers = 2, kLayer = 1;
   const int Q = c.Nq * c.D, KV = c.Nkv * c.D, W = Q + 2 * KV, G = c.Nq / c.Nkv;
+  const cpu::AttentionScoring scoring{c.scale > 0 ? c.scale : 1.0f / std::sqrt(float(c.D)),
+                                      c.softcap, c.window};
   std::vector<kernels::AttentionRun> runs;
   std::vector<int32_t> seg_start;
   int T = 0;
@@ -460,7 +542,7 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
         v.insert(v.end(), row + Q + KV, row + W);
       }
       cpu::PrefixAttention(q.data(), ctx_k[r].data(), ctx_v[r].data(), runs[r].ctx_len, k.data(),
-                           v.data(), len, c.Nq, c.Nkv, c.D, out.data());
+                           v.data(), len, c.Nq, c.Nkv, c.D, scoring, out.data());
       std::copy(out.begin(), out.end(), ref.begin() + static_cast<size_t>(begin) * Q);
       begin += len;
     }
@@ -505,6 +587,9 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
   p.num_q_heads = c.Nq;
   p.num_kv_heads = c.Nkv;
   p.head_dim = c.D;
+  p.scale = scoring.scale;
+  p.softcap = scoring.softcap;
+  p.window = scoring.window;
   p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D);
   p.out = d_out.get();
   ASSERT_GT(p.blocks, 0);
@@ -586,8 +671,50 @@ TEST_F(KernelTest, PrefixAttentionOneTokenItemsAndSmallGrids) {
   }
 }
 
+// Gemma 2 / Mistral: soft-capped scores with query_pre_attn_scalar's scale, and sliding windows
+// narrower than the context and the segments (keys of the prefix cache, of the multi-item
+// prefix's rows and of the item itself fall out of the window), in both strategies' layouts.
+TEST_F(KernelTest, PrefixAttentionSoftCapScaleAndSlidingWindow) {
+  struct Variant {
+    float scale, softcap;
+    int window;
+  };
+  const AttentionCase layouts[] = {
+      {4, 2, 32, {131}, {0}, {{47, 60, 1}}},                            // IBPC, one cache
+      {4, 2, 32, {40, 3}, {0, 1}, {{70, 2}, {25}}},                     // IBPC, two requests
+      {4, 1, 16, {}, {-1}, {{100, 1, 30}}},                             // prefix encoding
+      {6, 2, 64, {}, {-1, -2}, {{70}, {9, 80, 1}}},                     // multi-item
+      {4, 2, 32, {}, {-1, -2, -1, -4}, {{23}, {30, 2}, {5}, {64, 1}}},  // multi-item, two requests
+      {8, 8, 128, {77}, {0}, {std::vector<int>(90, 1)}},                // one-token items
+  };
+  const Variant variants[] = {
+      {1.0f / std::sqrt(24.0f), 4.0f, 24},  // gemma2-tiny's layer 0
+      {1.0f / std::sqrt(24.0f), 4.0f, 0},   // its full-attention layer
+      {0, 0, 20},                           // Mistral: window alone
+      {0, 0, 1},                            // each token sees itself only
+      {0, 50.0f, 5000},                     // a window wider than everything
+  };
+  for (const AttentionCase& layout : layouts) {
+    for (const Variant& v : variants) {
+      AttentionCase c = layout;
+      c.scale = v.scale;
+      c.softcap = v.softcap;
+      c.window = v.window;
+      SCOPED_TRACE(::testing::Message()
+                   << "Nq=" << c.Nq << " Nkv=" << c.Nkv << " D=" << c.D << " runs=" << c.lens.size()
+                   << " softcap=" << c.softcap << " window=" << c.window);
+      CheckAttention(c, rng_);
+    }
+  }
+  AttentionCase roped{4, 2, 32, {}, {-1, -2}, {{31}, {20, 1, 33}}, 0, true};
+  roped.softcap = 4.0f;
+  roped.window = 8;
+  CheckAttention(roped, rng_);
+}
+
 TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   kernels::PrefixAttentionParams p;
+  p.scale = 0.125f;
   p.blocks = 1;
   p.num_q_heads = 4;
   p.num_kv_heads = 4;
@@ -599,6 +726,12 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   p.num_kv_heads = 4;
   p.blocks = 0;
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
+  p.blocks = 1;
+  p.scale = 0;  // the scale is the caller's to give
+  EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
+  p.scale = 0.125f;
+  p.window = -1;
+  EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
   kernels::QkvRopeParams r;
   r.num_tokens = 1;
   r.num_q_heads = r.num_kv_heads = 1;
@@ -606,8 +739,8 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
     r.head_dim = d;
     EXPECT_EQ(kernels::LaunchQkvRope(r, nullptr), cudaErrorInvalidValue) << "head_dim " << d;
   }
-  EXPECT_EQ(kernels::LaunchScoreHead(nullptr, nullptr, nullptr, 1, nullptr, nullptr, 3, 1e-6f, 8,
-                                     nullptr, nullptr),
+  EXPECT_EQ(kernels::LaunchScoreHead(nullptr, nullptr, nullptr, 1, nullptr, 0.0f, nullptr, 3, 0.0f,
+                                     1e-6f, 8, nullptr, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }

@@ -24,19 +24,35 @@ void AddInPlace(float* x, const float* y, int64_t n);
 // out[n] = silu(gate[n]) * up[n]; silu(g) = g / (1 + exp(-g)).
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 
+// out[n] = gelu_tanh(gate[n]) * up[n]; gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715
+// g^3))) (PyTorch's gelu(approximate="tanh"), HF's gelu_pytorch_tanh).
+void GeGlu(const float* gate, const float* up, int64_t n, float* out);
+
+// cap * tanh(x / cap) for cap > 0 (Gemma 2's logit soft-capping); x for cap == 0.
+float SoftCap(float x, float cap);
 
 // Rotates x [T, n_heads, D] in place, HF "rotate_half" layout: element i pairs with i + D/2,
 // angle = positions[t] * inv_freq[i].
 void ApplyRope(float* x, const int32_t* positions, int T, int n_heads, int head_dim,
                const float* inv_freq);
 
+// How one layer's attention turns q . k into softmax inputs: SoftCap(scale * q . k, softcap), and
+// which keys a query sees: with window > 0, only those less than `window` positions back.
+struct AttentionScoring {
+  float scale = 0;    // ModelConfig::attn_scale
+  float softcap = 0;  // ModelConfig::attn_logit_softcapping
+  int window = 0;     // ModelConfig::window(layer)
+};
+
 // Attention of one sequence segment of T query tokens over [P context tokens ++ its own T tokens],
-// causal within its own tokens (token t sees context 0..P-1 and own 0..t).
+// causal within its own tokens. Token t sits at position P + t, context token j at position j, own
+// token u at P + u; t sees positions p with P + t - window < p <= P + t (all p <= P + t without a
+// window).
 //   q [T, Nq, D]; ctx_k, ctx_v [P, Nkv, D]; own_k, own_v [T, Nkv, D]; out [T, Nq, D].
-// Query head h reads kv head h / (Nq / Nkv). Softmax scale 1/sqrt(D).
+// Query head h reads kv head h / (Nq / Nkv).
 void PrefixAttention(const float* q, const float* ctx_k, const float* ctx_v, int P,
                      const float* own_k, const float* own_v, int T, int Nq, int Nkv, int D,
-                     float* out);
+                     const AttentionScoring& scoring, float* out);
 
 // Gathers token embeddings: out[t] = tokens[t] >= 0 ? table[tokens[t]] : rows[-tokens[t] - 1].
 //   table [V, H]; rows [R, H]; out [T, H].

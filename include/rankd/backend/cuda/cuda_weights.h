@@ -26,9 +26,11 @@ struct LayerWeights {
   const __nv_bfloat16* q_norm = nullptr;      // [D]           null without qk_norm
   const __nv_bfloat16* k_norm = nullptr;      // [D]
   const __nv_bfloat16* wo = nullptr;          // [H, Q]
-  const __nv_bfloat16* post_norm = nullptr;   // [H]
-  const __nv_bfloat16* w_gate_up = nullptr;   // [2I, H]  gate_proj rows, then up_proj rows
-  const __nv_bfloat16* w_down = nullptr;      // [H, I]
+  const __nv_bfloat16* post_norm = nullptr;   // [H]      the norm in front of the MLP
+  const __nv_bfloat16* attn_out_norm = nullptr;  // [H]   sandwich_norms only
+  const __nv_bfloat16* mlp_out_norm = nullptr;   // [H]   sandwich_norms only
+  const __nv_bfloat16* w_gate_up = nullptr;      // [2I, H]  gate_proj rows, then up_proj rows
+  const __nv_bfloat16* w_down = nullptr;         // [H, I]
 };
 
 // Immutable once uploaded: any thread may read it; the pointers live as long as `arena`.
@@ -38,7 +40,8 @@ struct CudaWeights {
   const __nv_bfloat16* embed = nullptr;  // [V, H]
   std::vector<LayerWeights> layers;      // [L]
   const __nv_bfloat16* final_norm = nullptr;  // [H]
-  // [1 or 2, H] the classifier's row, or lm_head[yes], lm_head[no]
+  // [1 or 2, H] the classifier's row, lm_head[token], or lm_head[yes], lm_head[no]
+  // (HeadSpec::HeadRows)
   const __nv_bfloat16* head_rows = nullptr;
   const float* inv_freq = nullptr;  // [D / 2] fp32
 };
