@@ -6,7 +6,7 @@
 # line per target: its executions, the corpus it reached, and what it found.
 #
 #   scripts/fuzz.sh [TARGET...]        FUZZ_SECONDS=600 scripts/fuzz.sh fuzz_safetensors
-# RANKD_FUZZ_TESTS=ON builds the tests (and rankd-bench's) into the same sanitized tree and
+# RANKD_FUZZ_TESTS=ON builds the tests into the same sanitized tree and
 # RANKD_FUZZ_TARGETS="" builds everything; RANKD_FUZZ_BUILD_ONLY=1 stops after the build
 # (scripts/sanitize.sh asan builds so, then runs the CPU suite there).
 set -euo pipefail
@@ -20,7 +20,7 @@ targets=("$@")
 [[ ${#targets[@]} == 0 ]] && mapfile -t targets < <(sed -n 's/^rankd_add_fuzzer(\([a-z_]*\) .*/\1/p' fuzz/CMakeLists.txt)
 CC=clang CXX=clang++ RANKD_BUILD_DIR=$BUILD_DIR RANKD_TARGETS="${RANKD_FUZZ_TARGETS-${targets[*]}}" \
   scripts/build.sh -DRANKD_FUZZ=ON -DRANKD_CUDA=OFF -DRANKD_SANITIZE=address,undefined \
-  -DRANKD_TESTS="${RANKD_FUZZ_TESTS:-OFF}" -DRANKD_BENCH="${RANKD_FUZZ_TESTS:-OFF}" \
+  -DRANKD_TESTS="${RANKD_FUZZ_TESTS:-OFF}" -DRANKD_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
 [[ ${RANKD_FUZZ_BUILD_ONLY:-0} == 1 ]] && exit 0
 mkdir -p "$FUZZ_WORK/artifacts"
