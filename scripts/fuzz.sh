@@ -6,10 +6,9 @@
 # line per target: its executions, the corpus it reached, and what it found.
 #
 #   scripts/fuzz.sh [TARGET...]        FUZZ_SECONDS=600 scripts/fuzz.sh fuzz_safetensors
-# RANKD_FUZZ_TESTS=ON builds the tests into the same sanitized tree and RANKD_FUZZ_TARGETS=""
-# builds everything; RANKD_FUZZ_BUILD_ONLY=1 stops after the build. (The CPU suite does not pass
-# there yet: under ASan the sentencepiece shim loads without RTLD_DEEPBIND, and in a process that
-# also links gRPC's libprotobuf its protobuf-lite 3.14 then aborts; see RELIABILITY.md.)
+# RANKD_FUZZ_TESTS=ON builds the tests into the same sanitized tree and
+# RANKD_FUZZ_TARGETS="" builds everything; RANKD_FUZZ_BUILD_ONLY=1 stops after the build
+# (scripts/sanitize.sh asan builds so, then runs the CPU suite there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${RANKD_FUZZ_BUILD_DIR:-build-fuzz}
@@ -21,7 +20,8 @@ targets=("$@")
 [[ ${#targets[@]} == 0 ]] && mapfile -t targets < <(sed -n 's/^rankd_add_fuzzer(\([a-z_]*\) .*/\1/p' fuzz/CMakeLists.txt)
 CC=clang CXX=clang++ RANKD_BUILD_DIR=$BUILD_DIR RANKD_TARGETS="${RANKD_FUZZ_TARGETS-${targets[*]}}" \
   scripts/build.sh -DRANKD_FUZZ=ON -DRANKD_CUDA=OFF -DRANKD_SANITIZE=address,undefined \
-  -DRANKD_TESTS="${RANKD_FUZZ_TESTS:-OFF}" -DRANKD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+  -DRANKD_TESTS="${RANKD_FUZZ_TESTS:-OFF}" -DRANKD_BENCH=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
 [[ ${RANKD_FUZZ_BUILD_ONLY:-0} == 1 ]] && exit 0
 mkdir -p "$FUZZ_WORK/artifacts"
 # UBSan findings are errors, not warnings; leaks count (LeakSanitizer is on with ASan).

@@ -157,7 +157,9 @@ std::optional<uint64_t> StartTime(pid_t pid) {
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
   const size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
-  std::vector<absl::string_view> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  // Split a view of `stat`: split from a temporary string, the views would outlive their text.
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
   uint64_t start = 0;
   // fields[0] is field 3 (state): field 22 is fields[19].
   if (fields.size() < 20 || fields[0] == "Z" || !absl::SimpleAtoi(fields[19], &start)) {

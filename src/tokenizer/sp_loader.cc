@@ -1,4 +1,5 @@
-// Finds and dlopens the sentencepiece shim (see sp_processor.h).
+// Finds the sentencepiece shim, loads it into a link namespace of its own (see sp_processor.h)
+// and wraps its C interface as SpProcessor.
 #include <dlfcn.h>
 
 #include <mutex>
@@ -8,54 +9,79 @@
 namespace rankd::tokenizer {
 namespace {
 
+constexpr size_t kErrorSize = 512;
+
 struct Shim {
-  SpLoadFn load = nullptr;
+  const RankdSpApi* api = nullptr;
   std::string error;
 };
 
-// RTLD_DEEPBIND keeps the shim's libsentencepiece (and the protobuf-lite it exports) binding to
-// itself rather than to the process's protobuf. AddressSanitizer's interceptors refuse it
-// (google/sanitizers#611): sanitized builds (scripts/fuzz.sh, CI's sanitizer run) load it without,
-// which works where no libprotobuf is in the process and may clash where one is.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kDeepBind = 0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr int kDeepBind = 0;
-#else
-constexpr int kDeepBind = RTLD_DEEPBIND;
-#endif
-#else
-constexpr int kDeepBind = RTLD_DEEPBIND;
-#endif
+void* OpenInNewNamespace(const char* path) {
+  return dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+}
 
 const Shim& GetShim() {
   static Shim shim;
   static std::once_flag once;
   std::call_once(once, [] {
-    const int flags = RTLD_NOW | RTLD_LOCAL | kDeepBind;
-    void* handle = dlopen(kSpShimName, flags);
+    void* handle = OpenInNewNamespace(kSpShimName);
     std::string first_error = handle ? "" : dlerror();
-    if (handle == nullptr) handle = dlopen(RANKD_SP_SHIM_BUILD_PATH, flags);
+    if (handle == nullptr) handle = OpenInNewNamespace(RANKD_SP_SHIM_BUILD_PATH);
     if (handle == nullptr) {
       shim.error = "cannot load the sentencepiece shim: " + first_error + "; " + dlerror();
       return;
     }
-    shim.load = reinterpret_cast<SpLoadFn>(dlsym(handle, kSpLoadSymbol));
-    if (shim.load == nullptr) shim.error = std::string("sentencepiece shim: ") + dlerror();
+    shim.api = static_cast<const RankdSpApi*>(dlsym(handle, kSpApiSymbol));
+    if (shim.api == nullptr) shim.error = std::string("sentencepiece shim: ") + dlerror();
   });
   return shim;
 }
+
+class ShimProcessor final : public SpProcessor {
+ public:
+  ShimProcessor(const RankdSpApi* api, void* model) : api_(api), model_(model) {}
+  ~ShimProcessor() override { api_->unload(model_); }
+  ShimProcessor(const ShimProcessor&) = delete;
+  ShimProcessor& operator=(const ShimProcessor&) = delete;
+
+  bool Encode(std::string_view text, std::vector<int>* ids, std::string* error) const override {
+    char message[kErrorSize] = "";
+    const auto sink = [](void* ctx, const int* data, size_t n) {
+      static_cast<std::vector<int>*>(ctx)->assign(data, data + n);
+    };
+    if (api_->encode(model_, text.data(), text.size(), sink, ids, message, sizeof(message)) != 0) {
+      *error = message;
+      return false;
+    }
+    return true;
+  }
+  int PieceToId(std::string_view piece) const override {
+    return api_->piece_to_id(model_, piece.data(), piece.size());
+  }
+  bool IsUnknown(int id) const override { return api_->is_unknown(model_, id) != 0; }
+  int bos_id() const override { return api_->bos_id(model_); }
+  int vocab_size() const override { return api_->vocab_size(model_); }
+
+ private:
+  const RankdSpApi* api_;
+  void* model_;
+};
 
 }  // namespace
 
 std::unique_ptr<SpProcessor> LoadSpProcessor(const std::string& path, std::string* error) {
   const Shim& shim = GetShim();
-  if (shim.load == nullptr) {
+  if (shim.api == nullptr) {
     *error = shim.error;
     return nullptr;
   }
-  return std::unique_ptr<SpProcessor>(shim.load(path.c_str(), error));
+  char message[kErrorSize] = "";
+  void* model = shim.api->load(path.c_str(), message, sizeof(message));
+  if (model == nullptr) {
+    *error = message;
+    return nullptr;
+  }
+  return std::make_unique<ShimProcessor>(shim.api, model);
 }
 
 }  // namespace rankd::tokenizer
