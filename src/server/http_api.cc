@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "rankd/common/grpc_status.h"
+#include "rankd/common/trace_context.h"
 
 namespace rankd::server {
 namespace {
@@ -75,6 +76,9 @@ class HttpRerankCall {
   void Start(const HttpRequest& http, std::string request_id, double timeout_s) {
     // The access log's request_id and the answer's id.
     id_ = request_id.empty() ? NewCallId() : std::move(request_id);
+    if (const std::string* traceparent = http.Header(kTraceparentKey)) {
+      call_.set_trace_id(TraceIdOf(*traceparent).value_or(""));
+    }
     rankd::v1::ScoreRequest* request = call_.mutable_request();
     const absl::Status parsed = ParseRerankRequest(route_.shape, http.body, request, &options_);
     request->set_request_id(id_);

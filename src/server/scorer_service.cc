@@ -13,6 +13,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
+#include "rankd/common/trace_context.h"
 #include "rankd/server/result_cache.h"
 #include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
@@ -105,23 +106,33 @@ std::shared_ptr<Work> MakeWork(const ScoreRequest* request, int begin, int end,
 // A caller's string for the log, bounded (the log formatter escapes whatever it holds).
 absl::string_view ForLog(const std::string& s) { return absl::string_view(s).substr(0, 256); }
 
-// Metrics and the access log of one finished call.
+// Metrics and the access log of one finished call; `trace_id` (TraceIdOf the caller's
+// traceparent, "" when none) names the caller's trace in the log line.
 void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc::Status& status,
-                Clock::time_point start, absl::string_view rpc) {
+                Clock::time_point start, absl::string_view rpc, absl::string_view trace_id) {
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   service->metrics()->request_seconds->Observe(seconds);
   service->metrics()->CountRequest(status.error_code());
   const auto code = GrpcCodeName(status.error_code());
+  const std::string trace = trace_id.empty() ? "" : absl::StrCat(" trace_id=", trace_id);
   if (status.error_code() == grpc::StatusCode::INTERNAL ||
       status.error_code() == grpc::StatusCode::UNKNOWN) {
-    spdlog::error("{} request_id={} items={} {} in {:.1f} ms: {}", rpc,
-                  ForLog(request.request_id()), request.items_size(), code, 1e3 * seconds,
+    spdlog::error("{} request_id={}{} items={} {} in {:.1f} ms: {}", rpc,
+                  ForLog(request.request_id()), trace, request.items_size(), code, 1e3 * seconds,
                   ForLog(status.error_message()));
   } else if (service->config().logging.access_log) {
-    spdlog::info("{} request_id={} items={} {} in {:.1f} ms{}{}", rpc, ForLog(request.request_id()),
-                 request.items_size(), code, 1e3 * seconds, status.ok() ? "" : ": ",
-                 ForLog(status.error_message()));
+    spdlog::info("{} request_id={}{} items={} {} in {:.1f} ms{}{}", rpc,
+                 ForLog(request.request_id()), trace, request.items_size(), code, 1e3 * seconds,
+                 status.ok() ? "" : ": ", ForLog(status.error_message()));
   }
+}
+
+// The trace id of the call's `traceparent` metadata (W3C Trace Context), "" when none is valid.
+std::string TraceIdOfCall(const grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  const auto it = metadata.find(kTraceparentKey);
+  if (it == metadata.end()) return "";
+  return TraceIdOf(absl::string_view(it->second.data(), it->second.size())).value_or("");
 }
 
 // Failed parses in the log, at most this many a second (a flood of them is one client's doing).
@@ -199,6 +210,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   ScoreReactor(ScorerService* service, grpc::CallbackServerContext* context,
                const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response)
       : call_(service, "Score") {
+    call_.set_trace_id(TraceIdOfCall(context));
     call_.Start(
         ParseScoreRequest(*raw_request, "Score", call_.mutable_request()), context->deadline(),
         [raw_response](const ScoreResponse& response) {
@@ -220,7 +232,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
  public:
   ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
                      const grpc::ByteBuffer* raw_request)
-      : service_(service), start_(Clock::now()) {
+      : service_(service), start_(Clock::now()), trace_id_(TraceIdOfCall(context)) {
     absl::Status s = ParseScoreRequest(*raw_request, "ScoreStream", &request_message_);
     if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
     if (!s.ok()) {
@@ -376,7 +388,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       finished_ = true;
       status = status_;
     }
-    RecordCall(service_, *request_, status, start_, "ScoreStream");
+    RecordCall(service_, *request_, status, start_, "ScoreStream", trace_id_);
     Finish(status);
   }
 
@@ -384,6 +396,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   ScoreRequest request_message_;
   const ScoreRequest* const request_ = &request_message_;
   const Clock::time_point start_;
+  const std::string trace_id_;         // the caller's traceparent's, for the access log
   int scored_end_ = 0;                 // items [0, scored_end_) are scored
   std::optional<CachedItems> cached_;  // fixed after the constructor
 
@@ -535,7 +548,7 @@ void ScoreCall::Answer(const Work* work) {
 
 void ScoreCall::Done(grpc::Status status) {
   if (status.ok()) status = encode_(response_);
-  RecordCall(service_, request_, status, start_, rpc_);
+  RecordCall(service_, request_, status, start_, rpc_, trace_id_);
   if (status.ok()) {
     service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
   }

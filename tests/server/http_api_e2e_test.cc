@@ -139,7 +139,9 @@ TEST(HttpApiTest, BothRoutesAnswerGrpcScoresSortedBestFirstAndCutToTopN) {
   // Cohere shape: sigmoid scores by default, top_n, the documents echoed.
   Json body = {{"model", "llama-cls"}, {"query", c.query}, {"documents", Texts(c)}, {"top_n", 5}};
   body["documents"][1] = {{"text", c.items[1].text}};  // Cohere's object form
-  Answer a = Post(*server, "/v1/rerank", body.dump(), {{"X-Request-Id", "call-7"}});
+  Answer a = Post(*server, "/v1/rerank", body.dump(),
+                  {{"X-Request-Id", "call-7"},
+                   {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}});
   ASSERT_EQ(a.status, 200) << a.body.dump();
   EXPECT_EQ(a.content_type, "application/json");
   EXPECT_EQ(a.body["id"], "call-7");
@@ -182,7 +184,10 @@ TEST(HttpApiTest, BothRoutesAnswerGrpcScoresSortedBestFirstAndCutToTopN) {
   EXPECT_EQ(server->Metric("rankd_http_requests_total{route=\"/v1/rerank\",code=\"200\"}"), 2);
   EXPECT_EQ(server->Metric("rankd_http_requests_total{route=\"/rerank\",code=\"200\"}"), 2);
   EXPECT_EQ(server->Metric("rankd_requests_total{code=\"OK\"}"), 6);
-  EXPECT_THAT(server->Log(), HasSubstr("POST /v1/rerank request_id=call-7 items=17 OK"));
+  EXPECT_THAT(
+      server->Log(),
+      HasSubstr("POST /v1/rerank request_id=call-7 trace_id=4bf92f3577b34da6a3ce929d0e0e4736 "
+                "items=17 OK"));
 }
 
 TEST(HttpApiTest, TruncateCutsLongTextsAsTruncateEndDoes) {

@@ -1024,6 +1024,40 @@ TEST(ServeTest, ConcurrentRequestsAreScoredTogetherEachWithItsOwnScores) {
   EXPECT_GE(access_lines, 6);
 }
 
+// The access log names the caller's W3C trace (traceparent metadata) on Score and ScoreStream;
+// a malformed traceparent is left out rather than logged.
+TEST(ServeTest, AccessLogCarriesTheCallersTraceId) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  auto stub = server->NewScorer();
+  const std::string trace = "0af7651916cd43dd8448eb211c80319c";
+  auto call = [&](const std::string& id, const std::string& traceparent, bool stream) {
+    ScoreRequest request = TextRequest(golden.cases[1]);
+    request.set_request_id(id);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+    context.AddMetadata("traceparent", traceparent);
+    if (!stream) {
+      ScoreResponse response;
+      return stub->Score(&context, request, &response);
+    }
+    auto reader = stub->ScoreStream(&context, request);
+    for (ScoreResponse chunk; reader->Read(&chunk);) {
+    }
+    return reader->Finish();
+  };
+  const std::string good = "00-" + trace + "-b7ad6b7169203331-01";
+  ASSERT_TRUE(call("traced-unary", good, false).ok());
+  ASSERT_TRUE(call("traced-stream", good, true).ok());
+  ASSERT_TRUE(call("badly-traced", "00-" + trace + "-0000000000000000-01", false).ok());
+  const std::string log = server->Log();
+  EXPECT_THAT(log, HasSubstr("Score request_id=traced-unary trace_id=" + trace + " items=2 OK"));
+  EXPECT_THAT(log,
+              HasSubstr("ScoreStream request_id=traced-stream trace_id=" + trace + " items=2 OK"));
+  EXPECT_THAT(log, HasSubstr("Score request_id=badly-traced items=2 OK"));
+}
+
 // ---- worker failures ---------------------------------------------------------------------------
 
 TEST(ServeTest, WorkKilledInFlightIsSentToTheOtherWorker) {
@@ -1424,8 +1458,8 @@ TEST(ServeControlTest, InteractiveCallsOverTheQueueWaitBoundAreRefused) {
   const GoldenCase& big = golden.cases[5];  // 17 items
   ASSERT_EQ(big.items.size(), 17u);
   // initial_seconds_per_item 0.05: 2 calls of 17 items held by 2 workers are ~0.85 s ahead.
-  auto server = StartReady(absl::StrReplaceAll(
-      ControlConfig(), {{"server:\n", "server:\n  max_queue_wait_s: 0.5\n"}}));
+  auto server = StartReady(
+      absl::StrReplaceAll(ControlConfig(), {{"server:\n", "server:\n  max_queue_wait_s: 0.5\n"}}));
   ASSERT_NE(server, nullptr);
   std::vector<std::unique_ptr<AsyncScore>> fillers;
   {

@@ -103,6 +103,8 @@ class ScoreCall {
   ScoreCall& operator=(const ScoreCall&) = delete;
 
   rankd::v1::ScoreRequest* mutable_request() { return &request_; }
+  // The trace id of the caller's W3C traceparent (TraceIdOf), for the access log; before Start.
+  void set_trace_id(std::string trace_id) { trace_id_ = std::move(trace_id); }
   const rankd::v1::ScoreRequest& request() const { return request_; }
 
   // `parsed`: how the transport's parse into mutable_request() went; an error is the answer.
@@ -120,6 +122,7 @@ class ScoreCall {
   ScorerService* const service_;
   const std::string rpc_;
   const std::chrono::steady_clock::time_point start_;
+  std::string trace_id_;
   rankd::v1::ScoreRequest request_;
   rankd::v1::ScoreResponse response_;
   int scored_end_ = 0;  // items [0, scored_end_) are scored (the depth: pinned or the controller's)
