@@ -32,6 +32,11 @@
 #              CONTROLS_BACKEND=cpu CONTROLS_MODEL=tests/data/models/llama-cls BUNDLE=build
 #              CONTROLS_SHAPE="--tq 20 --ti 20 --vocab 1024" CONTROLS_TIME_SCALE=0.25
 #   shaping    interactive p99 alone and beside a PRIORITY_BATCH backlog, shaping on and off
+#   soak       `rankd-bench soak` (issue 13: 1x, 2x and recovery, RSS/fds/threads/restarts) against
+#              `rankd serve --backend cuda` (379M, one worker), $SOAK_DURATION s (120), with
+#              server.max_queue_wait_s $SOAK_MAX_QUEUE_WAIT_S (0: off) and a memory probe
+#   jobs       `rankd score --backend cuda --jobs N` on 379M (200 lines, Ni=50, Tq=50, Ti=150):
+#              items/s for N = 1, 4, 16 (the summary line of each run)
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
@@ -118,11 +123,13 @@ p99_of() {
   python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["latency_ms"]["p99"])' "$1"
 }
 # start_controls_server [YAML]: rankd serve (one worker) from a config file (the result cache on:
-# its default), YAML appended; sets $server and $target.
+# its default), YAML appended, $C_SERVER_YAML's lines in its server section ($C_METRICS_LISTEN:
+# the metrics address, default off); sets $server and $target.
 start_controls_server() {
   rm -f "$ready"
-  printf 'model:\n  dir: %s\n  backend: %s\n  cuda_strategy: %s\nserver:\n  listen: %s\n  metrics_listen: ""\n  http_listen: ""\nworkers:\n  count: 1\nlogging:\n  level: warn\n%s\n' \
-    "$c_model" "$c_backend" "${CONTROLS_STRATEGY:-multi-item}" 127.0.0.1:0 "${1:-}" \
+  printf 'model:\n  dir: %s\n  backend: %s\n  cuda_strategy: %s\nserver:\n  listen: %s\n  metrics_listen: %s\n  http_listen: ""\n%sworkers:\n  count: 1\nlogging:\n  level: warn\n%s\n' \
+    "$c_model" "$c_backend" "${CONTROLS_STRATEGY:-multi-item}" 127.0.0.1:0 \
+    "${C_METRICS_LISTEN:-\"\"}" "${C_SERVER_YAML:-}" "${1:-}" \
     >"$json/serve.yaml"
   { echo "===== rankd serve --config:"; cat "$json/serve.yaml"; } >>"$log"
   "$BIN/rankd" serve --config "$json/serve.yaml" --ready-file "$ready" >>"$log" 2>&1 &
@@ -482,6 +489,38 @@ for t in ("0.5", "1"):
           f"{b['latency_ms']['p99']:.0f} ms, errors {b['requests_failed']}")
 PY
       rm -rf "$json" "$ready"
+      ;;
+    soak)
+      serve_setup soak
+      C_METRICS_LISTEN=127.0.0.1:0 C_SERVER_YAML="  max_queue_wait_s: ${SOAK_MAX_QUEUE_WAIT_S:-0}
+" start_controls_server || continue
+      metrics=127.0.0.1:$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["metrics_port"])' "$ready")
+      run "soak ${SOAK_DURATION:-120} s" "$log" $((${SOAK_DURATION:-120} + 120)) "$BIN/rankd-bench" soak \
+        --target "$target" --metrics "$metrics" --server-pid "$server" \
+        --duration "${SOAK_DURATION:-120}" --ni 50 "${c_shape[@]}" --connections 4 \
+        --probe-items 500 --json "$OUT/soak.json"
+      sed -n '/^sustainable/,$p' "$log" | sed 's/^/    /' | tee -a "$SUMMARY"
+      stop_controls_server
+      rm -rf "$json" "$ready"
+      ;;
+    jobs)
+      make_model
+      lines=/tmp/rankd-jobs.jsonl
+      python3 - "$lines" <<'PY'
+import json, random, sys
+r = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for _ in range(200):
+        q = [1] + [r.randrange(4, 32000) for _ in range(49)]
+        items = [{"ids": [r.randrange(4, 32000) for _ in range(150)]} for _ in range(50)]
+        f.write(json.dumps({"query_ids": q, "items": items}) + "\n")
+PY
+      for n in 1 4 16; do
+        run "rankd score --jobs $n" "$OUT/jobs.log" 300 "$BIN/rankd" score --model "$MODEL_379M" \
+          --backend cuda --input "$lines" --output /dev/null --jobs "$n" --no-progress
+        grep 'done:' "$OUT/jobs.log" | tail -n 1 | sed 's/^.*done:/    done:/' | tee -a "$SUMMARY"
+      done
+      rm -f "$lines"
       ;;
     memcheck)
       for t in "${GPU_TESTS[@]}"; do
