@@ -66,18 +66,22 @@ void TokenizeService::Tokenize(const absl::Status& parsed, TokenizeRequest reque
   call->request = std::move(request);
   call->rpc = std::move(rpc);
   call->done = std::move(done);
+  bool stopping = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stop_ && queue_.size() < static_cast<size_t>(kMaxQueuedTokenizeCalls)) {
+    stopping = stop_;
+    if (!stopping && queue_.size() < static_cast<size_t>(kMaxQueuedTokenizeCalls)) {
       queue_.push_back(std::move(call));
       cv_.notify_one();
       return;
     }
   }
   Answer(*call,
-         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      absl::StrCat("the Tokenize queue is full (", kMaxQueuedTokenizeCalls,
-                                   " calls); retry with backoff")),
+         stopping
+             ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is stopping")
+             : grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            absl::StrCat("the Tokenize queue is full (", kMaxQueuedTokenizeCalls,
+                                         " calls); retry with backoff")),
          TokenizeResponse());
 }
 

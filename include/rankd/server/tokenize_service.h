@@ -8,9 +8,10 @@
 // Threads: tokenizing is CPU work in proportion to the request's bytes (up to
 // limits.max_message_bytes), so it runs on the service's own thread, never on a transport's
 // (gRPC's callback threads, the HttpServer's loop): calls queue for it in arrival order, at most
-// kMaxQueuedTokenizeCalls (RESOURCE_EXHAUSTED beyond). Tokenize may be called from any thread;
-// `done` runs on the service's thread (or on the caller's, at once, for a refused call). The
-// destructor answers the calls still queued, then joins the thread.
+// kMaxQueuedTokenizeCalls (RESOURCE_EXHAUSTED beyond; UNAVAILABLE once the destructor has
+// begun). Calls are answered during a drain too (they need no worker). Tokenize may be called
+// from any thread; `done` runs on the service's thread (or on the caller's, at once, for a
+// refused call). The destructor answers the calls still queued, then joins the thread.
 #ifndef RANKD_SERVER_TOKENIZE_SERVICE_H_
 #define RANKD_SERVER_TOKENIZE_SERVICE_H_
 
