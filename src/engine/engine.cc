@@ -128,28 +128,11 @@ absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
 
 absl::StatusOr<backend::HeadSpec> Engine::InitBeforeBackend(const EngineOptions& options,
                                                             const model::ModelConfig& config) {
-  RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
-  RANKD_ASSIGN_OR_RETURN(const ModelSettings s,
-                         ApplyPreset(file_settings.MergedWith(options.settings)));
-  RANKD_ASSIGN_OR_RETURN(tokenizer_, tokenizer::LoadTokenizer(options.model_dir));
-  query_template_ = s.query_template.value_or("{query}");
-  item_template_ = s.item_template.value_or("{item}");
-  if (query_template_.find("{query}") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("query template '", query_template_, "' has no {query}"));
-  }
-  if (item_template_.find("{item}") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("item template '", item_template_, "' has no {item}"));
-  }
-  RANKD_ASSIGN_OR_RETURN(query_ends_, FindTemplateEnds(*tokenizer_, query_template_, "query",
-                                                       /*add_special_tokens=*/true));
-  RANKD_ASSIGN_OR_RETURN(item_ends_, FindTemplateEnds(*tokenizer_, item_template_, "item",
-                                                      /*add_special_tokens=*/false));
-  const std::string head_spec = s.head.value_or(
+  RANKD_ASSIGN_OR_RETURN(text_, TextEncoder::Load(options));
+  const std::string head_spec = text_->settings().head.value_or(
       config.head_kind == model::HeadKind::kSequenceClassification ? "classifier:0"
                                                                    : "yes_no:yes,no");
-  return ParseHeadSpec(head_spec, config, tokenizer_.get());
+  return ParseHeadSpec(head_spec, config, &text_->tokenizer());
 }
 
 absl::Status Engine::CheckModel(const EngineOptions& options) {
@@ -174,54 +157,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   return engine;
 }
 
-absl::StatusOr<std::vector<int32_t>> Engine::EncodeQuery(absl::string_view query) const {
-  return tokenizer_->Encode(tokenizer::ApplyTemplate(query_template_, "query", query),
-                            /*add_special_tokens=*/true);
-}
-
-absl::StatusOr<Engine::TemplateEnds> Engine::FindTemplateEnds(const tokenizer::Tokenizer& tok,
-                                                              const std::string& tmpl,
-                                                              absl::string_view name,
-                                                              bool add_special_tokens) {
-  // The tail: what the encodings of the template around two values that differ in their last
-  // character end with in common. Taken from whole encodings, it is what the tail is within one
-  // (a sentencepiece dummy-prefix space or a merge that starts in the value stays out of it), and
-  // it holds the special tokens the tokenizer appends.
-  auto encode = [&](absl::string_view value) {
-    return tok.Encode(tokenizer::ApplyTemplate(tmpl, name, value), add_special_tokens);
-  };
-  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> a, encode("a"));
-  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> b, encode("b"));
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
-  TemplateEnds ends;
-  ends.tail.assign(a.end() - n, a.end());
-  RANKD_ASSIGN_OR_RETURN(const std::vector<int32_t> empty, encode(""));
-  ends.empty = static_cast<int64_t>(empty.size());
-  return ends;
-}
-
-std::optional<std::vector<int32_t>> Engine::Cut(absl::Span<const int32_t> ids, int64_t limit,
-                                                const TemplateEnds& ends) {
-  const int64_t tail = static_cast<int64_t>(ends.tail.size());
-  if (limit <= ends.empty || limit < tail) return std::nullopt;
-  std::vector<int32_t> out;
-  out.reserve(limit);
-  out.insert(out.end(), ids.begin(), ids.begin() + std::min<int64_t>(ids.size(), limit - tail));
-  out.insert(out.end(), ends.tail.begin(), ends.tail.end());
-  return out;
-}
-
-std::optional<std::vector<int32_t>> Engine::CutQuery(absl::Span<const int32_t> ids,
-                                                     int64_t limit) const {
-  return Cut(ids, limit, query_ends_);
-}
-
-std::optional<std::vector<int32_t>> Engine::CutTextItem(absl::Span<const int32_t> ids,
-                                                        int64_t limit) const {
-  return Cut(ids, limit, item_ends_);
-}
-
 absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items,
                                                        int64_t max_text_tokens) const {
   const model::ModelConfig& c = config();
@@ -229,13 +164,12 @@ absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& 
   std::vector<size_t> text_index;  // texts[j] belongs to items[text_index[j]]
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].kind == Item::Kind::kText) {
-      texts.push_back(tokenizer::ApplyTemplate(item_template_, "item", items[i].text));
+      texts.push_back(items[i].text);
       text_index.push_back(i);
     }
   }
-  RANKD_ASSIGN_OR_RETURN(
-      auto encoded, tokenizer_->EncodeBatch(texts, /*add_special_tokens=*/false, tokenizer_threads_,
-                                            max_text_tokens));
+  RANKD_ASSIGN_OR_RETURN(auto encoded,
+                         text_->EncodeItems(texts, tokenizer_threads_, max_text_tokens));
   backend::ItemBatch batch;
   size_t next_text = 0;
   for (size_t i = 0; i < items.size(); ++i) {

@@ -14,15 +14,9 @@ EngineFlags::EngineFlags(engine::EngineOptions o) : options(std::move(o)) {
   instruction = ms.instruction.value_or("");
 }
 
-void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
-  engine::EngineOptions& o = v->options;
-  flags.String("model", &o.model_dir,
+void AddModelFlags(FlagSet& flags, EngineFlags* v) {
+  flags.String("model", &v->options.model_dir,
                "Hugging Face model directory (config.json, *.safetensors, tokenizer)");
-  flags.String("backend", &o.backend.kind, "compute backend: cpu or cuda");
-  flags.Int("threads", &o.backend.threads, "CPU backend threads (0: all cores)");
-  flags.Int("tokenizer-threads", &o.tokenizer_threads, "threads that tokenize items in parallel");
-  flags.Int("max-batch-tokens", &o.backend.max_batch_tokens,
-            "item tokens per forward pass, at most");
   flags.String("head", &v->head,
                "score head: classifier[:INDEX], yes_no:YES,NO or logit:TOKEN (pieces or ids); "
                "default by architecture");
@@ -34,6 +28,16 @@ void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
   flags.String("instruction", &v->instruction,
                absl::StrCat("the preset's task instruction (qwen3-reranker default: \"",
                             engine::kQwen3RerankerInstruction, "\")"));
+}
+
+void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
+  engine::EngineOptions& o = v->options;
+  AddModelFlags(flags, v);
+  flags.String("backend", &o.backend.kind, "compute backend: cpu or cuda");
+  flags.Int("threads", &o.backend.threads, "CPU backend threads (0: all cores)");
+  flags.Int("tokenizer-threads", &o.tokenizer_threads, "threads that tokenize items in parallel");
+  flags.Int("max-batch-tokens", &o.backend.max_batch_tokens,
+            "item tokens per forward pass, at most");
   flags.String("strategy", &o.backend.strategy,
                "cuda: ibpc (prefix once, then items) or multi-item");
   flags.Bool("graphs", &o.backend.cuda_graphs,

@@ -1,4 +1,4 @@
-// Flags shared by the commands that load a model (score, serve, bench).
+// Flags shared by the commands that load a model (score, serve, bench, tokenize).
 #ifndef RANKD_MAIN_ENGINE_FLAGS_H_
 #define RANKD_MAIN_ENGINE_FLAGS_H_
 
@@ -25,6 +25,10 @@ struct EngineFlags {
   explicit EngineFlags(engine::EngineOptions o = {});
 };
 
+// --model and the prompt flags (--head, --query-template, --item-template, --preset,
+// --instruction): what the model's text encoding and head need.
+void AddModelFlags(FlagSet& flags, EngineFlags* values);
+// AddModelFlags, then the backend's flags (--backend, --threads, --max-batch-tokens, ...).
 void AddEngineFlags(FlagSet& flags, EngineFlags* values);
 
 // values.options with the prompt flags that were given applied: a non-empty value sets the

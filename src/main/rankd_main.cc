@@ -5,6 +5,7 @@
 
 #include "score_command.h"
 #include "serve_command.h"
+#include "tokenize_command.h"
 
 namespace {
 
@@ -16,6 +17,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  score     offline batch scoring of JSON lines\n"
     "  serve     the gRPC scoring server (rankd.v1.Scorer) over a pool of worker processes\n"
+    "  tokenize  the token ids of JSON-lines texts, as the model is fed them\n"
     "  worker    one worker process of serve (started by it)\n"
     "  version   print the version\n";
 
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "score") return rankd::cli::RunScoreCommand(argc, argv, 2);
+  if (command == "tokenize") return rankd::cli::RunTokenizeCommand(argc, argv, 2);
   if (command == "serve") return rankd::cli::RunServeCommand(argc, argv, 2);
   if (command == "worker") return rankd::cli::RunWorkerCommand(argc, argv, 2);
   if (command == "version" || command == "--version") {

@@ -1,4 +1,4 @@
-// The HTTP rerank routes (rankd/server/http_api.h).
+// The HTTP rerank and tokenize routes (rankd/server/http_api.h).
 #include "rankd/server/http_api.h"
 
 #include <algorithm>
@@ -115,6 +115,28 @@ class HttpRerankCall {
   std::string body_;  // the answer, once encoded
 };
 
+// One HTTP Tokenize call: parsed here, answered by the TokenizeService on its thread.
+void StartHttpTokenize(ScorerService* service, const HttpApiRoute& route, const HttpRequest& http,
+                       std::string request_id, HttpServer::Reply reply) {
+  rankd::v1::TokenizeRequest request;
+  const absl::Status parsed = ParseTokenizeRequest(http.body, &request);
+  request.set_request_id(request_id.empty() ? NewCallId() : std::move(request_id));
+  MetricsRegistry* registry = service->metrics()->registry;
+  auto answer = [registry, path = route.path, reply = std::move(reply)](
+                    const grpc::Status& status, const rankd::v1::TokenizeResponse& response) {
+    HttpResponse r = status.ok() ? HttpResponse{.status = 200,
+                                                .content_type = kJson,
+                                                .body = TokenizeResponseJson(response)}
+                                 : JsonError(HttpStatusOf(status.error_code()),
+                                             TokenizeFieldMessage(status.error_message()),
+                                             GrpcCodeName(status.error_code()));
+    CountAnswer(registry, path, r.status);
+    reply(std::move(r));
+  };
+  service->tokenize()->Tokenize(parsed, std::move(request),
+                                absl::StrCat(route.method, " ", route.path), std::move(answer));
+}
+
 constexpr size_t kMaxRequestIdBytes = 128;
 
 // The X-Request-Id header's value ("" when absent), or an error: it goes into the worker's
@@ -148,6 +170,8 @@ const std::vector<HttpApiRoute>& HttpApiRoutes() {
        "Rerank documents against a query (Cohere, Jina and vLLM shape)"},
       {"POST", "/rerank", RerankShape::kTei,
        "Rerank texts against a query (Hugging Face text-embeddings-inference shape)"},
+      {"POST", "/tokenize", RerankShape::kTokenize,
+       "Token ids of texts as the model is fed them (text-embeddings-inference shape)"},
   };
   return routes;
 }
@@ -201,6 +225,11 @@ void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* ke
                    absl::StatusOr<std::string> request_id = CallerRequestId(request);
                    if (!request_id.ok()) {
                      refuse(400, request_id.status().message());
+                     return;
+                   }
+                   if (r->shape == RerankShape::kTokenize) {
+                     StartHttpTokenize(service, *r, request, std::move(*request_id),
+                                       std::move(reply));
                      return;
                    }
                    (new HttpRerankCall(service, *r, std::move(reply)))

@@ -228,6 +228,57 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
   return out.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+absl::Status ParseTokenizeRequest(absl::string_view body, rankd::v1::TokenizeRequest* request) {
+  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(body));
+  if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  const Members m(j);
+  const Json* inputs = m.Get("inputs");
+  if (inputs == nullptr) return FieldError("inputs", "required (a string or a list of strings)");
+  if (inputs->is_string()) {
+    request->add_texts(inputs->get<std::string>());
+  } else if (inputs->is_array()) {
+    request->mutable_texts()->Reserve(
+        static_cast<int>(std::min<size_t>(inputs->size(), INT32_MAX)));
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      const Json& t = (*inputs)[i];
+      if (!t.is_string()) return FieldError(absl::StrCat("inputs[", i, "]"), "must be a string");
+      request->add_texts(t.get<std::string>());
+    }
+  } else {
+    return FieldError("inputs", "must be a string or a list of strings");
+  }
+  bool special = true;  // TEI's default
+  RANKD_RETURN_IF_ERROR(ReadBool(m.Get("add_special_tokens"), "add_special_tokens", &special));
+  request->set_add_special_tokens(special);
+  if (const Json* t = m.Get("template")) {
+    const std::string name = t->is_string() ? t->get<std::string>() : "";
+    if (name == "query") {
+      request->set_template_(rankd::v1::TEMPLATE_QUERY);
+    } else if (name == "item") {
+      request->set_template_(rankd::v1::TEMPLATE_ITEM);
+    } else if (name != "none") {
+      return FieldError("template", "must be \"none\", \"query\" or \"item\"");
+    }
+  }
+  return ReadString(m.Get("model"), "model", request->mutable_model());
+}
+
+std::string TokenizeResponseJson(const rankd::v1::TokenizeResponse& response) {
+  Json out = Json::array();
+  for (const rankd::v1::TokenizedText& text : response.texts()) {
+    Json tokens = Json::array();
+    for (int32_t id : text.ids()) tokens.push_back({{"id", id}});
+    out.push_back(std::move(tokens));
+  }
+  return out.dump();
+}
+
+std::string TokenizeFieldMessage(absl::string_view message) {
+  constexpr absl::string_view kTexts = "texts";
+  if (!absl::StartsWith(message, kTexts)) return std::string(message);
+  return absl::StrCat("inputs", message.substr(kTexts.size()));
+}
+
 std::string ErrorJson(absl::string_view message, absl::string_view code) {
   const Json j = {{"error", {{"message", std::string(message)}, {"code", std::string(code)}}}};
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);

@@ -172,8 +172,8 @@ std::string FindUnparseableField(const std::string& bytes, const google::protobu
 // Parses the request of a `rpc` call as the generated typed methods do (protobuf reads the
 // ByteBuffer's slices in place; the copied ByteBuffer shares them). One that does not parse gets
 // INVALID_ARGUMENT naming the reason, and a line in the log.
-absl::Status ParseScoreRequest(const grpc::ByteBuffer& raw, absl::string_view rpc,
-                               ScoreRequest* request) {
+absl::Status ParseRequest(const grpc::ByteBuffer& raw, absl::string_view rpc,
+                          google::protobuf::Message* request) {
   grpc::ByteBuffer buffer(raw);
   grpc::ProtoBufferReader reader(&buffer);
   if (reader.status().ok() && request->ParseFromZeroCopyStream(&reader)) return absl::OkStatus();
@@ -183,9 +183,9 @@ absl::Status ParseScoreRequest(const grpc::ByteBuffer& raw, absl::string_view rp
   const void* data = nullptr;
   int size = 0;
   while (all.Next(&data, &size)) bytes.append(static_cast<const char*>(data), size);
-  const std::string why = FindUnparseableField(bytes, *ScoreRequest::descriptor(), "");
+  const std::string why = FindUnparseableField(bytes, *request->GetDescriptor(), "");
   const absl::Status status = absl::InvalidArgumentError(absl::StrCat(
-      "the request could not be parsed as a rankd.v1.ScoreRequest: ",
+      "the request could not be parsed as a ", request->GetTypeName(), ": ",
       why.empty() ? absl::StrCat(bytes.size(), " bytes that are not a valid protobuf encoding")
                   : why));
   static LogRateLimit limit(kParseFailuresLoggedPerSecond);
@@ -198,10 +198,11 @@ absl::Status ParseScoreRequest(const grpc::ByteBuffer& raw, absl::string_view rp
 
 // An answer into `out` (emptied first: gRPC's serializer takes an empty buffer), as the generated
 // typed methods serialize it.
-grpc::Status SerializeResponse(const ScoreResponse& response, grpc::ByteBuffer* out) {
+template <typename Response>
+grpc::Status SerializeResponse(const Response& response, grpc::ByteBuffer* out) {
   out->Clear();
   bool own_buffer = false;
-  return grpc::SerializationTraits<ScoreResponse>::Serialize(response, out, &own_buffer);
+  return grpc::SerializationTraits<Response>::Serialize(response, out, &own_buffer);
 }
 
 // gRPC's Score: the raw request parsed, the response serialized into gRPC's buffer.
@@ -212,7 +213,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
       : call_(service, "Score") {
     call_.set_trace_id(TraceIdOfCall(context));
     call_.Start(
-        ParseScoreRequest(*raw_request, "Score", call_.mutable_request()), context->deadline(),
+        ParseRequest(*raw_request, "Score", call_.mutable_request()), context->deadline(),
         [raw_response](const ScoreResponse& response) {
           return SerializeResponse(response, raw_response);
         },
@@ -226,6 +227,23 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   ScoreCall call_;
 };
 
+// gRPC's Tokenize: the raw request parsed, then answered by the TokenizeService (on its thread).
+class TokenizeReactor final : public grpc::ServerUnaryReactor {
+ public:
+  TokenizeReactor(TokenizeService* tokenize, const grpc::ByteBuffer* raw_request,
+                  grpc::ByteBuffer* raw_response) {
+    rankd::v1::TokenizeRequest request;
+    const absl::Status parsed = ParseRequest(*raw_request, "Tokenize", &request);
+    tokenize->Tokenize(parsed, std::move(request), "Tokenize",
+                       [this, raw_response](const grpc::Status& status,
+                                            const rankd::v1::TokenizeResponse& response) {
+                         Finish(status.ok() ? SerializeResponse(response, raw_response) : status);
+                       });
+  }
+
+  void OnDone() override { delete this; }
+};
+
 // Answers in chunks of consecutive items, in order, each as soon as it and those before it are
 // scored. Chunks are scored in parallel on the workers.
 class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -233,7 +251,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
                      const grpc::ByteBuffer* raw_request)
       : service_(service), start_(Clock::now()), trace_id_(TraceIdOfCall(context)) {
-    absl::Status s = ParseScoreRequest(*raw_request, "ScoreStream", &request_message_);
+    absl::Status s = ParseRequest(*raw_request, "ScoreStream", &request_message_);
     if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
     if (!s.ok()) {
       status_ = ToGrpcStatus(s);
@@ -441,11 +459,12 @@ std::string CacheScope(const ServeConfig& config) {
 }  // namespace
 
 ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,
-                             ServerMetrics* metrics)
+                             ServerMetrics* metrics, TokenizeService* tokenize)
     : config_(config),
       model_(std::move(model)),
       pool_(pool),
       metrics_(metrics),
+      tokenize_(tokenize),
       cache_scope_(CacheScope(config)),
       cache_(ResultCache::Options{.capacity_bytes = config.result_cache.capacity_mb << 20,
                                   .ttl_s = config.result_cache.ttl_s,
@@ -561,6 +580,12 @@ grpc::ServerUnaryReactor* ScorerService::Score(grpc::CallbackServerContext* cont
                                                const grpc::ByteBuffer* request,
                                                grpc::ByteBuffer* response) {
   return new ScoreReactor(this, context, request, response);
+}
+
+grpc::ServerUnaryReactor* ScorerService::Tokenize(grpc::CallbackServerContext* /*context*/,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  return new TokenizeReactor(tokenize_, request, response);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ScorerService::ScoreStream(

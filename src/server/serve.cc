@@ -30,6 +30,7 @@
 #include "rankd/server/metrics.h"
 #include "rankd/server/process.h"
 #include "rankd/server/scorer_service.h"
+#include "rankd/server/tokenize_service.h"
 #include "rankd/server/worker_plan.h"
 #include "rankd/server/worker_pool.h"
 #include "spdlog/spdlog.h"
@@ -160,7 +161,11 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   MetricsRegistry registry;
   ServerMetrics metrics(&registry);
   WorkerPool pool(config, specs, &metrics);
-  ScorerService service(config, model, &pool, &metrics);
+  // Tokenize's encoder: the engine's tokenizer and templates, loaded here without the weights.
+  RANKD_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextEncoder> encoder,
+                         engine::TextEncoder::Load(config.model.engine));
+  TokenizeService tokenize(config, model, std::move(encoder), &registry);
+  ScorerService service(config, model, &pool, &metrics, &tokenize);
 
   std::shared_ptr<ApiKeys> keys;
   if (!config.server.auth.api_keys_file.empty()) {

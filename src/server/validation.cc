@@ -27,12 +27,47 @@ absl::Status CheckTextBytes(const std::string& text, absl::string_view field, ab
   return Invalid(field, absl::StrCat(text.size(), " bytes exceeds ", key, "=", limit));
 }
 
+// `name` (a request's model field): empty or the served model's, else NOT_FOUND.
+absl::Status CheckModel(const std::string& name, const ModelInfo& model) {
+  if (name.empty() || name == model.name) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      "model: '", name, "' is not served here (this server serves '", model.name, "')"));
+}
+
 }  // namespace
 
 int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth) {
   const int n = request.items_size();
   const int depth = request.depth() > 0 ? request.depth() : default_depth;
   return depth > 0 && depth < n ? depth : n;
+}
+
+absl::Status ValidateTokenizeRequest(const rankd::v1::TokenizeRequest& request,
+                                     const Limits& limits, const ModelInfo& model) {
+  const size_t bytes = request.ByteSizeLong();
+  if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
+    return Invalid(
+        "request",
+        absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes));
+  }
+  RANKD_RETURN_IF_ERROR(CheckModel(request.model(), model));
+  if (!rankd::v1::Template_IsValid(request.template_())) {
+    return Invalid("template", absl::StrCat("unknown value ", request.template_()));
+  }
+  if (request.texts_size() == 0) return Invalid("texts", "empty (give at least one text)");
+  if (request.texts_size() > limits.max_items) {
+    return Invalid(
+        "texts", absl::StrCat(request.texts_size(), " texts exceeds max_items=", limits.max_items));
+  }
+  const bool query = request.template_() == rankd::v1::TEMPLATE_QUERY;
+  for (int i = 0; i < request.texts_size(); ++i) {
+    const std::string f = absl::StrCat("texts[", i, "]");
+    if (request.texts(i).empty()) return Invalid(f, "empty");
+    RANKD_RETURN_IF_ERROR(
+        query ? CheckTextBytes(request.texts(i), f, "max_query_bytes", limits.QueryByteLimit())
+              : CheckTextBytes(request.texts(i), f, "max_item_bytes", limits.ItemByteLimit()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
@@ -43,11 +78,7 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
         "request",
         absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes));
   }
-  if (!request.model().empty() && request.model() != model.name) {
-    return absl::NotFoundError(absl::StrCat("model: '", request.model(),
-                                            "' is not served here (this server serves '",
-                                            model.name, "')"));
-  }
+  RANKD_RETURN_IF_ERROR(CheckModel(request.model(), model));
   if (!rankd::v1::Priority_IsValid(request.priority())) {
     return Invalid("priority", absl::StrCat("unknown value ", request.priority()));
   }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/golden.h"
+#include "tests/main/run_rankd.h"
 
 namespace rankd::cli {
 namespace {
@@ -57,28 +58,6 @@ TEST(ParseScoreLineTest, RefusesModelAndDepthIgnoresServerOnlyFields) {
   EXPECT_EQ(r->items[0].text, "a");
   EXPECT_EQ(r->items[1].kind, engine::Item::Kind::kIds);
   EXPECT_EQ(r->items[1].ids, (std::vector<int32_t>{3}));
-}
-
-struct RunResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  fs::remove(path);
-  return ss.str();
-}
-
-RunResult RunRankd(const std::string& args) {
-  const std::string base = fs::temp_directory_path() / ("rankd_cli_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(RANKD_BINARY_DIR) + "/bin/rankd " + args + " > " + base +
-                          ".out 2> " + base + ".err";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(base + ".out"), Slurp(base + ".err")};
 }
 
 TEST(RankdScoreBinaryTest, ReproducesGoldenAndKeepsGoingPastBadLines) {

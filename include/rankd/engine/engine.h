@@ -20,6 +20,7 @@
 #include "rankd/backend/backend.h"
 #include "rankd/engine/options.h"
 #include "rankd/engine/prefix_cache.h"
+#include "rankd/engine/text_encoder.h"
 #include "rankd/model/config.h"
 #include "rankd/tokenizer/tokenizer.h"
 
@@ -126,7 +127,9 @@ class Engine {
   std::vector<absl::StatusOr<ScoreResult>> ScoreMany(absl::Span<const ScoreRequest> requests);
 
   // The prefix ids of a query text (query template applied, BOS as the tokenizer adds it).
-  absl::StatusOr<std::vector<int32_t>> EncodeQuery(absl::string_view query) const;
+  absl::StatusOr<std::vector<int32_t>> EncodeQuery(absl::string_view query) const {
+    return text_->EncodeQuery(query);
+  }
   // Packs items (text tokenized with the item template, no special tokens) into a batch; errors
   // name the item index and the field. `max_text_tokens` > 0 bounds each text's tokenization
   // (Tokenizer::EncodeBounded): an entry longer than that holds the first ids only.
@@ -135,11 +138,13 @@ class Engine {
 
   const model::ModelConfig& config() const { return backend_->config(); }
   const backend::HeadSpec& head() const { return backend_->head(); }
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const tokenizer::Tokenizer& tokenizer() const { return text_->tokenizer(); }
+  // The tokenizer, templates and special-token rules (Tokenize's too).
+  const TextEncoder& text_encoder() const { return *text_; }
   backend::Backend& backend() { return *backend_; }
   PrefixCache::Stats prefix_cache_stats() const { return prefix_cache_->stats(); }
-  const std::string& query_template() const { return query_template_; }
-  const std::string& item_template() const { return item_template_; }
+  const std::string& query_template() const { return text_->query_template(); }
+  const std::string& item_template() const { return text_->item_template(); }
 
   // TRUNCATE_END for text (ScoreRequest.truncate; the worker decides when to cut): `ids`, an
   // encoding longer than `limit` of a templated query (EncodeQuery) or of a text item (its entry
@@ -149,9 +154,13 @@ class Engine {
   // tokenizer appends), so that the template's head and tail stay and the content loses its end.
   // Nullopt when the template around an empty value encodes to `limit` tokens or more (nothing of
   // the content would be left).
-  std::optional<std::vector<int32_t>> CutQuery(absl::Span<const int32_t> ids, int64_t limit) const;
+  std::optional<std::vector<int32_t>> CutQuery(absl::Span<const int32_t> ids, int64_t limit) const {
+    return text_->CutQuery(ids, limit);
+  }
   std::optional<std::vector<int32_t>> CutTextItem(absl::Span<const int32_t> ids,
-                                                  int64_t limit) const;
+                                                  int64_t limit) const {
+    return text_->CutTextItem(ids, limit);
+  }
 
  private:
   // A request ready for the backend: its prefix state, packed items and result to fill.
@@ -163,29 +172,13 @@ class Engine {
     bool apply_sigmoid = false;
   };
 
-  // What TRUNCATE_END keeps of a template's encodings (computed once, in Create).
-  struct TemplateEnds {
-    std::vector<int32_t> tail;  // the tokens every cut encoding ends with
-    int64_t empty = 0;          // tokens of the template around an empty value
-  };
-  static absl::StatusOr<TemplateEnds> FindTemplateEnds(const tokenizer::Tokenizer& tok,
-                                                       const std::string& tmpl,
-                                                       absl::string_view name,
-                                                       bool add_special_tokens);
-  static std::optional<std::vector<int32_t>> Cut(absl::Span<const int32_t> ids, int64_t limit,
-                                                 const TemplateEnds& ends);
-
   Engine() = default;
-  // Create's steps before the backend: sets the tokenizer and the templates, returns the head.
+  // Create's steps before the backend: loads the text encoder, returns the head.
   absl::StatusOr<backend::HeadSpec> InitBeforeBackend(const EngineOptions& options,
                                                       const model::ModelConfig& config);
   absl::StatusOr<Prepared> Prepare(const ScoreRequest& request);
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<TextEncoder> text_;
   std::unique_ptr<backend::Backend> backend_;
-  std::string query_template_;
-  std::string item_template_;
-  TemplateEnds query_ends_;
-  TemplateEnds item_ends_;
   int tokenizer_threads_ = 1;
   int max_batch_tokens_ = 8192;
   std::unique_ptr<PrefixCache> prefix_cache_;

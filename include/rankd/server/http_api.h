@@ -3,7 +3,8 @@
 // serve, on rankd's own HttpServer. Each call is a ScoreCall (scorer_service.h), so it goes
 // through the same validation, result cache, depth, queue, priorities, deadline admission,
 // metrics and access log as gRPC's Score; API keys (server.auth) apply as
-// `Authorization: Bearer KEY`. Bodies and answers are rerank_json.h's.
+// `Authorization: Bearer KEY`. POST /tokenize (TEI's shape) goes to the TokenizeService
+// (tokenize_service.h) instead. Bodies and answers are rerank_json.h's.
 //
 // Threads: the handlers run on the HttpServer's thread and never wait: a call's answer is sent
 // from the pool's completion thread through HttpServer::Reply.

@@ -21,6 +21,9 @@ namespace rankd::server {
 enum class RerankShape {
   kCohere,  // POST /v1/rerank: {"query", "documents", "top_n"?, ...} -> {"id", "results", ...}
   kTei,     // POST /rerank: {"query", "texts", ...} -> [{"index", "score", "text"?}]
+  // POST /tokenize (TEI's): {"inputs", ...} -> [[{"id"}, ...], ...]; a TokenizeRequest, not a
+  // ScoreRequest: its functions are the Tokenize ones below, not the rerank ones.
+  kTokenize,
 };
 
 // Nesting of arrays and objects deeper than this is refused (the shapes need 3).
@@ -44,6 +47,19 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body,
 std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest& request,
                                const RerankOptions& options,
                                const rankd::v1::ScoreResponse& response, absl::string_view id);
+
+// POST /tokenize's body (TEI's shape, with rankd's template): {"inputs": string | [string],
+// "add_special_tokens"?: bool (default true, as TEI's), "template"?: "none" | "query" | "item",
+// "model"?: string} into `request`. Unknown members are ignored; INVALID_ARGUMENT names the field.
+absl::Status ParseTokenizeRequest(absl::string_view body, rankd::v1::TokenizeRequest* request);
+
+// The answer: one list per input, in order, of {"id": N} per token (TEI's "text", "special",
+// "start" and "stop" are left out: rankd's tokenizer keeps no offsets).
+std::string TokenizeResponseJson(const rankd::v1::TokenizeResponse& response);
+
+// A Tokenize message names the request's texts ("texts[3]: ..."): for the HTTP caller its
+// "inputs" ("inputs[3]: ...").
+std::string TokenizeFieldMessage(absl::string_view message);
 
 // {"error": {"message": ..., "code": ...}}.
 std::string ErrorJson(absl::string_view message, absl::string_view code);

@@ -1,7 +1,7 @@
 // ScorerService: rankd.v1.Scorer on the gRPC callback API. A call is validated, split into work
 // (one item range for Score, chunks for ScoreStream), admitted by the WorkerPool and answered
 // when its work completes. No reaction blocks: admission takes a short lock, the rest happens in
-// completion callbacks.
+// completion callbacks. Tokenize is the TokenizeService's (tokenize_service.h).
 //
 // Its methods are raw (grpc::ByteBuffer in and out): the service parses each request itself, so
 // that one that does not parse (bytes that are no ScoreRequest, a string field that is not UTF-8)
@@ -26,6 +26,7 @@
 #include "rankd/server/depth_controller.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/result_cache.h"
+#include "rankd/server/tokenize_service.h"
 #include "rankd/server/validation.h"
 #include "rankd/server/worker_pool.h"
 #include "rankd/v1/scorer.grpc.pb.h"
@@ -34,10 +35,12 @@ namespace rankd::server {
 
 class ScorerService final
     : public rankd::v1::Scorer::WithRawCallbackMethod_Score<
-          rankd::v1::Scorer::WithRawCallbackMethod_ScoreStream<rankd::v1::Scorer::Service>> {
+          rankd::v1::Scorer::WithRawCallbackMethod_ScoreStream<
+              rankd::v1::Scorer::WithRawCallbackMethod_Tokenize<rankd::v1::Scorer::Service>>> {
  public:
+  // `tokenize` answers Tokenize; it must outlive the service.
   ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,
-                ServerMetrics* metrics);
+                ServerMetrics* metrics, TokenizeService* tokenize);
   ~ScorerService() override;
 
   // `request` holds a rankd.v1.ScoreRequest, `response` gets a rankd.v1.ScoreResponse.
@@ -49,11 +52,17 @@ class ScorerService final
   grpc::ServerWriteReactor<grpc::ByteBuffer>* ScoreStream(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request) override;
 
+  // `request` holds a rankd.v1.TokenizeRequest, `response` gets a rankd.v1.TokenizeResponse.
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+
   // Shared by the reactors.
   const ServeConfig& config() const { return config_; }
   const ModelInfo& model() const { return model_; }
   WorkerPool* pool() const { return pool_; }
   ServerMetrics* metrics() const { return metrics_; }
+  TokenizeService* tokenize() const { return tokenize_; }
   // The (query, item) -> score cache of Score and ScoreStream calls (result_cache in the config).
   ResultCache* cache() { return &cache_; }
   const std::string& cache_scope() const { return cache_scope_; }
@@ -67,6 +76,7 @@ class ScorerService final
   const ModelInfo model_;
   WorkerPool* const pool_;
   ServerMetrics* const metrics_;
+  TokenizeService* const tokenize_;
   const std::string cache_scope_;
   ResultCache cache_;
   // The depth controller (depth_control.enabled): a thread that updates it once a second.

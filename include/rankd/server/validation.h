@@ -31,6 +31,11 @@ struct ModelInfo {
 absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
                                   const ModelInfo& model);
 
+// A TokenizeRequest's limits before it is tokenized (the list, each text's bytes; the template's
+// value), in scorer.proto's TokenizeRequest terms; token counts are TokenizeService's to check.
+absl::Status ValidateTokenizeRequest(const rankd::v1::TokenizeRequest& request,
+                                     const Limits& limits, const ModelInfo& model);
+
 // Items to score: request.depth when set (and smaller than the list), else `default_depth` (the
 // depth controller's, when it runs; 0: all), else all.
 int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth = 0);
