@@ -19,6 +19,24 @@ using Json = nlohmann::json;
 // Compact JSON; invalid UTF-8 in strings becomes U+FFFD.
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// A boolean request member of the schemas.
+Json Boolean(bool default_value, const char* description) {
+  return {{"type", "boolean"}, {"default", default_value}, {"description", description}};
+}
+
+// The request members both shapes read.
+void AddCommonMembers(Json* properties) {
+  (*properties)["raw_scores"] =
+      Boolean(false, "Scores as rankd computes them instead of their sigmoid (0..1).");
+  (*properties)["truncate"] =
+      Boolean(false,
+              "Cut over-long texts at the end instead of refusing them; false leaves the "
+              "server's limits.truncate to decide.");
+  (*properties)["priority"] = {{"type", "string"},
+                               {"enum", {"interactive", "batch"}},
+                               {"description", "rankd's scheduling class (default: interactive)."}};
+}
+
 absl::Status FieldError(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
@@ -234,27 +252,6 @@ std::string ErrorJson(absl::string_view message, absl::string_view code) {
   const Json j = {{"error", {{"message", std::string(message)}, {"code", std::string(code)}}}};
   return Dump(j);
 }
-
-namespace {
-
-Json Boolean(bool default_value, const char* description) {
-  return {{"type", "boolean"}, {"default", default_value}, {"description", description}};
-}
-
-// The request members both shapes read.
-void AddCommonMembers(Json* properties) {
-  (*properties)["raw_scores"] =
-      Boolean(false, "Scores as rankd computes them instead of their sigmoid (0..1).");
-  (*properties)["truncate"] =
-      Boolean(false,
-              "Cut over-long texts at the end instead of refusing them; false leaves the "
-              "server's limits.truncate to decide.");
-  (*properties)["priority"] = {{"type", "string"},
-                               {"enum", {"interactive", "batch"}},
-                               {"description", "rankd's scheduling class (default: interactive)."}};
-}
-
-}  // namespace
 
 RerankSchemas RerankJsonSchemas(RerankShape shape) {
   const Json string = {{"type", "string"}};
