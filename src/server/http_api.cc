@@ -14,6 +14,8 @@
 #include "absl/strings/string_view.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/trace_context.h"
+#include "rankd/server/api_docs.h"
+#include "rankd/server/openapi.h"
 
 namespace rankd::server {
 namespace {
@@ -137,8 +139,6 @@ void StartHttpTokenize(ScorerService* service, const HttpApiRoute& route, const 
                                 absl::StrCat(route.method, " ", route.path), std::move(answer));
 }
 
-constexpr size_t kMaxRequestIdBytes = 128;
-
 // The X-Request-Id header's value ("" when absent), or an error: it goes into the worker's
 // request and the log, so it must be short and printable ASCII.
 absl::StatusOr<std::string> CallerRequestId(const HttpRequest& request) {
@@ -160,6 +160,34 @@ bool IsJson(const std::string* content_type) {
   const absl::string_view type = absl::StripAsciiWhitespace(
       absl::string_view(*content_type).substr(0, content_type->find(';')));
   return absl::EqualsIgnoreCase(type, kJson);
+}
+
+// GET /openapi.json and GET /docs (http_api.h, RegisterHttpApi).
+void RegisterApiDocs(HttpServer* http, MetricsRegistry* registry, bool api_keys) {
+  http->Handle("GET", "/openapi.json",
+               [registry, openapi = OpenApiJson(HttpApiRoutes(), api_keys)](
+                   const HttpRequest&, HttpServer::Reply reply) {
+                 CountAnswer(registry, "/openapi.json", 200);
+                 reply({.status = 200, .content_type = kJson, .body = openapi});
+               });
+  const std::vector<DocsFile>& files = DocsFiles();
+  for (const DocsFile& file : files) {
+    const DocsFile* f = &file;  // DocsFiles() lives as long as the program
+    http->Handle("GET", f->path, [registry, f](const HttpRequest&, HttpServer::Reply reply) {
+      CountAnswer(registry, f->path, 200);
+      reply({.status = 200, .content_type = f->content_type, .body = std::string(f->body)});
+    });
+  }
+  if (files.empty()) {
+    http->Handle("GET", "/docs", [registry](const HttpRequest&, HttpServer::Reply reply) {
+      CountAnswer(registry, "/docs", 404);
+      reply(JsonError(404,
+                      "GET /docs: this rankd was built without Swagger UI (npm could not install "
+                      "swagger-ui-dist at build time; docs/config.md, \"API docs\"); the API's "
+                      "OpenAPI document is at GET /openapi.json",
+                      "NOT_FOUND"));
+    });
+  }
 }
 
 }  // namespace
@@ -236,6 +264,7 @@ void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* ke
                        ->Start(request, std::move(*request_id), timeout_s);
                  });
   }
+  RegisterApiDocs(http, registry, keys != nullptr);
 }
 
 HttpErrorFn HttpApiErrors(MetricsRegistry* registry) {

@@ -16,6 +16,27 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Compact JSON; invalid UTF-8 in strings becomes U+FFFD.
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// A boolean request member of the schemas.
+Json Boolean(bool default_value, const char* description) {
+  return {{"type", "boolean"}, {"default", default_value}, {"description", description}};
+}
+
+// The request members both shapes read.
+void AddCommonMembers(Json* properties) {
+  (*properties)["raw_scores"] =
+      Boolean(false, "Scores as rankd computes them instead of their sigmoid (0..1).");
+  (*properties)["truncate"] =
+      Boolean(false,
+              "Cut over-long texts at the end instead of refusing them; false leaves the "
+              "server's limits.truncate to decide.");
+  (*properties)["priority"] = {{"type", "string"},
+                               {"enum", {"interactive", "batch"}},
+                               {"description", "rankd's scheduling class (default: interactive)."}};
+}
+
 absl::Status FieldError(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
@@ -79,8 +100,7 @@ absl::StatusOr<Json> ParseBody(absl::string_view body) {
     return absl::InvalidArgumentError(absl::StrCat("body: not valid JSON: ", what));
   }
   if (!duplicate.empty()) {
-    return FieldError(Json(duplicate).dump(-1, ' ', false, Json::error_handler_t::replace),
-                      "appears twice in one object");
+    return FieldError(Dump(Json(duplicate)), "appears twice in one object");
   }
   return j;
 }
@@ -225,7 +245,7 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
   } else {
     out = std::move(results);
   }
-  return out.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Dump(out);
 }
 
 absl::Status ParseTokenizeRequest(absl::string_view body, rankd::v1::TokenizeRequest* request) {
@@ -281,7 +301,143 @@ std::string TokenizeFieldMessage(absl::string_view message) {
 
 std::string ErrorJson(absl::string_view message, absl::string_view code) {
   const Json j = {{"error", {{"message", std::string(message)}, {"code", std::string(code)}}}};
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Dump(j);
+}
+
+RerankSchemas RerankJsonSchemas(RerankShape shape) {
+  const Json string = {{"type", "string"}};
+  const Json index = {{"type", "integer"},
+                      {"minimum", 0},
+                      {"description", "The item's position in the request's list."}};
+  Json properties = {{"query", {{"type", "string"}, {"description", "The query."}}}};
+  switch (shape) {
+    case RerankShape::kCohere: {
+      properties["documents"] = {
+          {"type", "array"},
+          {"items",
+           {{"oneOf",
+             {string,
+              {{"type", "object"},
+               {"required", {"text"}},
+               {"properties", {{"text", string}}},
+               {"description", "Cohere's form (other members ignored)."}}}}}},
+          {"description", "The texts to score against the query."}};
+      properties["model"] = {
+          {"type", "string"},
+          {"description", "The served model's name (model.name); another name gets 404."}};
+      properties["top_n"] = {{"type", "integer"},
+                             {"minimum", 1},
+                             {"maximum", INT32_MAX},
+                             {"description", "Results to return, best first (default: all)."}};
+      properties["return_documents"] = Boolean(true, "Each result carries its document's text.");
+      AddCommonMembers(&properties);
+      const Json result = {
+          {"type", "object"},
+          {"required", {"index", "relevance_score"}},
+          {"properties",
+           {{"index", index},
+            {"relevance_score", {{"type", "number"}}},
+            {"document",
+             {{"type", "object"}, {"required", {"text"}}, {"properties", {{"text", string}}}}}}}};
+      const Json response = {
+          {"type", "object"},
+          {"required", {"id", "model", "results", "usage"}},
+          {"properties",
+           {{"id",
+             {{"type", "string"},
+              {"description", "The caller's X-Request-Id, else a fresh one (the access log's)."}}},
+            {"model", string},
+            {"results",
+             {{"type", "array"}, {"items", result}, {"description", "Sorted best first."}}},
+            {"usage",
+             {{"type", "object"},
+              {"required", {"total_tokens"}},
+              {"properties", {{"total_tokens", {{"type", "integer"}, {"minimum", 0}}}}}}}}}};
+      const Json example = {
+          {"query", "rust engineer in berlin"},
+          {"documents",
+           {"Barista, Lisbon", "Rust developer, Berlin", {{"text", "Go developer, Munich"}}}},
+          {"top_n", 2}};
+      return {.name = "CohereRerank",
+              .request = Dump({{"type", "object"},
+                               {"required", {"query", "documents"}},
+                               {"properties", properties}}),
+              .response = Dump(response),
+              .example = Dump(example)};
+    }
+    case RerankShape::kTei: {
+      properties["texts"] = {{"type", "array"},
+                             {"items", string},
+                             {"description", "The texts to score against the query."}};
+      properties["return_text"] = Boolean(false, "Each result carries its text.");
+      properties["truncation_direction"] = {
+          {"type", "string"},
+          {"enum", {"Right"}},
+          {"description", "Only Right (any case): rankd cuts the end."}};
+      AddCommonMembers(&properties);
+      const Json result = {
+          {"type", "object"},
+          {"required", {"index", "score"}},
+          {"properties", {{"index", index}, {"score", {{"type", "number"}}}, {"text", string}}}};
+      const Json example = {{"query", "rust engineer in berlin"},
+                            {"texts", {"Barista, Lisbon", "Rust developer, Berlin"}},
+                            {"return_text", true}};
+      return {
+          .name = "TeiRerank",
+          .request = Dump(
+              {{"type", "object"}, {"required", {"query", "texts"}}, {"properties", properties}}),
+          .response =
+              Dump({{"type", "array"}, {"items", result}, {"description", "Sorted best first."}}),
+          .example = Dump(example)};
+    }
+    case RerankShape::kTokenize: {  // ParseTokenizeRequest / TokenizeResponseJson
+      Json tp = {
+          {"inputs",
+           {{"oneOf", {string, {{"type", "array"}, {"items", string}}}},
+            {"description", "The text, or texts, to tokenize."}}},
+          {"add_special_tokens", Boolean(true, "Add the tokenizer's special tokens (a BOS).")},
+          {"template",
+           {{"type", "string"},
+            {"enum", {"none", "query", "item"}},
+            {"description",
+             "none (default): the text as it is; query / item: the model's query or item "
+             "template applied, as Score does. item with add_special_tokens is refused."}}},
+          {"model",
+           {{"type", "string"},
+            {"description", "The served model's name (model.name); another name gets 404."}}}};
+      const Json token = {{"type", "object"},
+                          {"required", {"id"}},
+                          {"properties", {{"id", {{"type", "integer"}, {"minimum", 0}}}}}};
+      const Json example = {{"inputs", {"rust engineer in berlin", "Barista, Lisbon"}},
+                            {"add_special_tokens", false}};
+      return {.name = "TeiTokenize",
+              .request =
+                  Dump({{"type", "object"}, {"required", {"inputs"}}, {"properties", tp}}),
+              .response = Dump({{"type", "array"},
+                                {"items", {{"type", "array"}, {"items", token}}},
+                                {"description", "One list of tokens per input, in order."}}),
+              .example = Dump(example)};
+    }
+  }
+  return {};
+}
+
+std::string ErrorJsonSchema() {
+  const Json string = {{"type", "string"}};
+  return Dump({{"type", "object"},
+               {"required", {"error"}},
+               {"properties",
+                {{"error",
+                  {{"type", "object"},
+                   {"required", {"message", "code"}},
+                   {"properties",
+                    {{"message",
+                      {{"type", "string"}, {"description", "What was wrong, naming the field."}}},
+                     {"code",
+                      {{"type", "string"},
+                       {"description",
+                        "The gRPC code's name (INVALID_ARGUMENT, ...) or the HTTP "
+                        "status's (PAYLOAD_TOO_LARGE, ...)."}}}}}}}}}});
 }
 
 std::string CallerFieldMessage(RerankShape shape, absl::string_view message) {

@@ -1,6 +1,7 @@
 // The HTTP JSON API (POST /v1/rerank, POST /rerank) against a real `rankd serve`, called with a
 // plain HTTP client: the scores are gRPC Score's, results are sorted and cut to top_n, truncate
-// cuts, every error code the API maps is produced, API keys apply.
+// cuts, every error code the API maps is produced, API keys apply (and not to the documentation,
+// GET /openapi.json and /docs).
 #include <signal.h>
 #include <unistd.h>
 
@@ -315,6 +316,33 @@ TEST(HttpApiTest, ApiKeysApplyAndAreNeverLogged) {
             200);
   EXPECT_THAT(server->Log(), ::testing::Not(HasSubstr("secret-key-1")));
   EXPECT_THAT(server->Log(), ::testing::Not(HasSubstr("wrong-key")));
+
+  // The documentation needs no key, and declares the Bearer scheme.
+  httplib::Client client("127.0.0.1", server->http_port());
+  auto openapi = client.Get("/openapi.json");
+  ASSERT_TRUE(openapi);
+  EXPECT_EQ(openapi->status, 200);
+  EXPECT_EQ(openapi->get_header_value("Content-Type"), "application/json");
+  const Json doc = Json::parse(openapi->body);
+  EXPECT_TRUE(doc["paths"].contains("/v1/rerank"));
+  EXPECT_TRUE(doc["paths"].contains("/rerank"));
+  EXPECT_EQ(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+  auto docs = client.Get("/docs");
+  ASSERT_TRUE(docs);
+  if (RANKD_HAVE_SWAGGER_UI) {  // the build embedded swagger-ui-dist (cmake/SwaggerUi.cmake)
+    EXPECT_EQ(docs->status, 200);
+    EXPECT_EQ(docs->get_header_value("Content-Type"), "text/html; charset=utf-8");
+    EXPECT_THAT(docs->body, HasSubstr("/openapi.json"));
+    for (const char* asset : {"/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css"}) {
+      auto a = client.Get(asset);
+      ASSERT_TRUE(a);
+      EXPECT_EQ(a->status, 200) << asset;
+      EXPECT_GT(a->body.size(), 10000u) << asset;
+    }
+  } else {
+    EXPECT_EQ(docs->status, 404);
+    EXPECT_THAT(docs->body, HasSubstr("built without Swagger UI"));
+  }
   std::filesystem::remove_all(dir);
 }
 

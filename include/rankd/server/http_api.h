@@ -11,6 +11,7 @@
 #ifndef RANKD_SERVER_HTTP_API_H_
 #define RANKD_SERVER_HTTP_API_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -32,13 +33,20 @@ struct HttpApiRoute {
 };
 const std::vector<HttpApiRoute>& HttpApiRoutes();
 
+// The longest X-Request-Id header accepted (it must be printable ASCII without spaces): it
+// reaches the worker's request and the log.
+inline constexpr size_t kMaxRequestIdBytes = 128;
+
 // The HTTP status of a gRPC status code: 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 404
 // NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, 499 CANCELLED,
 // 500 otherwise.
 int HttpStatusOf(grpc::StatusCode code);
 
-// Serves HttpApiRoutes() on `http` through `service`. `keys`: the API keys every call must bring
-// (null: none). Every answer counts in rankd_http_requests_total{route, code}.
+// Serves HttpApiRoutes() on `http` through `service`, and their documentation: GET /openapi.json
+// (openapi.h) and GET /docs, Swagger UI on it (api_docs.h; a build without it answers 404 saying
+// so). The documentation is open without a key: it holds no secret, and the page's Authorize
+// button takes the key for its calls. `keys`: the API keys every call must bring (null: none).
+// Every answer counts in rankd_http_requests_total{route, code}.
 void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys);
 
 // The error answers of the API port's HttpServer itself (unknown path, wrong method, oversized

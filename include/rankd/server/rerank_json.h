@@ -64,6 +64,19 @@ std::string TokenizeFieldMessage(absl::string_view message);
 // {"error": {"message": ..., "code": ...}}.
 std::string ErrorJson(absl::string_view message, absl::string_view code);
 
+// What the API's OpenAPI document (openapi.h) says of a shape: JSON Schemas (OpenAPI 3.0's
+// dialect), as JSON text, of what ParseRerankRequest reads and RerankResponseJson writes, kept
+// here beside them; tests/server/openapi_test.cc checks them against both.
+struct RerankSchemas {
+  const char* name;      // "CohereRerank": the document's schema names derive from it
+  std::string request;   // the request body's schema
+  std::string response;  // the answer's
+  std::string example;   // a request body that ParseRerankRequest accepts
+};
+RerankSchemas RerankJsonSchemas(RerankShape shape);
+// The schema of ErrorJson's answers.
+std::string ErrorJsonSchema();
+
 // A message of the validation or of a worker names the request's items ("items[3].text: ..."):
 // for a caller of `shape` it names its own list ("documents[3].text: ...", "texts[3]: ...").
 std::string CallerFieldMessage(RerankShape shape, absl::string_view message);
