@@ -22,7 +22,7 @@ on the job-search corpus) written out as tokenizer.json the way transformers' Sp
 (vocab from the pieces, merges from every split of a piece into two pieces, by piece score).
 References are what Hugging Face transformers computes: AutoTokenizer for the ids, the model loaded
 fresh from the saved files in float32 on the CPU for `score`, and in bfloat16 on the GPU for
-`score_bf16_cuda`. golden.json's format is README.md's, plus `logits_at` ({id: logit} at the last
+`score_bf16_cuda` (embedding items too). golden.json's format is README.md's, plus `logits_at` ({id: logit} at the last
 position for the yes/no ids) for causal models.
 """
 import json
@@ -206,7 +206,15 @@ def build(name, cls, cfgcls, cfg_kw, score, style, qt, it, seed, embeds, legacy=
                 E = torch.randn((1, k, cfg.hidden_size), generator=gen)
                 with torch.no_grad():
                     s, _ = score_of(model(inputs_embeds=torch.cat([pe, E], dim=1)).logits, score)
-                entry["items"].append(dict(embeddings=E[0].tolist(), score=s))
+                rec = dict(embeddings=E[0].tolist(), score=s)
+                if gpu is not None:  # HF's own bf16 error on embedding items too
+                    with torch.no_grad():
+                        ids = torch.tensor([prefix]).cuda()
+                        pb = gpu.get_input_embeddings()(ids)
+                        eb = E.to(torch.bfloat16).cuda()
+                        lb = gpu(inputs_embeds=torch.cat([pb, eb], dim=1)).logits.float().cpu()
+                    rec["score_bf16_cuda"], _ = score_of(lb, score)
+                entry["items"].append(rec)
             g["embedding_cases"].append(entry)
     g["max_rel_err_bf16_cuda_vs_fp32"] = worst
     json.dump(g, open(os.path.join(d, "golden.json"), "w"), ensure_ascii=False, indent=1)
