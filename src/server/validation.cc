@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/message.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
 #include "rankd/worker/protocol.h"
@@ -34,6 +35,17 @@ absl::Status CheckModel(const std::string& name, const ModelInfo& model) {
       "model: '", name, "' is not served here (this server serves '", model.name, "')"));
 }
 
+// A request over limits.max_message_bytes, whichever its kind.
+absl::Status CheckMessageBytes(const google::protobuf::Message& request, const Limits& limits) {
+  const size_t bytes = request.ByteSizeLong();
+  if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
+    return Invalid(
+        "request",
+        absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth) {
@@ -44,12 +56,7 @@ int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth) {
 
 absl::Status ValidateTokenizeRequest(const rankd::v1::TokenizeRequest& request,
                                      const Limits& limits, const ModelInfo& model) {
-  const size_t bytes = request.ByteSizeLong();
-  if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
-    return Invalid(
-        "request",
-        absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes));
-  }
+  RANKD_RETURN_IF_ERROR(CheckMessageBytes(request, limits));
   RANKD_RETURN_IF_ERROR(CheckModel(request.model(), model));
   if (!rankd::v1::Template_IsValid(request.template_())) {
     return Invalid("template", absl::StrCat("unknown value ", request.template_()));
@@ -72,12 +79,7 @@ absl::Status ValidateTokenizeRequest(const rankd::v1::TokenizeRequest& request,
 
 absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
                                   const ModelInfo& model) {
-  const size_t bytes = request.ByteSizeLong();
-  if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
-    return Invalid(
-        "request",
-        absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes));
-  }
+  RANKD_RETURN_IF_ERROR(CheckMessageBytes(request, limits));
   RANKD_RETURN_IF_ERROR(CheckModel(request.model(), model));
   if (!rankd::v1::Priority_IsValid(request.priority())) {
     return Invalid("priority", absl::StrCat("unknown value ", request.priority()));
