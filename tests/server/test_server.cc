@@ -196,7 +196,18 @@ bool TestServer::WaitReady(int workers, std::chrono::milliseconds timeout) const
   return false;
 }
 
-std::vector<pid_t> TestServer::WorkerPids() const { return ChildPids(pid_); }
+std::vector<pid_t> TestServer::WorkerPids() const {
+  // The children that run the server's own binary: a sanitizer's symbolizer, started by the
+  // server to symbolize a report (a suppressed one too), is its child as well.
+  const auto exe = [](pid_t pid) {
+    std::error_code error;
+    return std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/exe"), error);
+  };
+  const std::filesystem::path server = exe(pid_);
+  std::vector<pid_t> workers = ChildPids(pid_);
+  std::erase_if(workers, [&](pid_t pid) { return exe(pid) != server; });
+  return workers;
+}
 
 void TestServer::Signal(int sig) const { kill(pid_, sig); }
 

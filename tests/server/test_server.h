@@ -53,7 +53,7 @@ class TestServer {
   // Ready: rankd.v1.Scorer SERVING and all `workers` up.
   bool WaitReady(int workers, std::chrono::milliseconds timeout) const;
 
-  // The live child processes of the server (its workers), sorted.
+  // The live child processes of the server that run its binary (its workers), sorted.
   std::vector<pid_t> WorkerPids() const;
 
   // Sends `sig`; for SIGTERM, then waits up to `timeout` for the exit and returns the wait

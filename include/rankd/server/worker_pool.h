@@ -65,7 +65,7 @@ class Work {
   // What the worker call sends.
   const rankd::worker::v1::WorkItem& worker_item() const { return item_; }
   bool interactive() const { return interactive_; }
-  // Valid in `done` with an OK status.
+  // Valid in `done`: result() with an OK status; queue_seconds() with any status.
   const rankd::worker::v1::WorkResult& result() const { return result_; }
   double queue_seconds() const { return queue_seconds_; }
 
