@@ -210,7 +210,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
  public:
   ScoreReactor(ScorerService* service, grpc::CallbackServerContext* context,
                const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response)
-      : call_(service, "Score") {
+      : open_(service), call_(service, "Score") {
     call_.set_trace_id(TraceIdOfCall(context));
     call_.Start(
         ParseRequest(*raw_request, "Score", call_.mutable_request()), context->deadline(),
@@ -224,14 +224,17 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 
  private:
+  ScorerService::OpenCall open_;
   ScoreCall call_;
 };
 
 // gRPC's Tokenize: the raw request parsed, then answered by the TokenizeService (on its thread).
 class TokenizeReactor final : public grpc::ServerUnaryReactor {
  public:
-  TokenizeReactor(TokenizeService* tokenize, const grpc::ByteBuffer* raw_request,
-                  grpc::ByteBuffer* raw_response) {
+  TokenizeReactor(ScorerService* service, const grpc::ByteBuffer* raw_request,
+                  grpc::ByteBuffer* raw_response)
+      : open_(service) {
+    TokenizeService* tokenize = service->tokenize();
     rankd::v1::TokenizeRequest request;
     const absl::Status parsed = ParseRequest(*raw_request, "Tokenize", &request);
     tokenize->Tokenize(parsed, std::move(request), "Tokenize",
@@ -242,6 +245,9 @@ class TokenizeReactor final : public grpc::ServerUnaryReactor {
   }
 
   void OnDone() override { delete this; }
+
+ private:
+  ScorerService::OpenCall open_;
 };
 
 // Answers in chunks of consecutive items, in order, each as soon as it and those before it are
@@ -250,7 +256,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
  public:
   ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
                      const grpc::ByteBuffer* raw_request)
-      : service_(service), start_(Clock::now()), trace_id_(TraceIdOfCall(context)) {
+      : service_(service), open_(service), start_(Clock::now()), trace_id_(TraceIdOfCall(context)) {
     absl::Status s = ParseRequest(*raw_request, "ScoreStream", &request_message_);
     if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
     if (!s.ok()) {
@@ -411,6 +417,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   ScorerService* const service_;
+  ScorerService::OpenCall open_;
   ScoreRequest request_message_;
   const ScoreRequest* const request_ = &request_message_;
   const Clock::time_point start_;
@@ -585,7 +592,7 @@ grpc::ServerUnaryReactor* ScorerService::Score(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* ScorerService::Tokenize(grpc::CallbackServerContext* /*context*/,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {
-  return new TokenizeReactor(tokenize_, request, response);
+  return new TokenizeReactor(this, request, response);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ScorerService::ScoreStream(

@@ -67,6 +67,9 @@ absl::Status StartHttp(HttpServer* http, const std::string& address,
   return http->Start(address);
 }
 
+// How long the stop waits for gRPC to send the answers it holds before it ends the connections.
+constexpr std::chrono::seconds kAnswersSentTimeout(2);
+
 // Ends this process's TCP connections accepted on `port` (shutdown: what the kernel holds is
 // still sent, then FIN), so that their clients see UNAVAILABLE for any call they have in flight.
 // The stop needs it because grpc::Server::Shutdown answers CANCELLED to the calls that reach it
@@ -273,6 +276,15 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   // arriving gets UNAVAILABLE, not CANCELLED (DisconnectPeers).
   pool.Shutdown();
   pool.SetReadinessCallback(nullptr);
+  // An answer handed to gRPC may not be on the wire yet: wait (bounded) until every call's
+  // reactor is done, so that ending the connections does not cut one off.
+  const auto sent_by = std::chrono::steady_clock::now() + kAnswersSentTimeout;
+  while (service.open_calls() > 0 && std::chrono::steady_clock::now() < sent_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (const int open = service.open_calls(); open > 0) {
+    spdlog::warn("{} call{} still being answered at the stop", open, open == 1 ? "" : "s");
+  }
   const int ended = DisconnectPeers(grpc_port);
   if (ended > 0) spdlog::info("closed {} client connection{}", ended, ended == 1 ? "" : "s");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

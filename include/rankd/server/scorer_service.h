@@ -71,7 +71,25 @@ class ScorerService final
   int default_depth() const { return default_depth_.load(std::memory_order_relaxed); }
   void RecordLatency(double seconds);
 
+  // A gRPC call whose reactor has not seen OnDone yet (its answer not yet sent by gRPC): each
+  // reactor holds one. The stop waits for none to be left before it ends the client connections,
+  // so that an answer handed to gRPC is not cut off by them.
+  class OpenCall {
+   public:
+    explicit OpenCall(ScorerService* service) : service_(service) {
+      service_->open_calls_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~OpenCall() { service_->open_calls_.fetch_sub(1, std::memory_order_release); }
+    OpenCall(const OpenCall&) = delete;
+    OpenCall& operator=(const OpenCall&) = delete;
+
+   private:
+    ScorerService* const service_;
+  };
+  int open_calls() const { return open_calls_.load(std::memory_order_acquire); }
+
  private:
+  std::atomic<int> open_calls_{0};
   const ServeConfig config_;
   const ModelInfo model_;
   WorkerPool* const pool_;
