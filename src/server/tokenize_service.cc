@@ -113,7 +113,8 @@ void TokenizeService::Answer(Call& call, const grpc::Status& status,
       ->Add();
   const TokenizeRequest& r = call.request;
   const absl::string_view id = absl::string_view(r.request_id()).substr(0, 256);
-  const absl::string_view message = absl::string_view(status.error_message()).substr(0, 256);
+  // grpc::Status::error_message() returns a copy: keep it, not a view of the temporary.
+  const std::string message = status.error_message().substr(0, 256);
   if (status.error_code() == grpc::StatusCode::INTERNAL ||
       status.error_code() == grpc::StatusCode::UNKNOWN) {
     spdlog::error("{} request_id={} texts={} {} in {:.1f} ms: {}", call.rpc, id, r.texts_size(),
