@@ -52,6 +52,7 @@ worker_stop_s = workers.get("stop_timeout_s", default("stop_timeout_s"))
 startup_s = workers.get("startup_timeout_s", default("startup_timeout_s"))
 stop_s = drain_s + worker_stop_s + MARGIN_S
 grpc, metrics = port(server["listen"]), port(server["metrics_listen"])
+api = port(server["http_listen"])
 keys_file = server["auth"]["api_keys_file"]
 keys_dir, keys_name = keys_file.rsplit("/", 1)
 model_dir = image_config["model"]["dir"]
@@ -75,7 +76,7 @@ def health_command(argv, where):
 for name in ("docker/Dockerfile.cpu", "docker/Dockerfile.cuda"):
     text = read(name)
     expose = {int(p) for line in re.findall(r"^EXPOSE (.*)$", text, re.M) for p in line.split()}
-    check(expose == {grpc, metrics}, f"{name}: EXPOSE {sorted(expose)}, not {[grpc, metrics]}")
+    check(expose == {grpc, metrics, api}, f"{name}: EXPOSE {sorted(expose)}, not {[grpc, metrics, api]}")
     hc = re.search(r"^HEALTHCHECK (.*?)\\\n\s*CMD (\[.*\])$", text, re.M)
     check(hc is not None, f"{name}: no HEALTHCHECK")
     if hc:
@@ -111,7 +112,7 @@ for svc, image, needs_model in (("rankd-cpu", "cpu", False), ("rankd-cuda", "cud
     check(s["build"]["dockerfile"] == f"docker/Dockerfile.{image}", f"{where}: dockerfile")
     check(s.get("profiles") == [image], f"{where}: profiles is not [{image}]")
     targets = sorted(int(p.rsplit(":", 1)[1]) for p in s["ports"])
-    check(targets == sorted([grpc, metrics]), f"{where}: container ports {targets}")
+    check(targets == sorted([grpc, metrics, api]), f"{where}: container ports {targets}")
     check(seconds(s["stop_grace_period"]) >= stop_s, f"{where}: stop_grace_period < {stop_s} s")
     health_command(s["healthcheck"]["test"][1:], where)
     check(seconds(s["healthcheck"]["start_period"]) >= startup_s, f"{where}: start_period")
@@ -141,7 +142,7 @@ pod = k8s[("Deployment", "rankd")]["spec"]["template"]
 c = pod["spec"]["containers"][0]
 where = "docker/k8s/rankd.yaml"
 cports = {p["name"]: p["containerPort"] for p in c["ports"]}
-check(cports == {"grpc": grpc, "metrics": metrics}, f"{where}: container ports {cports}")
+check(cports == {"grpc": grpc, "metrics": metrics, "http": api}, f"{where}: container ports {cports}")
 check(pod["metadata"]["annotations"]["prometheus.io/port"] == str(metrics),
       f"{where}: prometheus.io/port")
 for probe, service in (("startupProbe", ""), ("livenessProbe", ""), ("readinessProbe", scorer)):
@@ -167,7 +168,7 @@ check(c["securityContext"]["readOnlyRootFilesystem"] and mounts["tmp"]["mountPat
 check(pod["spec"]["securityContext"]["runAsUser"] == 65534, f"{where}: runAsUser is not 65534")
 headless = k8s[("Service", "rankd-headless")]["spec"]
 check(headless["clusterIP"] == "None", f"{where}: rankd-headless is not headless")
-check({p["port"] for p in headless["ports"]} == {grpc, metrics}, f"{where}: headless ports")
+check({p["port"] for p in headless["ports"]} == {grpc, metrics, api}, f"{where}: headless ports")
 hpa = k8s[("HorizontalPodAutoscaler", "rankd")]["spec"]
 for m in hpa["metrics"]:
     name = m["pods"]["metric"]["name"]

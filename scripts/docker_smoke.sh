@@ -61,10 +61,11 @@ chmod 0444 "$work/api-keys"
 
 step "running $name"
 # Host ports: any free ones on 127.0.0.1 (others may run rankd on 50051 here).
-$docker run -d --name "$name" --stop-timeout 45 -p 127.0.0.1::50051 -p 127.0.0.1::9464 \
+$docker run -d --name "$name" --stop-timeout 45 -p 127.0.0.1::50051 -p 127.0.0.1::9464 -p 127.0.0.1::8080 \
   -v "$work/api-keys:/etc/rankd/api-keys:ro" rankd:cpu >/dev/null
 grpc_port=$($docker port "$name" 50051/tcp | head -n 1 | sed 's/.*://')
 http_port=$($docker port "$name" 9464/tcp | head -n 1 | sed 's/.*://')
+api_port=$($docker port "$name" 8080/tcp | head -n 1 | sed 's/.*://')
 
 for _ in $(seq 180); do
   health=$($docker inspect -f '{{.State.Health.Status}}' "$name")
@@ -95,6 +96,15 @@ if echo '{"query": "q", "items": ["a"]}' | client score --api-key wrong >/dev/nu
   fail "a wrong API key was accepted"
 fi
 step "scored: $answer"
+# The HTTP JSON API through its published port, with the key.
+rerank=$(python3 -c 'import json, sys, urllib.request
+req = urllib.request.Request("http://127.0.0.1:%s/v1/rerank" % sys.argv[1], method="POST",
+    data=json.dumps({"query": "what is rankd", "documents": ["a reranker server", "a recipe"]}).encode(),
+    headers={"Content-Type": "application/json", "Authorization": "Bearer " + sys.argv[2]})
+r = json.load(urllib.request.urlopen(req, timeout=30))
+assert len(r["results"]) == 2 and all(0 < x["relevance_score"] < 1 for x in r["results"]), r
+print(json.dumps(r))' "$api_port" "$key") || fail "POST /v1/rerank: $rerank"
+step "POST /v1/rerank: $rerank"
 
 metrics | grep -q '^rankd_ready 1' || fail "/metrics has no 'rankd_ready 1'"
 uid=$($docker exec "$name" id -u)
