@@ -14,6 +14,9 @@ PACKAGES=(
 if [[ -z "${RANKD_NO_TEST_DEPS:-}" ]]; then
   # python3: tests/demo's generator test; liblzma-dev: the real tokenizer files (xz) in tests/data
   PACKAGES+=(libgtest-dev libgmock-dev python3 liblzma-dev)
+  # npm: swagger-ui-dist for GET /docs and playwright-core for its browser test (any npm will do;
+  # Debian's only where none is on PATH, e.g. not over a nodesource nodejs that brings its own).
+  command -v npm >/dev/null || PACKAGES+=(npm)
 fi
 if [[ -n "${RANKD_EXTRA_PACKAGES:-}" ]]; then
   read -r -a extra <<<"$RANKD_EXTRA_PACKAGES"
