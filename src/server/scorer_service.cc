@@ -14,6 +14,7 @@
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/trace_context.h"
+#include "rankd/server/access_log.h"
 #include "rankd/server/result_cache.h"
 #include "rankd/worker/protocol.h"
 #include "spdlog/spdlog.h"
@@ -103,9 +104,6 @@ std::shared_ptr<Work> MakeWork(const ScoreRequest* request, int begin, int end,
                                 std::move(done));
 }
 
-// A caller's string for the log, bounded (the log formatter escapes whatever it holds).
-absl::string_view ForLog(const std::string& s) { return absl::string_view(s).substr(0, 256); }
-
 // Metrics and the access log of one finished call; `trace_id` (TraceIdOf the caller's
 // traceparent, "" when none) names the caller's trace in the log line.
 void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc::Status& status,
@@ -113,18 +111,14 @@ void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc:
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   service->metrics()->request_seconds->Observe(seconds);
   service->metrics()->CountRequest(status.error_code());
-  const auto code = GrpcCodeName(status.error_code());
-  const std::string trace = trace_id.empty() ? "" : absl::StrCat(" trace_id=", trace_id);
-  if (status.error_code() == grpc::StatusCode::INTERNAL ||
-      status.error_code() == grpc::StatusCode::UNKNOWN) {
-    spdlog::error("{} request_id={}{} items={} {} in {:.1f} ms: {}", rpc,
-                  ForLog(request.request_id()), trace, request.items_size(), code, 1e3 * seconds,
-                  ForLog(status.error_message()));
-  } else if (service->config().logging.access_log) {
-    spdlog::info("{} request_id={}{} items={} {} in {:.1f} ms{}{}", rpc,
-                 ForLog(request.request_id()), trace, request.items_size(), code, 1e3 * seconds,
-                 status.ok() ? "" : ": ", ForLog(status.error_message()));
-  }
+  LogCall(service->config().logging.access_log,
+          {.rpc = rpc,
+           .request_id = request.request_id(),
+           .trace_id = trace_id,
+           .unit = "items",
+           .count = request.items_size(),
+           .seconds = seconds},
+          status);
 }
 
 // The trace id of the call's `traceparent` metadata (W3C Trace Context), "" when none is valid.

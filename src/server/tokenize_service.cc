@@ -7,7 +7,7 @@
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
-#include "spdlog/spdlog.h"
+#include "rankd/server/access_log.h"
 
 namespace rankd::server {
 namespace {
@@ -111,18 +111,13 @@ void TokenizeService::Answer(Call& call, const grpc::Status& status,
       ->GetCounter("rankd_tokenize_requests_total", "Tokenize calls answered, by status code.",
                    {{"code", code}})
       ->Add();
-  const TokenizeRequest& r = call.request;
-  const absl::string_view id = absl::string_view(r.request_id()).substr(0, 256);
-  // grpc::Status::error_message() returns a copy: keep it, not a view of the temporary.
-  const std::string message = status.error_message().substr(0, 256);
-  if (status.error_code() == grpc::StatusCode::INTERNAL ||
-      status.error_code() == grpc::StatusCode::UNKNOWN) {
-    spdlog::error("{} request_id={} texts={} {} in {:.1f} ms: {}", call.rpc, id, r.texts_size(),
-                  code, 1e3 * seconds, message);
-  } else if (access_log_) {
-    spdlog::info("{} request_id={} texts={} {} in {:.1f} ms{}{}", call.rpc, id, r.texts_size(),
-                 code, 1e3 * seconds, status.ok() ? "" : ": ", message);
-  }
+  LogCall(access_log_,
+          {.rpc = call.rpc,
+           .request_id = call.request.request_id(),
+           .unit = "texts",
+           .count = call.request.texts_size(),
+           .seconds = seconds},
+          status);
   call.done(status, response);
 }
 
