@@ -318,7 +318,17 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   void OnCancel() override { CancelAll(); }
-  void OnDone() override { delete this; }
+  // OnWorkDone runs on pool threads, outside gRPC's reactions: gRPC may call OnDone while one is
+  // still inside (it finished the call, another thread wrote the last chunk and Finished). The
+  // reactor goes with whichever of OnDone and the last running OnWorkDone comes last.
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      if (running_ > 0) return;
+    }
+    delete this;
+  }
 
  private:
   struct Chunk {
@@ -332,6 +342,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     bool failed_now = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      ++running_;  // before remaining_ lets the call finish
       --remaining_;
       Chunk& c = chunks_[k];
       if (status.ok()) {
@@ -352,6 +363,13 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     if (failed_now) CancelAll();
     MaybeWrite();
     MaybeFinish();
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+      last = done_ && running_ == 0;
+    }
+    if (last) delete this;
   }
 
   void CancelAll() {
@@ -426,6 +444,8 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   bool writing_ = false;
   grpc::ByteBuffer write_buffer_;  // the message being written (while writing_)
   bool finished_ = false;
+  int running_ = 0;      // OnWorkDone calls in progress
+  bool done_ = false;    // OnDone has run
   grpc::Status status_;  // the first failure
   int prefix_tokens_ = 0;
   int64_t item_tokens_ = 0;
