@@ -114,6 +114,9 @@ struct BackendOptions {
   // (prefix and items in one packed pass).
   std::string strategy = "ibpc";
   bool cuda_graphs = true;
+  // CUDA linear layers: "bf16" (bf16 weights and activations) or "fp8" (e4m3 weights with
+  // per-output-channel scales, activations quantised per token; fp32 accumulation either way).
+  std::string precision = "bf16";
   // The CUDA backend's diagnostics and tuning switches. Programs take them from the RANKD_CUDA_*
   // environment variables once, at start (ApplyBackendEnvironment, rankd/backend/registry.h;
   // docs/config.md lists them); the backend reads nothing from the environment itself.
