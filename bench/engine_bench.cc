@@ -42,6 +42,7 @@ nlohmann::json EngineBenchResult::ToJson(const EngineBenchOptions& o) const {
       {"model", o.model_dir},
       {"backend", o.backend},
       {"strategy", o.strategy},
+      {"precision", o.precision},
       {"graphs", o.graphs},
       {"items", o.items},
       {"tq", o.tq},
@@ -61,6 +62,7 @@ void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o) {
   flags.String("model", &o->model_dir, "model directory");
   flags.String("backend", &o->backend, "cpu or cuda");
   flags.String("strategy", &o->strategy, "ibpc or multi-item");
+  flags.String("precision", &o->precision, "cuda linear layers: bf16 or fp8");
   flags.Bool("graphs", &o->graphs, "CUDA graphs on/off");
   flags.String("head", &o->head_spec, "score head (default by architecture)");
   flags.String("items", &o->items, "ids, or embedding (each item one hidden-size vector)");
@@ -75,6 +77,18 @@ void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o) {
   flags.Double("peak-tflops", &o->peak_tflops, "bf16 peak of the device, for the fraction");
 }
 
+backend::BackendOptions BenchBackendOptions(const EngineBenchOptions& o) {
+  backend::BackendOptions bo;
+  bo.kind = o.backend;
+  bo.threads = o.threads;
+  bo.device = o.device;
+  bo.strategy = o.strategy;
+  bo.cuda_graphs = o.graphs;
+  bo.precision = o.precision;
+  bo.max_batch_tokens = o.max_batch_tokens;
+  return bo;
+}
+
 absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBenchBackend(const EngineBenchOptions& o) {
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::FromHfDir(o.model_dir));
   std::string head_spec = o.head_spec;
@@ -83,13 +97,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBenchBackend(const EngineB
                                                                              : "yes_no:4,5";
   }
   RANKD_ASSIGN_OR_RETURN(backend::HeadSpec head, engine::ParseHeadSpec(head_spec, config, nullptr));
-  backend::BackendOptions bo;
-  bo.kind = o.backend;
-  bo.threads = o.threads;
-  bo.device = o.device;
-  bo.strategy = o.strategy;
-  bo.cuda_graphs = o.graphs;
-  bo.max_batch_tokens = o.max_batch_tokens;
+  backend::BackendOptions bo = BenchBackendOptions(o);
   RANKD_RETURN_IF_ERROR(backend::ApplyBackendEnvironment(&bo));  // RANKD_CUDA_* switches
   return backend::CreateBackend(bo, o.model_dir, head);
 }
@@ -185,24 +193,24 @@ absl::StatusOr<EngineBenchResult> RunEngine(backend::Backend& backend,
 }
 
 void PrintEngineHeader() {
-  std::printf("%-8s %-10s %-6s %-9s %4s %4s %4s %4s %10s %12s %8s %7s %9s %9s %9s\n", "backend",
-              "strategy", "graphs", "items", "tq", "ti", "ni", "conc", "items/s", "tokens/s",
-              "TFLOP/s", "%peak", "p50 ms", "p90 ms", "p99 ms");
+  std::printf("%-8s %-10s %-6s %-5s %-9s %4s %4s %4s %4s %10s %12s %8s %7s %9s %9s %9s\n",
+              "backend", "strategy", "graphs", "prec", "items", "tq", "ti", "ni", "conc", "items/s",
+              "tokens/s", "TFLOP/s", "%peak", "p50 ms", "p90 ms", "p99 ms");
 }
 
 void PrintEngineRow(const EngineBenchOptions& o, const EngineBenchResult& r) {
   std::printf(
-      "%-8s %-10s %-6s %-9s %4d %4d %4d %4d %10.1f %12.0f %8.2f %6.1f%% %9.2f %9.2f %9.2f\n",
-      o.backend.c_str(), o.strategy.c_str(), o.graphs ? "on" : "off", o.items.c_str(), o.tq,
-      ItemTokens(o), o.ni, o.concurrency, r.items_per_s, r.tokens_per_s, r.model_tflops,
-      100 * r.peak_fraction, r.p50_ms, r.p90_ms, r.p99_ms);
+      "%-8s %-10s %-6s %-5s %-9s %4d %4d %4d %4d %10.1f %12.0f %8.2f %6.1f%% %9.2f %9.2f %9.2f\n",
+      o.backend.c_str(), o.strategy.c_str(), o.graphs ? "on" : "off", o.precision.c_str(),
+      o.items.c_str(), o.tq, ItemTokens(o), o.ni, o.concurrency, r.items_per_s, r.tokens_per_s,
+      r.model_tflops, 100 * r.peak_fraction, r.p50_ms, r.p90_ms, r.p99_ms);
 }
 
 int RunEngineBench(int argc, char** argv, int first) {
   cli::FlagSet flags(
       "rankd-bench engine --model DIR [--backend cpu|cuda] [--tq 50] [--ti 150] [--ni 50]\n"
       "                   [--concurrency C] [--strategy ibpc|multi-item] [--graphs|--no-graphs]\n"
-      "                   [--iters N]\n"
+      "                   [--precision bf16|fp8] [--iters N]\n"
       "Per step, C random requests (each a fresh prefix of tq ids with BOS and ni items of ti "
       "ids)\n"
       "are scored together (their items packed into passes of --max-batch-tokens, each request\n"

@@ -22,6 +22,7 @@ struct EngineBenchOptions {
   std::string model_dir;
   std::string backend = "cpu";
   std::string strategy = "ibpc";
+  std::string precision = "bf16";  // BackendOptions::precision: bf16 or fp8
   bool graphs = true;
   std::string head_spec;      // empty: by architecture
   std::string items = "ids";  // ids, or embedding (each item one hidden-size vector)
@@ -44,6 +45,8 @@ struct EngineBenchResult {
 // place. Defaults shown in --help are `o`'s values at the call.
 void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o);
 
+// The backend options `o` names (RANKD_CUDA_* switches not applied).
+backend::BackendOptions BenchBackendOptions(const EngineBenchOptions& o);
 absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBenchBackend(const EngineBenchOptions& o);
 
 // InvalidArgument naming the flag and its limit when the workload shape cannot run (tq, ti, ni,

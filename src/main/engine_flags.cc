@@ -43,6 +43,8 @@ void AddEngineFlags(FlagSet& flags, EngineFlags* v) {
   flags.Bool("graphs", &o.backend.cuda_graphs,
              "cuda: use CUDA graphs (--no-graphs turns them off)");
   flags.Int("device", &o.backend.device, "cuda: device index");
+  flags.String("precision", &o.backend.precision,
+               "cuda linear layers: bf16, or fp8 (e4m3 weights quantised at load, sm_89+)");
 }
 
 engine::EngineOptions ToEngineOptions(const EngineFlags& v, const FlagSet& flags) {

@@ -279,7 +279,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                          {"max_batch_tokens", Number(&eo.backend.max_batch_tokens)},
                          {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes)},
                          {"cuda_strategy", String(&eo.backend.strategy)},
-                         {"cuda_graphs", Bool(&eo.backend.cuda_graphs)}})},
+                         {"cuda_graphs", Bool(&eo.backend.cuda_graphs)},
+                         {"precision", String(&eo.backend.precision)}})},
       {"server",
        Section({{"listen", String(&s.listen)},
                 {"metrics_listen", String(&s.metrics_listen)},
@@ -395,6 +396,14 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   }
   if (eo.backend.strategy != "ibpc" && eo.backend.strategy != "multi-item") {
     return KeyError("model.cuda_strategy", "must be ibpc or multi-item");
+  }
+  if (eo.backend.precision != "bf16" && eo.backend.precision != "fp8") {
+    return KeyError("model.precision",
+                    absl::StrCat("must be bf16 or fp8 (got '", eo.backend.precision, "')"));
+  }
+  if (eo.backend.precision == "fp8" && eo.backend.kind == "cpu") {
+    return KeyError("model.precision",
+                    "fp8 needs model.backend cuda (the cpu backend computes in float32)");
   }
   const engine::ModelSettings& ms = eo.settings;
   if (ms.query_template && ms.query_template->find("{query}") == std::string::npos) {

@@ -83,6 +83,25 @@ TEST_F(EngineBenchTest, BadShapesAreInvalidArgument) {
   }
 }
 
+// engine's and sweep's shared flags reach the backend's options.
+TEST(BenchFlagsTest, BackendFlagsReachBackendOptions) {
+  cli::FlagSet flags("test");
+  EngineBenchOptions o;
+  AddEngineBenchFlags(flags, &o);
+  EXPECT_EQ(BenchBackendOptions(o).precision, "bf16");  // the default
+  std::vector<std::string> args = {"rankd-bench", "--backend",  "cuda",       "--precision",
+                                   "fp8",         "--strategy", "multi-item", "--no-graphs"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data(), 1, nullptr).ok());
+  const backend::BackendOptions bo = BenchBackendOptions(o);
+  EXPECT_EQ(bo.kind, "cuda");
+  EXPECT_EQ(bo.precision, "fp8");
+  EXPECT_EQ(bo.strategy, "multi-item");
+  EXPECT_FALSE(bo.cuda_graphs);
+  EXPECT_EQ(EngineBenchResult{}.ToJson(o)["precision"], "fp8");
+}
+
 TEST(BenchCommandsTest, BadShapesExitWithCode2) {
   const std::string model = rankd::testing::ModelDir("llama-cls");
   const std::string out = ::testing::TempDir() + "/rankd_sweep_bad_shape";

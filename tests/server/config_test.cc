@@ -128,6 +128,7 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   e.backend.threads = 7;
   e.backend.strategy = "multi-item";
   e.backend.cuda_graphs = false;
+  e.backend.precision = "fp8";
   e.backend.max_batch_tokens = 12345;
   e.tokenizer_threads = 3;
   e.prefix_cache_bytes = size_t{48} << 20;
@@ -261,8 +262,22 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
               HasSubstr("server.auth.protect_metrics: needs server.auth.api_keys_file"));
   EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  reflection: maybe\n"),
               HasSubstr("server.reflection: must be true or false"));
+  EXPECT_THAT(error("model:\n  dir: /m\n  backend: cuda\n  precision: fp16\n"),
+              HasSubstr("model.precision: must be bf16 or fp8 (got 'fp16')"));
+  EXPECT_THAT(error("model:\n  dir: /m\n  precision: fp8\n"),
+              HasSubstr("model.precision: fp8 needs model.backend cuda"));
   EXPECT_THAT(error("model: [unclosed\n"), HasSubstr("f.yaml"));
   EXPECT_EQ(error("model:\n  dir: /models/x/\n"), "ok");
+}
+
+TEST(ServeConfigTest, PrecisionDefaultsToBf16AndTakesFp8WithCuda) {
+  absl::StatusOr<ServeConfig> c = ParseServeConfig("model:\n  dir: /m\n", "/", "t");
+  ASSERT_TRUE(c.ok() && FinalizeServeConfig(&*c).ok());
+  EXPECT_EQ(c->model.engine.backend.precision, "bf16");
+  c = ParseServeConfig("model:\n  dir: /m\n  backend: cuda\n  precision: fp8\n", "/", "t");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(FinalizeServeConfig(&*c).ok());
+  EXPECT_EQ(c->model.engine.backend.precision, "fp8");
 }
 
 TEST(ServeConfigTest, ReflectionDefaultsToOnForLoopbackOnly) {

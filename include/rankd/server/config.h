@@ -22,7 +22,7 @@ struct ModelSection {
   // item_template, preset, instruction (engine.settings.*; unset: rankd.yaml beside the weights,
   // then the defaults), threads (engine.backend.threads), tokenizer_threads,
   // max_batch_tokens (engine.backend.max_batch_tokens), cuda_strategy (engine.backend.strategy),
-  // cuda_graphs (engine.backend.cuda_graphs).
+  // cuda_graphs (engine.backend.cuda_graphs), precision (engine.backend.precision).
   engine::EngineOptions engine = ServeEngineDefaults();
 
   // Serve's defaults where they differ from a lone engine's (`rankd score`): one CPU backend
