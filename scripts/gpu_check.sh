@@ -37,6 +37,10 @@
 #              server.max_queue_wait_s $SOAK_MAX_QUEUE_WAIT_S (0: off) and a memory probe
 #   jobs       `rankd score --backend cuda --jobs N` on 379M (200 lines, Ni=50, Tq=50, Ti=150):
 #              items/s for N = 1, 4, 16 (the summary line of each run)
+#   fidelity   bench/fidelity.py (issue 17's fidelity bar): every golden model and the demo model,
+#              HF float32 (golden.json, or computed) against HF bf16 and `rankd score --backend
+#              cuda` at each of $FIDELITY_PRECISIONS (bf16,fp8): mean per-request Spearman, same
+#              top-1, RMS error; fidelity.md (the Markdown table) and fidelity.json in $OUT
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
@@ -521,6 +525,13 @@ PY
         grep 'done:' "$OUT/jobs.log" | tail -n 1 | sed 's/^.*done:/    done:/' | tee -a "$SUMMARY"
       done
       rm -f "$lines"
+      ;;
+    fidelity)
+      run "fidelity" "$OUT/fidelity.log" 900 python3 bench/fidelity.py --rankd "$BIN/rankd" \
+        --backend cuda --precisions "${FIDELITY_PRECISIONS:-bf16,fp8}" \
+        --json "$OUT/fidelity.json" --markdown "$OUT/fidelity.md"
+      [[ -f $OUT/fidelity.md ]] && sed -n '/^All models/,$p' "$OUT/fidelity.md" |
+        sed 's/^/    /' | tee -a "$SUMMARY"
       ;;
     memcheck)
       for t in "${GPU_TESTS[@]}"; do
