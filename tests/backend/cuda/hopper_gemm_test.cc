@@ -126,9 +126,9 @@ std::vector<int> RowsToCheck(int M) {
   return rows;
 }
 
-// Runs every epilogue of X [M, K] . W [N, K]^T and checks it against the reference. For the
-// gated epilogues W is taken as gate_up [N = 2I, K] (gate rows, then up rows) and interleaved on
-// the device first.
+// Runs every epilogue of X [M, K] . W [N, K]^T and checks it against the reference, the
+// non-gated ones with either tile_n. For the gated epilogues W is taken as gate_up [N = 2I, K]
+// (gate rows, then up rows) and interleaved on the device first.
 void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
   const std::vector<float> x = rng.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
@@ -136,45 +136,49 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   const std::vector<int> rows = RowsToCheck(M);
   const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
   DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
-  kernels::HopperGemmPlan plan;
-  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), M, N, K, &plan));
-
-  {
-    DeviceArray<bf16> y(static_cast<size_t>(M) * N);
-    y.Poison();
-    RANKD_EXPECT_CUDA_OK(
-        kernels::LaunchHopperGemm(plan, HopperEpilogue::kStoreBf16, y.get(), nullptr));
-    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-    ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
-  }
-  {
-    const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
-    DeviceArray<float> y(y0);
-    RANKD_EXPECT_CUDA_OK(
-        kernels::LaunchHopperGemm(plan, HopperEpilogue::kAccumulateF32, y.get(), nullptr));
-    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-    std::vector<float> ref = y0;
-    for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
-    ExpectClose(y.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
+  for (const int tile_n : {128, 256}) {
+    SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n);
+    kernels::HopperGemmPlan plan;
+    {
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), M, N, K,
+                                                       HopperEpilogue::kStoreBf16, &plan, tile_n));
+      DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+      y.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
+    }
+    {
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(
+          d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kAccumulateF32, &plan, tile_n));
+      const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
+      DeviceArray<float> y(y0);
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<float> ref = y0;
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
+      ExpectClose(y.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
+    }
   }
   const int I = N / 2;
-  if (N % kernels::kHopperTileN != 0) {
-    DeviceArray<bf16> y(static_cast<size_t>(M) * I);
-    EXPECT_EQ(kernels::LaunchHopperGemm(plan, HopperEpilogue::kSwiGlu, y.get(), nullptr),
-              cudaErrorInvalidValue)
-        << "gated epilogue with N % " << kernels::kHopperTileN << " != 0";
+  kernels::HopperGemmPlan gated;
+  if (N % kernels::kHopperGluTileN != 0) {
+    EXPECT_EQ(
+        kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kSwiGlu, &gated),
+        cudaErrorInvalidValue)
+        << "gated epilogue with N % " << kernels::kHopperGluTileN << " != 0";
     return;
   }
   DeviceArray<bf16> d_wi(static_cast<size_t>(N) * K);
   RANKD_EXPECT_CUDA_OK(
       kernels::InterleaveGateUp(d_w.get(), I, K * sizeof(bf16), d_wi.get(), nullptr));
-  kernels::HopperGemmPlan gated;
-  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), M, N, K, &gated));
   for (const HopperEpilogue e : {HopperEpilogue::kSwiGlu, HopperEpilogue::kGeGlu}) {
     const bool swiglu = e == HopperEpilogue::kSwiGlu;
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), M, N, K, e, &gated));
+    EXPECT_EQ(gated.tile_n, kernels::kHopperGluTileN);
     DeviceArray<bf16> y(static_cast<size_t>(M) * I);
     y.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, e, y.get(), nullptr));
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, y.get(), nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> ref(static_cast<size_t>(M) * I);
     for (const int r : rows) {
@@ -213,9 +217,9 @@ TEST_F(HopperGemmTest, EveryEpilogueMatchesCpuReferenceOnOddShapes) {
   }
 }
 
-// Identity operands make layout mistakes readable: with X = I, Y[i, n] = W[n, i] = n + (i % 4)/4;
-// with W = I, Y[i, n] = X[i, n] = i + (n % 4)/4 (all exact in bf16). Mismatches print the value
-// got, which names the element it came from.
+// Identity operands make layout mistakes readable (both tiles): with X = I, Y[i, n] = W[n, i] = n +
+// (i % 4)/4; with W = I, Y[i, n] = X[i, n] = i + (n % 4)/4 (all exact in bf16). Mismatches print
+// the value got, which names the element it came from.
 TEST_F(HopperGemmTest, IdentityOperandsShowTheLayout) {
   constexpr int kN = 64;
   std::vector<float> eye(kN * kN, 0.0f), ramp(kN * kN);
@@ -223,13 +227,16 @@ TEST_F(HopperGemmTest, IdentityOperandsShowTheLayout) {
     eye[i * kN + i] = 1.0f;
     for (int j = 0; j < kN; ++j) ramp[i * kN + j] = i + (j % 4) / 4.0f;
   }
-  for (const bool x_is_eye : {true, false}) {
-    SCOPED_TRACE(x_is_eye ? "X = I, W = ramp" : "X = ramp, W = I");
+  for (const auto& [x_is_eye, tile_n] : {std::pair{true, 128}, {false, 128}, {true, 256}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << (x_is_eye ? "X = I, W = ramp" : "X = ramp, W = I") << ", tile_n " << tile_n);
     DeviceArray<bf16> d_x(ToBf16(x_is_eye ? eye : ramp)), d_w(ToBf16(x_is_eye ? ramp : eye));
     DeviceArray<bf16> y(kN * kN);
     y.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(d_x.get(), d_w.get(), kN, kN, kN,
-                                                   HopperEpilogue::kStoreBf16, y.get(), nullptr));
+    kernels::HopperGemmPlan plan;
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), kN, kN, kN,
+                                                     HopperEpilogue::kStoreBf16, &plan, tile_n));
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
     Sync();
     const std::vector<float> got = FromBf16(y.Download());
     int shown = 0;
@@ -349,13 +356,18 @@ TEST_F(HopperGemmTest, InterleaveGateUpOnTheDevice) {
 TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   alignas(16) static bf16 buf[64];
   kernels::HopperGemmPlan plan;
-  EXPECT_EQ(kernels::MakeHopperGemmPlan(buf, buf, 8, 12, 64, &plan), cudaErrorInvalidValue) << "N";
-  EXPECT_EQ(kernels::MakeHopperGemmPlan(buf, buf, 8, 64, 60, &plan), cudaErrorInvalidValue) << "K";
-  EXPECT_EQ(kernels::MakeHopperGemmPlan(buf, buf, -1, 64, 64, &plan), cudaErrorInvalidValue);
-  EXPECT_EQ(kernels::MakeHopperGemmPlan(buf + 1, buf, 8, 64, 64, &plan), cudaErrorInvalidValue)
-      << "x misaligned";
-  EXPECT_EQ(kernels::MakeHopperGemmPlan(buf, buf + 4, 8, 64, 64, &plan), cudaErrorInvalidValue)
-      << "w misaligned";
+  auto make = [&](const bf16* x, const bf16* w, int m, int n, int k, HopperEpilogue e, int tile_n) {
+    return kernels::MakeHopperGemmPlan(x, w, m, n, k, e, &plan, tile_n);
+  };
+  constexpr HopperEpilogue kBf16 = HopperEpilogue::kStoreBf16, kSwiGlu = HopperEpilogue::kSwiGlu;
+  EXPECT_EQ(make(buf, buf, 8, 12, 64, kBf16, 0), cudaErrorInvalidValue) << "N";
+  EXPECT_EQ(make(buf, buf, 8, 64, 60, kBf16, 0), cudaErrorInvalidValue) << "K";
+  EXPECT_EQ(make(buf, buf, -1, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "M";
+  EXPECT_EQ(make(buf + 1, buf, 8, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "x misaligned";
+  EXPECT_EQ(make(buf, buf + 4, 8, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "w misaligned";
+  EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 64), cudaErrorInvalidValue) << "tile_n";
+  EXPECT_EQ(make(buf, buf, 8, 192, 64, kSwiGlu, 0), cudaErrorInvalidValue) << "gated N % 128";
+  EXPECT_EQ(make(buf, buf, 8, 256, 64, kSwiGlu, 256), cudaErrorInvalidValue) << "gated tile_n";
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
       << "I not a multiple of " << kernels::kHopperGluHalf;
 }
@@ -376,8 +388,9 @@ TEST(HopperGemmInterleave, RowMapIsAPermutationPairingGateAndUp) {
     for (int j = 0; j < I; ++j) {
       const int g = inverse[j], u = inverse[I + j];
       EXPECT_EQ(u - g, kernels::kHopperGluHalf) << "I=" << I << " output " << j;
-      EXPECT_EQ(g / kernels::kHopperTileN, u / kernels::kHopperTileN);
-      EXPECT_EQ(g / kernels::kHopperTileN * kernels::kHopperGluHalf + g % kernels::kHopperTileN, j)
+      EXPECT_EQ(g / kernels::kHopperGluTileN, u / kernels::kHopperGluTileN);
+      EXPECT_EQ(
+          g / kernels::kHopperGluTileN * kernels::kHopperGluHalf + g % kernels::kHopperGluTileN, j)
           << "outputs in order";
     }
   }
