@@ -45,7 +45,6 @@ struct Cfg {
   static constexpr int kBBytes = BN * kBK * 2;  // W tile
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kStages = kRingBytes / kStageBytes;  // 6 for 128, 4 for 256
-  static constexpr int kAcc = BN / 2;  // fp32 accumulators per consumer thread (64 x BN / 128)
   // Dynamic shared memory: slack to align the ring to kSwizzleAlign, the A stages, the B stages,
   // then full[kStages] and empty[kStages] (8-byte mbarriers).
   static constexpr int kSmemBytes = kSwizzleAlign + kStages * kStageBytes + 2 * kStages * 8;
@@ -297,12 +296,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int c = wg - 1;  // this consumer's rows: c*64 .. c*64+63 of the tile
   const bool warp_leader = threadIdx.x % 32 == 0;
-  float d[C::kAcc];
+  float d[BN / 2];  // the 64 x BN fp32 accumulators over the warpgroup's 128 threads
   int it = 0;
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     const int tm = tile % num_m, tn = tile / num_m;
 #pragma unroll
-    for (int i = 0; i < C::kAcc; ++i) d[i] = 0.0f;
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
     for (int kb = 0; kb < num_k; ++kb, ++it) {
       const int s = it % C::kStages;
       MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
