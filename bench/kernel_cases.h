@@ -76,7 +76,7 @@ AttentionLayout MakeAttentionLayout(AttentionPass pass, const KernelWorkload& w)
 // The linear layers, each with its fused epilogue: qkv (bf16 out), o_proj and down (accumulated
 // into the fp32 residual), gate_up with SwiGLU (cuBLASLt: gate_up bf16, then kernels/swiglu.cu).
 enum class GemmLayer { kQkv, kOProj, kGateUp, kDown };
-// kernels/hopper_gemm (own) or cuBLASLt through rankd::cuda::Gemm, tuned.
+// kernels/hopper_gemm (own, at a given tile N) or cuBLASLt through rankd::cuda::Gemm, tuned.
 enum class GemmImpl { kOwn, kCublasLt };
 
 const char* GemmLayerName(GemmLayer l);
@@ -95,6 +95,7 @@ struct KernelCase {
   GemmLayer gemm_layer = GemmLayer::kQkv;          // gemm: the layer, its [N, K] weight
   GemmImpl gemm_impl = GemmImpl::kOwn;
   int gemm_n = 0, gemm_k = 0;
+  int gemm_tile_n = 0;  // own: 128 or 256
   double bytes = 0, flops = 0;
 };
 
@@ -106,7 +107,8 @@ int PassRows(const KernelWorkload& w);
 std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkload& w,
                                     bool head_dim_only);
 
-// The GEMMs of every linear layer at shape `s`, both implementations, at each of `rows` tokens.
+// The GEMMs of every linear layer at shape `s` at each of `rows` tokens: own with tile N 128 and
+// (not gated) 256, and cuBLASLt.
 // Bytes: X, W and the output once (fp32 read and written for the accumulating layers; the gated
 // product only for gate_up, the fused minimum, for either implementation); FLOPs 2 M N K.
 std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<int>& rows);

@@ -168,7 +168,7 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
       e = HopperEpilogue::kSwiGlu;
     }
     kernels::HopperGemmPlan plan;
-    cudaError_t err = kernels::MakeHopperGemmPlan(x, w, M, N, K, e, &plan);
+    cudaError_t err = kernels::MakeHopperGemmPlan(x, w, M, N, K, e, &plan, c.gemm_tile_n);
     p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, y, st); };
     if (err == cudaSuccess) err = p->launch(nullptr);
     if (err == cudaErrorNotSupported) {
@@ -536,12 +536,11 @@ int RunKernelsBench(int argc, char** argv, int first) {
       "pass, multi-item's pass and IBPC's prefix encode), on fresh random inputs (--seed).\n"
       "Reports the median time per launch (CUDA events), the bytes each launch must move (every\n"
       "input read once, every output written once) as a fraction of the device's DRAM bandwidth,\n"
-      "and for attention and the GEMMs their FLOPs as a fraction of the bf16 peak. The GEMMs of\n"
-      "the linear layers (--filter gemm) at the pass's rows and 512, each with its fused "
-      "epilogue,\n"
-      "kernels/hopper_gemm ('own', skipped off sm_90a) vs cuBLASLt (tuned; gate_up then\n"
-      "kernels/swiglu.cu). Each output is checked to be finite (kernels_test and hopper_gemm_test\n"
-      "check correctness).");
+      "and for attention and the GEMMs their FLOPs as a fraction of the bf16 peak. The GEMMs\n"
+      "of the linear layers (--filter gemm) at the pass's rows and 512, each with its fused\n"
+      "epilogue: kernels/hopper_gemm ('own' with tile N 128 or 256, skipped off sm_90a) vs\n"
+      "cuBLASLt (tuned; gate_up then kernels/swiglu.cu). Each output is checked to be finite\n"
+      "(kernels_test and hopper_gemm_test check correctness).");
   KernelsBenchOptions o;
   AddKernelsBenchFlags(flags, &o);
   if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "kernels")) {

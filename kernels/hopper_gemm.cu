@@ -362,6 +362,10 @@ bool IsGated(HopperEpilogue e) {
   return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu;
 }
 
+// The time of a 128 x 256 tile in 128 x 128 tiles: under 2, since each X tile loaded feeds twice
+// the MMAs. An estimate, to be set from rankd-bench kernels' own128 / own256 rows.
+constexpr double kTile256Cost = 1.75;
+
 int64_t Tiles(int m, int n, int tile_n) {
   return static_cast<int64_t>((m + kBM - 1) / kBM) * ((n + tile_n - 1) / tile_n);
 }
@@ -421,7 +425,10 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, i
   const EncodeTiledFn encode = GetEncodeTiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   if (tile_n == 0) {
-    tile_n = gated || Tiles(m, n, 256) < sms ? 128 : 256;
+    // The tile whose waves take less time, a 256-wide tile costing kTile256Cost 128-wide ones.
+    const int64_t waves128 = (Tiles(m, n, 128) + sms - 1) / sms;
+    const int64_t waves256 = (Tiles(m, n, 256) + sms - 1) / sms;
+    tile_n = !gated && waves256 * kTile256Cost < waves128 ? 256 : 128;
   }
   plan->m = m;
   plan->n = n;

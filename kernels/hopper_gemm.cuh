@@ -45,8 +45,8 @@ struct HopperGemmPlan {
 
 // Fills `plan`. cudaErrorInvalidValue unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k),
 // x and w are 16-byte aligned, tile_n is 0 (choose), 128 or 256, and for a gated epilogue n is a
-// multiple of kHopperGluTileN (tile_n 0 or kHopperGluTileN). With tile_n 0: 256 when that still
-// gives every SM a tile, else 128 (gated: kHopperGluTileN). cudaErrorNotSupported on a device
+// multiple of kHopperGluTileN (tile_n 0 or kHopperGluTileN). With tile_n 0: the tile whose waves
+// over the SMs take less time (gated: kHopperGluTileN). cudaErrorNotSupported on a device
 // other than sm_90 or a driver without cuTensorMapEncodeTiled. Reads device attributes only:
 // callable during stream capture.
 cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
