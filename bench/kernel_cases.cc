@@ -34,9 +34,27 @@ const char* KernelName(Kernel k) {
       return "swiglu";
     case Kernel::kScoreHead:
       return "score_head";
+    case Kernel::kGemm:
+      return "gemm";
   }
   return "?";
 }
+
+const char* GemmLayerName(GemmLayer l) {
+  switch (l) {
+    case GemmLayer::kQkv:
+      return "qkv";
+    case GemmLayer::kOProj:
+      return "o_proj+=";
+    case GemmLayer::kGateUp:
+      return "gate_up+swiglu";
+    case GemmLayer::kDown:
+      return "down+=";
+  }
+  return "?";
+}
+
+const char* GemmImplName(GemmImpl i) { return i == GemmImpl::kOwn ? "own" : "cublaslt"; }
 
 const char* AttentionPassName(AttentionPass p) {
   switch (p) {
@@ -147,10 +165,43 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
   return cases;
 }
 
+std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<int>& rows) {
+  std::vector<KernelCase> cases;
+  for (const int M : rows) {
+    for (const auto& [layer, n, k] : {std::tuple{GemmLayer::kQkv, s.qkv_width(), s.hidden},
+                                      {GemmLayer::kOProj, s.hidden, s.q_width()},
+                                      {GemmLayer::kGateUp, 2 * s.intermediate, s.hidden},
+                                      {GemmLayer::kDown, s.hidden, s.intermediate}}) {
+      const double out_bytes = layer == GemmLayer::kGateUp ? 2.0 * M * n / 2
+                               : layer == GemmLayer::kQkv  ? 2.0 * M * n
+                                                           : 8.0 * M * n;
+      for (const auto& [impl, tile_n] :
+           {std::pair{GemmImpl::kOwn, 128}, {GemmImpl::kOwn, 256}, {GemmImpl::kCublasLt, 0}}) {
+        if (layer == GemmLayer::kGateUp && tile_n == 256) continue;  // gated: 128 only
+        KernelCase c;
+        c.kernel = Kernel::kGemm;
+        c.shape = s;
+        c.variant = absl::StrCat(GemmLayerName(layer), " ", GemmImplName(impl),
+                                 tile_n > 0 ? absl::StrCat(tile_n) : "", " T=", M);
+        c.rows = M;
+        c.gemm_layer = layer;
+        c.gemm_impl = impl;
+        c.gemm_tile_n = tile_n;
+        c.gemm_n = n;
+        c.gemm_k = k;
+        c.bytes = 2.0 * M * k + 2.0 * n * k + out_bytes;
+        c.flops = 2.0 * M * n * k;
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  return cases;
+}
+
 void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o) {
   flags.String("shape", &o->shape,
                "379m, qwen3-0.6b, or both (379m, plus qwen3-0.6b for the kernels that depend "
-               "on head_dim)");
+               "on head_dim and the GEMMs)");
   flags.String("filter", &o->filter, "only kernels whose name contains this");
   flags.Int("tq", &o->workload.tq, "prefix tokens");
   flags.Int("ti", &o->workload.ti, "tokens per item");
@@ -170,13 +221,20 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
       1));
   RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"warmup", o.warmup}}, 0));
   std::vector<KernelCase> cases;
+  const std::vector<int> gemm_rows = {PassRows(o.workload), kGemmSmallRows};
+  auto append = [&cases](std::vector<KernelCase> more) {
+    for (KernelCase& c : more) cases.push_back(std::move(c));
+  };
   if (o.shape == "both") {
-    cases = KernelCases(*FindKernelModelShape("379m"), o.workload, false);
-    for (KernelCase& c : KernelCases(*FindKernelModelShape("qwen3-0.6b"), o.workload, true)) {
-      cases.push_back(std::move(c));
-    }
+    const KernelModelShape llama = *FindKernelModelShape("379m");
+    const KernelModelShape qwen = *FindKernelModelShape("qwen3-0.6b");
+    append(KernelCases(llama, o.workload, false));
+    append(KernelCases(qwen, o.workload, true));
+    append(GemmCases(llama, gemm_rows));
+    append(GemmCases(qwen, gemm_rows));
   } else if (std::optional<KernelModelShape> s = FindKernelModelShape(o.shape)) {
-    cases = KernelCases(*s, o.workload, false);
+    append(KernelCases(*s, o.workload, false));
+    append(GemmCases(*s, gemm_rows));
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--shape must be 379m, qwen3-0.6b or both (got '", o.shape, "')"));
@@ -213,6 +271,8 @@ std::string DescribeCase(const KernelCase& c) {
       return absl::StrCat(rows, " I=", s.intermediate);
     case Kernel::kScoreHead:
       return absl::StrCat(rows, " H=", s.hidden, " head_rows=", s.head_rows);
+    case Kernel::kGemm:
+      return absl::StrCat(rows, " N=", c.gemm_n, " K=", c.gemm_k);
   }
   return rows;
 }

@@ -1,6 +1,7 @@
 // rankd-bench kernels, the part that needs no GPU: the model shapes, the launches of each CUDA
 // kernel in a pass of the standard workload (laid out as src/backend/cuda/cuda_backend.cc lays
-// them out), the bytes and FLOPs of each launch, and the command's flags.
+// them out), the linear layers' GEMMs (kernels/hopper_gemm vs cuBLASLt), the bytes and FLOPs of
+// each launch, and the command's flags.
 #ifndef RANKD_BENCH_KERNEL_CASES_H_
 #define RANKD_BENCH_KERNEL_CASES_H_
 
@@ -44,6 +45,7 @@ enum class Kernel {
   kGatherRows,
   kSwiGlu,
   kScoreHead,
+  kGemm,
 };
 
 // The kernel's launcher without "Launch", in snake case ("prefix_attention").
@@ -71,6 +73,15 @@ struct AttentionLayout {
 
 AttentionLayout MakeAttentionLayout(AttentionPass pass, const KernelWorkload& w);
 
+// The linear layers, each with its fused epilogue: qkv (bf16 out), o_proj and down (accumulated
+// into the fp32 residual), gate_up with SwiGLU (cuBLASLt: gate_up bf16, then kernels/swiglu.cu).
+enum class GemmLayer { kQkv, kOProj, kGateUp, kDown };
+// kernels/hopper_gemm (own, at a given tile N) or cuBLASLt through rankd::cuda::Gemm, tuned.
+enum class GemmImpl { kOwn, kCublasLt };
+
+const char* GemmLayerName(GemmLayer l);
+const char* GemmImplName(GemmImpl i);
+
 // One launch to time: a kernel at a shape, with the bytes it must move at least (every input read
 // once, every output written once) and the FLOPs it does (0 where it does next to none).
 struct KernelCase {
@@ -81,6 +92,10 @@ struct KernelCase {
   int row_elems = 0;    // gather_rows: elements per row (fp32 hidden, or bf16 q width)
   int elem_bytes = 0;   // gather_rows: 4 or 2
   AttentionPass pass = AttentionPass::kIbpcItems;  // prefix_attention, qkv_rope (encode: kv_out)
+  GemmLayer gemm_layer = GemmLayer::kQkv;          // gemm: the layer, its [N, K] weight
+  GemmImpl gemm_impl = GemmImpl::kOwn;
+  int gemm_n = 0, gemm_k = 0;
+  int gemm_tile_n = 0;  // own: 128 or 256
   double bytes = 0, flops = 0;
 };
 
@@ -92,8 +107,18 @@ int PassRows(const KernelWorkload& w);
 std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkload& w,
                                     bool head_dim_only);
 
+// The GEMMs of every linear layer at shape `s` at each of `rows` tokens: own with tile N 128 and
+// (not gated) 256, and cuBLASLt.
+// Bytes: X, W and the output once (fp32 read and written for the accumulating layers; the gated
+// product only for gate_up, the fused minimum, for either implementation); FLOPs 2 M N K.
+std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<int>& rows);
+
+// The token counts of the GEMM cases: the pass's rows and kGemmSmallRows.
+inline constexpr int kGemmSmallRows = 512;
+
 struct KernelsBenchOptions {
   std::string shape = "both";  // 379m, qwen3-0.6b, or both: 379m + qwen3-0.6b's head_dim kernels
+                               // and GEMMs
   std::string filter;          // only cases whose kernel name contains this
   KernelWorkload workload;
   int warmup = 5, iters = 50;

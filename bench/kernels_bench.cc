@@ -18,6 +18,7 @@
 #include "kernel_cases.h"
 #include "kernels/embedding.cuh"
 #include "kernels/gather_rows.cuh"
+#include "kernels/hopper_gemm.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "kernels/rms_norm.cuh"
@@ -27,6 +28,7 @@
 #include "percentile.h"
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/backend/cuda/device_arena.h"
+#include "rankd/backend/cuda/gemm.h"
 #include "rankd/cli/flag_set.h"
 #include "rankd/common/status.h"
 
@@ -34,9 +36,11 @@ namespace rankd::bench {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using kernels::HopperEpilogue;
 using kernels::KvLayers;
 
 constexpr float kEps = 1e-6f;
+constexpr size_t kGemmWorkspaceBytes = 32 << 20;  // cuBLASLt's scratch, as the backend's
 
 struct DeviceInfo {
   std::string name;
@@ -114,6 +118,94 @@ struct PreparedCase {
   size_t out_count = 0;
   bool out_bf16 = false;
 };
+
+// cudaSuccess, or the status printed and a generic error (for a launch that returns absl::Status).
+cudaError_t ToCudaError(const absl::Status& s) {
+  if (s.ok()) return cudaSuccess;
+  std::fprintf(stderr, "kernels: %s\n", std::string(s.message()).c_str());
+  return cudaErrorUnknown;
+}
+
+// A linear layer's GEMM with its epilogue, own kernel or cuBLASLt (tuned on the first call, made
+// here, untimed). UnimplementedError when the own kernel does not run on this device.
+absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
+  const int M = c.rows, N = c.gemm_n, K = c.gemm_k;
+  const size_t out = static_cast<size_t>(M) * N;
+  RANKD_ASSIGN_OR_RETURN(const bf16* x, m.Bf16(static_cast<size_t>(M) * K, 1.0f));
+  RANKD_ASSIGN_OR_RETURN(bf16 * w, m.Bf16(static_cast<size_t>(N) * K, 0.05f));
+  void* y = nullptr;
+  switch (c.gemm_layer) {
+    case GemmLayer::kQkv: {
+      RANKD_ASSIGN_OR_RETURN(y, m.Alloc<bf16>(out));
+      p->out_count = out;
+      p->out_bf16 = true;
+      break;
+    }
+    case GemmLayer::kOProj:
+    case GemmLayer::kDown: {
+      RANKD_ASSIGN_OR_RETURN(y, m.Floats(out, 1.0f));
+      p->out_count = out;
+      break;
+    }
+    case GemmLayer::kGateUp: {
+      RANKD_ASSIGN_OR_RETURN(y, m.Alloc<bf16>(out / 2));
+      p->out_count = out / 2;
+      p->out_bf16 = true;
+      break;
+    }
+  }
+  p->out = y;
+  if (c.gemm_impl == GemmImpl::kOwn) {
+    HopperEpilogue e = HopperEpilogue::kStoreBf16;
+    if (c.gemm_layer == GemmLayer::kOProj || c.gemm_layer == GemmLayer::kDown) {
+      e = HopperEpilogue::kAccumulateF32;
+    } else if (c.gemm_layer == GemmLayer::kGateUp) {
+      // The interleaved gate_up weight, as the backend would keep it.
+      RANKD_ASSIGN_OR_RETURN(bf16 * wi, m.Alloc<bf16>(static_cast<size_t>(N) * K));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          kernels::InterleaveGateUp(w, N / 2, K * sizeof(bf16), wi, nullptr));
+      w = wi;
+      e = HopperEpilogue::kSwiGlu;
+    }
+    kernels::HopperGemmPlan plan;
+    cudaError_t err = kernels::MakeHopperGemmPlan(x, w, M, N, K, e, &plan, c.gemm_tile_n);
+    p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, y, st); };
+    if (err == cudaSuccess) err = p->launch(nullptr);
+    if (err == cudaErrorNotSupported) {
+      return absl::UnimplementedError("kernels/hopper_gemm does not run on this device");
+    }
+    RANKD_CUDA_RETURN_IF_ERROR(err);
+  } else {
+    RANKD_ASSIGN_OR_RETURN(void* workspace, m.Alloc<char>(kGemmWorkspaceBytes));
+    RANKD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Gemm> made,
+                           cuda::Gemm::Create(workspace, kGemmWorkspaceBytes, /*tune=*/true));
+    std::shared_ptr<cuda::Gemm> gemm = std::move(made);
+    bf16* wide = nullptr;  // gate_up's bf16 output before SwiGLU
+    if (c.gemm_layer == GemmLayer::kGateUp) {
+      RANKD_ASSIGN_OR_RETURN(wide, m.Alloc<bf16>(out));
+    }
+    const GemmLayer layer = c.gemm_layer;
+    p->launch = [=](cudaStream_t st) -> cudaError_t {
+      switch (layer) {
+        case GemmLayer::kQkv:
+          return ToCudaError(gemm->Linear(x, w, M, K, N, static_cast<bf16*>(y), st));
+        case GemmLayer::kOProj:
+        case GemmLayer::kDown:
+          return ToCudaError(gemm->LinearAccumulate(x, w, M, K, N, static_cast<float*>(y), st));
+        case GemmLayer::kGateUp:
+          if (const cudaError_t err = ToCudaError(gemm->Linear(x, w, M, K, N, wide, st));
+              err != cudaSuccess) {
+            return err;
+          }
+          return kernels::LaunchSwiGlu(wide, M, N / 2, static_cast<bf16*>(y), st);
+      }
+      return cudaErrorInvalidValue;
+    };
+    RANKD_CUDA_RETURN_IF_ERROR(p->launch(nullptr));  // cuBLASLt's tuning, untimed
+  }
+  RANKD_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& w,
                                      std::mt19937& rng) {
@@ -277,6 +369,9 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       set_out(scores, R, false);
       break;
     }
+    case Kernel::kGemm:
+      RANKD_RETURN_IF_ERROR(PrepareGemm(c, m, &p));
+      break;
   }
   return p;
 }
@@ -367,7 +462,7 @@ absl::Status Run(const KernelsBenchOptions& o, const std::vector<KernelCase>& ca
       o.flush_l2 ? ", flushed before each launch" : "", o.peak_tflops);
   std::printf("workload: tq=%d ti=%d ni=%d (%d item rows a pass); median of %d launches\n",
               o.workload.tq, o.workload.ti, o.workload.ni, PassRows(o.workload), o.iters);
-  std::printf("%-10s %-16s %-19s %-34s %9s %8s %8s %6s %8s %8s %6s\n", "shape", "kernel", "variant",
+  std::printf("%-10s %-16s %-30s %-34s %9s %8s %8s %6s %8s %8s %6s\n", "shape", "kernel", "variant",
               "launch", "us", "MB", "GB/s", "%DRAM", "GFLOP", "TFLOP/s", "%peak");
   std::mt19937 rng(o.seed);
   nlohmann::json results = nlohmann::json::array();
@@ -375,6 +470,11 @@ absl::Status Run(const KernelsBenchOptions& o, const std::vector<KernelCase>& ca
   for (const KernelCase& c : cases) {
     const std::string what = absl::StrCat(c.shape.name, " ", KernelName(c.kernel), " ", c.variant);
     absl::StatusOr<PreparedCase> p = Prepare(c, o.workload, rng);
+    if (absl::IsUnimplemented(p.status())) {
+      std::printf("%-10s %-16s %-30s skipped: %s\n", c.shape.name.c_str(), KernelName(c.kernel),
+                  c.variant.c_str(), std::string(p.status().message()).c_str());
+      continue;
+    }
     if (!p.ok()) {
       status = Annotate(p.status(), what);
       break;
@@ -393,7 +493,7 @@ absl::Status Run(const KernelsBenchOptions& o, const std::vector<KernelCase>& ca
     r.median_us = *ms * 1e3;
     r.bytes_per_s = c.bytes / (*ms * 1e-3);
     r.flops_per_s = c.flops / (*ms * 1e-3);
-    std::printf("%-10s %-16s %-19s %-34s %9.1f %8.2f %8.0f %5.1f%%", c.shape.name.c_str(),
+    std::printf("%-10s %-16s %-30s %-34s %9.1f %8.2f %8.0f %5.1f%%", c.shape.name.c_str(),
                 KernelName(c.kernel), c.variant.c_str(), DescribeCase(c).c_str(), r.median_us,
                 c.bytes / 1e6, r.bytes_per_s / 1e9, 100 * r.bytes_per_s / dev.dram_bytes_per_s);
     if (c.flops > 0) {
@@ -436,8 +536,11 @@ int RunKernelsBench(int argc, char** argv, int first) {
       "pass, multi-item's pass and IBPC's prefix encode), on fresh random inputs (--seed).\n"
       "Reports the median time per launch (CUDA events), the bytes each launch must move (every\n"
       "input read once, every output written once) as a fraction of the device's DRAM bandwidth,\n"
-      "and for attention its FLOPs as a fraction of the bf16 peak. Each output is checked to be\n"
-      "finite (kernels_test checks correctness). cuBLASLt GEMMs are not included.");
+      "and for attention and the GEMMs their FLOPs as a fraction of the bf16 peak. The GEMMs\n"
+      "of the linear layers (--filter gemm) at the pass's rows and 512, each with its fused\n"
+      "epilogue: kernels/hopper_gemm ('own' with tile N 128 or 256, skipped off sm_90a) vs\n"
+      "cuBLASLt (tuned; gate_up then kernels/swiglu.cu). Each output is checked to be finite\n"
+      "(kernels_test and hopper_gemm_test check correctness).");
   KernelsBenchOptions o;
   AddKernelsBenchFlags(flags, &o);
   if (std::optional<int> exit_code = ParseCommandFlags(flags, argc, argv, first, "kernels")) {

@@ -125,6 +125,27 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
 }
 
+// (3 layers x 3 implementations + gate_up x 2) x 2 token counts; X, W and the output once (fp32
+// read and written for o_proj and down, the gated product for gate_up); 2 M N K FLOPs.
+TEST(KernelCasesTest, GemmsOfQwen3) {
+  const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
+  EXPECT_EQ(cases.size(), 22u);
+  const KernelCase& qkv = Find(cases, Kernel::kGemm, "qkv own256 T=7500");
+  EXPECT_EQ(qkv.gemm_tile_n, 256);
+  EXPECT_EQ(std::tie(qkv.gemm_n, qkv.gemm_k), std::make_tuple(4096, 1024));
+  EXPECT_DOUBLE_EQ(qkv.bytes, 7500.0 * 1024 * 2 + 4096.0 * 1024 * 2 + 7500.0 * 4096 * 2);
+  EXPECT_DOUBLE_EQ(qkv.flops, 2.0 * 7500 * 4096 * 1024);
+  const KernelCase& o = Find(cases, Kernel::kGemm, "o_proj+= cublaslt T=512");
+  EXPECT_EQ(std::tie(o.rows, o.gemm_n, o.gemm_k), std::make_tuple(512, 1024, 2048));
+  EXPECT_EQ(o.gemm_impl, GemmImpl::kCublasLt);
+  EXPECT_DOUBLE_EQ(o.bytes, 512.0 * 2048 * 2 + 1024.0 * 2048 * 2 + 512.0 * 1024 * 8);
+  const KernelCase& gu = Find(cases, Kernel::kGemm, "gate_up+swiglu own128 T=512");
+  EXPECT_EQ(std::tie(gu.gemm_n, gu.gemm_k), std::make_tuple(6144, 1024));
+  EXPECT_DOUBLE_EQ(gu.bytes, 512.0 * 1024 * 2 + 6144.0 * 1024 * 2 + 512.0 * 3072 * 2);
+  const KernelCase& down = Find(cases, Kernel::kGemm, "down+= own128 T=7500");
+  EXPECT_EQ(std::tie(down.gemm_n, down.gemm_k), std::make_tuple(1024, 3072));
+}
+
 // The options after parsing `args` as `rankd-bench kernels args...`; nullopt when parsing ends
 // the command, with its exit code in *exit_code.
 std::optional<KernelsBenchOptions> Parse(std::vector<std::string> args, int* exit_code) {
@@ -148,7 +169,8 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  EXPECT_EQ(cases->size(), 14u + 6u);
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs.
+  EXPECT_EQ(cases->size(), 14u + 6u + 22u + 22u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -181,7 +203,7 @@ TEST(KernelsBenchFlagsTest, RefusesWhatCannotRun) {
                                              {"--ti", "0"},
                                              {"--iters", "0"},
                                              {"--warmup", "-1"},
-                                             {"--filter", "gemm"}}) {
+                                             {"--filter", "no_such_kernel"}}) {
     int code = -1;
     std::optional<KernelsBenchOptions> o = Parse(args, &code);
     ASSERT_TRUE(o.has_value()) << args[0];

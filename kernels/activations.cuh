@@ -1,0 +1,22 @@
+// The gated MLP activations in fp32, shared by kernels/swiglu.cu's unfused kernels and the gated
+// epilogues of kernels/hopper_gemm.cu, so that the fused and unfused paths compute the same bits.
+// Device-only code (include from .cu files).
+#ifndef RANKD_KERNELS_ACTIVATIONS_CUH_
+#define RANKD_KERNELS_ACTIVATIONS_CUH_
+
+#include <cuda_runtime.h>
+
+namespace rankd::kernels {
+
+// silu(g) = g / (1 + exp(-g)).
+__device__ __forceinline__ float Silu(float g) { return g / (1.0f + __expf(-g)); }
+
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+__device__ __forceinline__ float GeluTanh(float g) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+}
+
+}  // namespace rankd::kernels
+
+#endif  // RANKD_KERNELS_ACTIVATIONS_CUH_

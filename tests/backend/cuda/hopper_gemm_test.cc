@@ -1,0 +1,400 @@
+// kernels/hopper_gemm (rankd's own sm_90a GEMM) against a float32 CPU reference on the same bf16
+// inputs, every epilogue, odd shapes; against cuBLASLt (rankd::cuda::Gemm, and Gemm + SwiGLU for
+// the fused epilogue) on the 379M model's shapes; its preconditions; the gate_up interleave.
+// Fresh random inputs each run (the seed is in every failure message). Tolerances are on the
+// largest |error| relative to the largest |reference|: 1e-2 for bf16 outputs (one rounding of
+// 2^-9 relative, plus the bf16 rounding of gate and up for the gated epilogues), 1e-4 for fp32.
+// Debug switch: RANKD_HOPPER_SHAPE="M,N,K" runs only that shape in the CPU-reference test.
+// GPU tests skip without a device and on a device other than sm_90.
+#include "kernels/hopper_gemm.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "kernels/swiglu.cuh"
+#include "rankd/backend/cuda/gemm.h"
+#include "tests/backend/cuda/cuda_test_util.h"
+
+namespace rankd::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using kernels::HopperEpilogue;
+using test_util::DeviceArray;
+using test_util::FromBf16;
+using test_util::Rng;
+using test_util::ToBf16;
+
+constexpr double kBf16Tolerance = 1e-2;
+constexpr double kFp32Tolerance = 1e-4;
+
+bool IsSm90() {
+  int device = 0, major = 0, minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+         major == 9 && minor == 0;
+}
+
+float RoundBf16(float v) { return FromBf16(ToBf16(v)); }
+float Silu(float g) { return g / (1.0f + std::exp(-g)); }
+float GeluTanh(float g) {
+  return 0.5f * g * (1.0f + std::tanh(0.7978845608028654f * (g + 0.044715f * g * g * g)));
+}
+
+// Compares got [rows, cols] with ref on the rows `rows_checked`; reports the largest error and
+// where it is.
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& ref, int cols,
+                 const std::vector<int>& rows_checked, double tolerance, const std::string& what) {
+  double max_ref = 0, max_err = -1;
+  int64_t at = 0;
+  for (const int r : rows_checked) {
+    for (int c = 0; c < cols; ++c) {
+      const int64_t i = static_cast<int64_t>(r) * cols + c;
+      max_ref = std::max(max_ref, std::abs(static_cast<double>(ref[i])));
+      const double err =
+          std::isfinite(got[i]) ? std::abs(static_cast<double>(got[i]) - ref[i]) : INFINITY;
+      if (err > max_err) max_err = err, at = i;
+    }
+  }
+  EXPECT_LE(max_err, tolerance * std::max(max_ref, 1e-6))
+      << what << ": max |error| " << max_err << " at row " << at / cols << " column " << at % cols
+      << " (got " << got[at] << ", want " << ref[at] << "), max |ref| " << max_ref;
+}
+
+class HopperGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RANKD_SKIP_WITHOUT_GPU();
+    if (!IsSm90()) GTEST_SKIP() << "not an sm_90 device";
+    trace_ = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__,
+                                                      "seed " + std::to_string(rng_.seed()));
+  }
+  void Sync() { RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize()); }
+
+  Rng rng_;
+  std::unique_ptr<::testing::ScopedTrace> trace_;
+};
+
+// acc [M, N] on `rows` only: acc[r, n] = sum_k x[r, k] w[n, k], in float32, on every core.
+std::vector<float> ReferenceAcc(const std::vector<float>& x, const std::vector<float>& w, int M,
+                                int N, int K, const std::vector<int>& rows) {
+  std::vector<float> acc(static_cast<size_t>(M) * N, 0.0f);
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (size_t i = t; i < rows.size(); i += threads) {
+        const int r = rows[i];
+        const float* xr = &x[static_cast<size_t>(r) * K];
+        for (int n = 0; n < N; ++n) {
+          const float* wn = &w[static_cast<size_t>(n) * K];
+          float part[8] = {};
+          int k = 0;
+          for (; k + 8 <= K; k += 8) {
+            for (int j = 0; j < 8; ++j) part[j] += xr[k + j] * wn[k + j];
+          }
+          for (; k < K; ++k) part[0] += xr[k] * wn[k];
+          float s = 0;
+          for (float p : part) s += p;
+          acc[static_cast<size_t>(r) * N + n] = s;
+        }
+      }
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  return acc;
+}
+
+// Every row of small problems; of large ones the first and last two tiles and every 7th (M up to
+// 1000) or 31st row in between, so that every row position inside a tile is checked.
+std::vector<int> RowsToCheck(int M) {
+  std::vector<int> rows;
+  const int stride = M <= 1000 ? 7 : 31;
+  for (int r = 0; r < M; ++r) {
+    if (M <= 300 || r < 256 || r >= M - 256 || r % stride == 0) rows.push_back(r);
+  }
+  return rows;
+}
+
+// Runs every epilogue of X [M, K] . W [N, K]^T and checks it against the reference, the
+// non-gated ones with either tile_n. For the gated epilogues W is taken as gate_up [N = 2I, K]
+// (gate rows, then up rows) and interleaved on the device first.
+void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
+  SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
+  const std::vector<float> x = rng.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
+  const std::vector<float> w = rng.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+  const std::vector<int> rows = RowsToCheck(M);
+  const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
+  DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+  for (const int tile_n : {128, 256}) {
+    SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n);
+    kernels::HopperGemmPlan plan;
+    {
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), M, N, K,
+                                                       HopperEpilogue::kStoreBf16, &plan, tile_n));
+      DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+      y.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
+    }
+    {
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(
+          d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kAccumulateF32, &plan, tile_n));
+      const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
+      DeviceArray<float> y(y0);
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<float> ref = y0;
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
+      ExpectClose(y.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
+    }
+  }
+  const int I = N / 2;
+  kernels::HopperGemmPlan gated;
+  if (N % kernels::kHopperGluTileN != 0) {
+    EXPECT_EQ(
+        kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kSwiGlu, &gated),
+        cudaErrorInvalidValue)
+        << "gated epilogue with N % " << kernels::kHopperGluTileN << " != 0";
+    return;
+  }
+  DeviceArray<bf16> d_wi(static_cast<size_t>(N) * K);
+  RANKD_EXPECT_CUDA_OK(
+      kernels::InterleaveGateUp(d_w.get(), I, K * sizeof(bf16), d_wi.get(), nullptr));
+  for (const HopperEpilogue e : {HopperEpilogue::kSwiGlu, HopperEpilogue::kGeGlu}) {
+    const bool swiglu = e == HopperEpilogue::kSwiGlu;
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), M, N, K, e, &gated));
+    EXPECT_EQ(gated.tile_n, kernels::kHopperGluTileN);
+    DeviceArray<bf16> y(static_cast<size_t>(M) * I);
+    y.Poison();
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, y.get(), nullptr));
+    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> ref(static_cast<size_t>(M) * I);
+    for (const int r : rows) {
+      for (int i = 0; i < I; ++i) {
+        const float g = RoundBf16(acc[static_cast<size_t>(r) * N + i]);
+        const float u = RoundBf16(acc[static_cast<size_t>(r) * N + I + i]);
+        ref[static_cast<size_t>(r) * I + i] = (swiglu ? Silu(g) : GeluTanh(g)) * u;
+      }
+    }
+    ExpectClose(FromBf16(y.Download()), ref, I, rows, kBf16Tolerance,
+                swiglu ? "kSwiGlu" : "kGeGlu");
+  }
+}
+
+TEST_F(HopperGemmTest, EveryEpilogueMatchesCpuReferenceOnOddShapes) {
+  std::vector<std::tuple<int, int, int>> shapes;
+  if (const char* one = std::getenv("RANKD_HOPPER_SHAPE")) {
+    int M = 0, N = 0, K = 0;
+    ASSERT_EQ(std::sscanf(one, "%d,%d,%d", &M, &N, &K), 3) << "RANKD_HOPPER_SHAPE=M,N,K";
+    shapes.emplace_back(M, N, K);
+  } else {
+    for (const int M : {1, 7, 63, 129, 1000, 7500}) {
+      for (const auto& [N, K] : {std::pair{64, 64},
+                                 {1000, 1024},
+                                 {3072, 1024},
+                                 {1024, 3328},
+                                 {6656, 1024},
+                                 {1032, 72}}) {
+        shapes.emplace_back(M, N, K);
+      }
+    }
+  }
+  for (const auto& [M, N, K] : shapes) {
+    CheckAllEpilogues(rng_, M, N, K);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Identity operands make layout mistakes readable (both tiles): with X = I, Y[i, n] = W[n, i] = n +
+// (i % 4)/4; with W = I, Y[i, n] = X[i, n] = i + (n % 4)/4 (all exact in bf16). Mismatches print
+// the value got, which names the element it came from.
+TEST_F(HopperGemmTest, IdentityOperandsShowTheLayout) {
+  constexpr int kN = 64;
+  std::vector<float> eye(kN * kN, 0.0f), ramp(kN * kN);
+  for (int i = 0; i < kN; ++i) {
+    eye[i * kN + i] = 1.0f;
+    for (int j = 0; j < kN; ++j) ramp[i * kN + j] = i + (j % 4) / 4.0f;
+  }
+  for (const auto& [x_is_eye, tile_n] : {std::pair{true, 128}, {false, 128}, {true, 256}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << (x_is_eye ? "X = I, W = ramp" : "X = ramp, W = I") << ", tile_n " << tile_n);
+    DeviceArray<bf16> d_x(ToBf16(x_is_eye ? eye : ramp)), d_w(ToBf16(x_is_eye ? ramp : eye));
+    DeviceArray<bf16> y(kN * kN);
+    y.Poison();
+    kernels::HopperGemmPlan plan;
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), kN, kN, kN,
+                                                     HopperEpilogue::kStoreBf16, &plan, tile_n));
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+    Sync();
+    const std::vector<float> got = FromBf16(y.Download());
+    int shown = 0;
+    for (int i = 0; i < kN; ++i) {
+      for (int n = 0; n < kN; ++n) {
+        const float want = x_is_eye ? n + (i % 4) / 4.0f : i + (n % 4) / 4.0f;
+        if (got[i * kN + n] != want && shown++ < 24) {
+          ADD_FAILURE() << "Y[" << i << ", " << n << "] = " << got[i * kN + n] << ", want " << want;
+        }
+      }
+    }
+    EXPECT_EQ(shown, 0) << "elements wrong";
+  }
+}
+
+// The 379M model's linear layers (hidden 1024, qkv 3072, intermediate 3328), own kernel vs
+// cuBLASLt: qkv and gate_up bf16, o_proj and down accumulated into fp32, gate_up + SwiGLU fused vs
+// cuBLASLt's gate_up then kernels/swiglu.cu.
+TEST_F(HopperGemmTest, MatchesCublasLtOn379mShapes) {
+  DeviceArray<char> workspace(32 << 20);
+  auto gemm = Gemm::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  constexpr int kHidden = 1024, kQkv = 3072, kInter = 3328;
+  for (const int M : {512, 7500}) {
+    for (const auto& [N, K, what] : {std::tuple{kQkv, kHidden, "qkv"},
+                                     {kHidden, kHidden, "o_proj"},
+                                     {2 * kInter, kHidden, "gate_up"},
+                                     {kHidden, kInter, "down"}}) {
+      SCOPED_TRACE(::testing::Message() << what << " M=" << M << " N=" << N << " K=" << K);
+      DeviceArray<bf16> d_x(ToBf16(rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f)));
+      DeviceArray<bf16> d_w(ToBf16(rng_.Bf16Values(static_cast<size_t>(N) * K, 0.1f)));
+      std::vector<int> all_rows(M);
+      for (int r = 0; r < M; ++r) all_rows[r] = r;
+      const size_t out = static_cast<size_t>(M) * N;
+
+      DeviceArray<bf16> mine(out), theirs(out);
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(
+          d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kStoreBf16, mine.get(), nullptr));
+      ASSERT_TRUE((*gemm)->Linear(d_x.get(), d_w.get(), M, K, N, theirs.get(), nullptr).ok());
+      Sync();
+      const std::vector<float> theirs_f = FromBf16(theirs.Download());
+      ExpectClose(FromBf16(mine.Download()), theirs_f, N, all_rows, kBf16Tolerance, "bf16");
+
+      const std::vector<float> y0 = rng_.Floats(out, 4.0f);
+      DeviceArray<float> mine_acc(y0), theirs_acc(y0);
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(
+          d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kAccumulateF32, mine_acc.get(), nullptr));
+      ASSERT_TRUE(
+          (*gemm)->LinearAccumulate(d_x.get(), d_w.get(), M, K, N, theirs_acc.get(), nullptr).ok());
+      Sync();
+      ExpectClose(mine_acc.Download(), theirs_acc.Download(), N, all_rows, kFp32Tolerance,
+                  "fp32 accumulate");
+
+      if (std::string(what) != "gate_up") continue;
+      const int I = N / 2;
+      DeviceArray<bf16> d_wi(static_cast<size_t>(N) * K), fused(out / 2), unfused(out / 2);
+      RANKD_EXPECT_CUDA_OK(
+          kernels::InterleaveGateUp(d_w.get(), I, K * sizeof(bf16), d_wi.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(
+          d_x.get(), d_wi.get(), M, N, K, HopperEpilogue::kSwiGlu, fused.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchSwiGlu(theirs.get(), M, I, unfused.get(), nullptr));
+      Sync();
+      ExpectClose(FromBf16(fused.Download()), FromBf16(unfused.Download()), I, all_rows,
+                  kBf16Tolerance, "SwiGLU fused vs cuBLASLt + swiglu.cu");
+    }
+  }
+}
+
+// Inside stream capture: the launch records into a graph (no sync, no allocation) and the replay
+// computes the product.
+TEST_F(HopperGemmTest, LaunchesInsideStreamCapture) {
+  constexpr int M = 100, N = 256, K = 128;
+  const std::vector<float> x = rng_.Bf16Values(M * K, 1.0f), w = rng_.Bf16Values(N * K, 1.0f);
+  DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w)), y(M * N);
+  y.Poison();
+  cudaStream_t stream = nullptr;
+  RANKD_EXPECT_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  RANKD_EXPECT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const cudaError_t launched = kernels::LaunchHopperGemm(
+      d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kStoreBf16, y.get(), stream);
+  RANKD_EXPECT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  RANKD_EXPECT_CUDA_OK(launched);
+  RANKD_EXPECT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  RANKD_EXPECT_CUDA_OK(cudaGraphLaunch(exec, stream));
+  RANKD_EXPECT_CUDA_OK(cudaStreamSynchronize(stream));
+  std::vector<int> rows(M);
+  for (int r = 0; r < M; ++r) rows[r] = r;
+  ExpectClose(FromBf16(y.Download()), ReferenceAcc(x, w, M, N, K, rows), N, rows, kBf16Tolerance,
+              "captured kStoreBf16");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// The device interleave puts gate_up's row GateUpSourceRow(r, I) at row r.
+TEST_F(HopperGemmTest, InterleaveGateUpOnTheDevice) {
+  constexpr int I = 192, K = 8;
+  std::vector<float> gate_up(2 * I * K);
+  for (int r = 0; r < 2 * I; ++r) {
+    for (int k = 0; k < K; ++k) gate_up[r * K + k] = r + k / 8.0f;  // exact in bf16 up to 511
+  }
+  DeviceArray<bf16> src(ToBf16(gate_up)), dst(2 * I * K);
+  dst.Poison();
+  RANKD_EXPECT_CUDA_OK(
+      kernels::InterleaveGateUp(src.get(), I, K * sizeof(bf16), dst.get(), nullptr));
+  Sync();
+  const std::vector<float> got = FromBf16(dst.Download());
+  for (int r = 0; r < 2 * I; ++r) {
+    const int from = kernels::GateUpSourceRow(r, I);
+    for (int k = 0; k < K; ++k) ASSERT_EQ(got[r * K + k], from + k / 8.0f) << "row " << r;
+  }
+}
+
+// Preconditions, refused before any device work (no GPU needed).
+TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
+  alignas(16) static bf16 buf[64];
+  kernels::HopperGemmPlan plan;
+  auto make = [&](const bf16* x, const bf16* w, int m, int n, int k, HopperEpilogue e, int tile_n) {
+    return kernels::MakeHopperGemmPlan(x, w, m, n, k, e, &plan, tile_n);
+  };
+  constexpr HopperEpilogue kBf16 = HopperEpilogue::kStoreBf16, kSwiGlu = HopperEpilogue::kSwiGlu;
+  EXPECT_EQ(make(buf, buf, 8, 12, 64, kBf16, 0), cudaErrorInvalidValue) << "N";
+  EXPECT_EQ(make(buf, buf, 8, 64, 60, kBf16, 0), cudaErrorInvalidValue) << "K";
+  EXPECT_EQ(make(buf, buf, -1, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "M";
+  EXPECT_EQ(make(buf + 1, buf, 8, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "x misaligned";
+  EXPECT_EQ(make(buf, buf + 4, 8, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "w misaligned";
+  EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 64), cudaErrorInvalidValue) << "tile_n";
+  EXPECT_EQ(make(buf, buf, 8, 192, 64, kSwiGlu, 0), cudaErrorInvalidValue) << "gated N % 128";
+  EXPECT_EQ(make(buf, buf, 8, 256, 64, kSwiGlu, 256), cudaErrorInvalidValue) << "gated tile_n";
+  EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
+      << "I not a multiple of " << kernels::kHopperGluHalf;
+}
+
+// GateUpSourceRow is a permutation of [0, 2I) that puts gate row j and up row j of each tile's
+// 64 outputs kHopperGluHalf rows apart in the same N tile.
+TEST(HopperGemmInterleave, RowMapIsAPermutationPairingGateAndUp) {
+  for (const int I : {64, 192, 3328}) {
+    std::vector<int> inverse(2 * I, -1);
+    for (int r = 0; r < 2 * I; ++r) {
+      const int from = kernels::GateUpSourceRow(r, I);
+      ASSERT_GE(from, 0);
+      ASSERT_LT(from, 2 * I);
+      ASSERT_EQ(inverse[from], -1)
+          << "rows " << inverse[from] << " and " << r << " both take " << from;
+      inverse[from] = r;
+    }
+    for (int j = 0; j < I; ++j) {
+      const int g = inverse[j], u = inverse[I + j];
+      EXPECT_EQ(u - g, kernels::kHopperGluHalf) << "I=" << I << " output " << j;
+      EXPECT_EQ(g / kernels::kHopperGluTileN, u / kernels::kHopperGluTileN);
+      EXPECT_EQ(
+          g / kernels::kHopperGluTileN * kernels::kHopperGluHalf + g % kernels::kHopperGluTileN, j)
+          << "outputs in order";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rankd::cuda
