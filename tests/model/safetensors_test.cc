@@ -35,7 +35,8 @@ void ExpectParseError(const std::vector<uint8_t>& bytes, const std::string& need
 TEST(SafetensorsTest, ParsesValidImage) {
   auto bytes = Image(R"({"__metadata__": {"format": "pt"},
     "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
-    "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]}})", 32);
+    "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]}})",
+                     32);
   auto r = SafetensorsFile::ParseImage(bytes, "x.safetensors");
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->size(), 2u);
@@ -111,6 +112,42 @@ TEST(SafetensorsTest, ScalarConversions) {
     const uint16_t v = static_cast<uint16_t>(rng()) & 0x7f7f;
     EXPECT_EQ(F32ToBf16(Bf16ToF32(v)), v);
   }
+}
+
+// OCP e4m3 (e4m3fn): bias 7, 3 mantissa bits, no infinities, S.1111.111 NaN.
+TEST(SafetensorsTest, F8E4M3Conversions) {
+  EXPECT_EQ(F8E4M3ToF32(0x00), 0.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);
+  EXPECT_EQ(F8E4M3ToF32(0xb8), -1.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x39), 1.125f);
+  EXPECT_EQ(F8E4M3ToF32(0x7e), 448.0f);  // the largest finite value
+  EXPECT_EQ(F8E4M3ToF32(0xfe), -448.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x08), std::ldexp(1.0f, -6));  // the smallest normal
+  EXPECT_EQ(F8E4M3ToF32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(F8E4M3ToF32(0x07), 7 * std::ldexp(1.0f, -9));
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0x7f)));
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0xff)));
+  EXPECT_EQ(F8E4M3ToF32(0x78), 256.0f);  // 0x78..0x7e: 256 + 32k, finite (no infinity code)
+}
+
+TEST(SafetensorsTest, F8E4M3TensorsParseAndConvert) {
+  const uint8_t values[] = {0x38, 0xc0, 0x7e, 0x01, 0x00};  // 1, -2, 448, 2^-9, 0
+  std::vector<uint8_t> image =
+      Image(R"({"w": {"dtype": "F8_E4M3", "shape": [5], "data_offsets": [0, 5]}})", 5);
+  std::copy(std::begin(values), std::end(values), image.end() - 5);
+  auto r = SafetensorsFile::ParseImage(image, "mem");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const TensorView& w = r->at("w");
+  EXPECT_EQ(w.dtype, DType::kF8E4M3);
+  EXPECT_EQ(DTypeSize(w.dtype), 1u);
+  EXPECT_EQ(DTypeName(w.dtype), "F8_E4M3");
+  std::vector<float> got(5);
+  ASSERT_TRUE(ConvertToF32(w, absl::MakeSpan(got)).ok());
+  EXPECT_EQ(got, (std::vector<float>{1.0f, -2.0f, 448.0f, std::ldexp(1.0f, -9), 0.0f}));
+  // One byte an element: a 5-element tensor of 10 bytes is corrupt.
+  ExpectParseError(
+      Image(R"({"w": {"dtype": "F8_E4M3", "shape": [5], "data_offsets": [0, 10]}})", 10),
+      "tensor 'w'");
 }
 
 TEST(SafetensorsTest, WriteThenReadRoundTrips) {
@@ -192,8 +229,9 @@ TEST_F(BadModelDirTest, ShapeMismatchNamesTheTensor) {
   ASSERT_TRUE(st.ok());
   auto bound = BindTensors(*config, **st);
   ASSERT_FALSE(bound.ok());
-  EXPECT_NE(bound.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [176, 64]"),
-            std::string::npos)
+  EXPECT_NE(
+      bound.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [176, 64]"),
+      std::string::npos)
       << bound.status();
 }
 
