@@ -15,6 +15,7 @@
 #include "kernels/gather_rows.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
+#include "kernels/quantize_fp8.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
@@ -28,7 +29,10 @@ namespace rankd::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using fp8 = __nv_fp8_e4m3;
 using test_util::DeviceArray;
+using test_util::ExpectFp8RowsMatch;
+using test_util::Fp8Rows;
 using test_util::FromBf16;
 using test_util::RelNormError;
 using test_util::Rng;
@@ -124,6 +128,51 @@ TEST_F(KernelTest, RmsNorm) {
   }
 }
 
+// A kernel's fp8 output (codes and per-row scales) from the device.
+Fp8Rows DownloadFp8(const DeviceArray<fp8>& q, const DeviceArray<float>& scale) {
+  Fp8Rows out{std::vector<uint8_t>(q.size()), scale.Download()};
+  EXPECT_EQ(cudaMemcpy(out.q.data(), q.get(), q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return out;
+}
+
+// The fp8 variant: the same fp32 norm, quantised per row. Row 0 is zero (as padding rows can be):
+// scale 1, codes 0.
+TEST_F(KernelTest, RmsNormFp8) {
+  for (const auto& [rows, dim] : {std::pair{37, 72},
+                                  {5, 1000},
+                                  {3, 4097},
+                                  {19, 1024},
+                                  {17, 128},
+                                  {2, 4096},
+                                  {6, 2048},
+                                  {4, 1152}}) {
+    for (const float offset : {0.0f, 1.0f}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "rows=" << rows << " dim=" << dim << " offset=" << offset);
+      std::vector<float> x = rng_.Floats(static_cast<size_t>(rows) * dim, 4.0f);
+      std::fill(x.begin(), x.begin() + dim, 0.0f);
+      const std::vector<float> w = rng_.Bf16Values(dim, offset > 0 ? 0.3f : 2.0f);
+      std::vector<float> w_eff = w;
+      for (float& v : w_eff) v += offset;
+      const float eps = 1e-5f;
+      std::vector<float> ref(x.size());
+      cpu::RmsNorm(x.data(), w_eff.data(), eps, rows, dim, ref.data());
+
+      DeviceArray<float> d_x(x), d_scale(rows);
+      DeviceArray<bf16> d_w(ToBf16(w));
+      DeviceArray<fp8> d_q(x.size());
+      d_q.Poison();
+      d_scale.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchRmsNormFp8(d_x.get(), d_w.get(), offset, eps, rows, dim,
+                                                     d_q.get(), d_scale.get(), nullptr));
+      Sync();
+      const Fp8Rows got = DownloadFp8(d_q, d_scale);
+      EXPECT_EQ(got.scale[0], 1.0f) << "zero row";
+      ExpectFp8RowsMatch(got, ref, rows, dim);
+    }
+  }
+}
+
 // Gemma 2's sandwich norms: x += bf16(RMSNorm(y) * (offset + w)).
 TEST_F(KernelTest, RmsNormAdd) {
   for (const auto& [rows, dim] : {std::pair{37, 72}, {5, 1000}, {1, 16}, {19, 2304}}) {
@@ -183,6 +232,67 @@ TEST_F(KernelTest, GeGlu) {
     RANKD_EXPECT_CUDA_OK(kernels::LaunchGeGlu(d_in.get(), T, I, d_out.get(), nullptr));
     Sync();
     EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kOneRounding);
+  }
+}
+
+// SwiGLU and GeGLU quantised per token; row 0 is zero (scale 1). 176, 3328 and 1100 take the
+// 16-byte path, 90 and 1 the scalar one.
+TEST_F(KernelTest, GatedActivationsFp8) {
+  for (const bool gelu : {false, true}) {
+    for (const auto& [T, I] : {std::pair{13, 176}, {7, 90}, {3, 3328}, {17, 1100}, {1, 1}}) {
+      SCOPED_TRACE(::testing::Message() << (gelu ? "GeGLU" : "SwiGLU") << " T=" << T << " I=" << I);
+      std::vector<float> gate_up = rng_.Bf16Values(static_cast<size_t>(T) * 2 * I, 6.0f);
+      std::fill(gate_up.begin(), gate_up.begin() + 2 * I, 0.0f);
+      std::vector<float> ref(static_cast<size_t>(T) * I);
+      for (int t = 0; t < T; ++t) {
+        const float* g = gate_up.data() + static_cast<size_t>(t) * 2 * I;
+        float* r = ref.data() + static_cast<size_t>(t) * I;
+        gelu ? cpu::GeGlu(g, g + I, I, r) : cpu::SwiGlu(g, g + I, I, r);
+      }
+      DeviceArray<bf16> d_in(ToBf16(gate_up));
+      DeviceArray<fp8> d_q(ref.size());
+      DeviceArray<float> d_scale(T);
+      d_q.Poison();
+      d_scale.Poison();
+      RANKD_EXPECT_CUDA_OK(
+          gelu ? kernels::LaunchGeGluFp8(d_in.get(), T, I, d_q.get(), d_scale.get(), nullptr)
+               : kernels::LaunchSwiGluFp8(d_in.get(), T, I, d_q.get(), d_scale.get(), nullptr));
+      Sync();
+      const Fp8Rows got = DownloadFp8(d_q, d_scale);
+      EXPECT_EQ(got.scale[0], 1.0f) << "zero row";
+      ExpectFp8RowsMatch(got, ref, T, I);
+    }
+  }
+}
+
+// The row quantiser (attention output, weights at load): bf16 in, so the host quantises exactly
+// the kernel's inputs and every code and scale must match. Row 0 is zero (scale 1).
+TEST_F(KernelTest, QuantizeRowsFp8) {
+  for (const auto& [rows, cols] :
+       {std::pair{37, 1000}, {17, 1100}, {3, 3328}, {2, 1024}, {5, 90}, {1, 1}, {300, 72}}) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols);
+    std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(rows) * cols, 3.0f);
+    std::fill(x.begin(), x.begin() + cols, 0.0f);
+    DeviceArray<bf16> d_x(ToBf16(x));
+    DeviceArray<fp8> d_q(x.size());
+    DeviceArray<float> d_scale(rows);
+    d_q.Poison();
+    d_scale.Poison();
+    RANKD_EXPECT_CUDA_OK(
+        kernels::LaunchQuantizeRowsFp8(d_x.get(), rows, cols, d_q.get(), d_scale.get(), nullptr));
+    Sync();
+    const Fp8Rows got = DownloadFp8(d_q, d_scale);
+    const Fp8Rows want = test_util::QuantizeRows(x, rows, cols);
+    EXPECT_EQ(got.scale, want.scale);
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < got.q.size(); ++i) {
+      if (got.q[i] != want.q[i] && differ++ == 0) first = i;
+    }
+    EXPECT_EQ(differ, 0u) << "codes differ, first at row " << first / cols << " col "
+                          << first % cols << ": got 0x" << std::hex << int{got.q[first]}
+                          << ", want 0x" << int{want.q[first]} << std::dec << " (x = " << x[first]
+                          << ", scale " << want.scale[first / cols] << ")";
+    ExpectFp8RowsMatch(got, x, rows, cols);
   }
 }
 
