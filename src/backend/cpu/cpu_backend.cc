@@ -289,6 +289,13 @@ class CpuBackend final : public backend::Backend {
 absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCpuBackend(
     const backend::BackendOptions& options, const std::string& model_dir,
     const backend::HeadSpec& head) {
+  // precision names the CUDA backend's linear-layer arithmetic; this backend is the float32
+  // reference and has no other.
+  if (options.precision != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "precision '", options.precision,
+        "' is for the cuda backend; the cpu backend computes in float32 (leave precision bf16)"));
+  }
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(model_dir));
   RANKD_RETURN_IF_ERROR(backend::ValidateHead(config, head));
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));

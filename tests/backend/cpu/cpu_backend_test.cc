@@ -275,5 +275,20 @@ TEST_F(CpuBackendErrorsTest, PrefixIdOutsideVocabulary) {
   EXPECT_EQ(backend_->EncodePrefix({-1}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// precision is the CUDA backend's setting: the float32 reference refuses fp8, naming it.
+TEST(CpuBackendOptions, Fp8PrecisionIsRefused) {
+  const Golden g = LoadGolden("llama-cls");
+  auto config = model::ModelConfig::FromHfDir(g.model_dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto head = engine::ParseHeadSpec(g.head, *config, /*tok=*/nullptr);
+  ASSERT_TRUE(head.ok()) << head.status();
+  backend::BackendOptions options;
+  options.precision = "fp8";
+  auto backend = CreateCpuBackend(options, g.model_dir, *head);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
+  EXPECT_NE(backend.status().message().find("precision 'fp8'"), std::string::npos)
+      << backend.status();
+}
+
 }  // namespace
 }  // namespace rankd::cpu
