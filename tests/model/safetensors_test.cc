@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "rankd/common/status.h"
 #include "rankd/model/config.h"
 #include "rankd/model/weights.h"
 #include "tests/common/golden.h"
@@ -233,6 +234,63 @@ TEST_F(BadModelDirTest, ShapeMismatchNamesTheTensor) {
       bound.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [176, 64]"),
       std::string::npos)
       << bound.status();
+}
+
+// fp8 checkpoints' weight scales: per tensor, per row ([rows] or [rows, 1]), in F32 or BF16; a
+// weight that is not fp8 has none; missing, misshapen and block-wise scales are errors naming the
+// tensor.
+class Fp8ScalesTest : public BadModelDirTest {
+ protected:
+  // One F8_E4M3 weight "w.weight" [3, 2] with the given scale tensors.
+  absl::StatusOr<std::vector<float>> Scales(std::vector<TensorToWrite> scales) {
+    static const uint8_t kCodes[6] = {0x38, 0x38, 0x38, 0x38, 0x38, 0x38};
+    static const float kF32[3] = {0.5f, 2.0f, 0.25f};
+    scales.insert(scales.begin(), TensorToWrite{"w.weight", DType::kF8E4M3, {3, 2}, kCodes, 6});
+    scales.push_back({"b.weight", DType::kF32, {3}, kF32, 12});
+    const std::string path = (dir_ / "model.safetensors").string();
+    RANKD_RETURN_IF_ERROR(WriteSafetensors(path, scales));
+    RANKD_ASSIGN_OR_RETURN(st_, SafetensorsModel::OpenDir(dir_.string()));
+    RANKD_ASSIGN_OR_RETURN(const TensorView* plain, st_->Find("b.weight"));
+    RANKD_ASSIGN_OR_RETURN(std::vector<float> none, Fp8RowScales(*st_, *plain));
+    EXPECT_TRUE(none.empty()) << "an F32 weight has no fp8 scales";
+    RANKD_ASSIGN_OR_RETURN(const TensorView* w, st_->Find("w.weight"));
+    return Fp8RowScales(*st_, *w);
+  }
+  std::unique_ptr<SafetensorsModel> st_;
+};
+
+TEST_F(Fp8ScalesTest, PerTensorAndPerRow) {
+  const float one[1] = {0.125f};
+  const float rows[3] = {0.5f, 2.0f, 0.25f};
+  const uint16_t rows_bf16[3] = {F32ToBf16(0.5f), F32ToBf16(2.0f), F32ToBf16(0.25f)};
+  auto per_tensor = Scales({{"w.weight_scale", DType::kF32, {}, one, 4}});
+  ASSERT_TRUE(per_tensor.ok()) << per_tensor.status();
+  EXPECT_EQ(*per_tensor, (std::vector<float>{0.125f, 0.125f, 0.125f}));
+  auto per_row = Scales({{"w.weight_scale", DType::kF32, {3}, rows, 12}});
+  ASSERT_TRUE(per_row.ok()) << per_row.status();
+  EXPECT_EQ(*per_row, (std::vector<float>{0.5f, 2.0f, 0.25f}));
+  auto per_row_column = Scales({{"w.weight_scale", DType::kBF16, {3, 1}, rows_bf16, 6},
+                                {"w.input_scale", DType::kF32, {}, one, 4}});
+  ASSERT_TRUE(per_row_column.ok()) << per_row_column.status();
+  EXPECT_EQ(*per_row_column, (std::vector<float>{0.5f, 2.0f, 0.25f}));
+}
+
+TEST_F(Fp8ScalesTest, MissingMisshapenAndBlockwiseScalesAreRefused) {
+  const float two[2] = {1, 1};
+  auto missing = Scales({});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("no 'w.weight_scale'"), std::string::npos)
+      << missing.status();
+  auto misshapen = Scales({{"w.weight_scale", DType::kF32, {2}, two, 8}});
+  EXPECT_EQ(misshapen.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(misshapen.status().message().find("tensor 'w.weight_scale' is F32 [2]"),
+            std::string::npos)
+      << misshapen.status();
+  auto blockwise = Scales({{"w.weight_scale_inv", DType::kF32, {1, 1}, two, 4}});
+  EXPECT_EQ(blockwise.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(blockwise.status().message().find("'w.weight_scale_inv': block-wise"),
+            std::string::npos)
+      << blockwise.status();
 }
 
 }  // namespace

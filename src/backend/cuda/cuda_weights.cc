@@ -20,17 +20,24 @@ namespace {
 using bf16 = __nv_bfloat16;
 using backend::HeadSpec;
 
-// A run of elements of a checkpoint tensor, converted to bf16 on upload.
+// A run of elements of a checkpoint tensor, converted on upload. An F8_E4M3 tensor (a linear weight
+// of an fp8 checkpoint) carries its per-row dequantisation scales.
 struct Piece {
   const model::TensorView* tensor;
   int64_t begin;
   int64_t count;
+  std::vector<float> scales;  // [rows of the tensor], F8_E4M3 only
 };
 
 absl::Status ToBf16(const Piece& p, uint16_t* out) {
   const model::TensorView& t = *p.tensor;
   const size_t es = model::DTypeSize(t.dtype);
   const uint8_t* src = t.data + p.begin * es;
+  if (t.dtype == model::DType::kF8E4M3 && p.scales.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", t.name, "' is F8_E4M3; only the linear layers' weights may be fp8"));
+  }
+  const int64_t cols = p.scales.empty() ? 1 : t.numel() / static_cast<int64_t>(p.scales.size());
   for (int64_t i = 0; i < p.count; ++i) {
     switch (t.dtype) {
       case model::DType::kBF16:
@@ -49,14 +56,20 @@ absl::Status ToBf16(const Piece& p, uint16_t* out) {
         break;
       }
       case model::DType::kF8E4M3:
-        return absl::UnimplementedError(
-            absl::StrCat("tensor '", t.name, "' is F8_E4M3: fp8 checkpoints do not load yet"));
+        out[i] = model::F32ToBf16(model::F8E4M3ToF32(src[i]) * p.scales[(p.begin + i) / cols]);
+        break;
     }
   }
   return absl::OkStatus();
 }
 
-Piece Whole(const model::TensorView* t) { return Piece{t, 0, t->numel()}; }
+Piece Whole(const model::TensorView* t) { return Piece{t, 0, t->numel(), {}}; }
+
+// A linear weight, with its fp8 scales when the checkpoint stores it in fp8.
+absl::StatusOr<Piece> LinearWeight(const model::SafetensorsModel& st, const model::TensorView* t) {
+  RANKD_ASSIGN_OR_RETURN(std::vector<float> scales, model::Fp8RowScales(st, *t));
+  return Piece{t, 0, t->numel(), std::move(scales)};
+}
 
 // Device memory freed on destruction.
 struct DeviceFree {
@@ -90,14 +103,17 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
   uploads.push_back({&w.embed, {Whole(t.embed)}});
   uploads.push_back({&w.final_norm, {Whole(t.final_norm)}});
   std::vector<Piece> head_rows;
-  for (int32_t r : head.HeadRows()) head_rows.push_back(Piece{t.head, int64_t{r} * H, H});
+  for (int32_t r : head.HeadRows()) head_rows.push_back(Piece{t.head, int64_t{r} * H, H, {}});
   uploads.push_back({&w.head_rows, head_rows});
   // A linear weight [rows, cols] stacked from `tensors`.
   auto linear = [&](const bf16** dst, Fp8Matrix* fp8_dst,
                     std::initializer_list<const model::TensorView*> tensors,
                     int64_t cols) -> absl::Status {
     Upload u;
-    for (const model::TensorView* tensor : tensors) u.pieces.push_back(Whole(tensor));
+    for (const model::TensorView* tensor : tensors) {
+      RANKD_ASSIGN_OR_RETURN(Piece p, LinearWeight(st, tensor));
+      u.pieces.push_back(std::move(p));
+    }
     if (fp8) {
       u.fp8 = fp8_dst;
       u.cols = cols;
@@ -174,24 +190,43 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     staging.reset(p);
   }
 
-  std::vector<uint16_t> host;  // one tensor's bf16 bits at a time
+  std::vector<uint16_t> host;   // one tensor's bf16 bits at a time
+  std::vector<uint8_t> host_q;  // or its e4m3 codes, as an fp8 checkpoint stores them
+  std::vector<float> host_scales;
   for (size_t i = 0; i < uploads.size(); ++i) {
     const Upload& u = uploads[i];
     const int64_t n = u.numel();
-    host.resize(n);
-    int64_t at = 0;
-    for (const Piece& p : u.pieces) {
-      RANKD_RETURN_IF_ERROR(ToBf16(p, host.data() + at));
-      at += p.count;
-    }
-    void* to = u.fp8 != nullptr ? staging.get() : dsts[i].data;
-    // Synchronous on the legacy default stream: it waits for the previous quantisation.
-    RANKD_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(to, host.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    if (u.fp8 != nullptr) {
-      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(
-          static_cast<const bf16*>(to), n / u.cols, static_cast<int>(u.cols),
-          static_cast<__nv_fp8_e4m3*>(dsts[i].data), dsts[i].scale, nullptr));
+    const bool stored_fp8 = std::all_of(u.pieces.begin(), u.pieces.end(), [](const Piece& p) {
+      return p.tensor->dtype == model::DType::kF8E4M3;
+    });
+    if (u.fp8 != nullptr && stored_fp8) {  // the checkpoint's own codes and scales
+      host_q.clear();
+      host_scales.clear();
+      for (const Piece& p : u.pieces) {
+        host_q.insert(host_q.end(), p.tensor->data + p.begin, p.tensor->data + p.begin + p.count);
+        host_scales.insert(host_scales.end(), p.scales.begin(), p.scales.end());
+      }
+      RANKD_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(dsts[i].data, host_q.data(), n, cudaMemcpyHostToDevice));
+      RANKD_CUDA_RETURN_IF_ERROR(cudaMemcpy(dsts[i].scale, host_scales.data(),
+                                            host_scales.size() * sizeof(float),
+                                            cudaMemcpyHostToDevice));
+    } else {
+      host.resize(n);
+      int64_t at = 0;
+      for (const Piece& p : u.pieces) {
+        RANKD_RETURN_IF_ERROR(ToBf16(p, host.data() + at));
+        at += p.count;
+      }
+      void* to = u.fp8 != nullptr ? staging.get() : dsts[i].data;
+      // Synchronous on the legacy default stream: it waits for the previous quantisation.
+      RANKD_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(to, host.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
+      if (u.fp8 != nullptr) {
+        RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(
+            static_cast<const bf16*>(to), n / u.cols, static_cast<int>(u.cols),
+            static_cast<__nv_fp8_e4m3*>(dsts[i].data), dsts[i].scale, nullptr));
+      }
     }
     if (u.fp8 != nullptr) {
       *u.fp8 = Fp8Matrix{static_cast<const __nv_fp8_e4m3*>(dsts[i].data), dsts[i].scale};

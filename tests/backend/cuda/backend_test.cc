@@ -4,25 +4,33 @@
 //   - prefix-cached scores equal from-scratch ones, the strategies agree, and scores do not depend
 //     on batch composition, each within bf16 rounding (kConsistency);
 //   - CUDA against the CPU backend on random prefixes, id items and embedding items;
-//   - precision fp8: the ranking of the golden requests against float32 (Spearman, top-1), and
-//     graph replay equal to eager passes.
+//   - precision fp8: the ranking of the golden requests against float32 (Spearman, top-1), graph
+//     replay equal to eager passes, and an fp8 checkpoint loaded as it is.
 // Each test prints one "[stats]" line with its largest errors, for bench/RESULTS.md.
 #include "rankd/backend/backend.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <set>
 
+#include "nlohmann/json.hpp"
 #include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/backend/registry.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/config.h"
+#include "rankd/model/safetensors.h"
+#include "rankd/model/weights.h"
 #include "rankd/tokenizer/tokenizer.h"
 #include "tests/backend/cuda/cuda_test_util.h"
 #include "tests/common/golden.h"
@@ -421,6 +429,112 @@ TEST_P(CudaGoldenTest, Fp8RankingMatchesFloat32) {
   EXPECT_GE(top1_same, 0.8 * top1_cases)
       << "same top item in " << top1_same << " of " << top1_cases << " requests";
 }
+
+// An fp8 checkpoint (F8_E4M3 linear weights with per-channel weight_scale, quantization_config in
+// config.json), written here from a golden model by the same rule the backend quantises with at
+// load (test_util::QuantizeRows on the bf16 weights): with precision fp8 it loads as it is and
+// scores bitwise like the bf16 model quantised at load; with precision bf16 it is dequantised,
+// and scores like the CPU backend on the same checkpoint.
+class Fp8CheckpointTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    RANKD_SKIP_WITHOUT_GPU();
+    golden_ = LoadGolden(GetParam());
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rankd_fp8_" + Name(GetParam()) + "_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    WriteFp8Checkpoint();
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  void WriteFp8Checkpoint() {
+    auto st = model::SafetensorsModel::OpenDir(golden_.model_dir);
+    ASSERT_TRUE(st.ok()) << st.status();
+    auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto bound = model::BindTensors(*config, **st);
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    std::set<std::string> linear;
+    for (const model::LayerTensors& l : bound->layers) {
+      for (const model::TensorView* t :
+           {l.q_proj, l.k_proj, l.v_proj, l.o_proj, l.gate_proj, l.up_proj, l.down_proj}) {
+        linear.insert(t->name);
+      }
+    }
+    // Every tensor as stored, but the linear weights: e4m3 codes and an F32 scale per row.
+    std::deque<std::vector<uint8_t>> keep_q;
+    std::deque<std::vector<float>> keep_f;
+    std::vector<model::TensorToWrite> out;
+    std::ifstream single(golden_.model_dir + "/model.safetensors");
+    ASSERT_TRUE(single.good()) << "the golden models are single-file checkpoints";
+    auto file = model::SafetensorsFile::Open(golden_.model_dir + "/model.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status();
+    for (const auto& [name, t] : (*file)->tensors()) {
+      if (!linear.count(name)) {
+        out.push_back({name, t.dtype, t.shape, t.data, t.nbytes});
+        continue;
+      }
+      std::vector<float> w(t.numel());
+      ASSERT_TRUE(model::ConvertToF32(t, absl::MakeSpan(w)).ok());
+      for (float& v : w) v = model::Bf16ToF32(model::F32ToBf16(v));
+      const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
+      test_util::Fp8Rows q = test_util::QuantizeRows(w, rows, cols);
+      keep_q.push_back(std::move(q.q));
+      keep_f.push_back(std::move(q.scale));
+      out.push_back(
+          {name, model::DType::kF8E4M3, t.shape, keep_q.back().data(), keep_q.back().size()});
+      out.push_back({name + "_scale",
+                     model::DType::kF32,
+                     {rows},
+                     keep_f.back().data(),
+                     keep_f.back().size() * sizeof(float)});
+    }
+    ASSERT_TRUE(model::WriteSafetensors((dir_ / "model.safetensors").string(), out).ok());
+    std::ifstream in(golden_.model_dir + "/config.json");
+    nlohmann::json cfg = nlohmann::json::parse(in);
+    cfg["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
+    std::ofstream(dir_ / "config.json") << cfg.dump(2);
+  }
+
+  Golden golden_;
+  std::filesystem::path dir_;
+  test_util::Rng rng_;
+};
+
+TEST_P(Fp8CheckpointTest, LoadsAsItIsAndDequantised) {
+  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
+  const std::string dir = dir_.string();
+  auto quantised_at_load =
+      MakeBackend(golden_.model_dir, golden_.head, "cuda", "ibpc", 16384, true, "fp8");
+  auto as_stored = MakeBackend(dir, golden_.head, "cuda", "ibpc", 16384, true, "fp8");
+  auto dequantised = MakeBackend(dir, golden_.head, "cuda", "ibpc", 16384, true, "bf16");
+  auto cpu = MakeBackend(dir, golden_.head, "cpu", "ibpc");
+  for (auto* b : {&quantised_at_load, &as_stored, &dequantised, &cpu}) {
+    ASSERT_TRUE(b->ok()) << b->status();
+  }
+  Stats st{GetParam() + " fp8 checkpoint: as stored vs quantised at load"};
+  for (const auto& c : golden_.cases) {
+    const ItemBatch batch = IdItems(c);
+    const std::vector<float> a = Score(**quantised_at_load, c.prefix_ids, batch);
+    const std::vector<float> b = Score(**as_stored, c.prefix_ids, batch);
+    const std::vector<float> d = Score(**dequantised, c.prefix_ids, batch);
+    const std::vector<float> r = Score(**cpu, c.prefix_ids, batch);
+    for (size_t i = 0; i < a.size(); ++i) {
+      st.Add(b[i], a[i]);
+      ASSERT_TRUE(std::isfinite(a[i])) << "query '" << c.query << "' item " << i;
+      EXPECT_EQ(a[i], b[i]) << "query '" << c.query << "' item " << i;
+    }
+    EXPECT_LT(test_util::RelNormError(d, r), kVsCpu)
+        << "query '" << c.query << "': the dequantised checkpoint, CUDA bf16 vs CPU";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SomeModels, Fp8CheckpointTest,
+                         ::testing::Values("llama-cls", "qwen3-cls-wide", "gemma2-tiny",
+                                           "llama-gqa-yesno"),
+                         [](const auto& info) { return Name(info.param); });
 
 // ---- per model: strategies agree, CUDA vs CPU on random inputs
 // ------------------------------------
