@@ -7,6 +7,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace rankd::kernels {
 
 // scale[r] = max_c |x[r, c]| / 448 (1 for an all-zero row); q[r, c] = e4m3(x[r, c] / scale[r]),
