@@ -1,5 +1,5 @@
-// Device helpers shared by the kernels: warp/block reductions and launch-shape arithmetic.
-// Device-only code (include from .cu files).
+// Device helpers shared by the kernels: warp/block reductions (sum, max) and launch-shape
+// arithmetic. Device-only code (include from .cu files).
 #ifndef RANKD_KERNELS_COMMON_CUH_
 #define RANKD_KERNELS_COMMON_CUH_
 
@@ -20,6 +20,12 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // Sum over a block of up to 1024 threads (blockDim.x a multiple of 32); every thread gets the
 // result. `scratch` holds 32 floats of shared memory; safe to call repeatedly.
 __device__ __forceinline__ float BlockSum(float v, float* scratch) {
@@ -31,6 +37,18 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   __syncthreads();
   v = lane < num_warps ? scratch[lane] : 0.0f;
   return WarpSum(v);
+}
+
+// Maximum over a block, as BlockSum.
+__device__ __forceinline__ float BlockMax(float v, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int num_warps = blockDim.x / kWarpSize;
+  v = WarpMax(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < num_warps ? scratch[lane] : -INFINITY;
+  return WarpMax(v);
 }
 
 // RoPE of one (x, y) = (x[i], x[i + D/2]) pair by the angle whose (cos, sin) is (c, s), in fp32

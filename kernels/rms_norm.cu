@@ -4,11 +4,13 @@
 // dim needs and 1024-wide rows leave room for 5 blocks a multiprocessor). Each of the N loads is a
 // coalesced 512-byte warp access, all issued before the reduction; the sum of squares is a warp
 // reduction; each float4 becomes 4 bf16 (one 8-byte weight load, one 8-byte store). Other dims
-// stride over the row one column per lane and read it twice (the second read hits L1).
+// stride over the row one column per lane and read it twice (the second read hits L1). Each has a
+// bf16 and an fp8 output (Out: e4m3 with the row's scale, the largest magnitude a warp reduction).
 #include <type_traits>
 #include <utility>
 
 #include "kernels/common.cuh"
+#include "kernels/fp8.cuh"
 #include "kernels/rms_norm.cuh"
 
 namespace rankd::kernels {
@@ -18,10 +20,19 @@ constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
 constexpr int kMaxChunks = 16;  // float4s a lane keeps in registers: rows up to 2048 floats
 
-template <int N>
+// Where a normalised row goes: bf16, or fp8 e4m3 with the row's scale (kernels/fp8.cuh).
+struct Bf16Out {
+  __nv_bfloat16* out;  // [rows, dim]
+};
+struct Fp8Out {
+  __nv_fp8_storage_t* q;  // [rows, dim]
+  float* scale;           // [rows]
+};
+
+template <int N, typename Out>
 __global__ void __launch_bounds__(kThreads)
     RmsNormRegistersKernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                           float offset, float eps, int rows, __nv_bfloat16* __restrict__ out) {
+                           float offset, float eps, int rows, Out o) {
   constexpr int kDim = N * 4 * kWarpSize;
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -36,39 +47,67 @@ __global__ void __launch_bounds__(kThreads)
     ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
   const float inv = rsqrtf(WarpSum(ss) / static_cast<float>(kDim) + eps);
   const uint2* wv = reinterpret_cast<const uint2*>(w);
-  uint2* orow = reinterpret_cast<uint2*>(out + static_cast<int64_t>(r) * kDim);
 #pragma unroll
-  for (int j = 0; j < N; ++j) {
+  for (int j = 0; j < N; ++j) {  // v becomes the normalised row
     const uint2 wr = wv[lane + kWarpSize * j];
     float2 w01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wr.x));
     float2 w23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wr.y));
-    w01.x += offset;
-    w01.y += offset;
-    w23.x += offset;
-    w23.y += offset;
-    const __nv_bfloat162 o01 = __floats2bfloat162_rn(v[j].x * inv * w01.x, v[j].y * inv * w01.y);
-    const __nv_bfloat162 o23 = __floats2bfloat162_rn(v[j].z * inv * w23.x, v[j].w * inv * w23.y);
-    uint2 o;
-    o.x = *reinterpret_cast<const uint32_t*>(&o01);
-    o.y = *reinterpret_cast<const uint32_t*>(&o23);
-    orow[lane + kWarpSize * j] = o;
+    v[j].x = v[j].x * inv * (w01.x + offset);
+    v[j].y = v[j].y * inv * (w01.y + offset);
+    v[j].z = v[j].z * inv * (w23.x + offset);
+    v[j].w = v[j].w * inv * (w23.y + offset);
+  }
+  if constexpr (std::is_same_v<Out, Fp8Out>) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      amax = fmaxf(amax,
+                   fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+    }
+    const float s = Fp8Scale(WarpMax(amax));
+    if (lane == 0) o.scale[r] = s;
+    uint32_t* qrow = reinterpret_cast<uint32_t*>(o.q + static_cast<int64_t>(r) * kDim);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      qrow[lane + kWarpSize * j] = ToE4m3x4(v[j].x, v[j].y, v[j].z, v[j].w, s);
+    }
+  } else {
+    uint2* orow = reinterpret_cast<uint2*>(o.out + static_cast<int64_t>(r) * kDim);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const __nv_bfloat162 o01 = __floats2bfloat162_rn(v[j].x, v[j].y);
+      const __nv_bfloat162 o23 = __floats2bfloat162_rn(v[j].z, v[j].w);
+      uint2 packed;
+      packed.x = *reinterpret_cast<const uint32_t*>(&o01);
+      packed.y = *reinterpret_cast<const uint32_t*>(&o23);
+      orow[lane + kWarpSize * j] = packed;
+    }
   }
 }
 
+// fp8 reads the row a third time (its largest magnitude first).
+template <typename Out>
 __global__ void __launch_bounds__(kThreads)
     RmsNormStridedKernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                         float offset, float eps, int rows, int dim,
-                         __nv_bfloat16* __restrict__ out) {
+                         float offset, float eps, int rows, int dim, Out o) {
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= rows) return;  // whole warps
   const float* row = x + static_cast<int64_t>(r) * dim;
-  __nv_bfloat16* orow = out + static_cast<int64_t>(r) * dim;
   float ss = 0.0f;
   for (int i = lane; i < dim; i += kWarpSize) ss += row[i] * row[i];
   const float inv = rsqrtf(WarpSum(ss) / static_cast<float>(dim) + eps);
-  for (int i = lane; i < dim; i += kWarpSize) {
-    orow[i] = __float2bfloat16(row[i] * inv * (offset + __bfloat162float(w[i])));
+  auto normed = [&](int i) { return row[i] * inv * (__bfloat162float(w[i]) + offset); };
+  if constexpr (std::is_same_v<Out, Fp8Out>) {
+    float amax = 0.0f;
+    for (int i = lane; i < dim; i += kWarpSize) amax = fmaxf(amax, fabsf(normed(i)));
+    const float s = Fp8Scale(WarpMax(amax));
+    if (lane == 0) o.scale[r] = s;
+    __nv_fp8_storage_t* qrow = o.q + static_cast<int64_t>(r) * dim;
+    for (int i = lane; i < dim; i += kWarpSize) qrow[i] = ToE4m3(normed(i), s);
+  } else {
+    __nv_bfloat16* orow = o.out + static_cast<int64_t>(r) * dim;
+    for (int i = lane; i < dim; i += kWarpSize) orow[i] = __float2bfloat16(normed(i));
   }
 }
 
@@ -93,14 +132,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int... Ns>
+template <typename Out, int... Ns>
 cudaError_t LaunchRegisters(int n, const float* x, const __nv_bfloat16* w, float offset, float eps,
-                            int rows, __nv_bfloat16* out, cudaStream_t stream,
+                            int rows, Out out, cudaStream_t stream,
                             std::integer_sequence<int, Ns...>) {
   const unsigned blocks = static_cast<unsigned>(CeilDiv(rows, kWarpsPerBlock));
   bool launched = false;
   // Exactly one N + 1 equals n.
-  ((n == Ns + 1 ? (RmsNormRegistersKernel<Ns + 1>
+  ((n == Ns + 1 ? (RmsNormRegistersKernel<Ns + 1, Out>
                    <<<blocks, kThreads, 0, stream>>>(x, w, offset, eps, rows, out),
                    launched = true)
                 : false),
@@ -108,19 +147,32 @@ cudaError_t LaunchRegisters(int n, const float* x, const __nv_bfloat16* w, float
   return launched ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
-}  // namespace
-
-cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
-                          int rows, int dim, __nv_bfloat16* out, cudaStream_t stream) {
+template <typename Out>
+cudaError_t LaunchNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
+                       int rows, int dim, Out out, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   constexpr int kChunk = 4 * kWarpSize;  // floats a warp covers with one float4 each
   if (dim % kChunk == 0 && dim / kChunk <= kMaxChunks) {
     return LaunchRegisters(dim / kChunk, x, w, weight_offset, eps, rows, out, stream,
                            std::make_integer_sequence<int, kMaxChunks>{});
   }
-  RmsNormStridedKernel<<<CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream>>>(x, w, weight_offset,
-                                                                               eps, rows, dim, out);
+  RmsNormStridedKernel<Out><<<CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream>>>(
+      x, w, weight_offset, eps, rows, dim, out);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
+                          int rows, int dim, __nv_bfloat16* out, cudaStream_t stream) {
+  return LaunchNorm(x, w, weight_offset, eps, rows, dim, Bf16Out{out}, stream);
+}
+
+cudaError_t LaunchRmsNormFp8(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
+                             int rows, int dim, __nv_fp8_e4m3* q, float* scale,
+                             cudaStream_t stream) {
+  return LaunchNorm(x, w, weight_offset, eps, rows, dim,
+                    Fp8Out{reinterpret_cast<__nv_fp8_storage_t*>(q), scale}, stream);
 }
 
 cudaError_t LaunchRmsNormAdd(const __nv_bfloat16* y, const __nv_bfloat16* w, float weight_offset,

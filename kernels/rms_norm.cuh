@@ -1,8 +1,10 @@
-// RMSNorm of the fp32 residual stream into the bf16 input of the next GEMM.
+// RMSNorm of the fp32 residual stream into the input of the next GEMM: bf16, or fp8 e4m3 with a
+// scale per row.
 #ifndef RANKD_KERNELS_RMS_NORM_CUH_
 #define RANKD_KERNELS_RMS_NORM_CUH_
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 namespace rankd::kernels {
@@ -16,6 +18,13 @@ namespace rankd::kernels {
 // adds o_proj / down_proj output into the fp32 stream), so this kernel reads one stream only.
 cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
                           int rows, int dim, __nv_bfloat16* out, cudaStream_t stream);
+
+// The same norm in fp32, quantised per row (kernels/fp8.cuh) instead of rounded to bf16:
+// scale[r] = max |n[r, :]| / 448 (1 for an all-zero row), q[r, :] = e4m3(n[r, :] / scale[r]).
+//   q [rows, dim] e4m3 row-major (4-byte aligned when dim % 128 == 0); scale [rows] fp32.
+cudaError_t LaunchRmsNormFp8(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
+                             int rows, int dim, __nv_fp8_e4m3* q, float* scale,
+                             cudaStream_t stream);
 
 // The residual add of a normalised sublayer output (Gemma 2's post-attention and post-feedforward
 // norms): x[r, :] += bf16(y[r, :] / sqrt(mean(y[r, :]^2) + eps) * (weight_offset + w)), the norm

@@ -1,8 +1,10 @@
 // SwiGLU and GeGLU (the activation a template parameter). Thread mapping: a 1-D grid over the T*I
 // outputs in chunks of 8 consecutive columns of one token when I % 8 == 0 (one 16-byte load of
 // gate, one of up, one 16-byte store per thread), else one output per thread. Consecutive threads
-// take consecutive chunks: coalesced.
+// take consecutive chunks: coalesced. The fp8 variants (e4m3 with a scale per token) take one block
+// per token instead (GatedFp8Kernel), since a token's scale needs its whole row.
 #include "kernels/common.cuh"
+#include "kernels/fp8.cuh"
 #include "kernels/swiglu.cuh"
 
 namespace rankd::kernels {
@@ -63,6 +65,73 @@ __global__ void GatedScalarKernel(const __nv_bfloat16* __restrict__ gate_up, int
       __float2bfloat16(Activate<A>(__bfloat162float(g[i])) * __bfloat162float(g[intermediate + i]));
 }
 
+// fp8 output: one 256-thread block per token row, which it reads twice (the largest magnitude of
+// the activations, a block reduction; then the activations again, quantised), kVec (8 or 1)
+// columns a thread a step.
+template <Act A, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    GatedFp8Kernel(const __nv_bfloat16* __restrict__ gate_up, int intermediate,
+                   __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scale) {
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  const __nv_bfloat16* g = gate_up + t * 2 * intermediate;
+  __nv_fp8_storage_t* qrow = q + t * intermediate;
+  const int steps = intermediate / kVec;
+  // The kVec activations of step i.
+  auto activations = [&](int i, float(&a)[kVec]) {
+    if constexpr (kVec == 8) {
+      const uint4 gv = reinterpret_cast<const uint4*>(g)[i];
+      const uint4 uv = reinterpret_cast<const uint4*>(g + intermediate)[i];
+      const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&gv);
+      const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&uv);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 gf = __bfloat1622float2(g2[k]), uf = __bfloat1622float2(u2[k]);
+        a[2 * k] = Activate<A>(gf.x) * uf.x;
+        a[2 * k + 1] = Activate<A>(gf.y) * uf.y;
+      }
+    } else {
+      a[0] = Activate<A>(__bfloat162float(g[i])) * __bfloat162float(g[intermediate + i]);
+    }
+  };
+  float amax = 0.0f;
+  for (int i = threadIdx.x; i < steps; i += kThreads) {
+    float a[kVec];
+    activations(i, a);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) amax = fmaxf(amax, fabsf(a[k]));
+  }
+  const float s = Fp8Scale(BlockMax(amax, scratch));
+  if (threadIdx.x == 0) scale[t] = s;
+  for (int i = threadIdx.x; i < steps; i += kThreads) {
+    float a[kVec];
+    activations(i, a);
+    if constexpr (kVec == 8) {
+      uint2 out;
+      out.x = ToE4m3x4(a[0], a[1], a[2], a[3], s);
+      out.y = ToE4m3x4(a[4], a[5], a[6], a[7], s);
+      reinterpret_cast<uint2*>(qrow)[i] = out;
+    } else {
+      qrow[i] = ToE4m3(a[0], s);
+    }
+  }
+}
+
+template <Act A>
+cudaError_t LaunchGatedFp8(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
+                           __nv_fp8_e4m3* q, float* scale, cudaStream_t stream) {
+  if (num_tokens == 0 || intermediate == 0) return cudaSuccess;
+  auto* qs = reinterpret_cast<__nv_fp8_storage_t*>(q);
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 && reinterpret_cast<uintptr_t>(q) % 8 == 0;
+  if (intermediate % 8 == 0 && aligned) {
+    GatedFp8Kernel<A, 8><<<num_tokens, kThreads, 0, stream>>>(gate_up, intermediate, qs, scale);
+  } else {
+    GatedFp8Kernel<A, 1><<<num_tokens, kThreads, 0, stream>>>(gate_up, intermediate, qs, scale);
+  }
+  return cudaGetLastError();
+}
+
 template <Act A>
 cudaError_t LaunchGated(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
                         __nv_bfloat16* out, cudaStream_t stream) {
@@ -83,6 +152,16 @@ cudaError_t LaunchGated(const __nv_bfloat16* gate_up, int num_tokens, int interm
 }
 
 }  // namespace
+
+cudaError_t LaunchSwiGluFp8(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
+                            __nv_fp8_e4m3* q, float* scale, cudaStream_t stream) {
+  return LaunchGatedFp8<Act::kSilu>(gate_up, num_tokens, intermediate, q, scale, stream);
+}
+
+cudaError_t LaunchGeGluFp8(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
+                           __nv_fp8_e4m3* q, float* scale, cudaStream_t stream) {
+  return LaunchGatedFp8<Act::kGeluTanh>(gate_up, num_tokens, intermediate, q, scale, stream);
+}
 
 cudaError_t LaunchSwiGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
                          __nv_bfloat16* out, cudaStream_t stream) {

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -29,19 +31,36 @@ absl::StatusOr<DType> ParseDType(absl::string_view s) {
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
   if (s == "BF16") return DType::kBF16;
-  return absl::UnimplementedError(absl::StrCat("dtype ", s, " is not supported (F32, F16, BF16)"));
+  if (s == "F8_E4M3") return DType::kF8E4M3;
+  return absl::UnimplementedError(
+      absl::StrCat("dtype ", s, " is not supported (F32, F16, BF16, F8_E4M3)"));
 }
-
 
 }  // namespace
 
-size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+  }
+  return 0;
+}
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -52,13 +71,15 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-std::string TensorView::ShapeString() const { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+std::string TensorView::ShapeString() const {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
 
 absl::StatusOr<std::map<std::string, TensorView>> SafetensorsFile::ParseImage(
     absl::Span<const uint8_t> bytes, absl::string_view source) {
   if (bytes.size() < 8) {
-    return absl::DataLossError(absl::StrCat(source, ": truncated (", bytes.size(),
-                                            " bytes, no 8-byte header length)"));
+    return absl::DataLossError(
+        absl::StrCat(source, ": truncated (", bytes.size(), " bytes, no 8-byte header length)"));
   }
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);  // little-endian, as are all supported hosts
@@ -78,7 +99,8 @@ absl::StatusOr<std::map<std::string, TensorView>> SafetensorsFile::ParseImage(
   for (auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
     const std::string where = absl::StrCat(source, ": tensor '", name, "'");
-    if (!info.is_object()) return absl::DataLossError(absl::StrCat(where, ": entry is not an object"));
+    if (!info.is_object())
+      return absl::DataLossError(absl::StrCat(where, ": entry is not an object"));
     auto dt = info.find("dtype");
     auto sh = info.find("shape");
     auto off = info.find("data_offsets");
@@ -99,7 +121,8 @@ absl::StatusOr<std::map<std::string, TensorView>> SafetensorsFile::ParseImage(
       }
       t.shape.push_back(d.get<int64_t>());
       numel *= d.get<uint64_t>();
-      if (numel > (1ull << 40)) return absl::DataLossError(absl::StrCat(where, ": shape too large"));
+      if (numel > (1ull << 40))
+        return absl::DataLossError(absl::StrCat(where, ": shape too large"));
     }
     if (!(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned()) {
       return absl::DataLossError(absl::StrCat(where, ": data_offsets must be unsigned integers"));
@@ -206,7 +229,9 @@ absl::StatusOr<const TensorView*> SafetensorsModel::Find(absl::string_view name)
   return it->second;
 }
 
-bool SafetensorsModel::Has(absl::string_view name) const { return index_.find(name) != index_.end(); }
+bool SafetensorsModel::Has(absl::string_view name) const {
+  return index_.find(name) != index_.end();
+}
 
 absl::Status WriteSafetensors(const std::string& path, absl::Span<const TensorToWrite> tensors,
                               const std::map<std::string, std::string>& metadata) {
@@ -217,8 +242,8 @@ absl::Status WriteSafetensors(const std::string& path, absl::Span<const TensorTo
     uint64_t numel = 1;
     for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
     if (numel * DTypeSize(t.dtype) != t.nbytes) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t.name, "' has ",
-                                                     t.nbytes, " bytes for its shape"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor '", t.name, "' has ", t.nbytes, " bytes for its shape"));
     }
     header[t.name] = {{"dtype", std::string(DTypeName(t.dtype))},
                       {"shape", t.shape},
@@ -274,6 +299,16 @@ float F16ToF32(uint16_t h) {
   return f;
 }
 
+float F8E4M3ToF32(uint8_t v) {
+  const float sign = (v & 0x80) ? -1.0f : 1.0f;
+  const int exp = (v >> 3) & 0xf;
+  const int mant = v & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  // Bias 7; exponent 0 holds the subnormals mant * 2^-9.
+  return exp == 0 ? sign * std::ldexp(static_cast<float>(mant), -9)
+                  : sign * std::ldexp(static_cast<float>(8 + mant), exp - 10);
+}
+
 uint16_t F32ToBf16(float v) {
   uint32_t bits;
   std::memcpy(&bits, &v, 4);
@@ -307,6 +342,9 @@ absl::Status ConvertToF32(const TensorView& t, absl::Span<float> out) {
         std::memcpy(&v, t.data + 2 * i, 2);
         out[i] = F16ToF32(v);
       }
+      break;
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) out[i] = F8E4M3ToF32(t.data[i]);
       break;
   }
   return absl::OkStatus();

@@ -91,4 +91,35 @@ absl::StatusOr<ModelTensors> BindTensors(const ModelConfig& c, const Safetensors
   return m;
 }
 
+absl::StatusOr<std::vector<float>> Fp8RowScales(const SafetensorsModel& st,
+                                                const TensorView& weight) {
+  if (weight.dtype != DType::kF8E4M3) return std::vector<float>{};
+  const std::string name = absl::StrCat(weight.name, "_scale");
+  if (st.Has(absl::StrCat(name, "_inv"))) {
+    return absl::UnimplementedError(
+        absl::StrCat("tensor '", name,
+                     "_inv': block-wise fp8 weight scales (weight_scale_inv) are not "
+                     "supported; fp8 checkpoints need a per-tensor or per-channel weight_scale"));
+  }
+  if (!st.Has(name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", weight.name, "' is F8_E4M3 but the checkpoint has no '", name, "'"));
+  }
+  const TensorView& scale = **st.Find(name);
+  const int64_t rows = weight.shape.empty() ? 1 : weight.shape[0];
+  const int64_t n = scale.numel();
+  const bool per_row =
+      n == rows && (scale.shape.size() == 1 || (scale.shape.size() == 2 && scale.shape[1] == 1));
+  if (scale.dtype == DType::kF8E4M3 || (n != 1 && !per_row)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' is ", DTypeName(scale.dtype), " ", scale.ShapeString(),
+                     ": an fp8 weight scale is one F32/BF16/F16 value or one per row of '",
+                     weight.name, "' [", rows, "]"));
+  }
+  std::vector<float> values(n);
+  RANKD_RETURN_IF_ERROR(ConvertToF32(scale, absl::MakeSpan(values)));
+  if (n == 1) values.assign(rows, values[0]);
+  return values;
+}
+
 }  // namespace rankd::model

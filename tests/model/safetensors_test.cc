@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "rankd/common/status.h"
 #include "rankd/model/config.h"
 #include "rankd/model/weights.h"
 #include "tests/common/golden.h"
@@ -35,7 +36,8 @@ void ExpectParseError(const std::vector<uint8_t>& bytes, const std::string& need
 TEST(SafetensorsTest, ParsesValidImage) {
   auto bytes = Image(R"({"__metadata__": {"format": "pt"},
     "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
-    "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]}})", 32);
+    "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]}})",
+                     32);
   auto r = SafetensorsFile::ParseImage(bytes, "x.safetensors");
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->size(), 2u);
@@ -111,6 +113,42 @@ TEST(SafetensorsTest, ScalarConversions) {
     const uint16_t v = static_cast<uint16_t>(rng()) & 0x7f7f;
     EXPECT_EQ(F32ToBf16(Bf16ToF32(v)), v);
   }
+}
+
+// OCP e4m3 (e4m3fn): bias 7, 3 mantissa bits, no infinities, S.1111.111 NaN.
+TEST(SafetensorsTest, F8E4M3Conversions) {
+  EXPECT_EQ(F8E4M3ToF32(0x00), 0.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);
+  EXPECT_EQ(F8E4M3ToF32(0xb8), -1.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x39), 1.125f);
+  EXPECT_EQ(F8E4M3ToF32(0x7e), 448.0f);  // the largest finite value
+  EXPECT_EQ(F8E4M3ToF32(0xfe), -448.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x08), std::ldexp(1.0f, -6));  // the smallest normal
+  EXPECT_EQ(F8E4M3ToF32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(F8E4M3ToF32(0x07), 7 * std::ldexp(1.0f, -9));
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0x7f)));
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0xff)));
+  EXPECT_EQ(F8E4M3ToF32(0x78), 256.0f);  // 0x78..0x7e: 256 + 32k, finite (no infinity code)
+}
+
+TEST(SafetensorsTest, F8E4M3TensorsParseAndConvert) {
+  const uint8_t values[] = {0x38, 0xc0, 0x7e, 0x01, 0x00};  // 1, -2, 448, 2^-9, 0
+  std::vector<uint8_t> image =
+      Image(R"({"w": {"dtype": "F8_E4M3", "shape": [5], "data_offsets": [0, 5]}})", 5);
+  std::copy(std::begin(values), std::end(values), image.end() - 5);
+  auto r = SafetensorsFile::ParseImage(image, "mem");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const TensorView& w = r->at("w");
+  EXPECT_EQ(w.dtype, DType::kF8E4M3);
+  EXPECT_EQ(DTypeSize(w.dtype), 1u);
+  EXPECT_EQ(DTypeName(w.dtype), "F8_E4M3");
+  std::vector<float> got(5);
+  ASSERT_TRUE(ConvertToF32(w, absl::MakeSpan(got)).ok());
+  EXPECT_EQ(got, (std::vector<float>{1.0f, -2.0f, 448.0f, std::ldexp(1.0f, -9), 0.0f}));
+  // One byte an element: a 5-element tensor of 10 bytes is corrupt.
+  ExpectParseError(
+      Image(R"({"w": {"dtype": "F8_E4M3", "shape": [5], "data_offsets": [0, 10]}})", 10),
+      "tensor 'w'");
 }
 
 TEST(SafetensorsTest, WriteThenReadRoundTrips) {
@@ -192,9 +230,67 @@ TEST_F(BadModelDirTest, ShapeMismatchNamesTheTensor) {
   ASSERT_TRUE(st.ok());
   auto bound = BindTensors(*config, **st);
   ASSERT_FALSE(bound.ok());
-  EXPECT_NE(bound.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [176, 64]"),
-            std::string::npos)
+  EXPECT_NE(
+      bound.status().message().find("model.layers.0.mlp.gate_proj.weight' has shape [176, 64]"),
+      std::string::npos)
       << bound.status();
+}
+
+// fp8 checkpoints' weight scales: per tensor, per row ([rows] or [rows, 1]), in F32 or BF16; a
+// weight that is not fp8 has none; missing, misshapen and block-wise scales are errors naming the
+// tensor.
+class Fp8ScalesTest : public BadModelDirTest {
+ protected:
+  // One F8_E4M3 weight "w.weight" [3, 2] with the given scale tensors.
+  absl::StatusOr<std::vector<float>> Scales(std::vector<TensorToWrite> scales) {
+    static const uint8_t kCodes[6] = {0x38, 0x38, 0x38, 0x38, 0x38, 0x38};
+    static const float kF32[3] = {0.5f, 2.0f, 0.25f};
+    scales.insert(scales.begin(), TensorToWrite{"w.weight", DType::kF8E4M3, {3, 2}, kCodes, 6});
+    scales.push_back({"b.weight", DType::kF32, {3}, kF32, 12});
+    const std::string path = (dir_ / "model.safetensors").string();
+    RANKD_RETURN_IF_ERROR(WriteSafetensors(path, scales));
+    RANKD_ASSIGN_OR_RETURN(st_, SafetensorsModel::OpenDir(dir_.string()));
+    RANKD_ASSIGN_OR_RETURN(const TensorView* plain, st_->Find("b.weight"));
+    RANKD_ASSIGN_OR_RETURN(std::vector<float> none, Fp8RowScales(*st_, *plain));
+    EXPECT_TRUE(none.empty()) << "an F32 weight has no fp8 scales";
+    RANKD_ASSIGN_OR_RETURN(const TensorView* w, st_->Find("w.weight"));
+    return Fp8RowScales(*st_, *w);
+  }
+  std::unique_ptr<SafetensorsModel> st_;
+};
+
+TEST_F(Fp8ScalesTest, PerTensorAndPerRow) {
+  const float one[1] = {0.125f};
+  const float rows[3] = {0.5f, 2.0f, 0.25f};
+  const uint16_t rows_bf16[3] = {F32ToBf16(0.5f), F32ToBf16(2.0f), F32ToBf16(0.25f)};
+  auto per_tensor = Scales({{"w.weight_scale", DType::kF32, {}, one, 4}});
+  ASSERT_TRUE(per_tensor.ok()) << per_tensor.status();
+  EXPECT_EQ(*per_tensor, (std::vector<float>{0.125f, 0.125f, 0.125f}));
+  auto per_row = Scales({{"w.weight_scale", DType::kF32, {3}, rows, 12}});
+  ASSERT_TRUE(per_row.ok()) << per_row.status();
+  EXPECT_EQ(*per_row, (std::vector<float>{0.5f, 2.0f, 0.25f}));
+  auto per_row_column = Scales({{"w.weight_scale", DType::kBF16, {3, 1}, rows_bf16, 6},
+                                {"w.input_scale", DType::kF32, {}, one, 4}});
+  ASSERT_TRUE(per_row_column.ok()) << per_row_column.status();
+  EXPECT_EQ(*per_row_column, (std::vector<float>{0.5f, 2.0f, 0.25f}));
+}
+
+TEST_F(Fp8ScalesTest, MissingMisshapenAndBlockwiseScalesAreRefused) {
+  const float two[2] = {1, 1};
+  auto missing = Scales({});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("no 'w.weight_scale'"), std::string::npos)
+      << missing.status();
+  auto misshapen = Scales({{"w.weight_scale", DType::kF32, {2}, two, 8}});
+  EXPECT_EQ(misshapen.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(misshapen.status().message().find("tensor 'w.weight_scale' is F32 [2]"),
+            std::string::npos)
+      << misshapen.status();
+  auto blockwise = Scales({{"w.weight_scale_inv", DType::kF32, {1, 1}, two, 4}});
+  EXPECT_EQ(blockwise.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(blockwise.status().message().find("'w.weight_scale_inv': block-wise"),
+            std::string::npos)
+      << blockwise.status();
 }
 
 }  // namespace

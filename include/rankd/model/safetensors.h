@@ -9,15 +9,17 @@
 #include <map>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace rankd::model {
 
-enum class DType { kF32, kF16, kBF16 };
+// kF8E4M3: OCP fp8 e4m3 ("e4m3fn": no infinities, 0x7f/0xff NaN, max 448), as fp8 checkpoints
+// store their quantised linear weights.
+enum class DType { kF32, kF16, kBF16, kF8E4M3 };
 
 size_t DTypeSize(DType dtype);
 absl::string_view DTypeName(DType dtype);
@@ -26,7 +28,7 @@ absl::string_view DTypeName(DType dtype);
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;   // row-major, as stored
+  std::vector<int64_t> shape;  // row-major, as stored
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
 
@@ -74,7 +76,8 @@ class SafetensorsModel {
   std::map<std::string, const TensorView*, std::less<>> index_;
 };
 
-// Converts a tensor to float32 into `out` (out.size() must equal numel()).
+// Converts a tensor to float32 into `out` (out.size() must equal numel()). F8_E4M3 values convert
+// as stored: a quantised checkpoint's scales are the caller's to apply.
 absl::Status ConvertToF32(const TensorView& t, absl::Span<float> out);
 
 // A tensor to write: name, dtype, shape and the raw little-endian bytes (numel * DTypeSize).
@@ -91,9 +94,10 @@ struct TensorToWrite {
 absl::Status WriteSafetensors(const std::string& path, absl::Span<const TensorToWrite> tensors,
                               const std::map<std::string, std::string>& metadata = {});
 
-// Scalar conversions, exact for bf16/f16 -> f32; f32 -> bf16 rounds to nearest even.
+// Scalar conversions, exact for bf16/f16/e4m3 -> f32; f32 -> bf16 rounds to nearest even.
 float Bf16ToF32(uint16_t v);
 float F16ToF32(uint16_t v);
+float F8E4M3ToF32(uint8_t v);
 uint16_t F32ToBf16(float v);
 
 }  // namespace rankd::model

@@ -50,6 +50,16 @@ struct ModelTensors {
 // Errors name the directory, the tensor, and the expected and actual shapes.
 absl::StatusOr<ModelTensors> BindTensors(const ModelConfig& config, const SafetensorsModel& st);
 
+// fp8 checkpoints (config.json `quantization_config` with quant_method "fp8") store each linear
+// weight `<name>` as F8_E4M3 with its dequantisation scale `<name>_scale`: one value (per tensor)
+// or one per output row ([rows] or [rows, 1]), F32, BF16 or F16; w[r, :] = q[r, :] * scale[r].
+// Returns the weight's scale per row, [rows], or an empty vector when the weight is not F8_E4M3.
+// An `input_scale` (static activation scales) is ignored: activations are quantised per token.
+// Block-wise scales (`<name>_scale_inv`, DeepSeek-style 128x128 blocks) and a missing or
+// misshapen scale are errors naming the tensor.
+absl::StatusOr<std::vector<float>> Fp8RowScales(const SafetensorsModel& st,
+                                                const TensorView& weight);
+
 }  // namespace rankd::model
 
 #endif  // RANKD_MODEL_WEIGHTS_H_

@@ -57,9 +57,34 @@ class CpuPrefix final : public PrefixState {
 };
 
 absl::StatusOr<std::vector<float>> ToF32(const model::TensorView* t) {
+  if (t->dtype == model::DType::kF8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", t->name, "' is F8_E4M3; only the linear layers' weights may be fp8"));
+  }
   std::vector<float> out(t->numel());
   RANKD_RETURN_IF_ERROR(model::ConvertToF32(*t, absl::MakeSpan(out)));
   return out;
+}
+
+// A linear weight in float32: as stored, or an fp8 checkpoint's e4m3 values times their row
+// scales (model::Fp8RowScales).
+absl::StatusOr<std::vector<float>> LinearF32(const model::SafetensorsModel& st,
+                                             const model::TensorView* t) {
+  std::vector<float> out(t->numel());
+  RANKD_RETURN_IF_ERROR(model::ConvertToF32(*t, absl::MakeSpan(out)));
+  RANKD_ASSIGN_OR_RETURN(const std::vector<float> scales, model::Fp8RowScales(st, *t));
+  if (!scales.empty()) {
+    const size_t cols = out.size() / scales.size();
+    for (size_t i = 0; i < out.size(); ++i) out[i] *= scales[i / cols];
+  }
+  return out;
+}
+
+absl::Status AppendLinearF32(const model::SafetensorsModel& st, const model::TensorView* t,
+                             std::vector<float>* out) {
+  RANKD_ASSIGN_OR_RETURN(auto v, LinearF32(st, t));
+  out->insert(out->end(), v.begin(), v.end());
+  return absl::OkStatus();
 }
 
 // Appends the float32 contents of `t` to `out`.
@@ -94,7 +119,9 @@ class CpuBackend final : public backend::Backend {
       const model::LayerTensors& s = t.layers[l];
       Layer& d = layers_[l];
       RANKD_ASSIGN_OR_RETURN(d.input_norm, NormWeight(config_, s.input_norm));
-      for (auto* w : {s.q_proj, s.k_proj, s.v_proj}) RANKD_RETURN_IF_ERROR(AppendF32(w, &d.wqkv));
+      for (auto* w : {s.q_proj, s.k_proj, s.v_proj}) {
+        RANKD_RETURN_IF_ERROR(AppendLinearF32(st, w, &d.wqkv));
+      }
       if (config_.attention_bias) {
         for (auto* b : {s.q_bias, s.k_bias, s.v_bias}) RANKD_RETURN_IF_ERROR(AppendF32(b, &d.bqkv));
       }
@@ -102,15 +129,15 @@ class CpuBackend final : public backend::Backend {
         RANKD_ASSIGN_OR_RETURN(d.q_norm, NormWeight(config_, s.q_norm));
         RANKD_ASSIGN_OR_RETURN(d.k_norm, NormWeight(config_, s.k_norm));
       }
-      RANKD_ASSIGN_OR_RETURN(d.wo, ToF32(s.o_proj));
+      RANKD_ASSIGN_OR_RETURN(d.wo, LinearF32(st, s.o_proj));
       RANKD_ASSIGN_OR_RETURN(d.post_norm, NormWeight(config_, s.post_norm));
       if (config_.sandwich_norms) {
         RANKD_ASSIGN_OR_RETURN(d.attn_out_norm, NormWeight(config_, s.attn_out_norm));
         RANKD_ASSIGN_OR_RETURN(d.mlp_out_norm, NormWeight(config_, s.mlp_out_norm));
       }
-      RANKD_RETURN_IF_ERROR(AppendF32(s.gate_proj, &d.w_gate_up));
-      RANKD_RETURN_IF_ERROR(AppendF32(s.up_proj, &d.w_gate_up));
-      RANKD_ASSIGN_OR_RETURN(d.w_down, ToF32(s.down_proj));
+      RANKD_RETURN_IF_ERROR(AppendLinearF32(st, s.gate_proj, &d.w_gate_up));
+      RANKD_RETURN_IF_ERROR(AppendLinearF32(st, s.up_proj, &d.w_gate_up));
+      RANKD_ASSIGN_OR_RETURN(d.w_down, LinearF32(st, s.down_proj));
     }
     // Only the head rows the score needs: [1, H] for classifier and logit, [2, H] (yes, no) for
     // yes_no.
@@ -289,6 +316,13 @@ class CpuBackend final : public backend::Backend {
 absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCpuBackend(
     const backend::BackendOptions& options, const std::string& model_dir,
     const backend::HeadSpec& head) {
+  // precision names the CUDA backend's linear-layer arithmetic; this backend is the float32
+  // reference and has no other.
+  if (options.precision != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "precision '", options.precision,
+        "' is for the cuda backend; the cpu backend computes in float32 (leave precision bf16)"));
+  }
   RANKD_ASSIGN_OR_RETURN(auto config, model::ModelConfig::FromHfDir(model_dir));
   RANKD_RETURN_IF_ERROR(backend::ValidateHead(config, head));
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));

@@ -15,6 +15,7 @@
 #include "kernels/kv_layers.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
+#include "kernels/quantize_fp8.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
@@ -174,12 +175,13 @@ struct Meta {
 
 class CudaBackend final : public backend::Backend {
  public:
-  CudaBackend(ModelConfig config, HeadSpec head, Strategy strategy,
+  CudaBackend(ModelConfig config, HeadSpec head, Strategy strategy, Precision precision,
               std::shared_ptr<DeviceContext> ctx, bool graphs,
               backend::BackendOptions::CudaSwitches switches)
       : config_(std::move(config)),
         head_(head),
         strategy_(strategy),
+        precision_(precision),
         switches_(switches),
         ctx_(std::move(ctx)),
         graphs_(graphs) {}
@@ -249,6 +251,7 @@ class CudaBackend final : public backend::Backend {
   ModelConfig config_;
   HeadSpec head_;
   Strategy strategy_;
+  Precision precision_;
   const backend::BackendOptions::CudaSwitches switches_;  // read once by the program (RANKD_CUDA_*)
   std::shared_ptr<DeviceContext> ctx_;  // its mutex: one pass at a time, workspace and staging
   GraphCache graphs_;                   // captured passes, valid with this workspace
@@ -274,14 +277,18 @@ class CudaBackend final : public backend::Backend {
   } cap_;
   std::unique_ptr<Arena> workspace_;
   std::unique_ptr<Arena> staging_;
-  char* dev_meta_ = nullptr;      // metadata region, MetaBytes(Tc) bytes
-  char* host_meta_ = nullptr;     // its pinned twin
-  float2* rotations_ = nullptr;   // [Tc, D/2] fp32 (cos, sin) of each row's RoPE angles
-  float* x_ = nullptr;            // [Tc, H] fp32 residual stream
-  bf16* normed_ = nullptr;        // [Tc, H]
-  bf16* wide_ = nullptr;          // [Tc, max(Q + 2KV, 2I)]: qkv (roped in place), later gate_up
-  bf16* attn_ = nullptr;          // [Tc, Q] attention output
-  bf16* act_ = nullptr;           // [Tc, I]
+  char* dev_meta_ = nullptr;     // metadata region, MetaBytes(Tc) bytes
+  char* host_meta_ = nullptr;    // its pinned twin
+  float2* rotations_ = nullptr;  // [Tc, D/2] fp32 (cos, sin) of each row's RoPE angles
+  float* x_ = nullptr;           // [Tc, H] fp32 residual stream
+  bf16* normed_ = nullptr;       // [Tc, H]
+  bf16* wide_ = nullptr;         // [Tc, max(Q + 2KV, 2I)]: qkv (roped in place), later gate_up
+  bf16* attn_ = nullptr;         // [Tc, Q] attention output
+  bf16* act_ = nullptr;          // [Tc, I]
+  // Precision fp8: the input of the GEMM about to run, in e4m3, and its per-row scales (written
+  // by the input and post norms, the attention output's quantiser and the gated activation).
+  __nv_fp8_e4m3* gemm_in_fp8_ = nullptr;  // [Tc, max(H, Q, I)]
+  float* gemm_in_scale_ = nullptr;        // [Tc]
   float* x_last_ = nullptr;       // [Tc, H] fp32 the items' last rows in the last layer (compact)
   float* dev_rows_ = nullptr;     // [Rc, H] fp32 injected embedding rows
   float* dev_scores_ = nullptr;   // [Tc] fp32 (N <= T)
@@ -295,7 +302,8 @@ class CudaBackend final : public backend::Backend {
 // ---- loading ---------------------------------------------------------------------------------
 
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
-  RANKD_ASSIGN_OR_RETURN(weights_, UploadWeights(config_, head_, st, kGemmWorkspaceBytes));
+  RANKD_ASSIGN_OR_RETURN(weights_,
+                         UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
@@ -359,6 +367,10 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
     wide_ = c.Take<bf16>(T * std::max<int64_t>(qkv_width(), 2 * I));
     attn_ = c.Take<bf16>(T * Q);
     act_ = c.Take<bf16>(T * I);
+    if (precision_ == Precision::kFp8) {
+      gemm_in_fp8_ = c.Take<__nv_fp8_e4m3>(T * std::max({H, Q, I}));
+      gemm_in_scale_ = c.Take<float>(T);
+    }
     x_last_ = c.Take<float>(T * H);
     dev_rows_ = c.Take<float>(int64_t{cap.rows} * H);
     dev_scores_ = c.Take<float>(T);
@@ -428,11 +440,39 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   const Meta m = CarveMeta(c, shape.rows, shape.items);
   const int Tb = shape.rows, Nb = shape.items;
 
+  // The linear layers: bf16, or fp8 (their inputs' producers, the norms in front of qkv and
+  // gate_up, the attention output's quantiser and the gated activation, then write gemm_in_fp8_
+  // and its row scales, which the GEMMs read instead of the bf16 input).
+  const bool fp8 = precision_ == Precision::kFp8;
+  const Fp8Matrix gemm_in{gemm_in_fp8_, gemm_in_scale_};
+  auto norm = [&](const float* x, const bf16* w, int rows) -> absl::Status {
+    RANKD_CUDA_RETURN_IF_ERROR(
+        fp8 ? kernels::LaunchRmsNormFp8(x, w, norm_offset, eps, rows, H, gemm_in_fp8_,
+                                        gemm_in_scale_, s)
+            : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, s));
+    return absl::OkStatus();
+  };
+  // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused with fp8).
+  auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
+                    bf16* y) {
+    return fp8 ? gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s)
+               : gemm_->Linear(x, w, rows, in, out, y, s);
+  };
+  // y [rows, out] fp32 += input . w^T.
+  auto linear_add = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in,
+                        int out, float* y) {
+    return fp8 ? gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s)
+               : gemm_->LinearAccumulate(x, w, rows, in, out, y, s);
+  };
+
   // The two numbers of every stage (for the profile): FLOPs, and the fewest bytes moved, for the
-  // live rows (the padding rows' work shows up as lower efficiency).
+  // live rows (the padding rows' work shows up as lower efficiency). `e` is the bytes of a GEMM
+  // operand element (weights and inputs), `sc` those of its per-row scales.
   const double t = work.rows, n = work.items, h = H, q = Q, i = I, w3 = W, kv = KV;
+  const double e = fp8 ? 1 : 2;
+  auto sc = [&](double rows) { return fp8 ? 4 * rows : 0.0; };
   auto norm_flops = [&](double rows) { return 4 * rows * h; };
-  auto norm_bytes = [&](double rows) { return rows * h * 6 + 2 * h; };
+  auto norm_bytes = [&](double rows) { return rows * h * (4 + e) + 2 * h + sc(rows); };
 
   RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_,
@@ -445,10 +485,10 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     const LayerWeights& w = weights_.layers[l];
     const bool last = l == config_.num_layers - 1;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t)));
-    RANKD_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRmsNorm(x_, w.input_norm, norm_offset, eps, Tb, H, normed_, s));
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvGemm, 2 * t * h * w3, 2 * (t * h + w3 * h + t * w3)));
-    RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.wqkv, Tb, H, W, wide_, s));
+    RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb));
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kQkvGemm, 2 * t * h * w3, e * (t * h + w3 * h) + sc(t) + sc(w3) + 2 * t * w3));
+    RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_));
     kernels::QkvRopeParams r;
     r.qkv = wide_;
     r.bias = w.bqkv;
@@ -511,35 +551,45 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       rows = Nb;
       live = n;
     }
-    RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kOProj, 2 * live * q * h, 2 * (live * q + q * h) + 8 * live * h));
+    if (fp8) {
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, 0, live * q * 3 + sc(live)));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, s));
+    }
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kOProj, 2 * live * q * h,
+                               e * (live * q + q * h) + sc(live) + sc(h) + 8 * live * h));
     // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
     // and its norm is what the residual adds.
     if (config_.sandwich_norms) {
-      RANKD_RETURN_IF_ERROR(gemm_->Linear(ar, w.wo, rows, Q, H, normed_, s));
+      RANKD_RETURN_IF_ERROR(linear(ar, w.wo, w.wo_fp8, rows, Q, H, normed_));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, s));
     } else {
-      RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(ar, w.wo, rows, Q, H, xr, s));
+      RANKD_RETURN_IF_ERROR(linear_add(ar, w.wo, w.wo_fp8, rows, Q, H, xr));
     }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live)));
-    RANKD_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRmsNorm(xr, w.post_norm, norm_offset, eps, rows, H, normed_, s));
-    RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kGateUp, 4 * live * h * i, 2 * (live * h + 2 * i * h + 2 * live * i)));
-    RANKD_RETURN_IF_ERROR(gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, 0, 6 * live * i));
-    RANKD_CUDA_RETURN_IF_ERROR(config_.activation == model::Activation::kGeluTanh
-                                   ? kernels::LaunchGeGlu(wide_, rows, I, act_, s)
-                                   : kernels::LaunchSwiGlu(wide_, rows, I, act_, s));
-    RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kDown, 2 * live * i * h, 2 * (live * i + i * h) + 8 * live * h));
+    RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, 4 * live * h * i,
+                               e * (live * h + 2 * i * h) + sc(live) + sc(2 * i) + 4 * live * i));
+    RANKD_RETURN_IF_ERROR(linear(normed_, w.w_gate_up, w.w_gate_up_fp8, rows, H, 2 * I, wide_));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, 0, (4 + e) * live * i + sc(live)));
+    const bool gelu = config_.activation == model::Activation::kGeluTanh;
+    if (fp8) {
+      RANKD_CUDA_RETURN_IF_ERROR(
+          gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
+               : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s));
+    } else {
+      RANKD_CUDA_RETURN_IF_ERROR(gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s)
+                                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, s));
+    }
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, 2 * live * i * h,
+                               e * (live * i + i * h) + sc(live) + sc(h) + 8 * live * h));
     if (config_.sandwich_norms) {
-      RANKD_RETURN_IF_ERROR(gemm_->Linear(act_, w.w_down, rows, I, H, normed_, s));
+      RANKD_RETURN_IF_ERROR(linear(act_, w.w_down, w.w_down_fp8, rows, I, H, normed_));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, s));
     } else {
-      RANKD_RETURN_IF_ERROR(gemm_->LinearAccumulate(act_, w.w_down, rows, I, H, xr, s));
+      RANKD_RETURN_IF_ERROR(linear_add(act_, w.w_down, w.w_down_fp8, rows, I, H, xr));
     }
   }
   if (encode) return absl::OkStatus();
@@ -659,6 +709,34 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Precision> ParsePrecision(absl::string_view s) {
+  if (s == "bf16") return Precision::kBf16;
+  if (s == "fp8") return Precision::kFp8;
+  return absl::InvalidArgumentError(
+      absl::StrCat("cuda precision '", s, "' is unknown (bf16, fp8)"));
+}
+
+// What the fp8 path needs of the device and the model: e4m3 tensor cores (sm_89 and newer), and
+// widths cuBLASLt's fp8 GEMMs take (multiples of 16).
+absl::Status CheckFp8(const cudaDeviceProp& prop, int device, const ModelConfig& config) {
+  if (prop.major * 10 + prop.minor < 89) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuda precision fp8 needs a device of compute capability 8.9 or newer (Ada, "
+                     "Hopper); device ",
+                     device, " (", prop.name, ") is ", prop.major, ".", prop.minor));
+  }
+  for (const auto& [name, width] : {std::pair{"hidden_size", config.hidden_size},
+                                    {"num_attention_heads * head_dim", config.q_width()},
+                                    {"intermediate_size", config.intermediate_size}}) {
+    if (width % 16 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda precision fp8 needs ", name, " to be a multiple of 16 (it is ", width,
+                       "): cuBLASLt's fp8 GEMMs take no other widths"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view s) {
   if (s == "ibpc") return Strategy::kIbpc;
   if (s == "multi-item") return Strategy::kMultiItem;
@@ -672,6 +750,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
     const backend::BackendOptions& options, const std::string& model_dir,
     const backend::HeadSpec& head) {
   RANKD_ASSIGN_OR_RETURN(Strategy strategy, ParseStrategy(options.strategy));
+  RANKD_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
@@ -690,23 +769,26 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
         absl::StrCat(model_dir, ": head_dim ", config.head_dim,
                      " is not supported by the CUDA attention kernel (multiples of 16 up to 128)"));
   }
+  cudaDeviceProp prop;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
+  if (precision == Precision::kFp8) {
+    RANKD_RETURN_IF_ERROR(Annotate(CheckFp8(prop, options.device, config), model_dir));
+  }
   RANKD_ASSIGN_OR_RETURN(auto st, model::SafetensorsModel::OpenDir(model_dir));
   RANKD_ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(options.device));
   const bool graphs = options.cuda_graphs;
-  auto backend =
-      std::make_unique<CudaBackend>(config, head, strategy, std::move(ctx), graphs, options.cuda);
+  auto backend = std::make_unique<CudaBackend>(config, head, strategy, precision, std::move(ctx),
+                                               graphs, options.cuda);
   RANKD_RETURN_IF_ERROR(
       Annotate(backend->Load(*st, std::max(1, options.max_batch_tokens)), model_dir));
-  cudaDeviceProp prop;
-  RANKD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
   const backend::BackendOptions::CudaSwitches& sw = options.cuda;
   spdlog::info(
-      "cuda backend: {} on {} (device {}), strategy {}, head {}, graphs {}, {:.1f} MiB of "
-      "weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
+      "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
+      "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
       "fuse_q_rope {}",
-      config.Summary(), prop.name, options.device, options.strategy, head.ToString(),
-      graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats, sw.profile,
-      sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope);
+      config.Summary(), prop.name, options.device, options.strategy, options.precision,
+      head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
+      sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope);
   return backend;
 }
 

@@ -46,16 +46,16 @@ Gemm::~Gemm() {
 // cuBLASLt is column-major. Row-major y [T, out] is column-major y^T [out, T]; row-major
 // w [out, in] is column-major [in, out], transposed to [out, in]; row-major x [T, in] is
 // column-major [in, T]. So y^T = op(w) . x with A = w (transposed), B = x, C = D = y.
-absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32_out, const void* x,
-                                                const void* w, cudaStream_t stream) {
-  const Key key{T, in, out, f32_out};
+absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32_out,
+                                                const Operands& ops, cudaStream_t stream) {
+  const Key key{T, in, out, f32_out, ops.fp8()};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   if (plans_.size() >= kMaxPlans) {
     for (auto& [k, old] : plans_) DestroyPlan(old);
     plans_.clear();
   }
   Plan p;
-  absl::Status s = MakePlan(T, in, out, f32_out, x, w, stream, &p);
+  absl::Status s = MakePlan(T, in, out, f32_out, ops, stream, &p);
   if (!s.ok()) {
     DestroyPlan(p);
     return s;
@@ -63,7 +63,16 @@ absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32
   return &plans_.emplace(key, p).first->second;
 }
 
-absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const void* x, const void* w,
+absl::Status Gemm::SetScales(const Plan& p, const Operands& ops) {
+  if (!ops.fp8()) return absl::OkStatus();
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ops.w_scale, sizeof(ops.w_scale)));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &ops.x_scale, sizeof(ops.x_scale)));
+  return absl::OkStatus();
+}
+
+absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const Operands& ops,
                             cudaStream_t stream, Plan* p) {
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
@@ -71,8 +80,19 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const void* x,
                                                               &trans_a, sizeof(trans_a)));
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB,
                                                               &trans_b, sizeof(trans_b)));
-  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, in, out, in));
-  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, in, T, in));
+  // fp8: e4m3 A and B (TN, as here, is the layout cuBLASLt's fp8 kernels take), each scaled by
+  // a vector: A's runs along M (w's rows), B's along N (x's rows, the tokens).
+  const cudaDataType_t in_type = ops.fp8() ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  if (ops.fp8()) {
+    const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE}) {
+      RANKD_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulDescSetAttribute(p->op, attr, &mode, sizeof(mode)));
+    }
+    RANKD_RETURN_IF_ERROR(SetScales(*p, ops));
+  }
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->a, in_type, in, out, in));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->b, in_type, in, T, in));
   RANKD_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&p->c, f32_out ? CUDA_R_32F : CUDA_R_16BF, out, T, out));
 
@@ -107,20 +127,20 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const void* x,
   cublasLtMatmulPreferenceDestroy(pref);
   RANKD_CUBLAS_RETURN_IF_ERROR(st);
   if (found == 0) {
-    return absl::UnimplementedError(absl::StrCat("cuBLASLt has no bf16 algorithm for T=", T,
-                                                 " in=", in, " out=", out,
-                                                 f32_out ? " (fp32 output)" : ""));
+    return absl::UnimplementedError(absl::StrCat(
+        "cuBLASLt has no ", ops.fp8() ? "fp8 (e4m3, per-row scales)" : "bf16",
+        " algorithm for T=", T, " in=", in, " out=", out, f32_out ? " (fp32 output)" : ""));
   }
   int best = 0;
   if (found > 1) {
-    RANKD_ASSIGN_OR_RETURN(best, Fastest(*p, results, found, T, out, f32_out, x, w, stream));
+    RANKD_ASSIGN_OR_RETURN(best, Fastest(*p, results, found, T, out, f32_out, ops, stream));
   }
   p->algo = results[best].algo;
   return absl::OkStatus();
 }
 
 absl::StatusOr<int> Gemm::Fastest(const Plan& p, const cublasLtMatmulHeuristicResult_t* candidates,
-                                  int n, int T, int out, bool f32_out, const void* x, const void* w,
+                                  int n, int T, int out, bool f32_out, const Operands& ops,
                                   cudaStream_t stream) {
   constexpr int kRuns = 3;
   const size_t bytes = static_cast<size_t>(T) * out * (f32_out ? 4 : 2);
@@ -145,8 +165,9 @@ absl::StatusOr<int> Gemm::Fastest(const Plan& p, const cublasLtMatmulHeuristicRe
         continue;
       }
       auto launch = [&] {
-        return cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, scratch, p.c, scratch,
-                              p.c, &candidates[i].algo, workspace_, workspace_bytes_, stream);
+        return cublasLtMatmul(handle_, p.op, &alpha, ops.w, p.a, ops.x, p.b, &beta, scratch, p.c,
+                              scratch, p.c, &candidates[i].algo, workspace_, workspace_bytes_,
+                              stream);
       };
       if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses is skipped
       RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
@@ -166,32 +187,50 @@ absl::StatusOr<int> Gemm::Fastest(const Plan& p, const cublasLtMatmulHeuristicRe
   return best;
 }
 
-absl::Status Gemm::Run(const void* x, const void* w, int T, int in, int out, void* y, bool f32_out,
+absl::Status Gemm::Run(const Operands& ops, int T, int in, int out, void* y, bool f32_out,
                        cudaStream_t stream) {
   if (T == 0) return absl::OkStatus();
-  for (const void* ptr : {x, w, static_cast<const void*>(y)}) {
+  for (const void* ptr :
+       {ops.x, ops.w, static_cast<const void*>(y), static_cast<const void*>(ops.x_scale),
+        static_cast<const void*>(ops.w_scale)}) {
     if (reinterpret_cast<uintptr_t>(ptr) % kGemmAlignment != 0) {
       return absl::InvalidArgumentError(absl::StrCat("GEMM operand 0x",
                                                      absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
                                                      " is not ", kGemmAlignment, "-byte aligned"));
     }
   }
-  RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out, x, w, stream));
+  if (ops.fp8() && (ops.x_scale == nullptr || ops.w_scale == nullptr)) {
+    return absl::InvalidArgumentError("fp8 GEMM: an operand has no row scales");
+  }
+  RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out, ops, stream));
+  RANKD_RETURN_IF_ERROR(SetScales(*p, ops));
   const float alpha = 1.0f, beta = f32_out ? 1.0f : 0.0f;
-  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->op, &alpha, w, p->a, x, p->b, &beta, y,
-                                              p->c, y, p->c, &p->algo, workspace_, workspace_bytes_,
-                                              stream));
+  RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->op, &alpha, ops.w, p->a, ops.x, p->b,
+                                              &beta, y, p->c, y, p->c, &p->algo, workspace_,
+                                              workspace_bytes_, stream));
   return absl::OkStatus();
 }
 
 absl::Status Gemm::Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int T, int in, int out,
                           __nv_bfloat16* y, cudaStream_t stream) {
-  return Run(x, w, T, in, out, y, /*f32_out=*/false, stream);
+  return Run(Operands{x, w}, T, in, out, y, /*f32_out=*/false, stream);
 }
 
 absl::Status Gemm::LinearAccumulate(const __nv_bfloat16* x, const __nv_bfloat16* w, int T, int in,
                                     int out, float* y, cudaStream_t stream) {
-  return Run(x, w, T, in, out, y, /*f32_out=*/true, stream);
+  return Run(Operands{x, w}, T, in, out, y, /*f32_out=*/true, stream);
+}
+
+absl::Status Gemm::LinearFp8(Fp8Matrix x, Fp8Matrix w, int T, int in, int out, __nv_bfloat16* y,
+                             cudaStream_t stream) {
+  return Run(Operands{x.data, w.data, x.scale, w.scale, true}, T, in, out, y, /*f32_out=*/false,
+             stream);
+}
+
+absl::Status Gemm::LinearAccumulateFp8(Fp8Matrix x, Fp8Matrix w, int T, int in, int out, float* y,
+                                       cudaStream_t stream) {
+  return Run(Operands{x.data, w.data, x.scale, w.scale, true}, T, in, out, y, /*f32_out=*/true,
+             stream);
 }
 
 }  // namespace rankd::cuda

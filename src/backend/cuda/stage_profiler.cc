@@ -20,6 +20,8 @@ absl::string_view StageName(Stage s) {
       return "qkv_rope";
     case Stage::kAttention:
       return "attention";
+    case Stage::kQuantize:
+      return "quantize";
     case Stage::kOProj:
       return "o_proj";
     case Stage::kGateUp:

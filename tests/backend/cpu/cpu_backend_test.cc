@@ -1,13 +1,18 @@
 // The CPU backend through the Backend interface, without the engine: golden scores (HF float32)
 // from EncodePrefix + ScoreItems for every model in tests/data/models, ScoreGroups against
 // ScoreItems, an empty prefix, embedding items against the embedding-table rows of the same ids,
-// and the batches ScoreItems / EncodePrefix refuse.
+// the batches ScoreItems / EncodePrefix refuse, and an fp8 checkpoint against its dequantised twin.
 #include "rankd/backend/cpu/cpu_backend.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <deque>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "rankd/engine/engine.h"
@@ -273,6 +278,113 @@ TEST_F(CpuBackendErrorsTest, PrefixIdOutsideVocabulary) {
   EXPECT_EQ(backend_->EncodePrefix({1, vocab()}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(backend_->EncodePrefix({-1}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// precision is the CUDA backend's setting: the float32 reference refuses fp8, naming it.
+TEST(CpuBackendOptions, Fp8PrecisionIsRefused) {
+  const Golden g = LoadGolden("llama-cls");
+  auto config = model::ModelConfig::FromHfDir(g.model_dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto head = engine::ParseHeadSpec(g.head, *config, /*tok=*/nullptr);
+  ASSERT_TRUE(head.ok()) << head.status();
+  backend::BackendOptions options;
+  options.precision = "fp8";
+  auto backend = CreateCpuBackend(options, g.model_dir, *head);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
+  EXPECT_NE(backend.status().message().find("precision 'fp8'"), std::string::npos)
+      << backend.status();
+}
+
+// An fp8 checkpoint (F8_E4M3 linear weights: per-row weight_scale, o_proj's per tensor) scores
+// exactly like its twin that stores the dequantised values (q * scale, in F32): the backend
+// dequantises by the same product. Codes here are the nearest e4m3 values, found by search.
+TEST(CpuBackendFp8, Fp8CheckpointScoresAsItsDequantisedTwin) {
+  const Golden g = LoadGolden("llama-cls");
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("rankd_cpu_fp8_" + std::to_string(::getpid()));
+  const fs::path fp8_dir = root / "fp8", twin_dir = root / "twin";
+  fs::create_directories(fp8_dir);
+  fs::create_directories(twin_dir);
+  auto config = model::ModelConfig::FromHfDir(g.model_dir);
+  auto st = model::SafetensorsModel::OpenDir(g.model_dir);
+  ASSERT_TRUE(config.ok() && st.ok());
+  auto bound = model::BindTensors(*config, **st);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  std::set<std::string> linear, per_tensor;
+  for (const model::LayerTensors& l : bound->layers) {
+    for (const model::TensorView* t :
+         {l.q_proj, l.k_proj, l.v_proj, l.o_proj, l.gate_proj, l.up_proj, l.down_proj}) {
+      linear.insert(t->name);
+    }
+    per_tensor.insert(l.o_proj->name);
+  }
+  auto file = model::SafetensorsFile::Open(g.model_dir + "/model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::deque<std::vector<uint8_t>> codes;
+  std::deque<std::vector<float>> floats;
+  std::vector<model::TensorToWrite> fp8_tensors, twin_tensors;
+  for (const auto& [name, t] : (*file)->tensors()) {
+    if (!linear.count(name)) {
+      fp8_tensors.push_back({name, t.dtype, t.shape, t.data, t.nbytes});
+      twin_tensors.push_back({name, t.dtype, t.shape, t.data, t.nbytes});
+      continue;
+    }
+    std::vector<float> w(t.numel());
+    ASSERT_TRUE(model::ConvertToF32(t, absl::MakeSpan(w)).ok());
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const bool one_scale = per_tensor.count(name) > 0;
+    std::vector<float> scales(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      float amax = 0;
+      for (int64_t c = one_scale ? 0 : r * cols; c < (one_scale ? rows : r + 1) * cols; ++c) {
+        amax = std::max(amax, std::abs(w[c]));
+      }
+      scales[r] = amax > 0 ? amax / 448 : 1;
+    }
+    std::vector<uint8_t> q(w.size());
+    std::vector<float> deq(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      const float s = scales[i / cols], v = w[i] / s;
+      uint8_t best = 0;
+      for (int c = 0; c < 256; ++c) {
+        if ((c & 0x7f) == 0x7f) continue;  // NaN
+        if (std::abs(model::F8E4M3ToF32(c) - v) < std::abs(model::F8E4M3ToF32(best) - v)) {
+          best = static_cast<uint8_t>(c);
+        }
+      }
+      q[i] = best;
+      deq[i] = model::F8E4M3ToF32(best) * s;
+    }
+    codes.push_back(std::move(q));
+    fp8_tensors.push_back({name, model::DType::kF8E4M3, t.shape, codes.back().data(), w.size()});
+    floats.push_back(one_scale ? std::vector<float>{scales[0]} : scales);
+    fp8_tensors.push_back({name + "_scale", model::DType::kF32,
+                           one_scale ? std::vector<int64_t>{} : std::vector<int64_t>{rows},
+                           floats.back().data(), floats.back().size() * sizeof(float)});
+    floats.push_back(std::move(deq));
+    twin_tensors.push_back(
+        {name, model::DType::kF32, t.shape, floats.back().data(), w.size() * sizeof(float)});
+  }
+  ASSERT_TRUE(model::WriteSafetensors((fp8_dir / "model.safetensors").string(), fp8_tensors).ok());
+  ASSERT_TRUE(
+      model::WriteSafetensors((twin_dir / "model.safetensors").string(), twin_tensors).ok());
+  for (const fs::path& d : {fp8_dir, twin_dir}) {
+    fs::copy_file(fs::path(g.model_dir) / "config.json", d / "config.json");
+  }
+  Golden fp8_g = g, twin_g = g;
+  fp8_g.model_dir = fp8_dir.string();
+  twin_g.model_dir = twin_dir.string();
+  auto fp8 = MakeBackend(fp8_g), twin = MakeBackend(twin_g);
+  ASSERT_TRUE(fp8 && twin);
+  int n = 0;
+  for (const auto& c : g.cases) {
+    const std::vector<float> a = Score(*fp8, *Encode(*fp8, c.prefix_ids), IdItems(c));
+    const std::vector<float> b = Score(*twin, *Encode(*twin, c.prefix_ids), IdItems(c));
+    EXPECT_EQ(a, b) << "query '" << c.query << "'";
+    n += static_cast<int>(a.size());
+  }
+  EXPECT_GT(n, 0);
+  fs::remove_all(root);
 }
 
 }  // namespace

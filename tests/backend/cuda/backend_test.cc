@@ -3,23 +3,34 @@
 //     tests/data/README.md (no worse than 1.5x HF's own bf16 error, floor 2e-2 * max(1, |ref|));
 //   - prefix-cached scores equal from-scratch ones, the strategies agree, and scores do not depend
 //     on batch composition, each within bf16 rounding (kConsistency);
-//   - CUDA against the CPU backend on random prefixes, id items and embedding items.
+//   - CUDA against the CPU backend on random prefixes, id items and embedding items;
+//   - precision fp8: the ranking of the golden requests against float32 (Spearman, top-1), graph
+//     replay equal to eager passes, and an fp8 checkpoint loaded as it is.
 // Each test prints one "[stats]" line with its largest errors, for bench/RESULTS.md.
 #include "rankd/backend/backend.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
 #include <optional>
 #include <random>
+#include <set>
 
+#include "nlohmann/json.hpp"
 #include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/backend/registry.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/config.h"
+#include "rankd/model/safetensors.h"
+#include "rankd/model/weights.h"
 #include "rankd/tokenizer/tokenizer.h"
 #include "tests/backend/cuda/cuda_test_util.h"
 #include "tests/common/golden.h"
@@ -116,7 +127,8 @@ bool WithinGoldenTolerance(double got, const rankd::testing::GoldenItem& it, dou
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
     const std::string& model_dir, const std::string& head_spec, const std::string& kind,
-    const std::string& strategy, int max_batch_tokens = 16384, bool graphs = true) {
+    const std::string& strategy, int max_batch_tokens = 16384, bool graphs = true,
+    const std::string& precision = "bf16") {
   auto config = model::ModelConfig::FromHfDir(model_dir);
   if (!config.ok()) return config.status();
   auto head = engine::ParseHeadSpec(head_spec, *config, nullptr);
@@ -127,6 +139,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
   o.threads = 2;
   o.max_batch_tokens = max_batch_tokens;
   o.cuda_graphs = graphs;
+  o.precision = precision;
   // As the programs do: the RANKD_CUDA_* switches (ScopedEnv below) from the environment.
   if (absl::Status s = backend::ApplyBackendEnvironment(&o); !s.ok()) return s;
   return backend::CreateBackend(o, model_dir, *head);
@@ -312,6 +325,217 @@ INSTANTIATE_TEST_SUITE_P(AllModels, CudaGoldenTest,
                            return Name(std::get<0>(info.param) + "_" + std::get<1>(info.param));
                          });
 
+// Sets an environment variable for the life of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// ---- precision fp8 ------------------------------------------------------------------------------
+
+// Spearman's rank correlation of two score lists (ties get their average rank).
+double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> order(v.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](size_t i, size_t j) { return v[i] < v[j]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i;
+      while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[order[k]] = (i + j) / 2.0;
+      i = j + 1;
+    }
+    return r;
+  };
+  const std::vector<double> ra = ranks(a), rb = ranks(b);
+  const double n = static_cast<double>(a.size());
+  const double mean = (n - 1) / 2;
+  double cov = 0, va = 0, vb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    cov += (ra[i] - mean) * (rb[i] - mean);
+    va += (ra[i] - mean) * (ra[i] - mean);
+    vb += (rb[i] - mean) * (rb[i] - mean);
+  }
+  return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 1.0;
+}
+
+size_t ArgMax(const std::vector<double>& v) {
+  return std::max_element(v.begin(), v.end()) - v.begin();
+}
+
+// The ranking a caller gets from fp8 (e4m3 weights per output channel, activations per token)
+// against the float32 reference, per golden request (case): mean Spearman correlation over the
+// requests of 3 or more items >= 0.95, and the same top item in >= 80% of the requests of 2 or
+// more (issue 17's bars for real models are 0.98 and 95%; the golden models are tiny random ones
+// whose scores lie close together). Prints the fidelity line for bench/RESULTS.md: fp8's RMS
+// error next to rankd bf16's and HF bf16's on the same items.
+TEST_P(CudaGoldenTest, Fp8RankingMatchesFloat32) {
+  auto fp8 = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_, 16384, true, "fp8");
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  Stats st{Tag("fp8 golden ids")}, bf16_st{Tag("bf16 golden ids (for the fp8 comparison)")};
+  double spearman_sum = 0, spearman_min = 1;
+  int ranked = 0, top1_same = 0, top1_cases = 0;
+  for (const auto& c : golden_.cases) {
+    const std::vector<float> got = Score(**fp8, c.prefix_ids, IdItems(c));
+    const std::vector<float> bf16 = Score(*backend_, c.prefix_ids, IdItems(c));
+    std::vector<double> ref, mine;
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      st.Add(got[i], c.items[i].score, c.items[i].score_bf16_cuda);
+      bf16_st.Add(bf16[i], c.items[i].score, c.items[i].score_bf16_cuda);
+      ASSERT_TRUE(std::isfinite(got[i])) << "query '" << c.query << "' item " << i;
+      ref.push_back(c.items[i].score);
+      mine.push_back(got[i]);
+    }
+    if (ref.size() >= 2) {
+      ++top1_cases;
+      const bool same = ArgMax(ref) == ArgMax(mine);
+      top1_same += same;
+      if (!same) {
+        std::printf("[fp8] %s query '%s': top item %zu (ref %.5g), fp32's is %zu (ref %.5g)\n",
+                    Tag("").c_str(), c.query.c_str(), ArgMax(mine), ref[ArgMax(mine)], ArgMax(ref),
+                    ref[ArgMax(ref)]);
+      }
+    }
+    if (ref.size() >= 3) {
+      const double rho = Spearman(ref, mine);
+      spearman_sum += rho;
+      spearman_min = std::min(spearman_min, rho);
+      ++ranked;
+    }
+  }
+  ASSERT_GT(top1_cases, 0);
+  const double mean_rho = ranked > 0 ? spearman_sum / ranked : 1.0;
+  std::printf(
+      "[fidelity] %s: requests=%d mean_spearman=%.4f min_spearman=%.4f top1_same=%d/%d "
+      "fp8_rms_err=%.4g rankd_bf16_rms_err=%.4g hf_bf16_rms_err=%.4g\n",
+      Tag("fp8").c_str(), ranked, mean_rho, spearman_min, top1_same, top1_cases, st.rms(),
+      bf16_st.rms(), st.hf_rms());
+  EXPECT_GE(mean_rho, 0.95) << "mean Spearman over " << ranked << " requests";
+  EXPECT_GE(top1_same, 0.8 * top1_cases)
+      << "same top item in " << top1_same << " of " << top1_cases << " requests";
+}
+
+// An fp8 checkpoint (F8_E4M3 linear weights with per-channel weight_scale, quantization_config in
+// config.json), written here from a golden model by the same rule the backend quantises with at
+// load (test_util::QuantizeRows on the bf16 weights): with precision fp8 it loads as it is and
+// scores bitwise like the bf16 model quantised at load; with precision bf16 it is dequantised,
+// and scores like the CPU backend on the same checkpoint.
+class Fp8CheckpointTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    RANKD_SKIP_WITHOUT_GPU();
+    golden_ = LoadGolden(GetParam());
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rankd_fp8_" + Name(GetParam()) + "_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    WriteFp8Checkpoint();
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  void WriteFp8Checkpoint() {
+    auto st = model::SafetensorsModel::OpenDir(golden_.model_dir);
+    ASSERT_TRUE(st.ok()) << st.status();
+    auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto bound = model::BindTensors(*config, **st);
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    std::set<std::string> linear;
+    for (const model::LayerTensors& l : bound->layers) {
+      for (const model::TensorView* t :
+           {l.q_proj, l.k_proj, l.v_proj, l.o_proj, l.gate_proj, l.up_proj, l.down_proj}) {
+        linear.insert(t->name);
+      }
+    }
+    // Every tensor as stored, but the linear weights: e4m3 codes and an F32 scale per row.
+    std::deque<std::vector<uint8_t>> keep_q;
+    std::deque<std::vector<float>> keep_f;
+    std::vector<model::TensorToWrite> out;
+    std::ifstream single(golden_.model_dir + "/model.safetensors");
+    ASSERT_TRUE(single.good()) << "the golden models are single-file checkpoints";
+    auto file = model::SafetensorsFile::Open(golden_.model_dir + "/model.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status();
+    for (const auto& [name, t] : (*file)->tensors()) {
+      if (!linear.count(name)) {
+        out.push_back({name, t.dtype, t.shape, t.data, t.nbytes});
+        continue;
+      }
+      std::vector<float> w(t.numel());
+      ASSERT_TRUE(model::ConvertToF32(t, absl::MakeSpan(w)).ok());
+      for (float& v : w) v = model::Bf16ToF32(model::F32ToBf16(v));
+      const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
+      test_util::Fp8Rows q = test_util::QuantizeRows(w, rows, cols);
+      keep_q.push_back(std::move(q.q));
+      keep_f.push_back(std::move(q.scale));
+      out.push_back(
+          {name, model::DType::kF8E4M3, t.shape, keep_q.back().data(), keep_q.back().size()});
+      out.push_back({name + "_scale",
+                     model::DType::kF32,
+                     {rows},
+                     keep_f.back().data(),
+                     keep_f.back().size() * sizeof(float)});
+    }
+    ASSERT_TRUE(model::WriteSafetensors((dir_ / "model.safetensors").string(), out).ok());
+    std::ifstream in(golden_.model_dir + "/config.json");
+    nlohmann::json cfg = nlohmann::json::parse(in);
+    cfg["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
+    std::ofstream(dir_ / "config.json") << cfg.dump(2);
+  }
+
+  Golden golden_;
+  std::filesystem::path dir_;
+  test_util::Rng rng_;
+};
+
+TEST_P(Fp8CheckpointTest, LoadsAsItIsAndDequantised) {
+  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
+  const std::string dir = dir_.string();
+  auto quantised_at_load =
+      MakeBackend(golden_.model_dir, golden_.head, "cuda", "ibpc", 16384, true, "fp8");
+  auto as_stored = MakeBackend(dir, golden_.head, "cuda", "ibpc", 16384, true, "fp8");
+  auto dequantised = MakeBackend(dir, golden_.head, "cuda", "ibpc", 16384, true, "bf16");
+  auto cpu = MakeBackend(dir, golden_.head, "cpu", "ibpc");
+  for (auto* b : {&quantised_at_load, &as_stored, &dequantised, &cpu}) {
+    ASSERT_TRUE(b->ok()) << b->status();
+  }
+  Stats st{GetParam() + " fp8 checkpoint: as stored vs quantised at load"};
+  for (const auto& c : golden_.cases) {
+    const ItemBatch batch = IdItems(c);
+    const std::vector<float> a = Score(**quantised_at_load, c.prefix_ids, batch);
+    const std::vector<float> b = Score(**as_stored, c.prefix_ids, batch);
+    const std::vector<float> d = Score(**dequantised, c.prefix_ids, batch);
+    const std::vector<float> r = Score(**cpu, c.prefix_ids, batch);
+    for (size_t i = 0; i < a.size(); ++i) {
+      st.Add(b[i], a[i]);
+      ASSERT_TRUE(std::isfinite(a[i])) << "query '" << c.query << "' item " << i;
+      EXPECT_EQ(a[i], b[i]) << "query '" << c.query << "' item " << i;
+    }
+    EXPECT_LT(test_util::RelNormError(d, r), kVsCpu)
+        << "query '" << c.query << "': the dequantised checkpoint, CUDA bf16 vs CPU";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SomeModels, Fp8CheckpointTest,
+                         ::testing::Values("llama-cls", "qwen3-cls-wide", "gemma2-tiny",
+                                           "llama-gqa-yesno"),
+                         [](const auto& info) { return Name(info.param); });
+
 // ---- per model: strategies agree, CUDA vs CPU on random inputs
 // ------------------------------------
 
@@ -413,38 +637,21 @@ TEST_P(CudaRandomTest, RejectsBadInput) {
   EXPECT_TRUE(std::isfinite(scores[0]));
 }
 
-// Sets an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // Graph replay computes exactly what the eager passes compute: same kernels, same arguments, same
 // cuBLASLt algorithms (tuning is off here, since timing may pick different ones in two backends).
 // Several rounds of random shapes, some repeated, so that both capture and replay run.
 TEST_P(CudaRandomTest, GraphsOnAndOffAgreeBitwise) {
   ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
-  for (const std::string& strategy : kStrategies) {
-    SCOPED_TRACE(strategy);
-    auto on = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16, true);
-    auto off = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16, false);
+  for (const auto& [strategy, precision] : {std::pair<std::string, std::string>{"ibpc", "bf16"},
+                                            {"multi-item", "bf16"},
+                                            {"ibpc", "fp8"},
+                                            {"multi-item", "fp8"}}) {
+    SCOPED_TRACE(strategy + " " + precision);
+    auto on = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16, true, precision);
+    auto off = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16, false, precision);
     ASSERT_TRUE(on.ok()) << on.status();
     ASSERT_TRUE(off.ok()) << off.status();
-    Stats st{GetParam() + " " + strategy + " graphs on vs off"};
+    Stats st{GetParam() + " " + strategy + " " + precision + " graphs on vs off"};
     std::vector<int32_t> prefix;
     ItemBatch batch;
     for (int round = 0; round < 4; ++round) {
@@ -554,6 +761,14 @@ TEST(CudaBackendOptions, UnknownStrategyIsRejected) {
   const std::string dir = rankd::testing::ModelDir("llama-cls");
   auto b = MakeBackend(dir, "classifier:0", "cuda", "sideways");
   EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+}
+
+TEST(CudaBackendOptions, UnknownPrecisionIsRejected) {
+  const std::string dir = rankd::testing::ModelDir("llama-cls");
+  auto b = MakeBackend(dir, "classifier:0", "cuda", "ibpc", 16384, true, "fp16");
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+  EXPECT_NE(b.status().message().find("precision 'fp16'"), std::string::npos) << b.status();
+  EXPECT_NE(b.status().message().find("bf16, fp8"), std::string::npos) << b.status();
 }
 
 TEST(CudaBackendOptions, NoDeviceIsUnavailable) {

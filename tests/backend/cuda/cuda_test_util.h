@@ -4,11 +4,14 @@
 #define RANKD_TESTS_BACKEND_CUDA_CUDA_TEST_UTIL_H_
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -116,6 +119,73 @@ inline double RelNormError(const std::vector<float>& got, const std::vector<floa
     den += static_cast<double>(ref[i]) * ref[i];
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The fp8 row quantisation of kernels/fp8.cuh on the host (cuda_fp8.h converts on the host too):
+// scale[r] = max |x[r, :]| / 448 (1 for a zero row), q = e4m3(x / scale), nearest even, saturated.
+struct Fp8Rows {
+  std::vector<uint8_t> q;    // [rows, cols]
+  std::vector<float> scale;  // [rows]
+};
+inline Fp8Rows QuantizeRows(const std::vector<float>& x, int rows, int cols) {
+  Fp8Rows out{std::vector<uint8_t>(x.size()), std::vector<float>(rows)};
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x.data() + static_cast<size_t>(r) * cols;
+    float amax = 0;
+    for (int c = 0; c < cols; ++c) amax = std::max(amax, std::abs(row[c]));
+    const float s = amax > 0 ? amax / 448.0f : 1.0f;
+    out.scale[r] = s;
+    for (int c = 0; c < cols; ++c) {
+      out.q[static_cast<size_t>(r) * cols + c] =
+          __nv_cvt_float_to_fp8(row[c] / s, __NV_SATFINITE, __NV_E4M3);
+    }
+  }
+  return out;
+}
+// q[r, c] * scale[r] in fp32.
+inline std::vector<float> Dequantize(const Fp8Rows& x, int cols) {
+  std::vector<float> out(x.q.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = model::F8E4M3ToF32(x.q[i]) * x.scale[i / cols];
+  return out;
+}
+
+// A kernel's fp8 rows against the host quantisation of the fp32 values `ref` [rows, cols] that the
+// kernel quantised (computed by the CPU reference, so up to a few ulps off the kernel's own):
+// scales within 1e-5 relative; codes equal except where a value sits within those ulps of a
+// rounding boundary (at most 0.1% of them, plus 2), and those one code apart; the dequantised
+// rows within e4m3's rounding of `ref` (||deq - ref|| / ||ref|| < 0.04: 3 mantissa bits round
+// uniform values by about 0.025 relative). Failures print the worst element and the counts.
+inline void ExpectFp8RowsMatch(const Fp8Rows& got, const std::vector<float>& ref, int rows,
+                               int cols) {
+  const Fp8Rows want = QuantizeRows(ref, rows, cols);
+  double worst_scale = 0;
+  int worst_scale_row = -1;
+  for (int r = 0; r < rows; ++r) {
+    const double e = std::abs(got.scale[r] - want.scale[r]) / want.scale[r];
+    if (!(e <= worst_scale)) {
+      worst_scale = std::isfinite(e) ? e : INFINITY;
+      worst_scale_row = r;
+    }
+  }
+  EXPECT_LE(worst_scale, 1e-5) << "scale of row " << worst_scale_row << ": got "
+                               << got.scale[std::max(0, worst_scale_row)] << ", want "
+                               << want.scale[std::max(0, worst_scale_row)];
+  size_t mismatched = 0, far = 0, first_far = 0;
+  for (size_t i = 0; i < got.q.size(); ++i) {
+    if (got.q[i] == want.q[i]) continue;
+    ++mismatched;
+    // Adjacent codes of one sign differ by one in their bit patterns (e4m3 is sign-magnitude).
+    const bool adjacent = (got.q[i] & 0x80) == (want.q[i] & 0x80) &&
+                          std::abs(int{got.q[i] & 0x7f} - int{want.q[i] & 0x7f}) == 1;
+    if (!adjacent && far++ == 0) first_far = i;
+  }
+  EXPECT_LE(mismatched, got.q.size() / 1000 + 2)
+      << mismatched << " of " << got.q.size() << " codes differ from the host quantisation";
+  EXPECT_EQ(far, 0u) << "codes more than one step apart, first at row " << first_far / cols
+                     << " col " << first_far % cols << ": got 0x" << std::hex
+                     << int{got.q[first_far]} << ", want 0x" << int{want.q[first_far]} << std::dec
+                     << " (value " << ref[first_far] << ")";
+  EXPECT_LT(RelNormError(Dequantize(got, cols), ref), 0.04) << "dequantised rows vs fp32";
 }
 
 }  // namespace rankd::cuda::test_util

@@ -15,6 +15,7 @@
 #include "kernels/gather_rows.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
+#include "kernels/quantize_fp8.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
@@ -28,7 +29,10 @@ namespace rankd::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using fp8 = __nv_fp8_e4m3;
 using test_util::DeviceArray;
+using test_util::ExpectFp8RowsMatch;
+using test_util::Fp8Rows;
 using test_util::FromBf16;
 using test_util::RelNormError;
 using test_util::Rng;
@@ -124,6 +128,51 @@ TEST_F(KernelTest, RmsNorm) {
   }
 }
 
+// A kernel's fp8 output (codes and per-row scales) from the device.
+Fp8Rows DownloadFp8(const DeviceArray<fp8>& q, const DeviceArray<float>& scale) {
+  Fp8Rows out{std::vector<uint8_t>(q.size()), scale.Download()};
+  EXPECT_EQ(cudaMemcpy(out.q.data(), q.get(), q.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return out;
+}
+
+// The fp8 variant: the same fp32 norm, quantised per row. Row 0 is zero (as padding rows can be):
+// scale 1, codes 0.
+TEST_F(KernelTest, RmsNormFp8) {
+  for (const auto& [rows, dim] : {std::pair{37, 72},
+                                  {5, 1000},
+                                  {3, 4097},
+                                  {19, 1024},
+                                  {17, 128},
+                                  {2, 4096},
+                                  {6, 2048},
+                                  {4, 1152}}) {
+    for (const float offset : {0.0f, 1.0f}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "rows=" << rows << " dim=" << dim << " offset=" << offset);
+      std::vector<float> x = rng_.Floats(static_cast<size_t>(rows) * dim, 4.0f);
+      std::fill(x.begin(), x.begin() + dim, 0.0f);
+      const std::vector<float> w = rng_.Bf16Values(dim, offset > 0 ? 0.3f : 2.0f);
+      std::vector<float> w_eff = w;
+      for (float& v : w_eff) v += offset;
+      const float eps = 1e-5f;
+      std::vector<float> ref(x.size());
+      cpu::RmsNorm(x.data(), w_eff.data(), eps, rows, dim, ref.data());
+
+      DeviceArray<float> d_x(x), d_scale(rows);
+      DeviceArray<bf16> d_w(ToBf16(w));
+      DeviceArray<fp8> d_q(x.size());
+      d_q.Poison();
+      d_scale.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchRmsNormFp8(d_x.get(), d_w.get(), offset, eps, rows, dim,
+                                                     d_q.get(), d_scale.get(), nullptr));
+      Sync();
+      const Fp8Rows got = DownloadFp8(d_q, d_scale);
+      EXPECT_EQ(got.scale[0], 1.0f) << "zero row";
+      ExpectFp8RowsMatch(got, ref, rows, dim);
+    }
+  }
+}
+
 // Gemma 2's sandwich norms: x += bf16(RMSNorm(y) * (offset + w)).
 TEST_F(KernelTest, RmsNormAdd) {
   for (const auto& [rows, dim] : {std::pair{37, 72}, {5, 1000}, {1, 16}, {19, 2304}}) {
@@ -183,6 +232,67 @@ TEST_F(KernelTest, GeGlu) {
     RANKD_EXPECT_CUDA_OK(kernels::LaunchGeGlu(d_in.get(), T, I, d_out.get(), nullptr));
     Sync();
     EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kOneRounding);
+  }
+}
+
+// SwiGLU and GeGLU quantised per token; row 0 is zero (scale 1). 176, 3328 and 1100 take the
+// 16-byte path, 90 and 1 the scalar one.
+TEST_F(KernelTest, GatedActivationsFp8) {
+  for (const bool gelu : {false, true}) {
+    for (const auto& [T, I] : {std::pair{13, 176}, {7, 90}, {3, 3328}, {17, 1100}, {1, 1}}) {
+      SCOPED_TRACE(::testing::Message() << (gelu ? "GeGLU" : "SwiGLU") << " T=" << T << " I=" << I);
+      std::vector<float> gate_up = rng_.Bf16Values(static_cast<size_t>(T) * 2 * I, 6.0f);
+      std::fill(gate_up.begin(), gate_up.begin() + 2 * I, 0.0f);
+      std::vector<float> ref(static_cast<size_t>(T) * I);
+      for (int t = 0; t < T; ++t) {
+        const float* g = gate_up.data() + static_cast<size_t>(t) * 2 * I;
+        float* r = ref.data() + static_cast<size_t>(t) * I;
+        gelu ? cpu::GeGlu(g, g + I, I, r) : cpu::SwiGlu(g, g + I, I, r);
+      }
+      DeviceArray<bf16> d_in(ToBf16(gate_up));
+      DeviceArray<fp8> d_q(ref.size());
+      DeviceArray<float> d_scale(T);
+      d_q.Poison();
+      d_scale.Poison();
+      RANKD_EXPECT_CUDA_OK(
+          gelu ? kernels::LaunchGeGluFp8(d_in.get(), T, I, d_q.get(), d_scale.get(), nullptr)
+               : kernels::LaunchSwiGluFp8(d_in.get(), T, I, d_q.get(), d_scale.get(), nullptr));
+      Sync();
+      const Fp8Rows got = DownloadFp8(d_q, d_scale);
+      EXPECT_EQ(got.scale[0], 1.0f) << "zero row";
+      ExpectFp8RowsMatch(got, ref, T, I);
+    }
+  }
+}
+
+// The row quantiser (attention output, weights at load): bf16 in, so the host quantises exactly
+// the kernel's inputs and every code and scale must match. Row 0 is zero (scale 1).
+TEST_F(KernelTest, QuantizeRowsFp8) {
+  for (const auto& [rows, cols] :
+       {std::pair{37, 1000}, {17, 1100}, {3, 3328}, {2, 1024}, {5, 90}, {1, 1}, {300, 72}}) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols);
+    std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(rows) * cols, 3.0f);
+    std::fill(x.begin(), x.begin() + cols, 0.0f);
+    DeviceArray<bf16> d_x(ToBf16(x));
+    DeviceArray<fp8> d_q(x.size());
+    DeviceArray<float> d_scale(rows);
+    d_q.Poison();
+    d_scale.Poison();
+    RANKD_EXPECT_CUDA_OK(
+        kernels::LaunchQuantizeRowsFp8(d_x.get(), rows, cols, d_q.get(), d_scale.get(), nullptr));
+    Sync();
+    const Fp8Rows got = DownloadFp8(d_q, d_scale);
+    const Fp8Rows want = test_util::QuantizeRows(x, rows, cols);
+    EXPECT_EQ(got.scale, want.scale);
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < got.q.size(); ++i) {
+      if (got.q[i] != want.q[i] && differ++ == 0) first = i;
+    }
+    EXPECT_EQ(differ, 0u) << "codes differ, first at row " << first / cols << " col "
+                          << first % cols << ": got 0x" << std::hex << int{got.q[first]}
+                          << ", want 0x" << int{want.q[first]} << std::dec << " (x = " << x[first]
+                          << ", scale " << want.scale[first / cols] << ")";
+    ExpectFp8RowsMatch(got, x, rows, cols);
   }
 }
 
@@ -801,6 +911,133 @@ TEST_F(KernelTest, GemmBf16OutputAndFp32Accumulate) {
   DeviceArray<bf16> a(64), b(64);
   EXPECT_EQ((*gemm)->Linear(a.get() + 1, b.get(), 1, 8, 8, b.get(), nullptr).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Random e4m3 codes (no NaN) and positive scales around `scale`: an fp8 matrix as the kernels
+// write them.
+Fp8Rows RandomFp8(Rng& rng, int rows, int cols, float scale) {
+  Fp8Rows m{std::vector<uint8_t>(static_cast<size_t>(rows) * cols), std::vector<float>(rows)};
+  for (uint8_t& q : m.q) {
+    do q = static_cast<uint8_t>(rng.Int(0, 255));
+    while ((q & 0x7f) == 0x7f);
+  }
+  for (float& s : m.scale) s = scale * (0.5f + rng.Int(0, 1000) / 1000.0f);
+  return m;
+}
+
+struct DeviceFp8 {
+  explicit DeviceFp8(const Fp8Rows& m) : q(m.q.size()), scale(m.scale) {
+    EXPECT_EQ(cudaMemcpy(q.get(), m.q.data(), m.q.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  Fp8Matrix get() const { return Fp8Matrix{q.get(), scale.get()}; }
+  DeviceArray<fp8> q;
+  DeviceArray<float> scale;
+};
+
+// The worst element of got vs ref, for failure messages.
+std::string WorstElement(const std::vector<float>& got, const std::vector<float>& ref, int cols) {
+  size_t worst = 0;
+  double err = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::isfinite(got[i]) ? std::abs(got[i] - ref[i]) : INFINITY;
+    if (e > err) {
+      err = e;
+      worst = i;
+    }
+  }
+  return (::testing::Message() << "worst at row " << worst / cols << " col " << worst % cols
+                               << ": got " << got[worst] << ", ref " << ref[worst] << " (|err| "
+                               << err << ")")
+      .GetString();
+}
+
+// The fp8 GEMM against the CPU GEMM on the dequantised operands: the same numbers, only the
+// summation differs (Hopper's fp8 MMA adds with fewer than fp32's bits between cuBLASLt's fp32
+// promotions, hence 1e-3 rather than kFp32 for the fp32 output; bf16 output: one rounding).
+// in and out multiples of 16, as cuBLASLt's fp8 kernels need (every model's widths are).
+TEST_F(KernelTest, GemmFp8MatchesCpuOnDequantisedOperands) {
+  constexpr double kFp8Accumulate = 1e-3;
+  DeviceArray<char> workspace(32 << 20);
+  auto gemm = Gemm::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  for (const auto& [T, in, out] : {std::tuple{1, 64, 16},
+                                   {37, 1024, 1104},
+                                   {13, 1008, 96},
+                                   {300, 3328, 1024},
+                                   {129, 1024, 3328},
+                                   {7, 64, 176}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " in=" << in << " out=" << out);
+    const Fp8Rows x = RandomFp8(rng_, T, in, 0.01f), w = RandomFp8(rng_, out, in, 0.002f);
+    const std::vector<float> xd = test_util::Dequantize(x, in), wd = test_util::Dequantize(w, in);
+    const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(T) * out, 1.0f);
+    std::vector<float> ref(static_cast<size_t>(T) * out);
+    cpu::Linear(xd.data(), wd.data(), nullptr, T, in, out, ref.data());
+    const DeviceFp8 d_x(x), d_w(w);
+
+    DeviceArray<bf16> d_y(ref.size());
+    d_y.Poison();
+    const absl::Status s1 =
+        (*gemm)->LinearFp8(d_x.get(), d_w.get(), T, in, out, d_y.get(), nullptr);
+    ASSERT_TRUE(s1.ok()) << s1;
+    Sync();
+    const std::vector<float> got = FromBf16(d_y.Download());
+    EXPECT_LT(RelNormError(got, ref), kOneRounding)
+        << "bf16 output; " << WorstElement(got, ref, out);
+
+    DeviceArray<float> d_acc(y0);
+    const absl::Status s2 =
+        (*gemm)->LinearAccumulateFp8(d_x.get(), d_w.get(), T, in, out, d_acc.get(), nullptr);
+    ASSERT_TRUE(s2.ok()) << s2;
+    Sync();
+    std::vector<float> ref_acc = y0;
+    cpu::AddInPlace(ref_acc.data(), ref.data(), static_cast<int64_t>(ref.size()));
+    const std::vector<float> got_acc = d_acc.Download();
+    EXPECT_LT(RelNormError(got_acc, ref_acc), kFp8Accumulate)
+        << "fp32 accumulate; " << WorstElement(got_acc, ref_acc, out);
+  }
+  // An fp8 operand without scales is refused.
+  DeviceArray<fp8> q(64 * 64);
+  DeviceArray<bf16> y(64 * 64);
+  EXPECT_EQ((*gemm)
+                ->LinearFp8(Fp8Matrix{q.get(), nullptr}, Fp8Matrix{q.get(), nullptr}, 64, 64, 64,
+                            y.get(), nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The whole fp8 recipe on bf16 operands (x per token, w per output channel, both by the row
+// quantiser) against the bf16 GEMM: e4m3's 3 mantissa bits round each operand by about 2.5% (RMS,
+// relative), so the products differ by about 3.5%; bound 6%.
+TEST_F(KernelTest, GemmFp8CloseToBf16Gemm) {
+  constexpr double kFp8VsBf16 = 6e-2;
+  DeviceArray<char> workspace(32 << 20);
+  auto gemm = Gemm::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  for (const auto& [T, in, out] :
+       {std::tuple{37, 1024, 1104}, {300, 3328, 1024}, {15, 1024, 6656}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " in=" << in << " out=" << out);
+    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(T) * in, 2.0f);
+    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(out) * in, 0.05f);
+    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w)), d_ref(static_cast<size_t>(T) * out),
+        d_y(static_cast<size_t>(T) * out);
+    DeviceArray<fp8> d_xq(x.size()), d_wq(w.size());
+    DeviceArray<float> d_xs(T), d_ws(out);
+    RANKD_EXPECT_CUDA_OK(
+        kernels::LaunchQuantizeRowsFp8(d_x.get(), T, in, d_xq.get(), d_xs.get(), nullptr));
+    RANKD_EXPECT_CUDA_OK(
+        kernels::LaunchQuantizeRowsFp8(d_w.get(), out, in, d_wq.get(), d_ws.get(), nullptr));
+    ASSERT_TRUE((*gemm)->Linear(d_x.get(), d_w.get(), T, in, out, d_ref.get(), nullptr).ok());
+    d_y.Poison();
+    const absl::Status s =
+        (*gemm)->LinearFp8(Fp8Matrix{d_xq.get(), d_xs.get()}, Fp8Matrix{d_wq.get(), d_ws.get()}, T,
+                           in, out, d_y.get(), nullptr);
+    ASSERT_TRUE(s.ok()) << s;
+    Sync();
+    const std::vector<float> got = FromBf16(d_y.Download()), ref = FromBf16(d_ref.Download());
+    const double err = RelNormError(got, ref);
+    EXPECT_LT(err, kFp8VsBf16) << WorstElement(got, ref, out);
+    std::printf("[stats] fp8 vs bf16 GEMM T=%d in=%d out=%d: rel_norm_err=%.4f\n", T, in, out, err);
+  }
 }
 
 TEST_F(KernelTest, ArenaBuffersAreAligned) {

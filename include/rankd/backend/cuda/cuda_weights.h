@@ -1,5 +1,8 @@
 // The model's weights on the device: bf16 copies of the checkpoint's tensors (bf16, f16 or f32 on
-// disk), the RoPE inverse frequencies and cuBLASLt's workspace, carved from one device arena.
+// disk, or an fp8 checkpoint's e4m3 weights dequantised), or, with precision fp8, the linear
+// layers' weights in e4m3 with one scale per output channel (quantised at load, or an fp8
+// checkpoint's own); the RoPE inverse frequencies and cuBLASLt's workspace; all carved from one
+// device arena.
 #ifndef RANKD_BACKEND_CUDA_CUDA_WEIGHTS_H_
 #define RANKD_BACKEND_CUDA_CUDA_WEIGHTS_H_
 
@@ -12,13 +15,20 @@
 #include "absl/status/statusor.h"
 #include "rankd/backend/backend.h"
 #include "rankd/backend/cuda/device_arena.h"
+#include "rankd/backend/cuda/gemm.h"
 #include "rankd/model/config.h"
 #include "rankd/model/safetensors.h"
 
 namespace rankd::cuda {
 
-// One layer's device weights, all bf16. Shapes: H hidden, D head_dim, Q = Nq*D, KV = Nkv*D,
-// I intermediate; linear weights [out, in] row-major as HF stores them.
+// The linear layers' arithmetic (BackendOptions::precision).
+enum class Precision {
+  kBf16,  // bf16 weights and GEMM inputs
+  kFp8,   // e4m3 weights (a scale per output channel) and GEMM inputs (a scale per token)
+};
+
+// One layer's device weights, bf16 but for the fp8 linear weights. Shapes: H hidden, D head_dim, Q
+// = Nq*D, KV = Nkv*D, I intermediate; linear weights [out, in] row-major as HF stores them.
 struct LayerWeights {
   const __nv_bfloat16* input_norm = nullptr;  // [H]
   const __nv_bfloat16* wqkv = nullptr;        // [Q + 2KV, H]  q_proj, k_proj, v_proj rows stacked
@@ -31,6 +41,9 @@ struct LayerWeights {
   const __nv_bfloat16* mlp_out_norm = nullptr;   // [H]   sandwich_norms only
   const __nv_bfloat16* w_gate_up = nullptr;      // [2I, H]  gate_proj rows, then up_proj rows
   const __nv_bfloat16* w_down = nullptr;         // [H, I]
+  // Precision fp8: the four linear weights in e4m3, scale [out] per output channel, same shapes;
+  // their bf16 pointers above are then null (the bf16 copies are not kept).
+  Fp8Matrix wqkv_fp8, wo_fp8, w_gate_up_fp8, w_down_fp8;
 };
 
 // Immutable once uploaded: any thread may read it; the pointers live as long as `arena`.
@@ -46,12 +59,13 @@ struct CudaWeights {
   const float* inv_freq = nullptr;  // [D / 2] fp32
 };
 
-// Binds the checkpoint's tensors, converts them to bf16 and copies them to the current device
-// (synchronously), with `gemm_workspace_bytes` of workspace reserved in front.
+// Binds the checkpoint's tensors, converts them to bf16 (fp8: the linear weights to e4m3, on the
+// device, through a bf16 staging buffer freed before returning) and copies them to the current
+// device (synchronously), with `gemm_workspace_bytes` of workspace reserved in front.
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config,
                                           const backend::HeadSpec& head,
                                           const model::SafetensorsModel& st,
-                                          size_t gemm_workspace_bytes);
+                                          size_t gemm_workspace_bytes, Precision precision);
 
 }  // namespace rankd::cuda
 

@@ -1,12 +1,17 @@
-// Linear layers through cuBLASLt: bf16 operands, fp32 accumulation, over all tokens of a batch.
+// Linear layers through cuBLASLt: bf16 or fp8 e4m3 operands, fp32 accumulation, over all tokens of
+// a batch.
 //   y[T, out] = x[T, in] . w[out, in]^T       (row-major; w as HF stores it)
 // Output either bf16 (rounded once) or fp32 accumulated in place (y += x . w^T), which is how the
-// residual adds of o_proj and down_proj are fused into the GEMM epilogue.
+// residual adds of o_proj and down_proj are fused into the GEMM epilogue. fp8 operands carry one
+// fp32 scale per row (per token for x, per output channel for w), applied by cuBLASLt's epilogue
+// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: A = w with a vector along M = out, B = x with one
+// along N = T).
 #ifndef RANKD_BACKEND_CUDA_GEMM_H_
 #define RANKD_BACKEND_CUDA_GEMM_H_
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <map>
@@ -21,6 +26,14 @@ namespace rankd::cuda {
 inline constexpr size_t kGemmAlignment = 128;
 inline constexpr size_t kGemmWorkspaceAlignment = 256;
 
+// A matrix quantised to fp8 by rows: element [r, c] = data[r, c] * scale[r].
+struct Fp8Matrix {
+  const __nv_fp8_e4m3* data = nullptr;  // [rows, cols] e4m3 row-major
+  const float* scale = nullptr;         // [rows] fp32
+};
+
+// Threading: one thread at a time (the plan cache is unguarded); calls queue work on `stream`
+// and never synchronise it except while tuning a new shape outside graph capture.
 class Gemm {
  public:
   // `workspace` (device, `workspace_bytes`, kGemmWorkspaceAlignment-aligned) is cuBLASLt's
@@ -41,6 +54,12 @@ class Gemm {
   // y [T, out] fp32 += x [T, in] bf16 . w [out, in]^T bf16.
   absl::Status LinearAccumulate(const __nv_bfloat16* x, const __nv_bfloat16* w, int T, int in,
                                 int out, float* y, cudaStream_t stream);
+  // y [T, out] bf16 = x [T, in] . w [out, in]^T, both fp8 (dequantised by their row scales).
+  absl::Status LinearFp8(Fp8Matrix x, Fp8Matrix w, int T, int in, int out, __nv_bfloat16* y,
+                         cudaStream_t stream);
+  // y [T, out] fp32 += x [T, in] . w [out, in]^T, both fp8.
+  absl::Status LinearAccumulateFp8(Fp8Matrix x, Fp8Matrix w, int T, int in, int out, float* y,
+                                   cudaStream_t stream);
 
  private:
   // Descriptors and the heuristic's algorithm for one problem shape, made on first use.
@@ -49,7 +68,16 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int, int, int, bool>;  // T, in, out, fp32 output
+  // One call's operands: bf16 (no scales), or fp8 with their row scales.
+  struct Operands {
+    const void* x = nullptr;
+    const void* w = nullptr;
+    const float* x_scale = nullptr;  // [T]   fp8 only
+    const float* w_scale = nullptr;  // [out] fp8 only
+    bool is_fp8 = false;
+    bool fp8() const { return is_fp8; }
+  };
+  using Key = std::tuple<int, int, int, bool, bool>;  // T, in, out, fp32 output, fp8 operands
 
   static constexpr int kTuneCandidates = 8;
   static constexpr int kTuneCandidatesSmallT = 32;  // for T <= kSmallT rows
@@ -63,15 +91,18 @@ class Gemm {
         workspace_bytes_(workspace_bytes),
         tune_(tune),
         candidates_(candidates) {}
-  absl::StatusOr<const Plan*> GetPlan(int T, int in, int out, bool f32_out, const void* x,
-                                      const void* w, cudaStream_t stream);
-  absl::Status MakePlan(int T, int in, int out, bool f32_out, const void* x, const void* w,
+  absl::StatusOr<const Plan*> GetPlan(int T, int in, int out, bool f32_out, const Operands& ops,
+                                      cudaStream_t stream);
+  absl::Status MakePlan(int T, int in, int out, bool f32_out, const Operands& ops,
                         cudaStream_t stream, Plan* p);
-  // Times `candidates` on x and w with the output in a scratch buffer; returns the fastest's index.
+  // Times `candidates` on the operands with the output in a scratch buffer; returns the fastest's
+  // index.
   absl::StatusOr<int> Fastest(const Plan& p, const cublasLtMatmulHeuristicResult_t* candidates,
-                              int n, int T, int out, bool f32_out, const void* x, const void* w,
+                              int n, int T, int out, bool f32_out, const Operands& ops,
                               cudaStream_t stream);
-  absl::Status Run(const void* x, const void* w, int T, int in, int out, void* y, bool f32_out,
+  // Points an fp8 plan's descriptor at this call's scales (plans are shared by every layer).
+  static absl::Status SetScales(const Plan& p, const Operands& ops);
+  absl::Status Run(const Operands& ops, int T, int in, int out, void* y, bool f32_out,
                    cudaStream_t stream);
 
   cublasLtHandle_t handle_;

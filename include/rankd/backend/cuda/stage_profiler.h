@@ -28,6 +28,7 @@ enum class Stage {
   kQkvGemm,    // fused q/k/v projection
   kQkvRope,    // bias, q/k norm, RoPE, split
   kAttention,  // prefix attention
+  kQuantize,   // fp8 only: the attention output quantised per token (o_proj's input)
   kOProj,      // o_proj, accumulated into the residual stream
   kGateUp,     // fused gate/up projection
   kSwiGlu,     // SwiGLU

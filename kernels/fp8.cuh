@@ -1,0 +1,35 @@
+// fp8 e4m3 quantisation of GEMM inputs, shared by the kernels that write them (RMSNorm, SwiGLU,
+// the row quantiser): a row's scale from its largest magnitude, and the saturating conversion.
+// A quantised row r holds q[r, :] with x[r, :] ~= q[r, :] * scale[r]. Device-only.
+#ifndef RANKD_KERNELS_FP8_CUH_
+#define RANKD_KERNELS_FP8_CUH_
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace rankd::kernels {
+
+inline constexpr float kE4m3Max = 448.0f;  // the largest finite e4m3 value
+
+// scale = amax / 448, so that the row's largest element maps to 448; an all-zero row (padding)
+// gets 1, so that it stays zero and finite.
+__device__ __forceinline__ float Fp8Scale(float amax) {
+  return amax > 0.0f ? __fdiv_rn(amax, kE4m3Max) : 1.0f;
+}
+
+// e4m3(v / scale), rounded to nearest even, saturated to +-448.
+__device__ __forceinline__ __nv_fp8_storage_t ToE4m3(float v, float scale) {
+  return __nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3);
+}
+
+// Four consecutive elements as the 4 bytes they occupy in memory (a, b, c, d at rising addresses).
+__device__ __forceinline__ uint32_t ToE4m3x4(float a, float b, float c, float d, float scale) {
+  return static_cast<uint32_t>(ToE4m3(a, scale)) | static_cast<uint32_t>(ToE4m3(b, scale)) << 8 |
+         static_cast<uint32_t>(ToE4m3(c, scale)) << 16 |
+         static_cast<uint32_t>(ToE4m3(d, scale)) << 24;
+}
+
+}  // namespace rankd::kernels
+
+#endif  // RANKD_KERNELS_FP8_CUH_

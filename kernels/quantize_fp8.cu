@@ -1,0 +1,71 @@
+// Row quantiser to fp8. Thread mapping: one 256-thread block per row; the row is read twice (the
+// largest magnitude, a block reduction; then the conversion, mostly from L1/L2), 8 bf16 (16 bytes)
+// a thread a step when cols % 8 == 0 and the rows are 16-byte aligned, else one element.
+#include "kernels/common.cuh"
+#include "kernels/fp8.cuh"
+#include "kernels/quantize_fp8.cuh"
+
+namespace rankd::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <int kVec>
+__global__ void __launch_bounds__(kThreads)
+    QuantizeRowsKernel(const __nv_bfloat16* __restrict__ x, int cols,
+                       __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scale) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const __nv_bfloat16* row = x + r * cols;
+  __nv_fp8_storage_t* qrow = q + r * cols;
+  const int steps = cols / kVec;
+  float amax = 0.0f;
+  for (int i = threadIdx.x; i < steps; i += kThreads) {
+    if constexpr (kVec == 8) {
+      const uint4 v = reinterpret_cast<const uint4*>(row)[i];
+      const __nv_bfloat162* v2 = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(v2[k]);
+        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+      }
+    } else {
+      amax = fmaxf(amax, fabsf(__bfloat162float(row[i])));
+    }
+  }
+  const float s = Fp8Scale(BlockMax(amax, scratch));
+  if (threadIdx.x == 0) scale[r] = s;
+  for (int i = threadIdx.x; i < steps; i += kThreads) {
+    if constexpr (kVec == 8) {
+      const uint4 v = reinterpret_cast<const uint4*>(row)[i];
+      const __nv_bfloat162* v2 = reinterpret_cast<const __nv_bfloat162*>(&v);
+      const float2 a = __bfloat1622float2(v2[0]), b = __bfloat1622float2(v2[1]),
+                   c = __bfloat1622float2(v2[2]), d = __bfloat1622float2(v2[3]);
+      uint2 out;
+      out.x = ToE4m3x4(a.x, a.y, b.x, b.y, s);
+      out.y = ToE4m3x4(c.x, c.y, d.x, d.y, s);
+      reinterpret_cast<uint2*>(qrow)[i] = out;
+    } else {
+      qrow[i] = ToE4m3(__bfloat162float(row[i]), s);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchQuantizeRowsFp8(const __nv_bfloat16* x, int64_t rows, int cols, __nv_fp8_e4m3* q,
+                                  float* scale, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (rows > 0x7fffffff) return cudaErrorInvalidValue;  // one block a row
+  auto* qs = reinterpret_cast<__nv_fp8_storage_t*>(q);
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(q) % 8 == 0;
+  if (cols % 8 == 0 && aligned) {
+    QuantizeRowsKernel<8><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, qs, scale);
+  } else {
+    QuantizeRowsKernel<1><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, qs, scale);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace rankd::kernels
