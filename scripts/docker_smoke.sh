@@ -108,7 +108,8 @@ assert len(r["results"]) == 2 and all(0 < x["relevance_score"] < 1 for x in r["r
 print(json.dumps(r))' "$api_port" "$key") || fail "POST /v1/rerank: $rerank"
 step "POST /v1/rerank: $rerank"
 
-metrics | grep -q '^rankd_ready 1' || fail "/metrics has no 'rankd_ready 1'"
+# (Not `metrics | grep -q`: under pipefail, grep's early exit fails the writer, BrokenPipeError.)
+grep -q '^rankd_ready 1' <<<"$(metrics)" || fail "/metrics has no 'rankd_ready 1'"
 uid=$($docker exec "$name" id -u)
 [[ $uid == 65534 ]] || fail "runs as uid $uid, not 65534"
 step "/metrics ok, uid $uid"
