@@ -40,12 +40,14 @@ if ! $docker image inspect debian:12-slim >/dev/null 2>&1; then
   $docker tag debian:12 debian:12-slim
 fi
 
+# RANKD_JOBS: compile jobs in the image builds (default: every core).
+build=($docker build --network host --build-arg "RANKD_JOBS=${RANKD_JOBS:-}")
 step "building rankd:cpu"
-$docker build --network host -f docker/Dockerfile.cpu -t rankd:cpu . >&2
+"${build[@]}" -f docker/Dockerfile.cpu -t rankd:cpu . >&2
 if [[ ${RANKD_DOCKER_CUDA:-0} == 1 ]]; then
   step "building rankd:cuda"
   docker/make_cuda_toolkit_image.sh /usr/local/cuda
-  $docker build --network host -f docker/Dockerfile.cuda -t rankd:cuda . >&2
+  "${build[@]}" -f docker/Dockerfile.cuda -t rankd:cuda . >&2
 fi
 
 work=$(mktemp -d)
@@ -106,7 +108,8 @@ assert len(r["results"]) == 2 and all(0 < x["relevance_score"] < 1 for x in r["r
 print(json.dumps(r))' "$api_port" "$key") || fail "POST /v1/rerank: $rerank"
 step "POST /v1/rerank: $rerank"
 
-metrics | grep -q '^rankd_ready 1' || fail "/metrics has no 'rankd_ready 1'"
+# (Not `metrics | grep -q`: under pipefail, grep's early exit fails the writer, BrokenPipeError.)
+grep -q '^rankd_ready 1' <<<"$(metrics)" || fail "/metrics has no 'rankd_ready 1'"
 uid=$($docker exec "$name" id -u)
 [[ $uid == 65534 ]] || fail "runs as uid $uid, not 65534"
 step "/metrics ok, uid $uid"
