@@ -115,10 +115,9 @@ uid=$($docker exec "$name" id -u)
 step "/metrics ok, uid $uid"
 
 # Load: long calls, stopped once all are in the server (running or queued); each must be
-# answered. Calls that arrive after SIGTERM get UNAVAILABLE (draining), by design. 120 items: a
-# call takes about 1 s on an idle 2-core machine and 8 s at load average 7, so that the 4 calls
-# on the image's 2 workers end well inside the 30 s drain (300 items took 20 s a call there,
-# and the drain timed out).
+# answered. Calls that arrive after SIGTERM get UNAVAILABLE (draining), by design. 120 items, so
+# that the 4 calls on the image's 2 workers end well inside the 30 s drain on a busy machine too:
+# at load average 7 a 300-item call took 20 s (4 of them outlasted the drain), so 120 take ~8 s.
 python3 -c 'import json
 items = [" ".join("item %d word %d" % (i, w) for w in range(20)) for i in range(120)]
 print(json.dumps({"query": "which item is best", "items": items}))' >"$work/big.jsonl"
