@@ -462,6 +462,17 @@ cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, void* y, cudaStream_t s
   return cudaErrorInvalidValue;
 }
 
+cudaError_t HopperGemmSupported() {
+  int sms = 0;
+  cudaError_t e = Sm90Multiprocessors(&sms);
+  if (e != cudaSuccess) return e;
+  if (GetEncodeTiled() == nullptr) return cudaErrorNotSupported;
+  cudaFuncAttributes attr{};
+  e = cudaFuncGetAttributes(&attr, HopperGemmKernel<HopperEpilogue::kStoreBf16, 128>);
+  if (e != cudaSuccess) return e;
+  return attr.sharedSizeBytes >= kNoSm90aMarkerBytes ? cudaErrorNotSupported : cudaSuccess;
+}
+
 cudaError_t LaunchHopperGemm(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
                              HopperEpilogue epilogue, void* y, cudaStream_t stream) {
   HopperGemmPlan plan;

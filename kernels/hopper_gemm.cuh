@@ -59,6 +59,12 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, i
 // capture-safe.
 cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, void* y, cudaStream_t stream);
 
+// cudaSuccess when this device and build can run the kernel (an sm_90 device, a driver with
+// cuTensorMapEncodeTiled, sm_90a code in this build), else cudaErrorNotSupported (or the error
+// that stopped the check). For callers that commit to the kernel before a launch: a weight
+// layout made for the gated epilogues, say.
+cudaError_t HopperGemmSupported();
+
 // MakeHopperGemmPlan (tile_n chosen), then LaunchHopperGemm.
 cudaError_t LaunchHopperGemm(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
                              HopperEpilogue epilogue, void* y, cudaStream_t stream);
