@@ -60,7 +60,8 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
   for (auto [name, value] :
        {std::pair{"RANKD_CUDA_STATS", &c.stats}, std::pair{"RANKD_CUDA_PROFILE", &c.profile},
         std::pair{"RANKD_CUDA_GEMM_TUNE", &c.gemm_tune},
-        std::pair{"RANKD_CUDA_FUSE_Q_ROPE", &c.fuse_q_rope}}) {
+        std::pair{"RANKD_CUDA_FUSE_Q_ROPE", &c.fuse_q_rope},
+        std::pair{"RANKD_CUDA_OWN_GEMM", &c.own_gemm}}) {
     if (absl::Status s = flag(name, value); !s.ok()) return s;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;

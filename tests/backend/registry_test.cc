@@ -39,7 +39,8 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_PROFILE_SKIP", "7"},
                                                {"RANKD_CUDA_GEMM_TUNE", "0"},
                                                {"RANKD_CUDA_GEMM_CANDIDATES", "16"},
-                                               {"RANKD_CUDA_FUSE_Q_ROPE", "0"}}))
+                                               {"RANKD_CUDA_FUSE_Q_ROPE", "0"},
+                                               {"RANKD_CUDA_OWN_GEMM", "1"}}))
                   .ok());
   EXPECT_FALSE(o.cuda_graphs);
   EXPECT_TRUE(o.cuda.stats);
@@ -48,6 +49,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.gemm_tune);
   EXPECT_EQ(o.cuda.gemm_candidates, 16);
   EXPECT_FALSE(o.cuda.fuse_q_rope);
+  EXPECT_TRUE(o.cuda.own_gemm);
   // RANKD_CUDA_GRAPHS=1 does not turn on what the config turned off.
   BackendOptions off;
   off.cuda_graphs = false;

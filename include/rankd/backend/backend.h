@@ -127,6 +127,10 @@ struct BackendOptions {
     bool gemm_tune = true;    // RANKD_CUDA_GEMM_TUNE=0: cuBLASLt's first heuristic pick
     int gemm_candidates = 0;  // RANKD_CUDA_GEMM_CANDIDATES: candidates timed (0: the default, 8)
     bool fuse_q_rope = true;  // RANKD_CUDA_FUSE_Q_ROPE=0: RoPE of q in its own kernel
+    // RANKD_CUDA_OWN_GEMM=1: bf16 linear layers through rankd's Hopper GEMM (kernels/hopper_gemm)
+    // on sm_90a, SwiGLU/GeGLU fused into gate_up and the residual adds into o_proj and down;
+    // off: cuBLASLt. Off until measured on a GPU.
+    bool own_gemm = false;
 
     bool operator==(const CudaSwitches&) const = default;
   };

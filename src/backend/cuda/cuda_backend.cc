@@ -7,11 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/embedding.cuh"
 #include "kernels/gather_rows.cuh"
+#include "kernels/hopper_gemm.cuh"
 #include "kernels/kv_layers.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
@@ -211,6 +214,7 @@ class CudaBackend final : public backend::Backend {
   absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups) override;
 
   size_t weight_bytes() const { return weights_.arena->capacity(); }
+  bool own_gemm() const { return own_gemm_; }
   CudaBackendStats Stats() {
     std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
     const GraphStats& stats = graphs_.stats();
@@ -223,6 +227,7 @@ class CudaBackend final : public backend::Backend {
     s.graphs_cached = static_cast<int64_t>(graphs_.size());
     s.prefix_pool_used_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrUsedMemCurrent);
     s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
+    s.own_gemm = own_gemm_;
     return s;
   }
 
@@ -243,6 +248,11 @@ class CudaBackend final : public backend::Backend {
   // Launches every kernel of a pass on the stream (eagerly, or into a graph being captured).
   absl::Status RunPass(const PassShape& shape, const PassWork& work);
   absl::StatusOr<const CudaPrefix*> CheckPrefix(const PrefixState* prefix) const;
+  // Whether RANKD_CUDA_OWN_GEMM=1 can be honoured (logs why not when it cannot).
+  bool UseOwnGemm() const;
+  // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue` (own_gemm_).
+  absl::Status OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
+                       kernels::HopperEpilogue epilogue, void* y);
   // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
   absl::Status Mark(Stage stage, double flops, double bytes) {
     return profiler_ ? profiler_->Mark(stage, flops, bytes, ctx_->stream()) : absl::OkStatus();
@@ -297,13 +307,60 @@ class CudaBackend final : public backend::Backend {
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of staging
 
   std::unique_ptr<StageProfiler> profiler_;  // null unless switches_.profile
+
+  // RANKD_CUDA_OWN_GEMM=1 where the device, the build and the model allow it (UseOwnGemm): the
+  // bf16 linear layers through kernels/hopper_gemm, gate_up's weight interleaved for its gated
+  // epilogue. The plans of the operands met so far (their TMA descriptors), under ctx_->mu().
+  bool own_gemm_ = false;
+  using OwnGemmKey = std::tuple<const void*, const void*, int, int, int, kernels::HopperEpilogue>;
+  std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
 };
 
 // ---- loading ---------------------------------------------------------------------------------
 
+bool CudaBackend::UseOwnGemm() const {
+  if (!switches_.own_gemm) return false;
+  std::string why;
+  const int widths[] = {config_.hidden_size, config_.q_width(), qkv_width(),
+                        config_.intermediate_size};
+  if (precision_ != Precision::kBf16) {
+    why = "precision is not bf16";
+  } else if (const cudaError_t e = kernels::HopperGemmSupported(); e != cudaSuccess) {
+    why = absl::StrCat(cudaGetErrorString(e),
+                       " (it needs an sm_90 device and sm_90a code in this build)");
+  } else if (config_.intermediate_size % kernels::kHopperGluHalf != 0) {
+    why = absl::StrCat("intermediate_size ", config_.intermediate_size, " is not a multiple of ",
+                       kernels::kHopperGluHalf);
+  } else if (std::any_of(std::begin(widths), std::end(widths), [](int w) { return w % 8 != 0; })) {
+    why = "a layer width is not a multiple of 8";
+  }
+  if (why.empty()) return true;
+  spdlog::warn("RANKD_CUDA_OWN_GEMM=1: {}; the linear layers stay on cuBLASLt", why);
+  return false;
+}
+
+absl::Status CudaBackend::OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
+                                  kernels::HopperEpilogue epilogue, void* y) {
+  if (rows == 0) return absl::OkStatus();
+  // Keyed by the operands' addresses and shape: the same key is the same descriptors.
+  constexpr size_t kMaxOwnPlans = 4096;
+  const OwnGemmKey key{x, w, rows, in, out, epilogue};
+  auto it = own_plans_.find(key);
+  if (it == own_plans_.end()) {
+    if (own_plans_.size() >= kMaxOwnPlans) own_plans_.clear();
+    kernels::HopperGemmPlan plan;
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::MakeHopperGemmPlan(x, w, rows, out, in, epilogue, &plan));
+    it = own_plans_.emplace(key, plan).first;
+  }
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(it->second, y, ctx_->stream()));
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
-  RANKD_ASSIGN_OR_RETURN(weights_,
-                         UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_));
+  own_gemm_ = UseOwnGemm();
+  RANKD_ASSIGN_OR_RETURN(
+      weights_, UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_,
+                              own_gemm_ ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
@@ -351,6 +408,7 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
   // The old blocks may still be in use by queued work, and the graphs point into them.
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
   graphs_.Clear();
+  own_plans_.clear();  // their descriptors point into the old workspace
   workspace_.reset();
   staging_.reset();
 
@@ -455,14 +513,18 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused with fp8).
   auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
                     bf16* y) {
-    return fp8 ? gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s)
-               : gemm_->Linear(x, w, rows, in, out, y, s);
+    if (fp8) return gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s);
+    if (own_gemm_) return OwnGemm(x, w, rows, in, out, kernels::HopperEpilogue::kStoreBf16, y);
+    return gemm_->Linear(x, w, rows, in, out, y, s);
   };
   // y [rows, out] fp32 += input . w^T.
   auto linear_add = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in,
                         int out, float* y) {
-    return fp8 ? gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s)
-               : gemm_->LinearAccumulate(x, w, rows, in, out, y, s);
+    if (fp8) return gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s);
+    if (own_gemm_) {
+      return OwnGemm(x, w, rows, in, out, kernels::HopperEpilogue::kAccumulateF32, y);
+    }
+    return gemm_->LinearAccumulate(x, w, rows, in, out, y, s);
   };
 
   // The two numbers of every stage (for the profile): FLOPs, and the fewest bytes moved, for the
@@ -569,18 +631,24 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live)));
     RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows));
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, 4 * live * h * i,
-                               e * (live * h + 2 * i * h) + sc(live) + sc(2 * i) + 4 * live * i));
-    RANKD_RETURN_IF_ERROR(linear(normed_, w.w_gate_up, w.w_gate_up_fp8, rows, H, 2 * I, wide_));
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, 0, (4 + e) * live * i + sc(live)));
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
-    if (fp8) {
-      RANKD_CUDA_RETURN_IF_ERROR(
-          gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
-               : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s));
+    // The own GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
+    // memory, and there is no activation kernel (its stage's time is gate_up's).
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kGateUp, 4 * live * h * i,
+             e * (live * h + 2 * i * h) + sc(live) + sc(2 * i) + (own_gemm_ ? 2 : 4) * live * i));
+    if (own_gemm_) {
+      RANKD_RETURN_IF_ERROR(
+          OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I,
+                  gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu, act_));
     } else {
-      RANKD_CUDA_RETURN_IF_ERROR(gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s)
-                                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, s));
+      RANKD_RETURN_IF_ERROR(linear(normed_, w.w_gate_up, w.w_gate_up_fp8, rows, H, 2 * I, wide_));
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, 0, (4 + e) * live * i + sc(live)));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          fp8 ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
+                      : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s))
+              : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s)
+                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, s)));
     }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, 2 * live * i * h,
                                e * (live * i + i * h) + sc(live) + sc(h) + 8 * live * h));
@@ -785,10 +853,11 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   spdlog::info(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
-      "fuse_q_rope {}",
+      "fuse_q_rope {}, own_gemm {} ({})",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
-      sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope);
+      sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.own_gemm,
+      backend->own_gemm() ? "in use" : "not in use");
   return backend;
 }
 

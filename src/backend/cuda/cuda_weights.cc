@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/hopper_gemm.cuh"
 #include "kernels/quantize_fp8.cuh"
 #include "rankd/backend/cuda/cuda_status.h"
 #include "rankd/common/status.h"
@@ -80,10 +81,17 @@ struct DeviceFree {
 
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, const HeadSpec& head,
                                           const model::SafetensorsModel& st,
-                                          size_t gemm_workspace_bytes, Precision precision) {
+                                          size_t gemm_workspace_bytes, Precision precision,
+                                          GateUpLayout gate_up) {
   RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config, st));
   const int H = config.hidden_size, L = config.num_layers;
   const bool fp8 = precision == Precision::kFp8;
+  const bool interleaved = gate_up == GateUpLayout::kInterleaved;
+  if (interleaved && (fp8 || config.intermediate_size % kernels::kHopperGluHalf != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gate_up's interleaved layout needs precision bf16 and intermediate_size a multiple of ",
+        kernels::kHopperGluHalf, " (it is ", config.intermediate_size, ")"));
+  }
   CudaWeights w;
 
   // Every device tensor: where its pointer goes and the pieces it is made of. A linear weight with
@@ -143,6 +151,17 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
       uploads.push_back({&d.mlp_out_norm, {Whole(s.mlp_out_norm)}});
     }
     RANKD_RETURN_IF_ERROR(linear(&d.w_gate_up, &d.w_gate_up_fp8, {s.gate_proj, s.up_proj}, H));
+    if (interleaved) {
+      // Chunks of kHopperGluHalf rows, gate's then up's in turn (GateUpSourceRow): the same
+      // pieces of the same tensors, in the kernel's order.
+      Upload& u = uploads.back();
+      const std::vector<Piece> stacked = std::move(u.pieces);
+      const int64_t chunk = int64_t{kernels::kHopperGluHalf} * H;
+      u.pieces.clear();
+      for (int64_t at = 0; at < stacked[0].count; at += chunk) {
+        for (const Piece& p : stacked) u.pieces.push_back(Piece{p.tensor, at, chunk, p.scales});
+      }
+    }
     RANKD_RETURN_IF_ERROR(
         linear(&d.w_down, &d.w_down_fp8, {s.down_proj}, config.intermediate_size));
   }

@@ -24,6 +24,7 @@
 #include <random>
 #include <set>
 
+#include "kernels/hopper_gemm.cuh"
 #include "nlohmann/json.hpp"
 #include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/backend/registry.h"
@@ -428,6 +429,41 @@ TEST_P(CudaGoldenTest, Fp8RankingMatchesFloat32) {
   EXPECT_GE(mean_rho, 0.95) << "mean Spearman over " << ranked << " requests";
   EXPECT_GE(top1_same, 0.8 * top1_cases)
       << "same top item in " << top1_same << " of " << top1_cases << " requests";
+}
+
+// RANKD_CUDA_OWN_GEMM=1 (kernels/hopper_gemm for the bf16 linear layers, SwiGLU/GeGLU fused into
+// gate_up, the residual adds into o_proj and down): the golden scores within the tolerance the
+// cuBLASLt path meets, and the RMS error no larger than HF's bf16. It runs on the models whose
+// intermediate_size the gated epilogue takes (a multiple of 64: gemma2-tiny, llama-gqa-yesno,
+// llama3-tokjson-cls, qwen3-cls-wide) on an sm_90 device with sm_90a code; elsewhere the backend
+// must say that it is not in use.
+TEST_P(CudaGoldenTest, OwnGemmMatchesGolden) {
+  ScopedEnv own("RANKD_CUDA_OWN_GEMM", "1");
+  auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+  ASSERT_TRUE(stats.has_value());
+  const bool usable = kernels::HopperGemmSupported() == cudaSuccess &&
+                      config->intermediate_size % kernels::kHopperGluHalf == 0;
+  ASSERT_EQ(stats->own_gemm, usable);
+  if (!usable) GTEST_SKIP() << "the own GEMM takes neither this model nor this device";
+  Stats st{Tag("own gemm golden ids")}, vs{Tag("own gemm vs cuBLASLt")};
+  for (const auto& c : golden_.cases) {
+    const std::vector<float> got = Score(**b, c.prefix_ids, IdItems(c));
+    const std::vector<float> lt = Score(*backend_, c.prefix_ids, IdItems(c));
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      const auto& it = c.items[i];
+      st.Add(got[i], it.score, it.score_bf16_cuda);
+      vs.Add(got[i], lt[i]);
+      EXPECT_PRED3(WithinGoldenTolerance, got[i], it, hf_rms_)
+          << "query '" << c.query << "' item " << i << ": got " << got[i] << ", cuBLASLt " << lt[i]
+          << ", ref " << it.score;
+    }
+  }
+  EXPECT_GT(st.n, 0);
+  EXPECT_LE(st.rms(), st.hf_rms()) << "RMS error over the model above HF's own bf16 error";
 }
 
 // An fp8 checkpoint (F8_E4M3 linear weights with per-channel weight_scale, quantization_config in

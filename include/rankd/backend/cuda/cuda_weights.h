@@ -27,6 +27,13 @@ enum class Precision {
   kFp8,   // e4m3 weights (a scale per output channel) and GEMM inputs (a scale per token)
 };
 
+// The row order of gate_up's bf16 weight.
+enum class GateUpLayout {
+  kStacked,      // gate_proj's I rows, then up_proj's (cuBLASLt, then the gated activation kernel)
+  kInterleaved,  // kernels/hopper_gemm.cuh's gated epilogues: per N tile of kHopperGluTileN rows,
+                 // kHopperGluHalf gate rows then the same up rows (GateUpSourceRow)
+};
+
 // One layer's device weights, bf16 but for the fp8 linear weights. Shapes: H hidden, D head_dim, Q
 // = Nq*D, KV = Nkv*D, I intermediate; linear weights [out, in] row-major as HF stores them.
 struct LayerWeights {
@@ -39,7 +46,7 @@ struct LayerWeights {
   const __nv_bfloat16* post_norm = nullptr;   // [H]      the norm in front of the MLP
   const __nv_bfloat16* attn_out_norm = nullptr;  // [H]   sandwich_norms only
   const __nv_bfloat16* mlp_out_norm = nullptr;   // [H]   sandwich_norms only
-  const __nv_bfloat16* w_gate_up = nullptr;      // [2I, H]  gate_proj rows, then up_proj rows
+  const __nv_bfloat16* w_gate_up = nullptr;      // [2I, H]  gate_proj, up_proj rows (GateUpLayout)
   const __nv_bfloat16* w_down = nullptr;         // [H, I]
   // Precision fp8: the four linear weights in e4m3, scale [out] per output channel, same shapes;
   // their bf16 pointers above are then null (the bf16 copies are not kept).
@@ -61,11 +68,14 @@ struct CudaWeights {
 
 // Binds the checkpoint's tensors, converts them to bf16 (fp8: the linear weights to e4m3, on the
 // device, through a bf16 staging buffer freed before returning) and copies them to the current
-// device (synchronously), with `gemm_workspace_bytes` of workspace reserved in front.
+// device (synchronously), with `gemm_workspace_bytes` of workspace reserved in front. `gate_up`:
+// the bf16 gate_up weight's row order (kInterleaved needs precision bf16 and I a multiple of
+// kHopperGluHalf).
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config,
                                           const backend::HeadSpec& head,
                                           const model::SafetensorsModel& st,
-                                          size_t gemm_workspace_bytes, Precision precision);
+                                          size_t gemm_workspace_bytes, Precision precision,
+                                          GateUpLayout gate_up = GateUpLayout::kStacked);
 
 }  // namespace rankd::cuda
 
