@@ -27,8 +27,16 @@ if ! $docker info >/dev/null 2>&1; then
 fi
 
 if ! $docker image inspect debian:12 >/dev/null 2>&1; then
+  # The first non-security bookworm mirror of apt's sources, one-line (.list) or deb822
+  # (.sources) style. Only the files that exist: a fresh Debian 12 has no /etc/apt/sources.list,
+  # and a missing file made sed fail, which pipefail turned into a silent exit of this script.
+  sources=()
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    if [[ -f $f ]]; then sources+=("$f"); fi
+  done
+  ((${#sources[@]})) || fail "no apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d/)"
   mirror=$(sed -n 's/^deb \(\[[^]]*\] \)\?\(http[^ ]*\) bookworm .*/\2/p; s/^URIs: *\(http[^ ]*\).*/\1/p' \
-             /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | grep -v security | head -n 1)
+             "${sources[@]}" | grep -v security | head -n 1 || true)
   [[ -n $mirror ]] || fail "no Debian mirror found in /etc/apt/sources.list*"
   step "making debian:12 with debootstrap from $mirror"
   root=$(mktemp -d)
