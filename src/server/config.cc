@@ -480,8 +480,11 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   for (int gpu : w.gpus) {
     if (gpu < 0) return KeyError("workers.gpus", absl::StrCat("bad GPU index ", gpu));
   }
-  if (w.count == 0 && w.gpus.empty() && !w.all_gpus) {
-    return KeyError("workers.count", "must be positive when no GPUs are listed");
+  // count 0 is one worker per GPU (x workers_per_gpu), the listed GPUs or, with no list, every
+  // visible one (PlanWorkers): only the cuda backend has GPUs to count.
+  if (w.count == 0 && eo.backend.kind != "cuda") {
+    return KeyError("workers.count",
+                    "must be positive with the cpu backend (0 means one worker per GPU: cuda only)");
   }
 
   const ResultCacheSection& rc = config->result_cache;

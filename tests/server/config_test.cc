@@ -49,6 +49,26 @@ TEST(ServeConfigTest, MaxInflightDefaultsByBackend) {
   EXPECT_THAT(std::string(FinalizeServeConfig(&*c).message()), HasSubstr("workers.max_inflight"));
 }
 
+// workers.count 0 is one worker per GPU: with the cuda backend and no GPU list that is every
+// visible GPU (the CUDA image runs `--backend cuda --workers 0` on a config without workers.gpus,
+// which this check used to refuse before any GPU was looked at); the cpu backend has no GPUs.
+TEST(ServeConfigTest, WorkerCountZeroMeansOnePerGpuWithTheCudaBackendOnly) {
+  for (const char* gpus : {"", "  gpus: all\n", "  gpus: [0, 2]\n"}) {
+    absl::StatusOr<ServeConfig> c = ParseServeConfig(
+        absl::StrCat("model:\n  dir: /m\n  backend: cuda\nworkers:\n  count: 0\n", gpus), "/", "t");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(FinalizeServeConfig(&*c).ok()) << "gpus: '" << gpus << "'";
+  }
+  for (const char* gpus : {"", "  gpus: all\n", "  gpus: [0]\n"}) {
+    absl::StatusOr<ServeConfig> c = ParseServeConfig(
+        absl::StrCat("model:\n  dir: /m\n  backend: cpu\nworkers:\n  count: 0\n", gpus), "/", "t");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_THAT(std::string(FinalizeServeConfig(&*c).message()),
+                HasSubstr("workers.count: must be positive with the cpu backend"))
+        << "gpus: '" << gpus << "'";
+  }
+}
+
 TEST(ServeConfigTest, ParsesEverySectionAndResolvesPathsAgainstTheBaseDir) {
   absl::StatusOr<ServeConfig> c = ParseServeConfig(R"(
 model:

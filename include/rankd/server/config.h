@@ -115,10 +115,10 @@ struct Limits {
 };
 
 struct WorkersSection {
-  // Worker processes. Unset (0) with a GPU list: gpus.size() * workers_per_gpu.
+  // Worker processes. 0 (cuda backend only): one per GPU, GPUs x workers_per_gpu.
   int count = 2;
   bool all_gpus = false;  // gpus: all
-  std::vector<int> gpus;  // gpus: [0, 1]; empty and !all_gpus: no GPU
+  std::vector<int> gpus;  // gpus: [0, 1]; empty: every visible GPU, as `all` (cuda backend)
   int workers_per_gpu = 1;
   // cpu_affinity: none (not pinned) | auto (the front end's CPUs split evenly) | explicit
   // per-worker CPU lists ([[0, 1], [2, 3]]).
