@@ -5,7 +5,8 @@
 # call in flight answered. Run as root on a Debian 12 machine: installs docker.io and debootstrap
 # if missing, starts dockerd if none answers, and makes the base images debian:12 and
 # debian:12-slim with debootstrap (from the mirror apt uses) if absent. Nothing from Docker Hub.
-# RANKD_DOCKER_CUDA=1 also builds docker/Dockerfile.cuda (from the toolkit at /usr/local/cuda).
+# RANKD_DOCKER_CUDA=1 also builds docker/Dockerfile.cuda (from the toolkit at /usr/local/cuda)
+# and, with no GPU here, checks that its libraries resolve and that it stops at the GPU check.
 # Caches: the base images and image layers in /var/lib/docker, ccache in a BuildKit cache mount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -149,4 +150,19 @@ for i in "${!pids[@]}"; do
 done
 [[ $exit_code == 0 ]] || { $docker logs --tail 20 "$name" >&2; fail "docker stop: exit $exit_code"; }
 ((failed == 0)) || fail "$failed of ${#pids[@]} calls in flight failed at docker stop"
-step "passed (docker stop: exit 0, ${#pids[@]} calls in flight answered)"
+step "rankd:cpu passed (docker stop: exit 0, ${#pids[@]} calls in flight answered)"
+
+if [[ ${RANKD_DOCKER_CUDA:-0} == 1 ]]; then
+  # No GPU here: the CUDA image must get as far as looking for one (every library of its binaries
+  # resolves, the image config and ENTRYPOINT flags validate) and stop there, saying why.
+  missing=$($docker run --rm --entrypoint sh rankd:cuda -c \
+              'ldd /opt/rankd/bin/* /opt/rankd/lib/*.so* 2>/dev/null | grep "not found" || true')
+  [[ -z $missing ]] || fail "rankd:cuda: unresolved libraries: $missing"
+  if out=$($docker run --rm -v "$work/api-keys:/etc/rankd/api-keys:ro" rankd:cuda 2>&1); then
+    fail "rankd:cuda served without a GPU: $out"
+  fi
+  grep -q "the cuda backend needs a GPU and none is visible" <<<"$out" ||
+    fail "rankd:cuda without a GPU did not stop at the GPU check: $out"
+  step "rankd:cuda: libraries resolve; without a GPU it stops at the GPU check"
+fi
+step "passed"
