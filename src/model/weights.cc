@@ -122,4 +122,10 @@ absl::StatusOr<std::vector<float>> Fp8RowScales(const SafetensorsModel& st,
   return values;
 }
 
+absl::Status CheckNotFp8(const TensorView& t) {
+  if (t.dtype != DType::kF8E4M3) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("tensor '", t.name, "' is F8_E4M3; only the linear layers' weights may be fp8"));
+}
+
 }  // namespace rankd::model

@@ -20,7 +20,7 @@ void LogCall(bool access_log, const CallRecord& call, const grpc::Status& status
   const std::string line = absl::StrCat(
       call.rpc, " request_id=", call.request_id.substr(0, kMaxLogged), trace, " ", call.unit, "=",
       call.count, " ", GrpcCodeName(code), " in ", absl::StrFormat("%.1f", 1e3 * call.seconds),
-      " ms", failed || !status.ok() ? ": " : "", failed || !status.ok() ? message : "");
+      " ms", status.ok() ? "" : ": ", status.ok() ? "" : message);
   if (failed) {
     spdlog::error("{}", line);
   } else {

@@ -60,6 +60,10 @@ absl::StatusOr<ModelTensors> BindTensors(const ModelConfig& config, const Safete
 absl::StatusOr<std::vector<float>> Fp8RowScales(const SafetensorsModel& st,
                                                 const TensorView& weight);
 
+// OK unless `t` is F8_E4M3: only the linear layers' weights may be (their scales are above), not
+// norms, embeddings, biases or the head.
+absl::Status CheckNotFp8(const TensorView& t);
+
 }  // namespace rankd::model
 
 #endif  // RANKD_MODEL_WEIGHTS_H_

@@ -57,10 +57,7 @@ class CpuPrefix final : public PrefixState {
 };
 
 absl::StatusOr<std::vector<float>> ToF32(const model::TensorView* t) {
-  if (t->dtype == model::DType::kF8E4M3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", t->name, "' is F8_E4M3; only the linear layers' weights may be fp8"));
-  }
+  RANKD_RETURN_IF_ERROR(model::CheckNotFp8(*t));
   std::vector<float> out(t->numel());
   RANKD_RETURN_IF_ERROR(model::ConvertToF32(*t, absl::MakeSpan(out)));
   return out;

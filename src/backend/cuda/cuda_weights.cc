@@ -34,10 +34,7 @@ absl::Status ToBf16(const Piece& p, uint16_t* out) {
   const model::TensorView& t = *p.tensor;
   const size_t es = model::DTypeSize(t.dtype);
   const uint8_t* src = t.data + p.begin * es;
-  if (t.dtype == model::DType::kF8E4M3 && p.scales.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", t.name, "' is F8_E4M3; only the linear layers' weights may be fp8"));
-  }
+  if (p.scales.empty()) RANKD_RETURN_IF_ERROR(model::CheckNotFp8(t));
   const int64_t cols = p.scales.empty() ? 1 : t.numel() / static_cast<int64_t>(p.scales.size());
   for (int64_t i = 0; i < p.count; ++i) {
     switch (t.dtype) {

@@ -48,7 +48,7 @@ Gemm::~Gemm() {
 // column-major [in, T]. So y^T = op(w) . x with A = w (transposed), B = x, C = D = y.
 absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32_out,
                                                 const Operands& ops, cudaStream_t stream) {
-  const Key key{T, in, out, f32_out, ops.fp8()};
+  const Key key{T, in, out, f32_out, ops.fp8};
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   if (plans_.size() >= kMaxPlans) {
     for (auto& [k, old] : plans_) DestroyPlan(old);
@@ -64,7 +64,7 @@ absl::StatusOr<const Gemm::Plan*> Gemm::GetPlan(int T, int in, int out, bool f32
 }
 
 absl::Status Gemm::SetScales(const Plan& p, const Operands& ops) {
-  if (!ops.fp8()) return absl::OkStatus();
+  if (!ops.fp8) return absl::OkStatus();
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ops.w_scale, sizeof(ops.w_scale)));
   RANKD_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
@@ -82,8 +82,8 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const Operands
                                                               &trans_b, sizeof(trans_b)));
   // fp8: e4m3 A and B (TN, as here, is the layout cuBLASLt's fp8 kernels take), each scaled by
   // a vector: A's runs along M (w's rows), B's along N (x's rows, the tokens).
-  const cudaDataType_t in_type = ops.fp8() ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-  if (ops.fp8()) {
+  const cudaDataType_t in_type = ops.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  if (ops.fp8) {
     const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE}) {
       RANKD_CUBLAS_RETURN_IF_ERROR(
@@ -128,7 +128,7 @@ absl::Status Gemm::MakePlan(int T, int in, int out, bool f32_out, const Operands
   RANKD_CUBLAS_RETURN_IF_ERROR(st);
   if (found == 0) {
     return absl::UnimplementedError(absl::StrCat(
-        "cuBLASLt has no ", ops.fp8() ? "fp8 (e4m3, per-row scales)" : "bf16",
+        "cuBLASLt has no ", ops.fp8 ? "fp8 (e4m3, per-row scales)" : "bf16",
         " algorithm for T=", T, " in=", in, " out=", out, f32_out ? " (fp32 output)" : ""));
   }
   int best = 0;
@@ -199,7 +199,7 @@ absl::Status Gemm::Run(const Operands& ops, int T, int in, int out, void* y, boo
                                                      " is not ", kGemmAlignment, "-byte aligned"));
     }
   }
-  if (ops.fp8() && (ops.x_scale == nullptr || ops.w_scale == nullptr)) {
+  if (ops.fp8 && (ops.x_scale == nullptr || ops.w_scale == nullptr)) {
     return absl::InvalidArgumentError("fp8 GEMM: an operand has no row scales");
   }
   RANKD_ASSIGN_OR_RETURN(const Plan* p, GetPlan(T, in, out, f32_out, ops, stream));

@@ -74,8 +74,7 @@ class Gemm {
     const void* w = nullptr;
     const float* x_scale = nullptr;  // [T]   fp8 only
     const float* w_scale = nullptr;  // [out] fp8 only
-    bool is_fp8 = false;
-    bool fp8() const { return is_fp8; }
+    bool fp8 = false;
   };
   using Key = std::tuple<int, int, int, bool, bool>;  // T, in, out, fp32 output, fp8 operands
 
