@@ -1068,14 +1068,28 @@ TEST(ServeTest, WorkKilledInFlightIsSentToTheOtherWorker) {
   const std::vector<pid_t> pids = server->WorkerPids();
   ASSERT_EQ(pids.size(), 2u);
   const pid_t victim = pids[0];
+  const std::optional<int> index = server->WorkerIndex(victim);
+  ASSERT_TRUE(index.has_value()) << server->Log();
+  const std::string victim_calls =
+      absl::StrCat("rankd_worker_calls_in_flight{worker=\"", *index, "\"}");
   ASSERT_EQ(kill(victim, SIGSTOP), 0);
   // Calls alternate between the idle workers: within a few calls one sticks on the stopped one.
+  // The pool's gauge for the stopped worker says so; a call that is merely slow (a sanitizer
+  // build) on the live worker is not stuck, and killing the victim would not retry it.
   std::unique_ptr<AsyncScore> stuck;
   ScoreRequest request = TextRequest(c);
   request.set_skip_cache(true);  // each call must reach a worker
   for (int attempt = 0; attempt < 10 && !stuck; ++attempt) {
     auto call = std::make_unique<AsyncScore>(*server, request, seconds(60));
-    if (call->Done(milliseconds(500))) {
+    const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+    bool on_victim = false;
+    while (!call->Done(milliseconds(20)) && std::chrono::steady_clock::now() < deadline) {
+      if (server->Metric(victim_calls).value_or(0) >= 1) {
+        on_victim = true;
+        break;
+      }
+    }
+    if (!on_victim) {
       ASSERT_TRUE(call->Wait().ok());
       continue;
     }

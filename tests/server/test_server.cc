@@ -209,6 +209,25 @@ std::vector<pid_t> TestServer::WorkerPids() const {
   return workers;
 }
 
+std::optional<int> TestServer::WorkerIndex(pid_t pid) const {
+  const std::string log = Log();
+  const std::string tail = absl::StrCat(" started: pid ", pid);
+  std::optional<int> index;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    const size_t at = line.find(tail);
+    if (at == absl::string_view::npos) continue;
+    const absl::string_view rest = line.substr(at + tail.size());
+    if (!rest.empty() && rest[0] >= '0' && rest[0] <= '9') continue;  // pid 12 vs pid 123
+    const size_t worker = line.rfind("worker ", at);
+    int n = 0;
+    if (worker != absl::string_view::npos &&
+        absl::SimpleAtoi(line.substr(worker + 7, at - worker - 7), &n)) {
+      index = n;  // the last start that names `pid` (a pid can be reused by a later worker)
+    }
+  }
+  return index;
+}
+
 void TestServer::Signal(int sig) const { kill(pid_, sig); }
 
 std::optional<int> TestServer::WaitExit(std::chrono::milliseconds timeout) {

@@ -55,6 +55,9 @@ class TestServer {
 
   // The live child processes of the server that run its binary (its workers), sorted.
   std::vector<pid_t> WorkerPids() const;
+  // The pool index of the worker process `pid` (the `worker` label of the per-worker metrics),
+  // read from the server's "worker N started: pid P" log line; nullopt when none names `pid`.
+  std::optional<int> WorkerIndex(pid_t pid) const;
 
   // Sends `sig`; for SIGTERM, then waits up to `timeout` for the exit and returns the wait
   // status (nullopt if it did not exit).
