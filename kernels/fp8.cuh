@@ -23,6 +23,13 @@ __device__ __forceinline__ __nv_fp8_storage_t ToE4m3(float v, float scale) {
   return __nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3);
 }
 
+// e4m3(v * inv_scale), inv_scale = 1 / scale computed once per row: a multiply where ToE4m3 divides
+// (the kernels that quantise from registers, where the division was most of the work). It can pick
+// the adjacent code where v / scale lies within an fp32 ulp of a rounding boundary.
+__device__ __forceinline__ __nv_fp8_storage_t ToE4m3Inv(float v, float inv_scale) {
+  return __nv_cvt_float_to_fp8(__fmul_rn(v, inv_scale), __NV_SATFINITE, __NV_E4M3);
+}
+
 // Four consecutive elements as the 4 bytes they occupy in memory (a, b, c, d at rising addresses).
 __device__ __forceinline__ uint32_t ToE4m3x4(float a, float b, float c, float d, float scale) {
   return static_cast<uint32_t>(ToE4m3(a, scale)) | static_cast<uint32_t>(ToE4m3(b, scale)) << 8 |

@@ -337,8 +337,12 @@ TEST_F(HopperGemmTest, LaunchesInsideStreamCapture) {
 TEST_F(HopperGemmTest, InterleaveGateUpOnTheDevice) {
   constexpr int I = 192, K = 8;
   std::vector<float> gate_up(2 * I * K);
+  // Row r's signature: its low 7 bits (even columns) and the rest (odd columns), each plus the
+  // column, every value a small integer that bf16 holds exactly (r + k / 8 did not: bf16 keeps 8
+  // significant bits, so 32.125 was 32).
+  auto value = [](int r, int k) { return static_cast<float>((k % 2 == 0 ? r % 128 : r / 128) + k); };
   for (int r = 0; r < 2 * I; ++r) {
-    for (int k = 0; k < K; ++k) gate_up[r * K + k] = r + k / 8.0f;  // exact in bf16 up to 511
+    for (int k = 0; k < K; ++k) gate_up[r * K + k] = value(r, k);
   }
   DeviceArray<bf16> src(ToBf16(gate_up)), dst(2 * I * K);
   dst.Poison();
@@ -348,7 +352,7 @@ TEST_F(HopperGemmTest, InterleaveGateUpOnTheDevice) {
   const std::vector<float> got = FromBf16(dst.Download());
   for (int r = 0; r < 2 * I; ++r) {
     const int from = kernels::GateUpSourceRow(r, I);
-    for (int k = 0; k < K; ++k) ASSERT_EQ(got[r * K + k], from + k / 8.0f) << "row " << r;
+    for (int k = 0; k < K; ++k) ASSERT_EQ(got[r * K + k], value(from, k)) << "row " << r;
   }
 }
 

@@ -235,11 +235,14 @@ TEST_F(KernelTest, GeGlu) {
   }
 }
 
-// SwiGLU and GeGLU quantised per token; row 0 is zero (scale 1). 176, 3328 and 1100 take the
-// 16-byte path, 90 and 1 the scalar one.
+// SwiGLU and GeGLU quantised per token; row 0 is zero (scale 1). From registers (I a multiple of
+// 8 up to 16384): 176 (one 8-column chunk a thread or none), 3328 (two, the second for some
+// threads), 6144 (four), 12288 (eight); 16392 the two-pass 16-byte kernel; 1100, 90 and 1 the
+// scalar one.
 TEST_F(KernelTest, GatedActivationsFp8) {
   for (const bool gelu : {false, true}) {
-    for (const auto& [T, I] : {std::pair{13, 176}, {7, 90}, {3, 3328}, {17, 1100}, {1, 1}}) {
+    for (const auto& [T, I] : {std::pair{13, 176}, {7, 90}, {3, 3328}, {2, 6144}, {2, 12288},
+                               {2, 16392}, {17, 1100}, {1, 1}}) {
       SCOPED_TRACE(::testing::Message() << (gelu ? "GeGLU" : "SwiGLU") << " T=" << T << " I=" << I);
       std::vector<float> gate_up = rng_.Bf16Values(static_cast<size_t>(T) * 2 * I, 6.0f);
       std::fill(gate_up.begin(), gate_up.begin() + 2 * I, 0.0f);
