@@ -37,6 +37,15 @@ __device__ __forceinline__ uint32_t ToE4m3x4(float a, float b, float c, float d,
          static_cast<uint32_t>(ToE4m3(d, scale)) << 24;
 }
 
+// ToE4m3x4 with the row's reciprocal scale (ToE4m3Inv).
+__device__ __forceinline__ uint32_t ToE4m3x4Inv(float a, float b, float c, float d,
+                                                float inv_scale) {
+  return static_cast<uint32_t>(ToE4m3Inv(a, inv_scale)) |
+         static_cast<uint32_t>(ToE4m3Inv(b, inv_scale)) << 8 |
+         static_cast<uint32_t>(ToE4m3Inv(c, inv_scale)) << 16 |
+         static_cast<uint32_t>(ToE4m3Inv(d, inv_scale)) << 24;
+}
+
 }  // namespace rankd::kernels
 
 #endif  // RANKD_KERNELS_FP8_CUH_

@@ -120,10 +120,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // fp8 output from registers: one 256-thread block per token row; thread x takes the 8-column
-// chunks x, x + 256, ... (kSteps of them at most), computes their activations once, and keeps them
-// for the quantisation after the block's row maximum. The activations are computed once (where
-// GatedFp8Kernel computes them twice) and quantised with a multiply by the row's reciprocal scale:
-// at 379M's shape (I = 3328, 7,500 rows) the two-pass kernel was bound by that arithmetic.
+// chunks x, x + 256, ... (kSteps of them at most), computes their activations once (GatedFp8Kernel
+// computes them twice) and keeps them through the block's row maximum, then quantises them with a
+// multiply by the row's reciprocal scale. At 379M's shape (I = 3328, 7,500 rows) the two-pass
+// kernel was bound by that arithmetic: 70 us a layer on an H200, this one 44 (bench/RESULTS.md).
 template <Act A, int kSteps>
 __global__ void __launch_bounds__(kThreads)
     GatedFp8RegKernel(const __nv_bfloat16* __restrict__ gate_up, int intermediate,
@@ -159,14 +159,8 @@ __global__ void __launch_bounds__(kThreads)
     const int i = threadIdx.x + j * kThreads;
     if (i >= steps) break;
     uint2 out;
-    out.x = static_cast<uint32_t>(ToE4m3Inv(a[j][0], inv)) |
-            static_cast<uint32_t>(ToE4m3Inv(a[j][1], inv)) << 8 |
-            static_cast<uint32_t>(ToE4m3Inv(a[j][2], inv)) << 16 |
-            static_cast<uint32_t>(ToE4m3Inv(a[j][3], inv)) << 24;
-    out.y = static_cast<uint32_t>(ToE4m3Inv(a[j][4], inv)) |
-            static_cast<uint32_t>(ToE4m3Inv(a[j][5], inv)) << 8 |
-            static_cast<uint32_t>(ToE4m3Inv(a[j][6], inv)) << 16 |
-            static_cast<uint32_t>(ToE4m3Inv(a[j][7], inv)) << 24;
+    out.x = ToE4m3x4Inv(a[j][0], a[j][1], a[j][2], a[j][3], inv);
+    out.y = ToE4m3x4Inv(a[j][4], a[j][5], a[j][6], a[j][7], inv);
     reinterpret_cast<uint2*>(qrow)[i] = out;
   }
 }
