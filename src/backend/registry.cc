@@ -1,7 +1,9 @@
 #include "rankd/backend/registry.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "rankd/backend/cpu/cpu_backend.h"
 #include "spdlog/spdlog.h"
 #ifdef RANKD_HAVE_CUDA
@@ -65,6 +67,24 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
     if (absl::Status s = flag(name, value); !s.ok()) return s;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
+  if (const char* v = getenv("RANKD_CUDA_FP8_LINEARS"); v != nullptr) {
+    BackendOptions::CudaSwitches::Fp8Linears& f = c.fp8_linears;
+    f = {false, false, false, false};
+    for (absl::string_view name : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+      name = absl::StripAsciiWhitespace(name);
+      bool* layer = name == "qkv"       ? &f.qkv
+                    : name == "o_proj"  ? &f.o_proj
+                    : name == "gate_up" ? &f.gate_up
+                    : name == "down"    ? &f.down
+                                        : nullptr;
+      if (layer == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("RANKD_CUDA_FP8_LINEARS: '", name,
+                         "' is not a linear layer (qkv, o_proj, gate_up, down)"));
+      }
+      *layer = true;
+    }
+  }
   return number("RANKD_CUDA_GEMM_CANDIDATES", &c.gemm_candidates);
 }
 

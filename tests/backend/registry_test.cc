@@ -40,7 +40,8 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_GEMM_TUNE", "0"},
                                                {"RANKD_CUDA_GEMM_CANDIDATES", "16"},
                                                {"RANKD_CUDA_FUSE_Q_ROPE", "0"},
-                                               {"RANKD_CUDA_OWN_GEMM", "1"}}))
+                                               {"RANKD_CUDA_OWN_GEMM", "1"},
+                                               {"RANKD_CUDA_FP8_LINEARS", "qkv, down"}}))
                   .ok());
   EXPECT_FALSE(o.cuda_graphs);
   EXPECT_TRUE(o.cuda.stats);
@@ -50,6 +51,17 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_EQ(o.cuda.gemm_candidates, 16);
   EXPECT_FALSE(o.cuda.fuse_q_rope);
   EXPECT_TRUE(o.cuda.own_gemm);
+  EXPECT_TRUE(o.cuda.fp8_linears.qkv);
+  EXPECT_FALSE(o.cuda.fp8_linears.o_proj);
+  EXPECT_FALSE(o.cuda.fp8_linears.gate_up);
+  EXPECT_TRUE(o.cuda.fp8_linears.down);
+  // Unset: all four; empty: none (precision fp8 with every GEMM in bf16, for an A/B).
+  EXPECT_TRUE(BackendOptions{}.cuda.fp8_linears ==
+              (BackendOptions::CudaSwitches::Fp8Linears{true, true, true, true}));
+  BackendOptions none;
+  ASSERT_TRUE(ApplyBackendEnvironment(&none, Env({{"RANKD_CUDA_FP8_LINEARS", ""}})).ok());
+  EXPECT_TRUE(none.cuda.fp8_linears ==
+              (BackendOptions::CudaSwitches::Fp8Linears{false, false, false, false}));
   // RANKD_CUDA_GRAPHS=1 does not turn on what the config turned off.
   BackendOptions off;
   off.cuda_graphs = false;
@@ -66,6 +78,10 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_GEMM_CANDIDATES: 'eight'"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_PROFILE_SKIP", "-1"}}));
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_PROFILE_SKIP"));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_FP8_LINEARS", "qkv,attention"}}));
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_FP8_LINEARS: 'attention' is not a linear layer"));
 }
 
 TEST(CreateBackendTest, KnowsTheBuiltInKinds) {

@@ -131,6 +131,13 @@ struct BackendOptions {
     // on sm_90a, SwiGLU/GeGLU fused into gate_up and the residual adds into o_proj and down;
     // off: cuBLASLt. Off until measured on a GPU.
     bool own_gemm = false;
+    // Precision fp8: which linear layers take e4m3 (RANKD_CUDA_FP8_LINEARS, a comma list of qkv,
+    // o_proj, gate_up, down; default all four); the others stay bf16, their inputs too.
+    struct Fp8Linears {
+      bool qkv = true, o_proj = true, gate_up = true, down = true;
+      bool operator==(const Fp8Linears&) const = default;
+    };
+    Fp8Linears fp8_linears;
 
     bool operator==(const CudaSwitches&) const = default;
   };

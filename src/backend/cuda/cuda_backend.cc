@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kernels/embedding.cuh"
 #include "kernels/gather_rows.cuh"
 #include "kernels/hopper_gemm.cuh"
@@ -359,8 +360,9 @@ absl::Status CudaBackend::OwnGemm(const bf16* x, const bf16* w, int rows, int in
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
   own_gemm_ = UseOwnGemm();
   RANKD_ASSIGN_OR_RETURN(
-      weights_, UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_,
-                              own_gemm_ ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
+      weights_,
+      UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_, switches_.fp8_linears,
+                    own_gemm_ ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
@@ -498,29 +500,33 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   const Meta m = CarveMeta(c, shape.rows, shape.items);
   const int Tb = shape.rows, Nb = shape.items;
 
-  // The linear layers: bf16, or fp8 (their inputs' producers, the norms in front of qkv and
-  // gate_up, the attention output's quantiser and the gated activation, then write gemm_in_fp8_
-  // and its row scales, which the GEMMs read instead of the bf16 input).
+  // The linear layers: bf16, or with precision fp8 those that Fp8Linears names (their inputs'
+  // producers, the norms in front of qkv and gate_up, the attention output's quantiser and the
+  // gated activation, then write gemm_in_fp8_ and its row scales, which the GEMMs read instead of
+  // the bf16 input).
   const bool fp8 = precision_ == Precision::kFp8;
+  const Fp8Linears& f8 = switches_.fp8_linears;
+  const bool fp8_qkv = fp8 && f8.qkv, fp8_o = fp8 && f8.o_proj, fp8_gate_up = fp8 && f8.gate_up,
+             fp8_down = fp8 && f8.down;
   const Fp8Matrix gemm_in{gemm_in_fp8_, gemm_in_scale_};
-  auto norm = [&](const float* x, const bf16* w, int rows) -> absl::Status {
+  auto norm = [&](const float* x, const bf16* w, int rows, bool to_fp8) -> absl::Status {
     RANKD_CUDA_RETURN_IF_ERROR(
-        fp8 ? kernels::LaunchRmsNormFp8(x, w, norm_offset, eps, rows, H, gemm_in_fp8_,
-                                        gemm_in_scale_, s)
-            : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, s));
+        to_fp8 ? kernels::LaunchRmsNormFp8(x, w, norm_offset, eps, rows, H, gemm_in_fp8_,
+                                           gemm_in_scale_, s)
+               : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, s));
     return absl::OkStatus();
   };
-  // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused with fp8).
+  // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused when `in_fp8`).
   auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
-                    bf16* y) {
-    if (fp8) return gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s);
+                    bf16* y, bool in_fp8) {
+    if (in_fp8) return gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s);
     if (own_gemm_) return OwnGemm(x, w, rows, in, out, kernels::HopperEpilogue::kStoreBf16, y);
     return gemm_->Linear(x, w, rows, in, out, y, s);
   };
   // y [rows, out] fp32 += input . w^T.
   auto linear_add = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in,
-                        int out, float* y) {
-    if (fp8) return gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s);
+                        int out, float* y, bool in_fp8) {
+    if (in_fp8) return gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s);
     if (own_gemm_) {
       return OwnGemm(x, w, rows, in, out, kernels::HopperEpilogue::kAccumulateF32, y);
     }
@@ -529,12 +535,15 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
 
   // The two numbers of every stage (for the profile): FLOPs, and the fewest bytes moved, for the
   // live rows (the padding rows' work shows up as lower efficiency). `e` is the bytes of a GEMM
-  // operand element (weights and inputs), `sc` those of its per-row scales.
+  // operand element (weights and inputs), `sc` those of its per-row scales, by the GEMM's
+  // precision.
   const double t = work.rows, n = work.items, h = H, q = Q, i = I, w3 = W, kv = KV;
-  const double e = fp8 ? 1 : 2;
-  auto sc = [&](double rows) { return fp8 ? 4 * rows : 0.0; };
+  auto e = [](bool in_fp8) { return in_fp8 ? 1.0 : 2.0; };
+  auto sc = [](double rows, bool in_fp8) { return in_fp8 ? 4 * rows : 0.0; };
   auto norm_flops = [&](double rows) { return 4 * rows * h; };
-  auto norm_bytes = [&](double rows) { return rows * h * (4 + e) + 2 * h + sc(rows); };
+  auto norm_bytes = [&](double rows, bool to_fp8) {
+    return rows * h * (4 + e(to_fp8)) + 2 * h + sc(rows, to_fp8);
+  };
 
   RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_,
@@ -546,11 +555,12 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     const bool last = l == config_.num_layers - 1;
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t)));
-    RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t, fp8_qkv)));
+    RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb, fp8_qkv));
     RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kQkvGemm, 2 * t * h * w3, e * (t * h + w3 * h) + sc(t) + sc(w3) + 2 * t * w3));
-    RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_));
+        Mark(Stage::kQkvGemm, 2 * t * h * w3,
+             e(fp8_qkv) * (t * h + w3 * h) + sc(t, fp8_qkv) + sc(w3, fp8_qkv) + 2 * t * w3));
+    RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
     kernels::QkvRopeParams r;
     r.qkv = wide_;
     r.bias = w.bqkv;
@@ -613,51 +623,56 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       rows = Nb;
       live = n;
     }
-    if (fp8) {
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, 0, live * q * 3 + sc(live)));
+    if (fp8_o) {
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, 0, live * q * 3 + sc(live, true)));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, s));
     }
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kOProj, 2 * live * q * h,
-                               e * (live * q + q * h) + sc(live) + sc(h) + 8 * live * h));
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kOProj, 2 * live * q * h,
+             e(fp8_o) * (live * q + q * h) + sc(live, fp8_o) + sc(h, fp8_o) + 8 * live * h));
     // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
     // and its norm is what the residual adds.
     if (config_.sandwich_norms) {
-      RANKD_RETURN_IF_ERROR(linear(ar, w.wo, w.wo_fp8, rows, Q, H, normed_));
+      RANKD_RETURN_IF_ERROR(linear(ar, w.wo, w.wo_fp8, rows, Q, H, normed_, fp8_o));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, s));
     } else {
-      RANKD_RETURN_IF_ERROR(linear_add(ar, w.wo, w.wo_fp8, rows, Q, H, xr));
+      RANKD_RETURN_IF_ERROR(linear_add(ar, w.wo, w.wo_fp8, rows, Q, H, xr, fp8_o));
     }
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live)));
-    RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live, fp8_gate_up)));
+    RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
     // The own GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
     // memory, and there is no activation kernel (its stage's time is gate_up's).
-    RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kGateUp, 4 * live * h * i,
-             e * (live * h + 2 * i * h) + sc(live) + sc(2 * i) + (own_gemm_ ? 2 : 4) * live * i));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, 4 * live * h * i,
+                               e(fp8_gate_up) * (live * h + 2 * i * h) + sc(live, fp8_gate_up) +
+                                   sc(2 * i, fp8_gate_up) + (own_gemm_ ? 2 : 4) * live * i));
     if (own_gemm_) {
       RANKD_RETURN_IF_ERROR(
           OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I,
                   gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu, act_));
     } else {
-      RANKD_RETURN_IF_ERROR(linear(normed_, w.w_gate_up, w.w_gate_up_fp8, rows, H, 2 * I, wide_));
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, 0, (4 + e) * live * i + sc(live)));
+      RANKD_RETURN_IF_ERROR(
+          linear(normed_, w.w_gate_up, w.w_gate_up_fp8, rows, H, 2 * I, wide_, fp8_gate_up));
+      RANKD_RETURN_IF_ERROR(
+          Mark(Stage::kSwiGlu, 0, (4 + e(fp8_down)) * live * i + sc(live, fp8_down)));
       RANKD_CUDA_RETURN_IF_ERROR(
-          fp8 ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
+          fp8_down
+              ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
                       : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s))
               : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s)
                       : kernels::LaunchSwiGlu(wide_, rows, I, act_, s)));
     }
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, 2 * live * i * h,
-                               e * (live * i + i * h) + sc(live) + sc(h) + 8 * live * h));
+    RANKD_RETURN_IF_ERROR(Mark(
+        Stage::kDown, 2 * live * i * h,
+        e(fp8_down) * (live * i + i * h) + sc(live, fp8_down) + sc(h, fp8_down) + 8 * live * h));
     if (config_.sandwich_norms) {
-      RANKD_RETURN_IF_ERROR(linear(act_, w.w_down, w.w_down_fp8, rows, I, H, normed_));
+      RANKD_RETURN_IF_ERROR(linear(act_, w.w_down, w.w_down_fp8, rows, I, H, normed_, fp8_down));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, s));
     } else {
-      RANKD_RETURN_IF_ERROR(linear_add(act_, w.w_down, w.w_down_fp8, rows, I, H, xr));
+      RANKD_RETURN_IF_ERROR(linear_add(act_, w.w_down, w.w_down_fp8, rows, I, H, xr, fp8_down));
     }
   }
   if (encode) return absl::OkStatus();
@@ -784,6 +799,16 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view s) {
       absl::StrCat("cuda precision '", s, "' is unknown (bf16, fp8)"));
 }
 
+// "qkv,o_proj,gate_up,down", the layers that take e4m3 (RANKD_CUDA_FP8_LINEARS' form); "none".
+std::string Fp8LinearsName(const Fp8Linears& f) {
+  std::vector<std::string> names;
+  for (auto [on, name] : {std::pair{f.qkv, "qkv"}, std::pair{f.o_proj, "o_proj"},
+                          std::pair{f.gate_up, "gate_up"}, std::pair{f.down, "down"}}) {
+    if (on) names.push_back(name);
+  }
+  return names.empty() ? "none" : absl::StrJoin(names, ",");
+}
+
 // What the fp8 path needs of the device and the model: e4m3 tensor cores (sm_89 and newer), and
 // widths cuBLASLt's fp8 GEMMs take (multiples of 16).
 absl::Status CheckFp8(const cudaDeviceProp& prop, int device, const ModelConfig& config) {
@@ -853,11 +878,13 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   spdlog::info(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
-      "fuse_q_rope {}, own_gemm {} ({})",
+      "fuse_q_rope {}, own_gemm {} ({}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.own_gemm,
-      backend->own_gemm() ? "in use" : "not in use");
+      backend->own_gemm() ? "in use" : "not in use",
+      precision == Precision::kFp8 ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears))
+                                   : "");
   return backend;
 }
 

@@ -79,7 +79,7 @@ struct DeviceFree {
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, const HeadSpec& head,
                                           const model::SafetensorsModel& st,
                                           size_t gemm_workspace_bytes, Precision precision,
-                                          GateUpLayout gate_up) {
+                                          const Fp8Linears& fp8_linears, GateUpLayout gate_up) {
   RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config, st));
   const int H = config.hidden_size, L = config.num_layers;
   const bool fp8 = precision == Precision::kFp8;
@@ -110,16 +110,16 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
   std::vector<Piece> head_rows;
   for (int32_t r : head.HeadRows()) head_rows.push_back(Piece{t.head, int64_t{r} * H, H, {}});
   uploads.push_back({&w.head_rows, head_rows});
-  // A linear weight [rows, cols] stacked from `tensors`.
+  // A linear weight [rows, cols] stacked from `tensors`, in e4m3 when `in_fp8` (and precision fp8).
   auto linear = [&](const bf16** dst, Fp8Matrix* fp8_dst,
-                    std::initializer_list<const model::TensorView*> tensors,
-                    int64_t cols) -> absl::Status {
+                    std::initializer_list<const model::TensorView*> tensors, int64_t cols,
+                    bool in_fp8) -> absl::Status {
     Upload u;
     for (const model::TensorView* tensor : tensors) {
       RANKD_ASSIGN_OR_RETURN(Piece p, LinearWeight(st, tensor));
       u.pieces.push_back(std::move(p));
     }
-    if (fp8) {
+    if (fp8 && in_fp8) {
       u.fp8 = fp8_dst;
       u.cols = cols;
     } else {
@@ -133,7 +133,8 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     const model::LayerTensors& s = t.layers[l];
     LayerWeights& d = w.layers[l];
     uploads.push_back({&d.input_norm, {Whole(s.input_norm)}});
-    RANKD_RETURN_IF_ERROR(linear(&d.wqkv, &d.wqkv_fp8, {s.q_proj, s.k_proj, s.v_proj}, H));
+    RANKD_RETURN_IF_ERROR(
+        linear(&d.wqkv, &d.wqkv_fp8, {s.q_proj, s.k_proj, s.v_proj}, H, fp8_linears.qkv));
     if (config.attention_bias) {
       uploads.push_back({&d.bqkv, {Whole(s.q_bias), Whole(s.k_bias), Whole(s.v_bias)}});
     }
@@ -141,13 +142,15 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
       uploads.push_back({&d.q_norm, {Whole(s.q_norm)}});
       uploads.push_back({&d.k_norm, {Whole(s.k_norm)}});
     }
-    RANKD_RETURN_IF_ERROR(linear(&d.wo, &d.wo_fp8, {s.o_proj}, config.q_width()));
+    RANKD_RETURN_IF_ERROR(
+        linear(&d.wo, &d.wo_fp8, {s.o_proj}, config.q_width(), fp8_linears.o_proj));
     uploads.push_back({&d.post_norm, {Whole(s.post_norm)}});
     if (config.sandwich_norms) {
       uploads.push_back({&d.attn_out_norm, {Whole(s.attn_out_norm)}});
       uploads.push_back({&d.mlp_out_norm, {Whole(s.mlp_out_norm)}});
     }
-    RANKD_RETURN_IF_ERROR(linear(&d.w_gate_up, &d.w_gate_up_fp8, {s.gate_proj, s.up_proj}, H));
+    RANKD_RETURN_IF_ERROR(
+        linear(&d.w_gate_up, &d.w_gate_up_fp8, {s.gate_proj, s.up_proj}, H, fp8_linears.gate_up));
     if (interleaved) {
       // Chunks of kHopperGluHalf rows, gate's then up's in turn (GateUpSourceRow): the same
       // pieces of the same tensors, in the kernel's order.
@@ -159,8 +162,8 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
         for (const Piece& p : stacked) u.pieces.push_back(Piece{p.tensor, at, chunk, p.scales});
       }
     }
-    RANKD_RETURN_IF_ERROR(
-        linear(&d.w_down, &d.w_down_fp8, {s.down_proj}, config.intermediate_size));
+    RANKD_RETURN_IF_ERROR(linear(&d.w_down, &d.w_down_fp8, {s.down_proj}, config.intermediate_size,
+                                 fp8_linears.down));
   }
   const std::vector<float> inv_freq = model::RopeInverseFrequencies(config.rope, config.head_dim);
 

@@ -24,6 +24,7 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/hopper_gemm.cuh"
 #include "nlohmann/json.hpp"
 #include "rankd/backend/cuda/cuda_backend.h"
@@ -433,6 +434,28 @@ TEST_P(CudaGoldenTest, Fp8RankingMatchesFloat32) {
   EXPECT_GE(mean_rho, 0.75) << "mean Spearman over " << ranked << " requests";
   EXPECT_GE(top1_same, 0.5 * top1_cases)
       << "same top item in " << top1_same << " of " << top1_cases << " requests";
+}
+
+// RANKD_CUDA_FP8_LINEARS: precision fp8 with only some linear layers in e4m3, each producer
+// writing what its GEMM reads (bf16 or e4m3): within fp8's bound (16x HF's bf16 RMS error) with
+// any subset, and with none of them the bf16 bound (no larger than HF's bf16 error).
+TEST_P(CudaGoldenTest, Fp8OnSomeLinearLayersOnly) {
+  for (const char* layers : {"qkv,gate_up,down", "o_proj", "qkv,o_proj", ""}) {
+    SCOPED_TRACE(::testing::Message() << "RANKD_CUDA_FP8_LINEARS='" << layers << "'");
+    ScopedEnv env("RANKD_CUDA_FP8_LINEARS", layers);
+    auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_, 16384, true, "fp8");
+    ASSERT_TRUE(b.ok()) << b.status();
+    Stats st{Tag(absl::StrCat("fp8 linears '", layers, "' golden ids"))};
+    for (const auto& c : golden_.cases) {
+      const std::vector<float> got = Score(**b, c.prefix_ids, IdItems(c));
+      for (size_t i = 0; i < c.items.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i])) << "query '" << c.query << "' item " << i;
+        st.Add(got[i], c.items[i].score, c.items[i].score_bf16_cuda);
+      }
+    }
+    ASSERT_GT(st.n, 0);
+    EXPECT_LE(st.rms(), (*layers == '\0' ? 1 : 16) * st.hf_rms());
+  }
 }
 
 // RANKD_CUDA_OWN_GEMM=1 (kernels/hopper_gemm for the bf16 linear layers, SwiGLU/GeGLU fused into

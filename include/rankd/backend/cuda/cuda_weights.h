@@ -48,8 +48,8 @@ struct LayerWeights {
   const __nv_bfloat16* mlp_out_norm = nullptr;   // [H]   sandwich_norms only
   const __nv_bfloat16* w_gate_up = nullptr;      // [2I, H]  gate_proj, up_proj rows (GateUpLayout)
   const __nv_bfloat16* w_down = nullptr;         // [H, I]
-  // Precision fp8: the four linear weights in e4m3, scale [out] per output channel, same shapes;
-  // their bf16 pointers above are then null (the bf16 copies are not kept).
+  // Precision fp8: the linear weights in e4m3 (those Fp8Linears names), scale [out] per output
+  // channel, same shapes; their bf16 pointers above are then null (no bf16 copy is kept).
   Fp8Matrix wqkv_fp8, wo_fp8, w_gate_up_fp8, w_down_fp8;
 };
 
@@ -68,13 +68,16 @@ struct CudaWeights {
 
 // Binds the checkpoint's tensors, converts them to bf16 (fp8: the linear weights to e4m3, on the
 // device, through a bf16 staging buffer freed before returning) and copies them to the current
-// device (synchronously), with `gemm_workspace_bytes` of workspace reserved in front. `gate_up`:
-// the bf16 gate_up weight's row order (kInterleaved needs precision bf16 and I a multiple of
-// kHopperGluHalf).
+// device (synchronously), with `gemm_workspace_bytes` of workspace reserved in front. With
+// precision fp8, `fp8_linears` names the linear layers stored in e4m3 (the others bf16, an fp8
+// checkpoint's dequantised). `gate_up`: the bf16 gate_up weight's row order (kInterleaved needs
+// precision bf16 and I a multiple of kHopperGluHalf).
+using Fp8Linears = backend::BackendOptions::CudaSwitches::Fp8Linears;
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config,
                                           const backend::HeadSpec& head,
                                           const model::SafetensorsModel& st,
                                           size_t gemm_workspace_bytes, Precision precision,
+                                          const Fp8Linears& fp8_linears = {},
                                           GateUpLayout gate_up = GateUpLayout::kStacked);
 
 }  // namespace rankd::cuda
