@@ -55,9 +55,9 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.fp8_linears.o_proj);
   EXPECT_FALSE(o.cuda.fp8_linears.gate_up);
   EXPECT_TRUE(o.cuda.fp8_linears.down);
-  // Unset: all four; empty: none (precision fp8 with every GEMM in bf16, for an A/B).
+  // Unset: qkv and gate_up; empty: none (precision fp8 with every GEMM in bf16, for an A/B).
   EXPECT_TRUE(BackendOptions{}.cuda.fp8_linears ==
-              (BackendOptions::CudaSwitches::Fp8Linears{true, true, true, true}));
+              (BackendOptions::CudaSwitches::Fp8Linears{true, false, true, false}));
   BackendOptions none;
   ASSERT_TRUE(ApplyBackendEnvironment(&none, Env({{"RANKD_CUDA_FP8_LINEARS", ""}})).ok());
   EXPECT_TRUE(none.cuda.fp8_linears ==
