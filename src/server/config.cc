@@ -147,12 +147,14 @@ Field TruncateMode(Limits::Truncate* v) {
           },
           [v](YAML::Emitter& e) { e << (*v == Limits::Truncate::kEnd ? "end" : "none"); }};
 }
-// Relative paths resolve against `base_dir` when read, and are written absolute.
+// Relative paths resolve against `base_dir` when read; every path is read in its lexically normal
+// form ("/a/./b" is "/a/b"), the form it is written in, so that it reads back the same.
 Field Path(std::string* v, const std::string& base_dir) {
   return {[v, base_dir](const YAML::Node& n, const std::string& k) -> absl::Status {
             RANKD_RETURN_IF_ERROR(Scalar(n, k, "a path", v));
-            if (!v->empty() && fs::path(*v).is_relative()) {
-              *v = (fs::path(base_dir) / *v).lexically_normal().string();
+            if (!v->empty()) {
+              const fs::path p(*v);
+              *v = (p.is_relative() ? fs::path(base_dir) / p : p).lexically_normal().string();
             }
             return absl::OkStatus();
           },

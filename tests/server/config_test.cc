@@ -132,6 +132,23 @@ logging:
   EXPECT_TRUE(FinalizeServeConfig(&*c).ok());
 }
 
+// Found by fuzz_serve_config: an absolute path not in normal form ("/.") was kept as written but
+// written back normalised ("/"), so the workers' config differed from the front end's.
+TEST(ServeConfigTest, AbsolutePathsAreReadInTheFormTheyAreWrittenIn) {
+  absl::StatusOr<ServeConfig> c =
+      ParseServeConfig("model:\n  dir: /.\n  backend: \n  #d\n", "/fuzz", "fuzz.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.engine.model_dir, "/");
+  ASSERT_TRUE(FinalizeServeConfig(&*c).ok());
+  const std::string yaml = ServeConfigToYaml(*c);
+  absl::StatusOr<ServeConfig> back = ParseServeConfig(yaml, "/", "back.yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  EXPECT_TRUE(*back == *c) << yaml;
+  c = ParseServeConfig("model:\n  dir: /models/./a//b/../m\n", "/fuzz", "fuzz.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.engine.model_dir, "/models/a/m");
+}
+
 // The workers start from ServeConfigToYaml of the front end's config: every setting must come
 // back equal, awkward strings and doubles included.
 TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
