@@ -67,6 +67,23 @@ __global__ void GatedScalarKernel(const __nv_bfloat16* __restrict__ gate_up, int
       __float2bfloat16(Activate<A>(__bfloat162float(g[i])) * __bfloat162float(g[intermediate + i]));
 }
 
+// The 8 activations of chunk i (columns 8i..8i+7) of one token's gate_up row `g` (gate, then up
+// at + intermediate): one 16-byte load of each.
+template <Act A>
+__device__ __forceinline__ void Activations8(const __nv_bfloat16* g, int intermediate, int i,
+                                             float (&a)[8]) {
+  const uint4 gv = reinterpret_cast<const uint4*>(g)[i];
+  const uint4 uv = reinterpret_cast<const uint4*>(g + intermediate)[i];
+  const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&gv);
+  const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&uv);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 gf = __bfloat1622float2(g2[k]), uf = __bfloat1622float2(u2[k]);
+    a[2 * k] = Activate<A>(gf.x) * uf.x;
+    a[2 * k + 1] = Activate<A>(gf.y) * uf.y;
+  }
+}
+
 // fp8 output: one 256-thread block per token row, which it reads twice (the largest magnitude of
 // the activations, a block reduction; then the activations again, quantised), kVec (8 or 1)
 // columns a thread a step.
@@ -82,16 +99,7 @@ __global__ void __launch_bounds__(kThreads)
   // The kVec activations of step i.
   auto activations = [&](int i, float(&a)[kVec]) {
     if constexpr (kVec == 8) {
-      const uint4 gv = reinterpret_cast<const uint4*>(g)[i];
-      const uint4 uv = reinterpret_cast<const uint4*>(g + intermediate)[i];
-      const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&gv);
-      const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&uv);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 gf = __bfloat1622float2(g2[k]), uf = __bfloat1622float2(u2[k]);
-        a[2 * k] = Activate<A>(gf.x) * uf.x;
-        a[2 * k + 1] = Activate<A>(gf.y) * uf.y;
-      }
+      Activations8<A>(g, intermediate, i, a);
     } else {
       a[0] = Activate<A>(__bfloat162float(g[i])) * __bfloat162float(g[intermediate + i]);
     }
@@ -139,17 +147,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kSteps; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= steps) break;
-    const uint4 gv = reinterpret_cast<const uint4*>(g)[i];
-    const uint4 uv = reinterpret_cast<const uint4*>(g + intermediate)[i];
-    const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&gv);
-    const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&uv);
+    Activations8<A>(g, intermediate, i, a[j]);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 gf = __bfloat1622float2(g2[k]), uf = __bfloat1622float2(u2[k]);
-      a[j][2 * k] = Activate<A>(gf.x) * uf.x;
-      a[j][2 * k + 1] = Activate<A>(gf.y) * uf.y;
-      amax = fmaxf(amax, fmaxf(fabsf(a[j][2 * k]), fabsf(a[j][2 * k + 1])));
-    }
+    for (int k = 0; k < 8; ++k) amax = fmaxf(amax, fabsf(a[j][k]));
   }
   const float s = Fp8Scale(BlockMax(amax, scratch));
   if (threadIdx.x == 0) scale[t] = s;
