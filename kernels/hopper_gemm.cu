@@ -6,8 +6,9 @@
 //     after waiting for empty[s]; the loads complete full[s] (arrive.expect_tx of the stage's
 //     bytes).
 //   warpgroups 1 and 2, the consumers: rows 0..63 and 64..127 of the tile. Per K block: wait
-//     full[s], 4 wgmma m64nBNk16 from the stage's shared memory, wait for them, and arrive on
-//     empty[s] (one arrive per warp). After the last K block, the epilogue writes from registers.
+//     full[s], 4 wgmma m64nBNk16 from the stage's shared memory (one commit group), wait for the
+//     previous block's group, and arrive on that block's empty[] (one arrive per warp). After the
+//     last K block, wait for all and free its stage; the epilogue writes from registers.
 // Phases: the i-th use of stage s (i = it / kStages, `it` counting K blocks over all of a CTA's
 // tiles) waits full[s] for parity i & 1 and, in the producer, empty[s] for parity (i & 1) ^ 1
 // (a fresh barrier counts as having completed the phase of parity 1, so the first round passes).
@@ -114,8 +115,10 @@ __device__ __forceinline__ void WgmmaFence() {
 __device__ __forceinline__ void WgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void WgmmaWaitAll() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+// Waits until at most N of this warpgroup's committed wgmma groups are still running.
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
 template <int N>
@@ -305,6 +308,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tm = tile % num_m, tn = tile / num_m;
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+    // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
+    // for, and only then is kb-1's stage given back to the producer, so the tensor cores do not
+    // idle between blocks.
     for (int kb = 0; kb < num_k; ++kb, ++it) {
       const int s = it % C::kStages;
       MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
@@ -314,10 +320,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) Wgmma(d, SmemDesc(a + 32 * kk), SmemDesc(b + 32 * kk));
       WgmmaCommit();
-      WgmmaWaitAll();
+      WgmmaWait<1>();
       FenceAcc(d);
-      if (warp_leader) MbarArrive(empty_base + 8 * s);
+      if (kb > 0 && warp_leader) MbarArrive(empty_base + 8 * ((it - 1) % C::kStages));
     }
+    WgmmaWait<0>();
+    FenceAcc(d);
+    if (num_k > 0 && warp_leader) MbarArrive(empty_base + 8 * ((it - 1) % C::kStages));
     Epilogue<E, BN>(d, tm * kBM + c * 64, tn * BN, m, n, y);
   }
 #else
