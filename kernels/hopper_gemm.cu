@@ -8,7 +8,9 @@
 //   warpgroups 1 and 2, the consumers: rows 0..63 and 64..127 of the tile. Per K block: wait
 //     full[s], 4 wgmma m64nBNk16 from the stage's shared memory (one commit group), wait for the
 //     previous block's group, and arrive on that block's empty[] (one arrive per warp). After the
-//     last K block, wait for all and free its stage; the epilogue writes from registers.
+//     last K block, wait for all and free its stage; the epilogue writes from registers (the fp32
+//     residual add) or, for bf16 outputs, through a shared-memory buffer of the consumer's own,
+//     in 16-byte stores of whole rows.
 // Phases: the i-th use of stage s (i = it / kStages, `it` counting K blocks over all of a CTA's
 // tiles) waits full[s] for parity i & 1 and, in the producer, empty[s] for parity (i & 1) ^ 1
 // (a fresh barrier counts as having completed the phase of parity 1, so the first round passes).
@@ -42,16 +44,28 @@ static_assert(kBK * 2 == 128, "one K block is one 128-byte swizzle row");
 // far above the 0 of the sm_90a body, and above the 1 KiB that tools report as reserved per CTA.
 constexpr int kNoSm90aMarkerBytes = 4096;
 
-// The sizes that depend on the tile's N.
-template <int BN>
+// The epilogues whose output is bf16 write it through shared memory (StagedEpilogue).
+__host__ __device__ constexpr bool IsStaged(HopperEpilogue e) {
+  return e != HopperEpilogue::kAccumulateF32;
+}
+
+// The sizes that depend on the tile's N and the epilogue.
+template <int BN, bool kStaged>
 struct Cfg {
   static_assert(BN == 128 || BN == 256, "wgmma m64nBNk16 with one TMA box of BN rows");
   static constexpr int kBBytes = BN * kBK * 2;  // W tile
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kStages = kRingBytes / kStageBytes;  // 6 for 128, 4 for 256
+  // A consumer's 64 output rows of BN bf16 columns in shared memory, each row padded by 16 bytes
+  // so that the fragment's 8 rows a store land in different banks.
+  static constexpr int kEpiRowBytes = BN * 2 + 16;
+  static constexpr int kEpiBytes = kStaged ? kConsumers * 64 * kEpiRowBytes : 0;
+  static constexpr int kStages = kStaged ? (kRingBytes + 32 * 1024 - kEpiBytes) / kStageBytes
+                                         : kRingBytes / kStageBytes;  // 5 / 3 staged, 6 / 4 not
   // Dynamic shared memory: slack to align the ring to kSwizzleAlign, the A stages, the B stages,
-  // then full[kStages] and empty[kStages] (8-byte mbarriers).
-  static constexpr int kSmemBytes = kSwizzleAlign + kStages * kStageBytes + 2 * kStages * 8;
+  // full[kStages] and empty[kStages] (8-byte mbarriers), then the epilogue's buffers.
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kSmemBytes =
+      kSwizzleAlign + kStages * kStageBytes + kBarrierBytes + kEpiBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
 };
 
@@ -202,53 +216,77 @@ __device__ __forceinline__ float Gated(float gate, float up) {
   }
 }
 
-// Writes one consumer's 64 x BN block: output rows row0 + 0..63, columns col0 + 0..BN-1 (for the
-// gated epilogues, outputs col0/2 + 0..BN/2-1).
+// Synchronises the 128 threads of consumer warpgroup c (named barrier 1 + c; 0 is __syncthreads).
+__device__ __forceinline__ void ConsumerBarrier(int c) {
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+}
+
+// The bf16 epilogues (kStoreBf16, the gated ones) of one consumer's 64 x BN block through its
+// shared-memory buffer `stage` (64 rows of BN * 2 + 16 bytes): the fragments go to shared memory
+// as bf16 pairs, then the warpgroup writes whole rows in 16-byte stores, row after row, instead of
+// the fragment's 4-byte pieces of 8 rows. Output rows row0 + 0..63, columns col0 + 0..BN-1 of an
+// [m, n] output (gated: col0/2 + 0..BN/2-1 of [m, n/2]); n (and n/2) are multiples of 8 and y is
+// 16-byte aligned (MakeHopperGemmPlan, LaunchHopperGemm).
 template <HopperEpilogue E, int BN>
-__device__ __forceinline__ void Epilogue(const float (&d)[BN / 2], int row0, int col0, int m, int n,
-                                         void* y) {
+__device__ __forceinline__ void StagedEpilogue(const float (&d)[BN / 2], int row0, int col0, int m,
+                                               int n, void* y, uint8_t* stage, int c) {
+  constexpr bool kGated = E == HopperEpilogue::kSwiGlu || E == HopperEpilogue::kGeGlu;
+  constexpr int kCols = kGated ? BN / 2 : BN;  // output columns of the block
+  constexpr int kRowBytes = BN * 2 + 16;
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  const int r_lo = w * 16 + l / 4;
+#pragma unroll
+  for (int j = 0; j < kCols / 8; ++j) {
+    const int col = 8 * j + 2 * (l % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      __nv_bfloat162 v;
+      if constexpr (kGated) {
+        // d[4j + q] (gate) and d[4j + q + BN/4] (up) are the same row and output column.
+        const int q = 4 * j + 2 * h, u = q + BN / 4;
+        v = __floats2bfloat162_rn(Gated<E>(d[q], d[u]), Gated<E>(d[q + 1], d[u + 1]));
+      } else {
+        v = __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+      }
+      *reinterpret_cast<__nv_bfloat162*>(stage + (r_lo + 8 * h) * kRowBytes + 2 * col) = v;
+    }
+  }
+  ConsumerBarrier(c);
+  const int out_n = kGated ? n / 2 : n, out0 = kGated ? col0 / 2 : col0;
+  constexpr int kChunks = kCols / 8;  // 16-byte pieces of a row
+#pragma unroll 4
+  for (int i = t; i < 64 * kChunks; i += 128) {
+    const int r = i / kChunks, ch = i % kChunks;
+    const int row = row0 + r, col = out0 + 8 * ch;
+    if (row >= m || col >= out_n) continue;
+    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(y) + static_cast<int64_t>(row) * out_n +
+                              col) = *reinterpret_cast<const uint4*>(stage + r * kRowBytes + 16 * ch);
+  }
+  ConsumerBarrier(c);  // the buffer is read: the next tile may write it
+}
+
+// kAccumulateF32's epilogue of one consumer's 64 x BN block, from registers: y[row0 + 0..63,
+// col0 + 0..BN-1] (fp32, [m, n]) += the block. (Reading the residual 8 column blocks at a time
+// before adding and writing was slower on the H200: o_proj 84 -> 100 us, bench/RESULTS.md.)
+template <int BN>
+__device__ __forceinline__ void AccumulateEpilogue(const float (&d)[BN / 2], int row0, int col0,
+                                                   int m, int n, void* y) {
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   const int r_lo = row0 + w * 16 + l / 4;
-  if constexpr (E == HopperEpilogue::kStoreBf16 || E == HopperEpilogue::kAccumulateF32) {
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = col0 + 8 * j + 2 * (l % 4);
-      if (col >= n) continue;  // n is even: col + 1 < n too
+  for (int j = 0; j < BN / 8; ++j) {
+    const int col = col0 + 8 * j + 2 * (l % 4);
+    if (col >= n) continue;  // n is even: col + 1 < n too
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = r_lo + 8 * h;
-        if (row >= m) continue;
-        const int64_t at = static_cast<int64_t>(row) * n + col;
-        const float v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
-        if constexpr (E == HopperEpilogue::kStoreBf16) {
-          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(y) + at) =
-              __floats2bfloat162_rn(v0, v1);
-        } else {
-          float2* p = reinterpret_cast<float2*>(static_cast<float*>(y) + at);
-          float2 o = *p;
-          o.x += v0;
-          o.y += v1;
-          *p = o;
-        }
-      }
-    }
-  } else {
-    // Columns 0..BN/2-1 of the tile are gate, BN/2..BN-1 up of the same outputs: d[4j + q]
-    // (gate) and d[4j + q + BN/4] (up, column block j + BN/16) are the same row and output
-    // column. n is a multiple of BN.
-    const int half_n = n / 2, out0 = col0 / 2;
-#pragma unroll
-    for (int j = 0; j < BN / 16; ++j) {
-      const int col = out0 + 8 * j + 2 * (l % 4);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = r_lo + 8 * h;
-        if (row >= m) continue;
-        const int q = 4 * j + 2 * h, u = q + BN / 4;
-        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(y) +
-                                           static_cast<int64_t>(row) * half_n + col) =
-            __floats2bfloat162_rn(Gated<E>(d[q], d[u]), Gated<E>(d[q + 1], d[u + 1]));
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int row = r_lo + 8 * h;
+      if (row >= m) continue;
+      float2* p = reinterpret_cast<float2*>(static_cast<float*>(y) +
+                                            static_cast<int64_t>(row) * n + col);
+      float2 o = *p;
+      o.x += d[4 * j + 2 * h];
+      o.y += d[4 * j + 2 * h + 1];
+      *p = o;
     }
   }
 }
@@ -260,13 +298,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map, int m, int n, int k, void* y) {
 #if RANKD_HOPPER_GEMM_DEVICE
-  using C = Cfg<BN>;
+  using C = Cfg<BN, IsStaged(E)>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = SmemAddr(smem_raw);
   const uint32_t a_base = (raw + kSwizzleAlign - 1) & ~uint32_t{kSwizzleAlign - 1};
   const uint32_t b_base = a_base + C::kStages * kABytes;
   const uint32_t full_base = b_base + C::kStages * C::kBBytes;
   const uint32_t empty_base = full_base + C::kStages * 8;
+  // The epilogue's buffers, after the barriers: 16-byte aligned (the ring is 1024-aligned).
+  const uint32_t epi_base = full_base + C::kBarrierBytes;
   const int num_m = (m + kBM - 1) / kBM, num_n = (n + BN - 1) / BN;
   const int num_tiles = num_m * num_n, num_k = (k + kBK - 1) / kBK;
   const int wg = threadIdx.x / 128;
@@ -327,7 +367,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     WgmmaWait<0>();
     FenceAcc(d);
     if (num_k > 0 && warp_leader) MbarArrive(empty_base + 8 * ((it - 1) % C::kStages));
-    Epilogue<E, BN>(d, tm * kBM + c * 64, tn * BN, m, n, y);
+    if constexpr (IsStaged(E)) {
+      uint8_t* stage = smem_raw + (epi_base - raw) + c * 64 * C::kEpiRowBytes;
+      StagedEpilogue<E, BN>(d, tm * kBM + c * 64, tn * BN, m, n, y, stage, c);
+    } else {
+      AccumulateEpilogue<BN>(d, tm * kBM + c * 64, tn * BN, m, n, y);
+    }
   }
 #else
   // Not built for sm_90a: this static shared memory (the sm_90a body has none) is the marker that
@@ -390,12 +435,12 @@ cudaError_t Launch(const HopperGemmPlan& plan, void* y, int sms, cudaStream_t st
   if (e != cudaSuccess) return e;
   if (attr.sharedSizeBytes >= kNoSm90aMarkerBytes) return cudaErrorNotSupported;  // no sm_90a
   if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                Cfg<BN>::kSmemBytes)) != cudaSuccess) {
+                                Cfg<BN, IsStaged(E)>::kSmemBytes)) != cudaSuccess) {
     return e;
   }
   const int64_t tiles = Tiles(plan.m, plan.n, BN);
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  kernel<<<grid, kThreads, Cfg<BN>::kSmemBytes, stream>>>(plan.x_map, plan.w_map, plan.m, plan.n,
+  kernel<<<grid, kThreads, Cfg<BN, IsStaged(E)>::kSmemBytes, stream>>>(plan.x_map, plan.w_map, plan.m, plan.n,
                                                           plan.k, y);
   return cudaGetLastError();
 }
