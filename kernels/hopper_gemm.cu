@@ -39,11 +39,16 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kABytes = kBM * kBK * 2;  // X tile, bf16: 128 rows of 128 bytes
 constexpr int kSwizzleAlign = 1024;     // 8 rows of 128 bytes: one swizzle atom
 constexpr int kRingBytes = 192 * 1024;  // the stages' shared memory, whatever BN
+// With a staged epilogue: the stages and the epilogue's buffers together.
+constexpr int kStagedRingBytes = 224 * 1024;
 static_assert(kBK * 2 == 128, "one K block is one 128-byte swizzle row");
 // The static shared memory of the kernel's body in a pass without sm_90a (see the kernel's #else):
 // far above the 0 of the sm_90a body, and above the 1 KiB that tools report as reserved per CTA.
 constexpr int kNoSm90aMarkerBytes = 4096;
 
+__host__ __device__ constexpr bool IsGated(HopperEpilogue e) {
+  return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu;
+}
 // The epilogues whose output is bf16 write it through shared memory (StagedEpilogue).
 __host__ __device__ constexpr bool IsStaged(HopperEpilogue e) {
   return e != HopperEpilogue::kAccumulateF32;
@@ -59,7 +64,7 @@ struct Cfg {
   // so that the fragment's 8 rows a store land in different banks.
   static constexpr int kEpiRowBytes = BN * 2 + 16;
   static constexpr int kEpiBytes = kStaged ? kConsumers * 64 * kEpiRowBytes : 0;
-  static constexpr int kStages = kStaged ? (kRingBytes + 32 * 1024 - kEpiBytes) / kStageBytes
+  static constexpr int kStages = kStaged ? (kStagedRingBytes - kEpiBytes) / kStageBytes
                                          : kRingBytes / kStageBytes;  // 5 / 3 staged, 6 / 4 not
   // Dynamic shared memory: slack to align the ring to kSwizzleAlign, the A stages, the B stages,
   // full[kStages] and empty[kStages] (8-byte mbarriers), then the epilogue's buffers.
@@ -230,9 +235,9 @@ __device__ __forceinline__ void ConsumerBarrier(int c) {
 template <HopperEpilogue E, int BN>
 __device__ __forceinline__ void StagedEpilogue(const float (&d)[BN / 2], int row0, int col0, int m,
                                                int n, void* y, uint8_t* stage, int c) {
-  constexpr bool kGated = E == HopperEpilogue::kSwiGlu || E == HopperEpilogue::kGeGlu;
+  constexpr bool kGated = IsGated(E);
   constexpr int kCols = kGated ? BN / 2 : BN;  // output columns of the block
-  constexpr int kRowBytes = BN * 2 + 16;
+  constexpr int kRowBytes = Cfg<BN, true>::kEpiRowBytes;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   const int r_lo = w * 16 + l / 4;
 #pragma unroll
@@ -415,10 +420,6 @@ cudaError_t EncodeOperand(EncodeTiledFn encode, const __nv_bfloat16* p, int rows
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-bool IsGated(HopperEpilogue e) {
-  return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu;
-}
-
 // The time of a 128 x 256 tile in 128 x 128 tiles: under 2, since each X tile loaded feeds twice
 // the MMAs. An estimate, to be set from rankd-bench kernels' own128 / own256 rows.
 constexpr double kTile256Cost = 1.75;
@@ -430,18 +431,19 @@ int64_t Tiles(int m, int n, int tile_n) {
 template <HopperEpilogue E, int BN>
 cudaError_t Launch(const HopperGemmPlan& plan, void* y, int sms, cudaStream_t stream) {
   const auto kernel = HopperGemmKernel<E, BN>;
+  using C = Cfg<BN, IsStaged(E)>;
   cudaFuncAttributes attr{};
   cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
   if (e != cudaSuccess) return e;
   if (attr.sharedSizeBytes >= kNoSm90aMarkerBytes) return cudaErrorNotSupported;  // no sm_90a
   if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                Cfg<BN, IsStaged(E)>::kSmemBytes)) != cudaSuccess) {
+                                C::kSmemBytes)) != cudaSuccess) {
     return e;
   }
   const int64_t tiles = Tiles(plan.m, plan.n, BN);
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  kernel<<<grid, kThreads, Cfg<BN, IsStaged(E)>::kSmemBytes, stream>>>(plan.x_map, plan.w_map, plan.m, plan.n,
-                                                          plan.k, y);
+  kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(plan.x_map, plan.w_map, plan.m, plan.n,
+                                                   plan.k, y);
   return cudaGetLastError();
 }
 
