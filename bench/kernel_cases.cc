@@ -175,18 +175,23 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
       const double out_bytes = layer == GemmLayer::kGateUp ? 2.0 * M * n / 2
                                : layer == GemmLayer::kQkv  ? 2.0 * M * n
                                                            : 8.0 * M * n;
-      for (const auto& [impl, tile_n] :
-           {std::pair{GemmImpl::kOwn, 128}, {GemmImpl::kOwn, 256}, {GemmImpl::kCublasLt, 0}}) {
+      // own: ping-pong (128 x 128 tiles), cooperative at 128 x 128, 128 x 256 and 256 x 128.
+      for (const auto& [impl, tile_n, schedule, name] :
+           {std::tuple{GemmImpl::kOwn, 128, GemmSchedule::kPingPong, "pp128"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, "128"},
+            {GemmImpl::kOwn, 256, GemmSchedule::kCooperative, "256"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kTall, "tall"},
+            {GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, ""}}) {
         if (layer == GemmLayer::kGateUp && tile_n == 256) continue;  // gated: 128 only
         KernelCase c;
         c.kernel = Kernel::kGemm;
         c.shape = s;
-        c.variant = absl::StrCat(GemmLayerName(layer), " ", GemmImplName(impl),
-                                 tile_n > 0 ? absl::StrCat(tile_n) : "", " T=", M);
+        c.variant = absl::StrCat(GemmLayerName(layer), " ", GemmImplName(impl), name, " T=", M);
         c.rows = M;
         c.gemm_layer = layer;
         c.gemm_impl = impl;
         c.gemm_tile_n = tile_n;
+        c.gemm_schedule = schedule;
         c.gemm_n = n;
         c.gemm_k = k;
         c.bytes = 2.0 * M * k + 2.0 * n * k + out_bytes;

@@ -78,6 +78,9 @@ AttentionLayout MakeAttentionLayout(AttentionPass pass, const KernelWorkload& w)
 enum class GemmLayer { kQkv, kOProj, kGateUp, kDown };
 // kernels/hopper_gemm (own, at a given tile N) or cuBLASLt through rankd::cuda::Gemm, tuned.
 enum class GemmImpl { kOwn, kCublasLt };
+// The own kernel's schedule (kernels/hopper_gemm.cuh's HopperSchedule, which this header, built
+// without CUDA too, does not include): kTall is kCooperativeTall.
+enum class GemmSchedule { kCooperative, kPingPong, kTall };
 
 const char* GemmLayerName(GemmLayer l);
 const char* GemmImplName(GemmImpl i);
@@ -96,6 +99,7 @@ struct KernelCase {
   GemmImpl gemm_impl = GemmImpl::kOwn;
   int gemm_n = 0, gemm_k = 0;
   int gemm_tile_n = 0;  // own: 128 or 256
+  GemmSchedule gemm_schedule = GemmSchedule::kCooperative;  // own
   double bytes = 0, flops = 0;
 };
 

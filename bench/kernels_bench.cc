@@ -168,8 +168,12 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
       e = HopperEpilogue::kSwiGlu;
     }
     kernels::HopperGemmPlan plan;
-    cudaError_t err = kernels::MakeHopperGemmPlan(x, w, M, N, K, e, &plan, c.gemm_tile_n);
-    p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, y, st); };
+    cudaError_t err = kernels::MakeHopperGemmPlan(
+        x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
+        c.gemm_schedule == GemmSchedule::kPingPong ? kernels::HopperSchedule::kPingPong
+        : c.gemm_schedule == GemmSchedule::kTall   ? kernels::HopperSchedule::kCooperativeTall
+                                                   : kernels::HopperSchedule::kCooperative);
+    p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, st); };
     if (err == cudaSuccess) err = p->launch(nullptr);
     if (err == cudaErrorNotSupported) {
       return absl::UnimplementedError("kernels/hopper_gemm does not run on this device");

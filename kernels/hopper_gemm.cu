@@ -1,22 +1,31 @@
 // The Hopper GEMM of hopper_gemm.cuh. One CTA of 3 warpgroups per SM, persistent over the
-// output tiles of 128 x BN (BN = 128 or 256; tile t, t + gridDim.x, ...; M tiles fastest, so that
-// CTAs running at the same time share W's tile in L2):
+// output tiles of 128 x BN (tile t = blockIdx.x + i * gridDim.x for i = 0, 1, ...; M tiles
+// fastest, so that CTAs running at the same time share W's tile in L2):
 //   warpgroup 0, the producer: one thread issues, per K block of 64, the TMA loads of X's
 //     [128 x 64] and W's [BN x 64] tiles into stage s of a Cfg::kStages ring (128-byte swizzle),
 //     after waiting for empty[s]; the loads complete full[s] (arrive.expect_tx of the stage's
-//     bytes).
-//   warpgroups 1 and 2, the consumers: rows 0..63 and 64..127 of the tile. Per K block: wait
-//     full[s], 4 wgmma m64nBNk16 from the stage's shared memory (one commit group), wait for the
-//     previous block's group, and arrive on that block's empty[] (one arrive per warp). After the
-//     last K block, wait for all and free its stage; the epilogue writes from registers (the fp32
-//     residual add) or, for bf16 outputs, through a shared-memory buffer of the consumer's own,
-//     in 16-byte stores of whole rows.
+//     bytes). The ring holds the CTA's tiles' K blocks in tile order, whichever consumer takes
+//     them.
+//   warpgroups 1 and 2, the consumers. kPingPong: consumer c takes the CTA's tiles i = c, c + 2,
+//     ... whole (128 x 128: two wgmma m64n128k16 a K step, one per 64-row half), their K blocks
+//     in turn (OrderWait/OrderSignal), so while one runs its epilogue the other's K blocks, next
+//     in the ring, keep the tensor cores busy.
+//     kCooperative: both take every tile, rows 0..63 and 64..127. Per K block: wait full[s], the
+//     block's wgmmas from the stage's shared memory (one commit group), wait for the previous
+//     block's group, and arrive on that block's empty[] (one arrive per warp). After the last K
+//     block, wait for all and free its stage.
+//   The epilogue: the consumer's fp32 accumulators, converted (bf16, the gated activation) or not
+//     (kAccumulateF32), go to the consumer's own shared-memory buffer in the 128-byte swizzled
+//     layout of the output's TMA boxes (128 bytes of a row a box: 64 bf16 or 32 fp32 columns),
+//     then one thread issues the boxes' TMA stores (kAccumulateF32: TMA reduce-adds, so the
+//     residual is read and written in L2, not by the threads) and moves on; the buffer is written
+//     again only after the copy engine has read it (cp.async.bulk.wait_group.read). A tile larger
+//     than the buffer goes out in rounds.
 // Phases: the i-th use of stage s (i = it / kStages, `it` counting K blocks over all of a CTA's
 // tiles) waits full[s] for parity i & 1 and, in the producer, empty[s] for parity (i & 1) ^ 1
 // (a fresh barrier counts as having completed the phase of parity 1, so the first round passes).
-// Tails: TMA zero-fills the rows and K columns beyond the tensor (and counts them in the stage's
-// bytes), so partial tiles accumulate zeros; the epilogue's stores are predicated on row < m and
-// column < n.
+// Tails: TMA zero-fills the rows and K columns beyond X and W (and counts them in the stage's
+// bytes), so partial tiles accumulate zeros; TMA stores skip the rows and columns beyond Y.
 #include <cudaTypedefs.h>
 
 #include <cstdint>
@@ -33,14 +42,13 @@
 namespace rankd::kernels {
 namespace {
 
-constexpr int kBM = kHopperTileM, kBK = kHopperTileK;
-constexpr int kConsumers = 2;  // warpgroups of 64 rows each
+constexpr int kBK = kHopperTileK;
+constexpr int kConsumers = 2;  // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
-constexpr int kABytes = kBM * kBK * 2;  // X tile, bf16: 128 rows of 128 bytes
 constexpr int kSwizzleAlign = 1024;     // 8 rows of 128 bytes: one swizzle atom
-constexpr int kRingBytes = 192 * 1024;  // the stages' shared memory, whatever BN
-// With a staged epilogue: the stages and the epilogue's buffers together.
-constexpr int kStagedRingBytes = 224 * 1024;
+// The ring's and the epilogue buffers' shared memory together (the rest of the 227 KB a CTA may
+// have goes to alignment and the barriers).
+constexpr int kSmemBudget = 224 * 1024;
 static_assert(kBK * 2 == 128, "one K block is one 128-byte swizzle row");
 // The static shared memory of the kernel's body in a pass without sm_90a (see the kernel's #else):
 // far above the 0 of the sm_90a body, and above the 1 KiB that tools report as reserved per CTA.
@@ -49,29 +57,50 @@ constexpr int kNoSm90aMarkerBytes = 4096;
 __host__ __device__ constexpr bool IsGated(HopperEpilogue e) {
   return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu;
 }
-// The epilogues whose output is bf16 write it through shared memory (StagedEpilogue).
-__host__ __device__ constexpr bool IsStaged(HopperEpilogue e) {
-  return e != HopperEpilogue::kAccumulateF32;
-}
 
-// The sizes that depend on the tile's N and the epilogue.
-template <int BN, bool kStaged>
+// The sizes that depend on the tile, the schedule and the epilogue.
+template <HopperEpilogue E, int BN, HopperSchedule S>
 struct Cfg {
+  static constexpr bool kPingPong = S == HopperSchedule::kPingPong;
+  // The tile's rows: 256 for kCooperativeTall (128 a consumer), else 128.
+  static constexpr int kBM = S == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
   static_assert(BN == 128 || BN == 256, "wgmma m64nBNk16 with one TMA box of BN rows");
-  static constexpr int kBBytes = BN * kBK * 2;  // W tile
+  static constexpr int kABytes = kBM * kBK * 2;  // X tile, bf16: kBM rows of 128 bytes
+  static constexpr int kBBytes = BN * kBK * 2;   // W tile
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // A consumer's 64 output rows of BN bf16 columns in shared memory, each row padded by 16 bytes
-  // so that the fragment's 8 rows a store land in different banks.
-  static constexpr int kEpiRowBytes = BN * 2 + 16;
-  static constexpr int kEpiBytes = kStaged ? kConsumers * 64 * kEpiRowBytes : 0;
-  static constexpr int kStages = kStaged ? (kStagedRingBytes - kEpiBytes) / kStageBytes
-                                         : kRingBytes / kStageBytes;  // 5 / 3 staged, 6 / 4 not
-  // Dynamic shared memory: slack to align the ring to kSwizzleAlign, the A stages, the B stages,
-  // full[kStages] and empty[kStages] (8-byte mbarriers), then the epilogue's buffers.
+  // A consumer's rows (the whole tile's in ping-pong), in 64-row halves (wgmma's M is 64).
+  static constexpr int kRows = kPingPong ? kBM : kBM / kConsumers;
+  static constexpr int kHalves = kRows / 64;
+  static_assert(kHalves * BN <= 256, "a consumer holds at most 128 fp32 accumulators a thread");
+  // Empty-barrier arrivals a stage's use: one per warp of the consumers that read it.
+  static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers);
+  // The output: columns of the consumer's block, bytes an element, and its TMA boxes of
+  // kRows x 128 bytes (64 bf16 or 32 fp32 columns), 128-byte swizzled.
+  static constexpr bool kF32Out = E == HopperEpilogue::kAccumulateF32;
+  static constexpr int kOutCols = IsGated(E) ? BN / 2 : BN;
+  static constexpr int kOutBytes = kF32Out ? 4 : 2;
+  static constexpr int kBoxCols = 128 / kOutBytes;
+  static constexpr int kBoxes = kOutCols / kBoxCols;
+  static constexpr int kBoxBytes = kRows * 128;
+  // A consumer's epilogue buffer: 32 KB ping-pong, 16 KB cooperative (whose ring needs more),
+  // written in rounds of kBoxesPerRound boxes.
+  static constexpr int kEpiBufBytes = (kPingPong ? 32 : 16) * 1024;
+  static constexpr int kBoxesPerRound =
+      kBoxes < kEpiBufBytes / kBoxBytes ? kBoxes : kEpiBufBytes / kBoxBytes;
+  static constexpr int kRounds = kBoxes / kBoxesPerRound;
+  static_assert(kBoxes % kBoxesPerRound == 0, "whole rounds");
+  static constexpr int kEpiBytes = kConsumers * kEpiBufBytes;
+  // 5 stages ping-pong, 6 / 4 cooperative at BN 128 / 256.
+  static constexpr int kStages = (kSmemBudget - kEpiBytes) / kStageBytes;
+  // Dynamic shared memory: slack to align to kSwizzleAlign, the A stages, the B stages, the
+  // epilogue buffers (1024-aligned: the swizzle pattern is that of the address), then full[] and
+  // empty[] (8-byte mbarriers).
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   static constexpr int kSmemBytes =
-      kSwizzleAlign + kStages * kStageBytes + kBarrierBytes + kEpiBytes;
+      kSwizzleAlign + kStages * kStageBytes + kEpiBytes + kBarrierBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one CTA");
+  static_assert(kStageBytes % kSwizzleAlign == 0 && kEpiBufBytes % kSwizzleAlign == 0,
+                "1024-aligned stages and buffers");
 };
 
 #if RANKD_HOPPER_GEMM_DEVICE
@@ -226,100 +255,136 @@ __device__ __forceinline__ void ConsumerBarrier(int c) {
   asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
 }
 
-// The bf16 epilogues (kStoreBf16, the gated ones) of one consumer's 64 x BN block through its
-// shared-memory buffer `stage` (64 rows of BN * 2 + 16 bytes): the fragments go to shared memory
-// as bf16 pairs, then the warpgroup writes whole rows in 16-byte stores, row after row, instead of
-// the fragment's 4-byte pieces of 8 rows. Output rows row0 + 0..63, columns col0 + 0..BN-1 of an
-// [m, n] output (gated: col0/2 + 0..BN/2-1 of [m, n/2]); n (and n/2) are multiples of 8 and y is
-// 16-byte aligned (MakeHopperGemmPlan, LaunchHopperGemm).
-template <HopperEpilogue E, int BN>
-__device__ __forceinline__ void StagedEpilogue(const float (&d)[BN / 2], int row0, int col0, int m,
-                                               int n, void* y, uint8_t* stage, int c) {
-  constexpr bool kGated = IsGated(E);
-  constexpr int kCols = kGated ? BN / 2 : BN;  // output columns of the block
-  constexpr int kRowBytes = Cfg<BN, true>::kEpiRowBytes;
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-  const int r_lo = w * 16 + l / 4;
-#pragma unroll
-  for (int j = 0; j < kCols / 8; ++j) {
-    const int col = 8 * j + 2 * (l % 4);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      __nv_bfloat162 v;
-      if constexpr (kGated) {
-        // d[4j + q] (gate) and d[4j + q + BN/4] (up) are the same row and output column.
-        const int q = 4 * j + 2 * h, u = q + BN / 4;
-        v = __floats2bfloat162_rn(Gated<E>(d[q], d[u]), Gated<E>(d[q + 1], d[u + 1]));
-      } else {
-        v = __floats2bfloat162_rn(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-      }
-      *reinterpret_cast<__nv_bfloat162*>(stage + (r_lo + 8 * h) * kRowBytes + 2 * col) = v;
-    }
-  }
-  ConsumerBarrier(c);
-  const int out_n = kGated ? n / 2 : n, out0 = kGated ? col0 / 2 : col0;
-  constexpr int kChunks = kCols / 8;  // 16-byte pieces of a row
-#pragma unroll 4
-  for (int i = t; i < 64 * kChunks; i += 128) {
-    const int r = i / kChunks, ch = i % kChunks;
-    const int row = row0 + r, col = out0 + 8 * ch;
-    if (row >= m || col >= out_n) continue;
-    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(y) + static_cast<int64_t>(row) * out_n +
-                              col) = *reinterpret_cast<const uint4*>(stage + r * kRowBytes + 16 * ch);
-  }
-  ConsumerBarrier(c);  // the buffer is read: the next tile may write it
+// Ping-pong's order (named barriers 3 + c): consumer c starts the K blocks of its tile i > 0 only
+// once the other consumer is through those of tile i - 1 (OrderWait: bar.sync of c's 128 threads
+// with the other's 128 bar.arrive of OrderSignal). Besides keeping the MMAs of the two apart, it
+// is what makes the phase parities right: a consumer that waited on a stage's full[] while an
+// earlier use of the stage was still unconsumed would take that use's completed phase (of the same
+// parity, two phases back) for its own.
+__device__ __forceinline__ void OrderWait(int c) {
+  asm volatile("bar.sync %0, 256;" ::"r"(3 + c) : "memory");
+}
+__device__ __forceinline__ void OrderSignal(int c) {
+  asm volatile("bar.arrive %0, 256;" ::"r"(3 + (1 - c)) : "memory");
 }
 
-// kAccumulateF32's epilogue of one consumer's 64 x BN block, from registers: y[row0 + 0..63,
-// col0 + 0..BN-1] (fp32, [m, n]) += the block. (Reading the residual 8 column blocks at a time
-// before adding and writing was slower on the H200: o_proj 84 -> 100 us, bench/RESULTS.md.)
-template <int BN>
-__device__ __forceinline__ void AccumulateEpilogue(const float (&d)[BN / 2], int row0, int col0,
-                                                   int m, int n, void* y) {
+// TMA store (kStore) or reduce-add of the box at (c0 = column, c1 = row) of `map` from shared
+// memory at src, in this thread's bulk async-group.
+template <bool kReduceAdd>
+__device__ __forceinline__ void TmaStore2d(const CUtensorMap* map, int c0, int c1, uint32_t src) {
+  if constexpr (kReduceAdd) {
+    asm volatile(
+        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+        " [%0, {%1, %2}], [%3];" ::"l"(reinterpret_cast<uint64_t>(map)),
+        "r"(c0), "r"(c1), "r"(src)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+        " [%0, {%1, %2}], [%3];" ::"l"(reinterpret_cast<uint64_t>(map)),
+        "r"(c0), "r"(c1), "r"(src)
+        : "memory");
+  }
+}
+__device__ __forceinline__ void BulkCommit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Waits until this thread's bulk async-groups have read their shared memory (kRead) or are
+// complete.
+template <bool kRead>
+__device__ __forceinline__ void BulkWait() {
+  if constexpr (kRead) {
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  } else {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  }
+}
+// Orders this thread's ordinary shared-memory stores before the copy engine's reads of them.
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// The epilogue of one consumer's kRows x BN block (d[h]: rows 64h..64h+63, the wgmma fragment)
+// into Y at rows row0.., output columns out0.. (gated: the block's BN/2 outputs). Each round: the
+// buffer free (thread 0 waits for its last stores to have read it), the round's boxes written in
+// the swizzled layout (row r's 16-byte chunk j at r * 128 + 16 * (j ^ r % 8): the fragment's 8
+// rows a store land in 8 different chunks, no bank conflicts), a proxy fence, then thread 0 issues
+// the boxes' TMA stores and does not wait for them.
+template <HopperEpilogue E, int BN, HopperSchedule S>
+__device__ __forceinline__ void Epilogue(const float (&d)[Cfg<E, BN, S>::kHalves][BN / 2],
+                                         const CUtensorMap* y_map, int row0, int out0,
+                                         uint8_t* buf, int c) {
+  using C = Cfg<E, BN, S>;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-  const int r_lo = row0 + w * 16 + l / 4;
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const int col = col0 + 8 * j + 2 * (l % 4);
-    if (col >= n) continue;  // n is even: col + 1 < n too
+  for (int round = 0; round < C::kRounds; ++round) {
+    if (t == 0) BulkWait<true>();
+    ConsumerBarrier(c);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = r_lo + 8 * h;
-      if (row >= m) continue;
-      float2* p = reinterpret_cast<float2*>(static_cast<float*>(y) +
-                                            static_cast<int64_t>(row) * n + col);
-      float2 o = *p;
-      o.x += d[4 * j + 2 * h];
-      o.y += d[4 * j + 2 * h + 1];
-      *p = o;
+    for (int hf = 0; hf < C::kHalves; ++hf) {
+#pragma unroll
+      for (int j = 0; j < C::kOutCols / 8; ++j) {
+        constexpr int kColsPerBox = C::kBoxCols;
+        const int box = 8 * j / kColsPerBox;  // compile-time once unrolled
+        if (box / C::kBoxesPerRound != round) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 64 * hf + w * 16 + l / 4 + 8 * h;
+          const int byte = (8 * j + 2 * (l % 4)) % kColsPerBox * C::kOutBytes;  // in the box row
+          uint8_t* p = buf + (box % C::kBoxesPerRound) * C::kBoxBytes + r * 128 +
+                       16 * ((byte / 16) ^ (r % 8)) + byte % 16;
+          const int q = 4 * j + 2 * h;
+          if constexpr (C::kF32Out) {
+            *reinterpret_cast<float2*>(p) = make_float2(d[hf][q], d[hf][q + 1]);
+          } else if constexpr (IsGated(E)) {
+            // d[q] (gate) and d[q + BN/4] (up) are the same row and output column.
+            *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(
+                Gated<E>(d[hf][q], d[hf][q + BN / 4]), Gated<E>(d[hf][q + 1], d[hf][q + 1 + BN / 4]));
+          } else {
+            *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(d[hf][q], d[hf][q + 1]);
+          }
+        }
+      }
+    }
+    FenceProxyAsync();
+    ConsumerBarrier(c);
+    if (t == 0) {
+#pragma unroll
+      for (int b = 0; b < C::kBoxesPerRound; ++b) {
+        const int box = round * C::kBoxesPerRound + b;
+        TmaStore2d<C::kF32Out>(y_map, out0 + box * C::kBoxCols, row0,
+                               SmemAddr(buf + b * C::kBoxBytes));
+      }
+      BulkCommit();
     }
   }
 }
 
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
-template <HopperEpilogue E, int BN>
+template <HopperEpilogue E, int BN, HopperSchedule S>
 __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
-                     const __grid_constant__ CUtensorMap w_map, int m, int n, int k, void* y) {
+                     const __grid_constant__ CUtensorMap w_map,
+                     const __grid_constant__ CUtensorMap y_map, int m, int n, int k) {
 #if RANKD_HOPPER_GEMM_DEVICE
-  using C = Cfg<BN, IsStaged(E)>;
+  using C = Cfg<E, BN, S>;
+  constexpr bool kPingPong = C::kPingPong;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = SmemAddr(smem_raw);
   const uint32_t a_base = (raw + kSwizzleAlign - 1) & ~uint32_t{kSwizzleAlign - 1};
-  const uint32_t b_base = a_base + C::kStages * kABytes;
-  const uint32_t full_base = b_base + C::kStages * C::kBBytes;
+  const uint32_t b_base = a_base + C::kStages * C::kABytes;
+  const uint32_t epi_base = b_base + C::kStages * C::kBBytes;
+  const uint32_t full_base = epi_base + C::kEpiBytes;
   const uint32_t empty_base = full_base + C::kStages * 8;
-  // The epilogue's buffers, after the barriers: 16-byte aligned (the ring is 1024-aligned).
-  const uint32_t epi_base = full_base + C::kBarrierBytes;
-  const int num_m = (m + kBM - 1) / kBM, num_n = (n + BN - 1) / BN;
+  const int num_m = (m + C::kBM - 1) / C::kBM, num_n = (n + BN - 1) / BN;
   const int num_tiles = num_m * num_n, num_k = (k + kBK - 1) / kBK;
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       MbarInit(full_base + 8 * s, 1);
-      MbarInit(empty_base + 8 * s, kConsumers * 4);  // lane 0 of each consumer warp
+      MbarInit(empty_base + 8 * s, C::kEmptyArrivals);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -337,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = it % C::kStages;
         MbarWait(empty_base + 8 * s, ((it / C::kStages) & 1) ^ 1);
         MbarArriveExpectTx(full_base + 8 * s, C::kStageBytes);
-        TmaLoad2d(a_base + s * kABytes, &x_map, kb * kBK, tm * kBM, full_base + 8 * s);
+        TmaLoad2d(a_base + s * C::kABytes, &x_map, kb * kBK, tm * C::kBM, full_base + 8 * s);
         TmaLoad2d(b_base + s * C::kBBytes, &w_map, kb * kBK, tn * BN, full_base + 8 * s);
       }
     }
@@ -345,40 +410,65 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  const int c = wg - 1;  // this consumer's rows: c*64 .. c*64+63 of the tile
+  const int c = wg - 1;
   const bool warp_leader = threadIdx.x % 32 == 0;
-  float d[BN / 2];  // the 64 x BN fp32 accumulators over the warpgroup's 128 threads
-  int it = 0;
-  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+  uint8_t* buf = smem_raw + (epi_base - raw) + c * C::kEpiBufBytes;
+  if (threadIdx.x % 128 == 0) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&y_map)) : "memory");
+  }
+  // The fp32 accumulators of the consumer's kRows x BN block over the warpgroup's 128 threads.
+  float d[C::kHalves][BN / 2];
+  // The CTA's i-th tile; ping-pong: this consumer's are i = c, c + 2, ...
+  const int first = kPingPong ? c : 0, step = kPingPong ? 2 : 1;
+  for (int i = first; blockIdx.x + i * gridDim.x < num_tiles; i += step) {
+    const int tile = blockIdx.x + i * gridDim.x;
     const int tm = tile % num_m, tn = tile / num_m;
+    // The ring position of the tile's first K block: the CTA's tiles before it, whole.
+    int it = i * num_k;
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+    for (int hf = 0; hf < C::kHalves; ++hf) {
+#pragma unroll
+      for (int q = 0; q < BN / 2; ++q) d[hf][q] = 0.0f;
+    }
+    // The A rows this consumer multiplies: its own (cooperative) or all of them (ping-pong).
+    const uint32_t a_off = kPingPong ? 0 : c * C::kRows * 128;
+    if (kPingPong && i > 0) OrderWait(c);
     // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
-    // for, and only then is kb-1's stage given back to the producer, so the tensor cores do not
-    // idle between blocks.
+    // for, and only then is kb-1's stage given back to the producer.
     for (int kb = 0; kb < num_k; ++kb, ++it) {
       const int s = it % C::kStages;
       MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
-      const uint32_t a = a_base + s * kABytes + c * 64 * 128, b = b_base + s * C::kBBytes;
-      FenceAcc(d);
+      const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
+#pragma unroll
+      for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
       WgmmaFence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) Wgmma(d, SmemDesc(a + 32 * kk), SmemDesc(b + 32 * kk));
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+#pragma unroll
+        for (int hf = 0; hf < C::kHalves; ++hf) {
+          Wgmma(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+        }
+      }
       WgmmaCommit();
       WgmmaWait<1>();
-      FenceAcc(d);
+#pragma unroll
+      for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
       if (kb > 0 && warp_leader) MbarArrive(empty_base + 8 * ((it - 1) % C::kStages));
     }
+    // Every full[] of the tile waited for: the other consumer may start its next tile (there is
+    // one: every OrderSignal meets an OrderWait).
+    if (kPingPong && blockIdx.x + (i + 1) * gridDim.x < num_tiles) OrderSignal(c);
     WgmmaWait<0>();
-    FenceAcc(d);
+#pragma unroll
+    for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
     if (num_k > 0 && warp_leader) MbarArrive(empty_base + 8 * ((it - 1) % C::kStages));
-    if constexpr (IsStaged(E)) {
-      uint8_t* stage = smem_raw + (epi_base - raw) + c * 64 * C::kEpiRowBytes;
-      StagedEpilogue<E, BN>(d, tm * kBM + c * 64, tn * BN, m, n, y, stage, c);
-    } else {
-      AccumulateEpilogue<BN>(d, tm * kBM + c * 64, tn * BN, m, n, y);
-    }
+    const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
+    const int out0 = tn * C::kOutCols;
+    Epilogue<E, BN, S>(d, &y_map, row0, out0, buf, c);
   }
+  // The shared memory must outlive the copy engine's reads of it, and the stores must be done
+  // when the kernel is.
+  if (threadIdx.x % 128 == 0) BulkWait<false>();
 #else
   // Not built for sm_90a: this static shared memory (the sm_90a body has none) is the marker that
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
@@ -403,18 +493,19 @@ EncodeTiledFn GetEncodeTiled() {
   return fn;
 }
 
-// A [rows, k] bf16 row-major tensor in boxes of box_rows x kBK, 128-byte swizzled; zero-filled
-// out of bounds.
-cudaError_t EncodeOperand(EncodeTiledFn encode, const __nv_bfloat16* p, int rows, int k,
-                          int box_rows, CUtensorMap* map) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * sizeof(__nv_bfloat16)};
-  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
+// A [rows, cols] row-major tensor of `type` (elem_bytes each) in boxes of box_rows x box_cols
+// (box_cols * elem_bytes = 128: one swizzle row), 128-byte swizzled; loads zero-fill out of
+// bounds, stores skip it.
+cudaError_t EncodeTensor(EncodeTiledFn encode, CUtensorMapDataType type, int elem_bytes,
+                         const void* p, int rows, int cols, int box_rows, CUtensorMap* map) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * elem_bytes};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem_bytes),
+                             static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r =
-      encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(p), dims, strides,
-             box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(map, type, 2, const_cast<void*>(p), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -424,14 +515,17 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // the MMAs. An estimate, to be set from rankd-bench kernels' own128 / own256 rows.
 constexpr double kTile256Cost = 1.75;
 
-int64_t Tiles(int m, int n, int tile_n) {
-  return static_cast<int64_t>((m + kBM - 1) / kBM) * ((n + tile_n - 1) / tile_n);
+int64_t Tiles(int m, int n, int tile_m, int tile_n) {
+  return static_cast<int64_t>((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n);
+}
+int TileM(HopperSchedule s) {
+  return s == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
 }
 
-template <HopperEpilogue E, int BN>
-cudaError_t Launch(const HopperGemmPlan& plan, void* y, int sms, cudaStream_t stream) {
-  const auto kernel = HopperGemmKernel<E, BN>;
-  using C = Cfg<BN, IsStaged(E)>;
+template <HopperEpilogue E, int BN, HopperSchedule S>
+cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
+  const auto kernel = HopperGemmKernel<E, BN, S>;
+  using C = Cfg<E, BN, S>;
   cudaFuncAttributes attr{};
   cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
   if (e != cudaSuccess) return e;
@@ -440,17 +534,30 @@ cudaError_t Launch(const HopperGemmPlan& plan, void* y, int sms, cudaStream_t st
                                 C::kSmemBytes)) != cudaSuccess) {
     return e;
   }
-  const int64_t tiles = Tiles(plan.m, plan.n, BN);
+  const int64_t tiles = Tiles(plan.m, plan.n, C::kBM, BN);
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(plan.x_map, plan.w_map, plan.m, plan.n,
-                                                   plan.k, y);
+  kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(plan.x_map, plan.w_map, plan.y_map, plan.m,
+                                                   plan.n, plan.k);
   return cudaGetLastError();
 }
 
 template <HopperEpilogue E>
-cudaError_t LaunchTile(const HopperGemmPlan& plan, void* y, int sms, cudaStream_t stream) {
-  return plan.tile_n == 256 ? Launch<E, 256>(plan, y, sms, stream)
-                            : Launch<E, 128>(plan, y, sms, stream);
+cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
+  constexpr HopperSchedule kCoop = HopperSchedule::kCooperative;
+  switch (plan.schedule) {
+    case HopperSchedule::kPingPong:
+      return Launch<E, 128, HopperSchedule::kPingPong>(plan, sms, stream);
+    case HopperSchedule::kCooperativeTall:
+      return Launch<E, 128, HopperSchedule::kCooperativeTall>(plan, sms, stream);
+    default:
+      break;
+  }
+  if constexpr (IsGated(E)) {
+    return Launch<E, kHopperGluTileN, kCoop>(plan, sms, stream);
+  } else {
+    return plan.tile_n == 256 ? Launch<E, 256, kCoop>(plan, sms, stream)
+                              : Launch<E, 128, kCoop>(plan, sms, stream);
+  }
 }
 
 // The current device's SM count, cudaErrorNotSupported unless it is sm_90.
@@ -470,11 +577,18 @@ cudaError_t Sm90Multiprocessors(int* sms) {
 
 }  // namespace
 
-cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
-                               HopperEpilogue epilogue, HopperGemmPlan* plan, int tile_n) {
+cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,
+                               int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
+                               int tile_n, HopperSchedule schedule) {
   const bool gated = IsGated(epilogue);
+  if (schedule == HopperSchedule::kAuto) {
+    schedule = tile_n == 256 ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
+  }
+  const bool ping_pong = schedule == HopperSchedule::kPingPong;
+  const int tile_m = TileM(schedule);
   if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % 8 != 0 || !Aligned16(x) ||
-      !Aligned16(w) || (tile_n != 0 && tile_n != 128 && tile_n != 256) ||
+      !Aligned16(w) || !Aligned16(y) || (tile_n != 0 && tile_n != 128 && tile_n != 256) ||
+      (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
       (gated && (n % kHopperGluTileN != 0 || (tile_n != 0 && tile_n != kHopperGluTileN)))) {
     return cudaErrorInvalidValue;
   }
@@ -485,35 +599,51 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, i
   if (encode == nullptr) return cudaErrorNotSupported;
   if (tile_n == 0) {
     // The tile whose waves take less time, a 256-wide tile costing kTile256Cost 128-wide ones.
-    const int64_t waves128 = (Tiles(m, n, 128) + sms - 1) / sms;
-    const int64_t waves256 = (Tiles(m, n, 256) + sms - 1) / sms;
-    tile_n = !gated && waves256 * kTile256Cost < waves128 ? 256 : 128;
+    const int64_t waves128 = (Tiles(m, n, tile_m, 128) + sms - 1) / sms;
+    const int64_t waves256 = (Tiles(m, n, tile_m, 256) + sms - 1) / sms;
+    tile_n = !gated && schedule == HopperSchedule::kCooperative &&
+                     waves256 * kTile256Cost < waves128
+                 ? 256
+                 : 128;
   }
   plan->m = m;
   plan->n = n;
   plan->k = k;
   plan->epilogue = epilogue;
   plan->tile_n = tile_n;
-  // An empty X (m == 0) launches nothing; its descriptor would be invalid (a zero dimension).
-  if (m > 0 && (e = EncodeOperand(encode, x, m, k, kBM, &plan->x_map)) != cudaSuccess) return e;
-  return EncodeOperand(encode, w, n, k, tile_n, &plan->w_map);
+  plan->schedule = schedule;
+  // An empty X (m == 0) launches nothing; its descriptors would be invalid (a zero dimension).
+  if (m == 0) return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, tile_n,
+                                  &plan->w_map);
+  const bool f32_out = epilogue == HopperEpilogue::kAccumulateF32;
+  // The output's boxes: the rows of a consumer's block (64 cooperative, 128 ping-pong and tall).
+  const int y_box_rows = ping_pong ? tile_m : tile_m / kConsumers;
+  if ((e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x, m, k, tile_m,
+                        &plan->x_map)) != cudaSuccess ||
+      (e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, tile_n,
+                        &plan->w_map)) != cudaSuccess) {
+    return e;
+  }
+  return f32_out ? EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, y, m, n, y_box_rows,
+                                &plan->y_map)
+                 : EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, y, m,
+                                gated ? n / 2 : n, y_box_rows, &plan->y_map);
 }
 
-cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, void* y, cudaStream_t stream) {
-  if (!Aligned16(y)) return cudaErrorInvalidValue;
+cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, cudaStream_t stream) {
   int sms = 0;
   const cudaError_t e = Sm90Multiprocessors(&sms);
   if (e != cudaSuccess) return e;
   if (plan.m == 0) return cudaSuccess;
   switch (plan.epilogue) {
     case HopperEpilogue::kStoreBf16:
-      return LaunchTile<HopperEpilogue::kStoreBf16>(plan, y, sms, stream);
+      return LaunchTile<HopperEpilogue::kStoreBf16>(plan, sms, stream);
     case HopperEpilogue::kAccumulateF32:
-      return LaunchTile<HopperEpilogue::kAccumulateF32>(plan, y, sms, stream);
+      return LaunchTile<HopperEpilogue::kAccumulateF32>(plan, sms, stream);
     case HopperEpilogue::kSwiGlu:
-      return Launch<HopperEpilogue::kSwiGlu, kHopperGluTileN>(plan, y, sms, stream);
+      return LaunchTile<HopperEpilogue::kSwiGlu>(plan, sms, stream);
     case HopperEpilogue::kGeGlu:
-      return Launch<HopperEpilogue::kGeGlu, kHopperGluTileN>(plan, y, sms, stream);
+      return LaunchTile<HopperEpilogue::kGeGlu>(plan, sms, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -524,7 +654,8 @@ cudaError_t HopperGemmSupported() {
   if (e != cudaSuccess) return e;
   if (GetEncodeTiled() == nullptr) return cudaErrorNotSupported;
   cudaFuncAttributes attr{};
-  e = cudaFuncGetAttributes(&attr, HopperGemmKernel<HopperEpilogue::kStoreBf16, 128>);
+  e = cudaFuncGetAttributes(
+      &attr, HopperGemmKernel<HopperEpilogue::kStoreBf16, 128, HopperSchedule::kPingPong>);
   if (e != cudaSuccess) return e;
   return attr.sharedSizeBytes >= kNoSm90aMarkerBytes ? cudaErrorNotSupported : cudaSuccess;
 }
@@ -532,8 +663,8 @@ cudaError_t HopperGemmSupported() {
 cudaError_t LaunchHopperGemm(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
                              HopperEpilogue epilogue, void* y, cudaStream_t stream) {
   HopperGemmPlan plan;
-  const cudaError_t e = MakeHopperGemmPlan(x, w, m, n, k, epilogue, &plan);
-  return e != cudaSuccess ? e : LaunchHopperGemm(plan, y, stream);
+  const cudaError_t e = MakeHopperGemmPlan(x, w, y, m, n, k, epilogue, &plan);
+  return e != cudaSuccess ? e : LaunchHopperGemm(plan, stream);
 }
 
 cudaError_t InterleaveGateUp(const void* gate_up, int intermediate, size_t row_bytes, void* out,

@@ -1,9 +1,15 @@
 // rankd's own Hopper (sm_90a) GEMM: Y[M, N] = X[M, K] . W[N, K]^T with bf16 operands (both
 // row-major, K contiguous) and fp32 accumulation, through TMA loads into a multi-stage
 // shared-memory ring and wgmma (warp-specialised: one producer warpgroup, two consumer
-// warpgroups; persistent grid of at most one CTA per SM). The epilogue is fused:
-//   kStoreBf16      Y [M, N] bf16  = acc
-//   kAccumulateF32  Y [M, N] fp32 += acc                 (the residual add of o_proj, down_proj)
+// warpgroups; persistent grid of at most one CTA per SM). Two schedules of the consumers:
+//   kPingPong     each consumer owns whole 128 x 128 tiles, the two on alternate tiles, so that
+//                 one's epilogue runs under the other's MMAs (CUTLASS's "ping-pong");
+//   kCooperative  both consumers on one 128 x tile_n tile (64 rows each), epilogue together.
+// The epilogue is fused, and the tile leaves through shared memory by TMA (128-byte swizzled
+// boxes, asynchronous: the consumer goes on to its next tile while the copy engine writes):
+//   kStoreBf16      Y [M, N] bf16  = acc                  (TMA store)
+//   kAccumulateF32  Y [M, N] fp32 += acc                  (TMA reduce-add: the residual add of
+//                                                          o_proj, down_proj, done in L2)
 //   kSwiGlu/kGeGlu  Y [M, N/2] bf16 = act(gate) * up     (gate_up with its rows interleaved by
 //                   InterleaveGateUp: gate and up stay in registers, never in memory)
 // The gated epilogues round gate and up to bf16 before the activation, as the unfused path
@@ -22,6 +28,23 @@
 namespace rankd::kernels {
 
 enum class HopperEpilogue { kStoreBf16, kAccumulateF32, kSwiGlu, kGeGlu };
+// For messages: "store", "residual add", "SwiGLU", "GeGLU".
+inline const char* HopperEpilogueName(HopperEpilogue e) {
+  switch (e) {
+    case HopperEpilogue::kStoreBf16:
+      return "store";
+    case HopperEpilogue::kAccumulateF32:
+      return "residual add";
+    case HopperEpilogue::kSwiGlu:
+      return "SwiGLU";
+    case HopperEpilogue::kGeGlu:
+      return "GeGLU";
+  }
+  return "?";
+}
+// kAuto: kPingPong where the tile is 128 wide, else kCooperative. kCooperativeTall: both consumers
+// on one 256 x 128 tile, 128 rows each (a quarter fewer operand bytes per MMA than 128 x 128).
+enum class HopperSchedule { kAuto, kCooperative, kPingPong, kCooperativeTall };
 
 // The CTA tile is kHopperTileM x tile_n x kHopperTileK, tile_n 128 or 256 (HopperGemmPlan). The
 // gated epilogues use tile_n = kHopperGluTileN: each N tile holds kHopperGluHalf gate rows then
@@ -31,33 +54,37 @@ inline constexpr int kHopperTileK = 64;
 inline constexpr int kHopperGluTileN = 128;
 inline constexpr int kHopperGluHalf = kHopperGluTileN / 2;
 
-// One launch's TMA descriptors and shape: X [m, k] and W [n, k], both bf16 row-major, the
-// epilogue and the tile's N. Building it costs one host-side driver call per operand (no GPU
-// work); a caller that launches the same operands repeatedly (a weight and an activation buffer
-// at a given m) keeps the plan. Plain data: copy it freely; any thread may launch with it.
+// One launch's TMA descriptors and shape: X [m, k] and W [n, k], both bf16 row-major, the output
+// Y, the epilogue, the tile's N and the schedule. Building it costs one host-side driver call per
+// tensor (no GPU work); a caller that launches the same operands repeatedly (a weight and
+// activation buffers at a given m) keeps the plan. Plain data: copy it freely; any thread may
+// launch with it.
 struct HopperGemmPlan {
   CUtensorMap x_map;
   CUtensorMap w_map;
+  CUtensorMap y_map;
   int m = 0, n = 0, k = 0;
   HopperEpilogue epilogue = HopperEpilogue::kStoreBf16;
   int tile_n = 128;
+  HopperSchedule schedule = HopperSchedule::kPingPong;
 };
 
-// Fills `plan`. cudaErrorInvalidValue unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k),
-// x and w are 16-byte aligned, tile_n is 0 (choose), 128 or 256, and for a gated epilogue n is a
-// multiple of kHopperGluTileN (tile_n 0 or kHopperGluTileN). With tile_n 0: the tile whose waves
-// over the SMs take less time (gated: kHopperGluTileN). cudaErrorNotSupported on a device
-// other than sm_90 or a driver without cuTensorMapEncodeTiled. Reads device attributes only:
-// callable during stream capture.
-cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
-                               HopperEpilogue epilogue, HopperGemmPlan* plan, int tile_n = 0);
+// Fills `plan` for y (16-byte aligned): bf16 [m, n] for kStoreBf16, fp32 [m, n] (read and
+// written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues. cudaErrorInvalidValue
+// unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k), x, w and y are 16-byte aligned,
+// tile_n is 0 (choose), 128 or 256, only kCooperative has tile_n 256, and for a gated epilogue n
+// is a multiple of kHopperGluTileN (tile_n 0 or kHopperGluTileN). With tile_n 0: 128 for
+// kPingPong and the gated epilogues, else the tile whose waves over the SMs take less time.
+// cudaErrorNotSupported on a device other than sm_90 or a driver without cuTensorMapEncodeTiled.
+// Reads device attributes only: callable during stream capture.
+cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,
+                               int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
+                               int tile_n = 0, HopperSchedule schedule = HopperSchedule::kAuto);
 
-// Launches `plan` into y (16-byte aligned): bf16 [m, n] for kStoreBf16, fp32 [m, n] (read and
-// written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues. cudaErrorNotSupported on a
-// device that is not sm_90 or when this build has no sm_90a code for the kernel (the caller falls
-// back to cuBLASLt). m == 0 launches nothing. Never synchronizes, allocates nothing:
-// capture-safe.
-cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, void* y, cudaStream_t stream);
+// Launches `plan`. cudaErrorNotSupported on a device that is not sm_90 or when this build has no
+// sm_90a code for the kernel (the caller falls back to cuBLASLt). m == 0 launches nothing. Never
+// synchronizes, allocates nothing: capture-safe.
+cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, cudaStream_t stream);
 
 // cudaSuccess when this device and build can run the kernel (an sm_90 device, a driver with
 // cuTensorMapEncodeTiled, sm_90a code in this build), else cudaErrorNotSupported (or the error

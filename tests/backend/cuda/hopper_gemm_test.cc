@@ -136,24 +136,30 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   const std::vector<int> rows = RowsToCheck(M);
   const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
   DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
-  for (const int tile_n : {128, 256}) {
-    SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n);
+  for (const auto& [tile_n, schedule] : {std::pair{128, kernels::HopperSchedule::kPingPong},
+                                         {128, kernels::HopperSchedule::kCooperative},
+                                         {256, kernels::HopperSchedule::kCooperative},
+                                         {128, kernels::HopperSchedule::kCooperativeTall}}) {
+    SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
+                                      << static_cast<int>(schedule));
     kernels::HopperGemmPlan plan;
     {
-      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), M, N, K,
-                                                       HopperEpilogue::kStoreBf16, &plan, tile_n));
       DeviceArray<bf16> y(static_cast<size_t>(M) * N);
       y.Poison();
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                                       HopperEpilogue::kStoreBf16, &plan, tile_n,
+                                                       schedule));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
       RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
       ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
     }
     {
-      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(
-          d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kAccumulateF32, &plan, tile_n));
       const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
       DeviceArray<float> y(y0);
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                                       HopperEpilogue::kAccumulateF32, &plan,
+                                                       tile_n, schedule));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
       RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
       std::vector<float> ref = y0;
       for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
@@ -163,22 +169,30 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   const int I = N / 2;
   kernels::HopperGemmPlan gated;
   if (N % kernels::kHopperGluTileN != 0) {
-    EXPECT_EQ(
-        kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kSwiGlu, &gated),
-        cudaErrorInvalidValue)
+    DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+    EXPECT_EQ(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                          HopperEpilogue::kSwiGlu, &gated),
+              cudaErrorInvalidValue)
         << "gated epilogue with N % " << kernels::kHopperGluTileN << " != 0";
     return;
   }
   DeviceArray<bf16> d_wi(static_cast<size_t>(N) * K);
   RANKD_EXPECT_CUDA_OK(
       kernels::InterleaveGateUp(d_w.get(), I, K * sizeof(bf16), d_wi.get(), nullptr));
-  for (const HopperEpilogue e : {HopperEpilogue::kSwiGlu, HopperEpilogue::kGeGlu}) {
+  for (const auto& [e, schedule] :
+       {std::pair{HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPong},
+        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperative},
+        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperativeTall},
+        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPong},
+        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kCooperative}}) {
     const bool swiglu = e == HopperEpilogue::kSwiGlu;
-    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), M, N, K, e, &gated));
-    EXPECT_EQ(gated.tile_n, kernels::kHopperGluTileN);
+    SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule));
     DeviceArray<bf16> y(static_cast<size_t>(M) * I);
     y.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, y.get(), nullptr));
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e,
+                                                     &gated, 0, schedule));
+    EXPECT_EQ(gated.tile_n, kernels::kHopperGluTileN);
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> ref(static_cast<size_t>(M) * I);
     for (const int r : rows) {
@@ -227,16 +241,26 @@ TEST_F(HopperGemmTest, IdentityOperandsShowTheLayout) {
     eye[i * kN + i] = 1.0f;
     for (int j = 0; j < kN; ++j) ramp[i * kN + j] = i + (j % 4) / 4.0f;
   }
-  for (const auto& [x_is_eye, tile_n] : {std::pair{true, 128}, {false, 128}, {true, 256}}) {
+  using kernels::HopperSchedule;
+  for (const auto& [x_is_eye, tile_n, schedule] :
+       {std::tuple{true, 128, HopperSchedule::kPingPong},
+        {false, 128, HopperSchedule::kPingPong},
+        {true, 128, HopperSchedule::kCooperative},
+        {false, 128, HopperSchedule::kCooperative},
+        {true, 256, HopperSchedule::kCooperative},
+        {true, 128, HopperSchedule::kCooperativeTall},
+        {false, 128, HopperSchedule::kCooperativeTall}}) {
     SCOPED_TRACE(::testing::Message()
-                 << (x_is_eye ? "X = I, W = ramp" : "X = ramp, W = I") << ", tile_n " << tile_n);
+                 << (x_is_eye ? "X = I, W = ramp" : "X = ramp, W = I") << ", tile_n " << tile_n
+                 << ", schedule " << static_cast<int>(schedule));
     DeviceArray<bf16> d_x(ToBf16(x_is_eye ? eye : ramp)), d_w(ToBf16(x_is_eye ? ramp : eye));
     DeviceArray<bf16> y(kN * kN);
     y.Poison();
     kernels::HopperGemmPlan plan;
-    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), kN, kN, kN,
-                                                     HopperEpilogue::kStoreBf16, &plan, tile_n));
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, y.get(), nullptr));
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), kN, kN, kN,
+                                                     HopperEpilogue::kStoreBf16, &plan, tile_n,
+                                                     schedule));
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
     Sync();
     const std::vector<float> got = FromBf16(y.Download());
     int shown = 0;
@@ -360,8 +384,12 @@ TEST_F(HopperGemmTest, InterleaveGateUpOnTheDevice) {
 TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   alignas(16) static bf16 buf[64];
   kernels::HopperGemmPlan plan;
-  auto make = [&](const bf16* x, const bf16* w, int m, int n, int k, HopperEpilogue e, int tile_n) {
-    return kernels::MakeHopperGemmPlan(x, w, m, n, k, e, &plan, tile_n);
+  // y: buf unless given.
+  auto make = [&](const bf16* x, const bf16* w, int m, int n, int k, HopperEpilogue e, int tile_n,
+                  void* y = nullptr,
+                  kernels::HopperSchedule schedule = kernels::HopperSchedule::kAuto) {
+    return kernels::MakeHopperGemmPlan(x, w, y != nullptr ? y : buf, m, n, k, e, &plan, tile_n,
+                                       schedule);
   };
   constexpr HopperEpilogue kBf16 = HopperEpilogue::kStoreBf16, kSwiGlu = HopperEpilogue::kSwiGlu;
   EXPECT_EQ(make(buf, buf, 8, 12, 64, kBf16, 0), cudaErrorInvalidValue) << "N";
@@ -370,6 +398,13 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   EXPECT_EQ(make(buf + 1, buf, 8, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "x misaligned";
   EXPECT_EQ(make(buf, buf + 4, 8, 64, 64, kBf16, 0), cudaErrorInvalidValue) << "w misaligned";
   EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 64), cudaErrorInvalidValue) << "tile_n";
+  EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 0, buf + 1), cudaErrorInvalidValue) << "y misaligned";
+  EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kPingPong),
+            cudaErrorInvalidValue)
+      << "ping-pong with tile_n 256";
+  EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kCooperativeTall),
+            cudaErrorInvalidValue)
+      << "tall with tile_n 256";
   EXPECT_EQ(make(buf, buf, 8, 192, 64, kSwiGlu, 0), cudaErrorInvalidValue) << "gated N % 128";
   EXPECT_EQ(make(buf, buf, 8, 256, 64, kSwiGlu, 256), cudaErrorInvalidValue) << "gated tile_n";
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
