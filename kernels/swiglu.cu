@@ -1,6 +1,7 @@
 // SwiGLU and GeGLU (the activation a template parameter). Thread mapping: a 1-D grid over the T*I
-// outputs in chunks of 8 consecutive columns of one token when I % 8 == 0 (one 16-byte load of
-// gate, one of up, one 16-byte store per thread), else one output per thread. Consecutive threads
+// outputs in chunks of 8 consecutive columns of one token when the gate span is a multiple of 8
+// (one 16-byte load of gate, one of up, one 16-byte store per thread), else one output per
+// thread. Consecutive threads
 // take consecutive chunks: coalesced. The fp8 variants (e4m3 with a scale per token) take one block
 // per token instead, since a token's scale needs its whole row: GatedFp8RegKernel holds the row's
 // activations in registers between the row maximum and the quantisation (I <= 8 * 256 * 8), the
@@ -32,17 +33,21 @@ __device__ __forceinline__ float Activate(float g) {
   }
 }
 
+// Output column i's gate in a gate_up row whose spans of 2 * half columns hold half gate columns
+// then their up columns (its up is `half` further).
+__device__ __forceinline__ int GateColumn(int i, int half) { return i / half * 2 * half + i % half; }
+
 template <Act A>
 __global__ void GatedVec8Kernel(const __nv_bfloat16* __restrict__ gate_up, int64_t num_chunks,
-                                int chunks_per_row, int intermediate,
+                                int chunks_per_row, int intermediate, int half,
                                 __nv_bfloat16* __restrict__ out) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= num_chunks) return;
   const int64_t t = c / chunks_per_row;
   const int col = static_cast<int>(c % chunks_per_row) * 8;
-  const __nv_bfloat16* g = gate_up + t * 2 * intermediate + col;
+  const __nv_bfloat16* g = gate_up + t * 2 * intermediate + GateColumn(col, half);
   const uint4 gv = *reinterpret_cast<const uint4*>(g);
-  const uint4 uv = *reinterpret_cast<const uint4*>(g + intermediate);
+  const uint4 uv = *reinterpret_cast<const uint4*>(g + half);
   const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&gv);
   const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&uv);
   uint4 ov;
@@ -57,14 +62,13 @@ __global__ void GatedVec8Kernel(const __nv_bfloat16* __restrict__ gate_up, int64
 
 template <Act A>
 __global__ void GatedScalarKernel(const __nv_bfloat16* __restrict__ gate_up, int64_t n,
-                                  int intermediate, __nv_bfloat16* __restrict__ out) {
+                                  int intermediate, int half, __nv_bfloat16* __restrict__ out) {
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const int64_t t = k / intermediate;
-  const int i = static_cast<int>(k % intermediate);
-  const __nv_bfloat16* g = gate_up + t * 2 * intermediate;
-  out[k] =
-      __float2bfloat16(Activate<A>(__bfloat162float(g[i])) * __bfloat162float(g[intermediate + i]));
+  const __nv_bfloat16* g = gate_up + t * 2 * intermediate +
+                           GateColumn(static_cast<int>(k % intermediate), half);
+  out[k] = __float2bfloat16(Activate<A>(__bfloat162float(g[0])) * __bfloat162float(g[half]));
 }
 
 // The 8 activations of chunk i (columns 8i..8i+7) of one token's gate_up row `g` (gate, then up
@@ -188,20 +192,22 @@ cudaError_t LaunchGatedFp8(const __nv_bfloat16* gate_up, int num_tokens, int int
 }
 
 template <Act A>
-cudaError_t LaunchGated(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
+cudaError_t LaunchGated(const __nv_bfloat16* gate_up, int num_tokens, int intermediate, int half,
                         __nv_bfloat16* out, cudaStream_t stream) {
+  if (half == 0) half = intermediate;
+  if (half < 0 || (intermediate > 0 && intermediate % half != 0)) return cudaErrorInvalidValue;
   const int64_t n = static_cast<int64_t>(num_tokens) * intermediate;
   if (n == 0) return cudaSuccess;
   const bool aligned =
       reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  if (intermediate % 8 == 0 && aligned) {
+  if (half % 8 == 0 && aligned) {  // then intermediate % 8 == 0 too
     const int per_row = intermediate / 8;
     const int64_t chunks = static_cast<int64_t>(num_tokens) * per_row;
-    GatedVec8Kernel<A><<<CeilDiv(chunks, kThreads), kThreads, 0, stream>>>(gate_up, chunks, per_row,
-                                                                           intermediate, out);
+    GatedVec8Kernel<A><<<CeilDiv(chunks, kThreads), kThreads, 0, stream>>>(
+        gate_up, chunks, per_row, intermediate, half, out);
   } else {
     GatedScalarKernel<A>
-        <<<CeilDiv(n, kThreads), kThreads, 0, stream>>>(gate_up, n, intermediate, out);
+        <<<CeilDiv(n, kThreads), kThreads, 0, stream>>>(gate_up, n, intermediate, half, out);
   }
   return cudaGetLastError();
 }
@@ -219,13 +225,13 @@ cudaError_t LaunchGeGluFp8(const __nv_bfloat16* gate_up, int num_tokens, int int
 }
 
 cudaError_t LaunchSwiGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                         __nv_bfloat16* out, cudaStream_t stream) {
-  return LaunchGated<Act::kSilu>(gate_up, num_tokens, intermediate, out, stream);
+                         __nv_bfloat16* out, cudaStream_t stream, int half) {
+  return LaunchGated<Act::kSilu>(gate_up, num_tokens, intermediate, half, out, stream);
 }
 
 cudaError_t LaunchGeGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                        __nv_bfloat16* out, cudaStream_t stream) {
-  return LaunchGated<Act::kGeluTanh>(gate_up, num_tokens, intermediate, out, stream);
+                        __nv_bfloat16* out, cudaStream_t stream, int half) {
+  return LaunchGated<Act::kGeluTanh>(gate_up, num_tokens, intermediate, half, out, stream);
 }
 
 }  // namespace rankd::kernels

@@ -9,16 +9,19 @@
 
 namespace rankd::kernels {
 
-// out[t, i] = silu(gate_up[t, i]) * gate_up[t, I + i], silu(g) = g / (1 + exp(-g)), in fp32.
-//   gate_up [T, 2I] bf16 row-major (gate_proj outputs, then up_proj outputs, per token);
+// out[t, i] = silu(gate[t, i]) * up[t, i], silu(g) = g / (1 + exp(-g)), in fp32.
+//   gate_up [T, 2I] bf16 row-major: per token, spans of 2 * half columns, each half gate
+//     outputs then the same outputs' up; half = I (or 0) is the stacked layout (gate_proj's
+//     outputs, then up_proj's), half = kHopperGluHalf the interleaved one of kernels/hopper_gemm
+//     (GateUpSourceRow). I must be a multiple of half (else cudaErrorInvalidValue).
 //   out [T, I] bf16 row-major.
 cudaError_t LaunchSwiGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                         __nv_bfloat16* out, cudaStream_t stream);
+                         __nv_bfloat16* out, cudaStream_t stream, int half = 0);
 
-// out[t, i] = gelu_tanh(gate_up[t, i]) * gate_up[t, I + i] in fp32, gelu_tanh(g) =
+// out[t, i] = gelu_tanh(gate[t, i]) * up[t, i] in fp32, gelu_tanh(g) =
 // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). Layouts as LaunchSwiGlu's.
 cudaError_t LaunchGeGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                        __nv_bfloat16* out, cudaStream_t stream);
+                        __nv_bfloat16* out, cudaStream_t stream, int half = 0);
 
 // The same activations in fp32, quantised per token (kernels/fp8.cuh) instead of rounded to bf16:
 // scale[t] = max |a[t, :]| / 448 (1 for an all-zero row), q[t, :] = e4m3(a[t, :] / scale[t]).

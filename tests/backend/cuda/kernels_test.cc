@@ -13,6 +13,7 @@
 
 #include "kernels/embedding.cuh"
 #include "kernels/gather_rows.cuh"
+#include "kernels/hopper_gemm.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "kernels/quantize_fp8.cuh"
@@ -216,6 +217,40 @@ TEST_F(KernelTest, SwiGlu) {
     Sync();
     EXPECT_LT(RelNormError(FromBf16(d_out.Download()), ref), kOneRounding);
   }
+}
+
+// The interleaved gate_up of kernels/hopper_gemm (column r holds the stacked column
+// GateUpSourceRow(r, I)) with half = kHopperGluHalf gives the stacked layout's outputs, both
+// activations, on the 16-byte path (I = 192, 3328) and the scalar one (a misaligned output).
+TEST_F(KernelTest, GatedActivationsOfTheInterleavedLayout) {
+  constexpr int kHalf = kernels::kHopperGluHalf;
+  for (const bool gelu : {false, true}) {
+    for (const auto& [T, I, offset] : {std::tuple{5, 192, 0}, {3, 3328, 0}, {2, 128, 1}}) {
+      SCOPED_TRACE(::testing::Message() << (gelu ? "GeGLU" : "SwiGLU") << " T=" << T << " I=" << I
+                                        << " output offset " << offset);
+      const std::vector<float> stacked = rng_.Bf16Values(static_cast<size_t>(T) * 2 * I, 6.0f);
+      std::vector<float> interleaved(stacked.size()), ref(static_cast<size_t>(T) * I);
+      for (int t = 0; t < T; ++t) {
+        const float* g = stacked.data() + static_cast<size_t>(t) * 2 * I;
+        for (int r = 0; r < 2 * I; ++r) {
+          interleaved[static_cast<size_t>(t) * 2 * I + r] = g[kernels::GateUpSourceRow(r, I)];
+        }
+        (gelu ? cpu::GeGlu : cpu::SwiGlu)(g, g + I, I, ref.data() + static_cast<size_t>(t) * I);
+      }
+      DeviceArray<bf16> d_in(ToBf16(interleaved)), d_out(ref.size() + offset);
+      d_out.Poison();
+      bf16* out = d_out.get() + offset;
+      RANKD_EXPECT_CUDA_OK(gelu ? kernels::LaunchGeGlu(d_in.get(), T, I, out, nullptr, kHalf)
+                                : kernels::LaunchSwiGlu(d_in.get(), T, I, out, nullptr, kHalf));
+      Sync();
+      std::vector<float> got = FromBf16(d_out.Download());
+      got.erase(got.begin(), got.begin() + offset);
+      EXPECT_LT(RelNormError(got, ref), kOneRounding);
+    }
+  }
+  bf16* none = nullptr;
+  EXPECT_EQ(kernels::LaunchSwiGlu(none, 1, 100, none, nullptr, kHalf), cudaErrorInvalidValue)
+      << "I not a multiple of the span";
 }
 
 TEST_F(KernelTest, GeGlu) {
