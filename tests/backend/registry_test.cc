@@ -50,7 +50,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.gemm_tune);
   EXPECT_EQ(o.cuda.gemm_candidates, 16);
   EXPECT_FALSE(o.cuda.fuse_q_rope);
-  EXPECT_TRUE(o.cuda.own_gemm);
+  EXPECT_EQ(o.cuda.own_gemm, BackendOptions::CudaSwitches::OwnGemm::kOn);
   EXPECT_TRUE(o.cuda.fp8_linears.qkv);
   EXPECT_FALSE(o.cuda.fp8_linears.o_proj);
   EXPECT_FALSE(o.cuda.fp8_linears.gate_up);
@@ -69,6 +69,19 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_TRUE(off.cuda_graphs) << "1 means on, as the variable says";
 }
 
+// RANKD_CUDA_OWN_GEMM: auto by default (per layer shape, the faster GEMM), 0, 1 or auto.
+TEST(ApplyBackendEnvironmentTest, OwnGemmIsAutoUnlessSet) {
+  using OwnGemm = BackendOptions::CudaSwitches::OwnGemm;
+  EXPECT_EQ(BackendOptions{}.cuda.own_gemm, OwnGemm::kAuto);
+  for (const auto& [value, want] :
+       {std::pair{"0", OwnGemm::kOff}, {"1", OwnGemm::kOn}, {"auto", OwnGemm::kAuto}}) {
+    BackendOptions o;
+    o.cuda.own_gemm = OwnGemm::kOn;
+    ASSERT_TRUE(ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_OWN_GEMM", value}})).ok());
+    EXPECT_EQ(o.cuda.own_gemm, want) << value;
+  }
+}
+
 TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   BackendOptions o;
   absl::Status s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_GRAPHS", "off"}}));
@@ -76,6 +89,8 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_GRAPHS: 'off' is not 0 or 1"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_GEMM_CANDIDATES", "eight"}}));
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_GEMM_CANDIDATES: 'eight'"));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_OWN_GEMM", "yes"}}));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_OWN_GEMM: 'yes' is not 0, 1 or auto"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_PROFILE_SKIP", "-1"}}));
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_PROFILE_SKIP"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_FP8_LINEARS", "qkv,attention"}}));

@@ -127,10 +127,13 @@ struct BackendOptions {
     bool gemm_tune = true;    // RANKD_CUDA_GEMM_TUNE=0: cuBLASLt's first heuristic pick
     int gemm_candidates = 0;  // RANKD_CUDA_GEMM_CANDIDATES: candidates timed (0: the default, 8)
     bool fuse_q_rope = true;  // RANKD_CUDA_FUSE_Q_ROPE=0: RoPE of q in its own kernel
-    // RANKD_CUDA_OWN_GEMM=1: bf16 linear layers through rankd's Hopper GEMM (kernels/hopper_gemm)
-    // on sm_90a, SwiGLU/GeGLU fused into gate_up and the residual adds into o_proj and down;
-    // off: cuBLASLt. Off until measured on a GPU.
-    bool own_gemm = false;
+    // RANKD_CUDA_OWN_GEMM: which GEMM runs the bf16 linear layers on sm_90a. rankd's Hopper GEMM
+    // (kernels/hopper_gemm: SwiGLU/GeGLU fused into gate_up, the residual adds into o_proj and
+    // down) or cuBLASLt (the epilogues in kernels of their own). "auto" (unset): per layer shape
+    // (epilogue, rows, widths), whichever ran faster when the shape was first met (both timed
+    // once, outside graph capture); "1": always the Hopper GEMM; "0": always cuBLASLt.
+    enum class OwnGemm { kAuto, kOff, kOn };
+    OwnGemm own_gemm = OwnGemm::kAuto;
     // Precision fp8: which linear layers take e4m3 (RANKD_CUDA_FP8_LINEARS, a comma list of qkv,
     // o_proj, gate_up, down); the others stay bf16, their inputs too. Default qkv and gate_up,
     // from an H200 A/B (bench/RESULTS.md, 2026-12-01, issue 17): o_proj gains nothing in e4m3

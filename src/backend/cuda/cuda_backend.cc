@@ -11,6 +11,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/embedding.cuh"
@@ -196,7 +197,14 @@ class CudaBackend final : public backend::Backend {
     cudaStreamSynchronize(ctx_->stream());
     graphs_.Clear();
     if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
-    const std::string line = absl::StrCat("cuda backend stats: ", graphs_.Summary());
+    int own_shapes = 0;
+    for (const auto& [shape, own] : own_faster_) own_shapes += own;
+    const std::string line = absl::StrCat(
+        "cuda backend stats: ", graphs_.Summary(),
+        own_use_ == OwnUse::kTimed
+            ? absl::StrCat(", linear shapes timed: ", own_shapes, " on the Hopper GEMM, ",
+                           own_faster_.size() - own_shapes, " on cuBLASLt")
+            : "");
     spdlog::info("{}", line);
     if (switches_.stats || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
     if (profiler_) std::fputs(profiler_->Table().c_str(), stderr);
@@ -215,7 +223,7 @@ class CudaBackend final : public backend::Backend {
   absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups) override;
 
   size_t weight_bytes() const { return weights_.arena->capacity(); }
-  bool own_gemm() const { return own_gemm_; }
+  bool own_gemm() const { return own_use_ != OwnUse::kNever; }
   CudaBackendStats Stats() {
     std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
     const GraphStats& stats = graphs_.stats();
@@ -228,7 +236,7 @@ class CudaBackend final : public backend::Backend {
     s.graphs_cached = static_cast<int64_t>(graphs_.size());
     s.prefix_pool_used_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrUsedMemCurrent);
     s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
-    s.own_gemm = own_gemm_;
+    s.own_gemm = own_gemm();
     return s;
   }
 
@@ -249,11 +257,26 @@ class CudaBackend final : public backend::Backend {
   // Launches every kernel of a pass on the stream (eagerly, or into a graph being captured).
   absl::Status RunPass(const PassShape& shape, const PassWork& work);
   absl::StatusOr<const CudaPrefix*> CheckPrefix(const PrefixState* prefix) const;
-  // Whether RANKD_CUDA_OWN_GEMM=1 can be honoured (logs why not when it cannot).
-  bool UseOwnGemm() const;
-  // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue` (own_gemm_).
+  // How RANKD_CUDA_OWN_GEMM (switches_.own_gemm) applies here: kNever where the device, the
+  // build or the model does not take the Hopper GEMM (said in the log when it was asked for).
+  enum class OwnUse { kNever, kAlways, kTimed };
+  OwnUse OwnGemmUse() const;
+  // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue`.
   absl::Status OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
                        kernels::HopperEpilogue epilogue, void* y);
+  // The same layer's work on cuBLASLt: the GEMM, and for the gated epilogues the activation
+  // kernel after it (gate_up [rows, out] in `wide`, in the weights' gate_up layout; y [rows,
+  // out/2]).
+  absl::Status CublasLinear(const bf16* x, const bf16* w, int rows, int in, int out,
+                            kernels::HopperEpilogue epilogue, void* y, bf16* wide);
+  // Whether the layer shape runs on the Hopper GEMM (own_use_). kTimed: the first time the shape
+  // runs outside graph capture, both run on scratch outputs and the faster is kept; during a
+  // capture, a shape not timed yet takes cuBLASLt.
+  absl::StatusOr<bool> OwnFor(const bf16* x, const bf16* w, int rows, int in, int out,
+                              kernels::HopperEpilogue epilogue);
+  // y = x . w^T with `epilogue` (kStoreBf16, kAccumulateF32) on the GEMM OwnFor picks.
+  absl::Status Linear(const bf16* x, const bf16* w, int rows, int in, int out,
+                      kernels::HopperEpilogue epilogue, void* y);
   // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
   absl::Status Mark(Stage stage, double flops, double bytes) {
     return profiler_ ? profiler_->Mark(stage, flops, bytes, ctx_->stream()) : absl::OkStatus();
@@ -309,18 +332,23 @@ class CudaBackend final : public backend::Backend {
 
   std::unique_ptr<StageProfiler> profiler_;  // null unless switches_.profile
 
-  // RANKD_CUDA_OWN_GEMM=1 where the device, the build and the model allow it (UseOwnGemm): the
-  // bf16 linear layers through kernels/hopper_gemm, gate_up's weight interleaved for its gated
-  // epilogue. The plans of the operands met so far (their TMA descriptors), under ctx_->mu().
-  bool own_gemm_ = false;
-  using OwnGemmKey = std::tuple<const void*, const void*, int, int, int, kernels::HopperEpilogue>;
+  // Where the Hopper GEMM may run (OwnGemmUse), gate_up's weight is interleaved for its gated
+  // epilogue (and cuBLASLt's gate_up output then too: the activation kernel reads it so). The
+  // plans of the operands met so far (their TMA descriptors) and, kTimed, the choice per layer
+  // shape (epilogue, rows, in, out: true when the Hopper GEMM was faster), under ctx_->mu().
+  OwnUse own_use_ = OwnUse::kNever;
+  int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
+  std::map<std::tuple<kernels::HopperEpilogue, int, int, int>, bool> own_faster_;
+  using OwnGemmKey =
+      std::tuple<const void*, const void*, const void*, int, int, int, kernels::HopperEpilogue>;
   std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
 };
 
 // ---- loading ---------------------------------------------------------------------------------
 
-bool CudaBackend::UseOwnGemm() const {
-  if (!switches_.own_gemm) return false;
+CudaBackend::OwnUse CudaBackend::OwnGemmUse() const {
+  using Switch = backend::BackendOptions::CudaSwitches::OwnGemm;
+  if (switches_.own_gemm == Switch::kOff) return OwnUse::kNever;
   std::string why;
   const int widths[] = {config_.hidden_size, config_.q_width(), qkv_width(),
                         config_.intermediate_size};
@@ -335,9 +363,13 @@ bool CudaBackend::UseOwnGemm() const {
   } else if (std::any_of(std::begin(widths), std::end(widths), [](int w) { return w % 8 != 0; })) {
     why = "a layer width is not a multiple of 8";
   }
-  if (why.empty()) return true;
-  spdlog::warn("RANKD_CUDA_OWN_GEMM=1: {}; the linear layers stay on cuBLASLt", why);
-  return false;
+  if (why.empty()) return switches_.own_gemm == Switch::kOn ? OwnUse::kAlways : OwnUse::kTimed;
+  if (switches_.own_gemm == Switch::kOn) {
+    spdlog::warn("RANKD_CUDA_OWN_GEMM=1: {}; the linear layers stay on cuBLASLt", why);
+  } else {
+    spdlog::info("cuda backend: the linear layers run on cuBLASLt (the Hopper GEMM: {})", why);
+  }
+  return OwnUse::kNever;
 }
 
 absl::Status CudaBackend::OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
@@ -345,24 +377,114 @@ absl::Status CudaBackend::OwnGemm(const bf16* x, const bf16* w, int rows, int in
   if (rows == 0) return absl::OkStatus();
   // Keyed by the operands' addresses and shape: the same key is the same descriptors.
   constexpr size_t kMaxOwnPlans = 4096;
-  const OwnGemmKey key{x, w, rows, in, out, epilogue};
+  const OwnGemmKey key{x, w, y, rows, in, out, epilogue};
   auto it = own_plans_.find(key);
   if (it == own_plans_.end()) {
     if (own_plans_.size() >= kMaxOwnPlans) own_plans_.clear();
     kernels::HopperGemmPlan plan;
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::MakeHopperGemmPlan(x, w, rows, out, in, epilogue, &plan));
+    RANKD_CUDA_RETURN_IF_ERROR(
+        kernels::MakeHopperGemmPlan(x, w, y, rows, out, in, epilogue, &plan));
     it = own_plans_.emplace(key, plan).first;
   }
-  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(it->second, y, ctx_->stream()));
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(it->second, ctx_->stream()));
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, int in, int out,
+                                       kernels::HopperEpilogue epilogue, void* y, bf16* wide) {
+  cudaStream_t s = ctx_->stream();
+  switch (epilogue) {
+    case kernels::HopperEpilogue::kStoreBf16:
+      return gemm_->Linear(x, w, rows, in, out, static_cast<bf16*>(y), s);
+    case kernels::HopperEpilogue::kAccumulateF32:
+      return gemm_->LinearAccumulate(x, w, rows, in, out, static_cast<float*>(y), s);
+    case kernels::HopperEpilogue::kSwiGlu:
+    case kernels::HopperEpilogue::kGeGlu:
+      RANKD_RETURN_IF_ERROR(gemm_->Linear(x, w, rows, in, out, wide, s));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          epilogue == kernels::HopperEpilogue::kGeGlu
+              ? kernels::LaunchGeGlu(wide, rows, out / 2, static_cast<bf16*>(y), s, gate_up_half_)
+              : kernels::LaunchSwiGlu(wide, rows, out / 2, static_cast<bf16*>(y), s,
+                                      gate_up_half_));
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unknown GEMM epilogue");
+}
+
+absl::StatusOr<bool> CudaBackend::OwnFor(const bf16* x, const bf16* w, int rows, int in, int out,
+                                         kernels::HopperEpilogue epilogue) {
+  if (own_use_ != OwnUse::kTimed || rows == 0) return own_use_ == OwnUse::kAlways;
+  const auto key = std::make_tuple(epilogue, rows, in, out);
+  if (auto it = own_faster_.find(key); it != own_faster_.end()) return it->second;
+  cudaStream_t s = ctx_->stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(s, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return false;
+  // Scratch outputs (and gate_up's bf16 product for cuBLASLt), so that the timed runs write
+  // nothing the pass reads: y [rows, out] fp32 or bf16 ([rows, out/2] gated), then wide.
+  const bool gated = epilogue == kernels::HopperEpilogue::kSwiGlu ||
+                     epilogue == kernels::HopperEpilogue::kGeGlu;
+  const size_t y_bytes = static_cast<size_t>(rows) * out *
+                         (epilogue == kernels::HopperEpilogue::kAccumulateF32 ? 4 : 2);
+  const size_t wide_offset = (y_bytes + 255) / 256 * 256;
+  const size_t bytes = wide_offset + (gated ? static_cast<size_t>(rows) * out * 2 : 0);
+  char* scratch = nullptr;
+  cudaEvent_t marks[3] = {};
+  absl::Cleanup release = [&] {
+    for (cudaEvent_t e : marks) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+    if (scratch != nullptr) cudaFreeAsync(scratch, s);
+  };
+  RANKD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&scratch), bytes, s));
+  RANKD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, bytes, s));
+  for (cudaEvent_t& e : marks) RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  kernels::HopperGemmPlan plan;
+  RANKD_CUDA_RETURN_IF_ERROR(
+      kernels::MakeHopperGemmPlan(x, w, scratch, rows, out, in, epilogue, &plan));
+  bf16* wide = reinterpret_cast<bf16*>(scratch + wide_offset);
+  auto own = [&]() -> absl::Status {
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(plan, s));
+    return absl::OkStatus();
+  };
+  auto theirs = [&] { return CublasLinear(x, w, rows, in, out, epilogue, scratch, wide); };
+  // One untimed run each (cuBLASLt tunes its algorithm on its first), then kRuns each.
+  constexpr int kRuns = 5;
+  RANKD_RETURN_IF_ERROR(own());
+  RANKD_RETURN_IF_ERROR(theirs());
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[0], s));
+  for (int r = 0; r < kRuns; ++r) RANKD_RETURN_IF_ERROR(own());
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[1], s));
+  for (int r = 0; r < kRuns; ++r) RANKD_RETURN_IF_ERROR(theirs());
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[2], s));
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks[2]));
+  float own_ms = 0, theirs_ms = 0;
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&own_ms, marks[0], marks[1]));
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&theirs_ms, marks[1], marks[2]));
+  const bool faster = own_ms < theirs_ms;
+  own_faster_.emplace(key, faster);
+  spdlog::info(
+      "cuda backend: the {} GEMM of {} rows, {} -> {}: Hopper GEMM {:.1f} us, cuBLASLt {:.1f} us "
+      "(epilogue included): {} for this shape",
+      kernels::HopperEpilogueName(epilogue), rows, in, out, 1e3 * own_ms / kRuns,
+      1e3 * theirs_ms / kRuns, faster ? "the Hopper GEMM" : "cuBLASLt");
+  return faster;
+}
+
+absl::Status CudaBackend::Linear(const bf16* x, const bf16* w, int rows, int in, int out,
+                                 kernels::HopperEpilogue epilogue, void* y) {
+  RANKD_ASSIGN_OR_RETURN(const bool own, OwnFor(x, w, rows, in, out, epilogue));
+  return own ? OwnGemm(x, w, rows, in, out, epilogue, y)
+             : CublasLinear(x, w, rows, in, out, epilogue, y, wide_);
+}
+
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
-  own_gemm_ = UseOwnGemm();
+  own_use_ = OwnGemmUse();
+  gate_up_half_ = own_use_ == OwnUse::kNever ? 0 : kernels::kHopperGluHalf;
   RANKD_ASSIGN_OR_RETURN(
       weights_,
       UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_, switches_.fp8_linears,
-                    own_gemm_ ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
+                    own_use_ != OwnUse::kNever ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
@@ -520,17 +642,13 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
                     bf16* y, bool in_fp8) {
     if (in_fp8) return gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s);
-    if (own_gemm_) return OwnGemm(x, w, rows, in, out, kernels::HopperEpilogue::kStoreBf16, y);
-    return gemm_->Linear(x, w, rows, in, out, y, s);
+    return Linear(x, w, rows, in, out, kernels::HopperEpilogue::kStoreBf16, y);
   };
   // y [rows, out] fp32 += input . w^T.
   auto linear_add = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in,
                         int out, float* y, bool in_fp8) {
     if (in_fp8) return gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s);
-    if (own_gemm_) {
-      return OwnGemm(x, w, rows, in, out, kernels::HopperEpilogue::kAccumulateF32, y);
-    }
-    return gemm_->LinearAccumulate(x, w, rows, in, out, y, s);
+    return Linear(x, w, rows, in, out, kernels::HopperEpilogue::kAccumulateF32, y);
   };
 
   // The two numbers of every stage (for the profile): FLOPs, and the fewest bytes moved, for the
@@ -643,26 +761,31 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live, fp8_gate_up)));
     RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
-    // The own GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
+    const kernels::HopperEpilogue gated =
+        gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu;
+    bool own_gate_up = false;
+    if (!fp8_gate_up && !fp8_down) {
+      RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(normed_, w.w_gate_up, rows, H, 2 * I, gated));
+    }
+    // The Hopper GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
     // memory, and there is no activation kernel (its stage's time is gate_up's).
     RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, 4 * live * h * i,
                                e(fp8_gate_up) * (live * h + 2 * i * h) + sc(live, fp8_gate_up) +
-                                   sc(2 * i, fp8_gate_up) + (own_gemm_ ? 2 : 4) * live * i));
-    if (own_gemm_) {
-      RANKD_RETURN_IF_ERROR(
-          OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I,
-                  gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu, act_));
+                                   sc(2 * i, fp8_gate_up) + (own_gate_up ? 2 : 4) * live * i));
+    if (own_gate_up) {
+      RANKD_RETURN_IF_ERROR(OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I, gated, act_));
     } else {
       RANKD_RETURN_IF_ERROR(
-          linear(normed_, w.w_gate_up, w.w_gate_up_fp8, rows, H, 2 * I, wide_, fp8_gate_up));
+          fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)
+                      : gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
       RANKD_RETURN_IF_ERROR(
           Mark(Stage::kSwiGlu, 0, (4 + e(fp8_down)) * live * i + sc(live, fp8_down)));
       RANKD_CUDA_RETURN_IF_ERROR(
           fp8_down
               ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
                       : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s))
-              : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s)
-                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, s)));
+              : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s, gate_up_half_)
+                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, s, gate_up_half_)));
     }
     RANKD_RETURN_IF_ERROR(Mark(
         Stage::kDown, 2 * live * i * h,
@@ -792,6 +915,12 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   return absl::OkStatus();
 }
 
+// RANKD_CUDA_OWN_GEMM's value for `o`.
+const char* OwnGemmName(backend::BackendOptions::CudaSwitches::OwnGemm o) {
+  using OwnGemm = backend::BackendOptions::CudaSwitches::OwnGemm;
+  return o == OwnGemm::kAuto ? "auto" : o == OwnGemm::kOn ? "1" : "0";
+}
+
 absl::StatusOr<Precision> ParsePrecision(absl::string_view s) {
   if (s == "bf16") return Precision::kBf16;
   if (s == "fp8") return Precision::kFp8;
@@ -881,8 +1010,8 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       "fuse_q_rope {}, own_gemm {} ({}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
-      sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.own_gemm,
-      backend->own_gemm() ? "in use" : "not in use",
+      sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope,
+      OwnGemmName(sw.own_gemm), backend->own_gemm() ? "may run" : "not in use",
       precision == Precision::kFp8 ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears))
                                    : "");
   return backend;

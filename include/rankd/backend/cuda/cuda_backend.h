@@ -49,7 +49,8 @@ struct CudaBackendStats {
   // memory it holds (whole chunks). Freed K/V leaves "reserved" at the stream's next sync.
   uint64_t prefix_pool_used_bytes = 0;
   uint64_t prefix_pool_reserved_bytes = 0;
-  // RANKD_CUDA_OWN_GEMM=1 honoured: the bf16 linear layers run on kernels/hopper_gemm.
+  // The bf16 linear layers may run on kernels/hopper_gemm (RANKD_CUDA_OWN_GEMM auto or 1, on a
+  // device, build and model that take it): always with 1, per shape where faster with auto.
   bool own_gemm = false;
 };
 
