@@ -10,7 +10,11 @@
 #              both strategies x graphs on/off x Ni 50/250, and embedding items (Ni=250)
 #   variants   A/B of backend switches: the standard workload (Ni=50, both strategies, graphs on)
 #              once per entry of $VARIANTS ('|'-separated env assignments, '-' for none; default
-#              "-"), each run twice, interleaved, so that clock drift shows as spread
+#              "-"), each run twice, interleaved, so that clock drift shows as spread, on each
+#              model of $VARIANT_MODELS (make-model presets; default 379m) and strategy of
+#              $VARIANT_STRATEGIES (default "multi-item ibpc")
+#   gemm       `rankd-bench kernels --filter gemm`: every linear layer of both model shapes at the
+#              pass's rows and 512, the own GEMM (ping-pong, cooperative 128 and 256) vs cuBLASLt
 #   ab         A/B(/C) of builds: the standard workload (Ni=50 both strategies, Ni=250 multi-item,
 #              graphs on) through this bundle's rankd-bench and through $BUNDLE_B's (another
 #              bundle or its archive, e.g. the commit before a change) and $BUNDLE_C's if set (a
@@ -78,6 +82,20 @@ make_model() {
   [[ -f $MODEL_379M/model.safetensors ]] ||
     run "make-model 379m" "$OUT/bench.log" 300 "$BIN/rankd-bench" make-model \
       --preset 379m --out "$MODEL_379M" --tokenizer-from tests/data/models/llama-cls
+}
+# preset_model PRESET: the directory of a make-model preset (379m: $MODEL_379M), made once.
+preset_model() {
+  if [[ $1 == 379m ]]; then
+    make_model >&2
+    echo "$MODEL_379M"
+    return
+  fi
+  local dir=/tmp/rankd-$1 tok=tests/data/models/llama-cls
+  [[ $1 == qwen3-* ]] && tok=tests/data/tokenizers/qwen3
+  [[ -f $dir/model.safetensors ]] ||
+    run "make-model $1" "$OUT/bench.log" 300 "$BIN/rankd-bench" make-model \
+      --preset "$1" --out "$dir" --tokenizer-from "$tok" >&2
+  echo "$dir"
 }
 say() { echo "$*" | tee -a "$SUMMARY"; }
 # run NAME LOG TIMEOUT_S CMD...: runs CMD with its output appended to LOG; records failures.
@@ -288,21 +306,28 @@ PY
       done
       ;;
     variants)
-      make_model
       IFS='|' read -r -a variants <<<"${VARIANTS:--}"
-      for round in 1 2; do
-        for v in "${variants[@]}"; do
-          envs=()
-          [[ $v != - ]] && read -r -a envs <<<"$v"
-          for strategy in multi-item ibpc; do
-            run "variant [$v] $strategy round $round" "$OUT/variants.log" 300 env "${envs[@]}" \
-              "$BIN/rankd-bench" engine --backend cuda --model "$MODEL_379M" --tq 50 --ti 150 \
-              --ni 50 --iters 30 --strategy $strategy --graphs &&
-              grep -A1 '^backend' "$OUT/variants.log" | tail -n 1 | sed 's/^/    /' |
-              tee -a "$SUMMARY"
+      for preset in ${VARIANT_MODELS:-379m}; do
+        model=$(preset_model "$preset")
+        for round in 1 2; do
+          for v in "${variants[@]}"; do
+            envs=()
+            [[ $v != - ]] && read -r -a envs <<<"$v"
+            for strategy in ${VARIANT_STRATEGIES:-multi-item ibpc}; do
+              run "variant $preset [$v] $strategy round $round" "$OUT/variants.log" 300 \
+                env "${envs[@]}" "$BIN/rankd-bench" engine --backend cuda --model "$model" \
+                --tq 50 --ti 150 --ni 50 --iters 30 --strategy $strategy --graphs &&
+                grep -A1 '^backend' "$OUT/variants.log" | tail -n 1 | sed 's/^/    /' |
+                tee -a "$SUMMARY"
+            done
           done
         done
       done
+      ;;
+    gemm)
+      run "rankd-bench kernels --filter gemm" "$OUT/gemm.log" 300 "$BIN/rankd-bench" kernels \
+        --filter gemm --json "$OUT/gemm.json"
+      cat "$OUT/gemm.log" >>"$SUMMARY"
       ;;
     ab)
       make_model
