@@ -163,7 +163,11 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
 
   MetricsRegistry registry;
   ServerMetrics metrics(&registry);
+  ExportBuildInfo(&registry, config.model.engine.backend.kind,
+                  config.model.engine.backend.precision);
   WorkerPool pool(config, specs, &metrics);
+  // /metrics is served by `http` below, which stops before the pool goes.
+  registry.AddCollector(ProcessMetrics([&pool] { return pool.WorkerPids(); }));
   // Tokenize's encoder: the engine's tokenizer and templates, loaded here without the weights.
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextEncoder> encoder,
                          engine::TextEncoder::Load(config.model.engine));

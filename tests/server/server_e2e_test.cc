@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1643,6 +1644,67 @@ TEST(ServeControlTest, SigtermUnderLoadEndsEveryCallOkOrUnavailable) {
         << server->Log().substr(0, 4000);
   }
   EXPECT_GT(codes[StatusCode::UNAVAILABLE], 0);
+}
+
+// The value of each series of `family` in a /metrics text, by its labels ("" or {a="b",...}).
+std::map<std::string, double> Series(const std::string& metrics, const std::string& family) {
+  std::map<std::string, double> series;
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(family, 0) != 0) continue;
+    const size_t space = line.rfind(' ');
+    const std::string labels = line.substr(family.size(), space - family.size());
+    if (labels.empty() || labels[0] == '{') series[labels] = std::stod(line.substr(space + 1));
+  }
+  return series;
+}
+
+// Prometheus' process metrics for the front end (unlabelled) and each worker process that runs
+// ({worker="i"}: one series each, a replaced worker's with its new start time), and
+// rankd_build_info.
+TEST(ServeTest, MetricsHaveProcessSeriesForTheFrontEndAndEachWorkerAndTheBuild) {
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  const double now_s = static_cast<double>(std::time(nullptr));
+  const std::vector<std::string> processes = {"", "{worker=\"0\"}", "{worker=\"1\"}"};
+  std::string metrics = server->Metrics();
+  for (const char* family : {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                             "process_open_fds", "process_start_time_seconds"}) {
+    const std::map<std::string, double> series = Series(metrics, family);
+    ASSERT_EQ(series.size(), processes.size()) << family << "\n" << metrics;
+    for (const std::string& p : processes) {
+      ASSERT_EQ(series.count(p), 1u) << family << p;
+      const double v = series.at(p);
+      if (std::string(family) == "process_start_time_seconds") {
+        EXPECT_GT(v, now_s - 3600) << p;
+        EXPECT_LE(v, now_s + 2) << p;  // /proc/stat's boot time is in whole seconds
+      } else if (std::string(family) == "process_cpu_seconds_total") {
+        EXPECT_GE(v, 0) << p;
+      } else {
+        EXPECT_GT(v, 0) << family << p;
+      }
+    }
+  }
+  EXPECT_THAT(metrics, HasSubstr("# TYPE process_cpu_seconds_total counter\n"));
+  const std::map<std::string, double> build = Series(metrics, "rankd_build_info");
+  ASSERT_EQ(build.size(), 1u) << metrics;
+  EXPECT_EQ(build.begin()->second, 1);
+  EXPECT_THAT(build.begin()->first,
+              ::testing::MatchesRegex("\\{version=\"[0-9.]+\",commit=\"([0-9a-f]{12}|unknown)\","
+                                      "backend=\"cpu\",precision=\"float32\"\\}"));
+
+  // A worker killed and replaced: still one series per worker, the new one's start time later.
+  const pid_t victim = server->WorkerPids().at(0);
+  const std::optional<int> index = server->WorkerIndex(victim);
+  ASSERT_TRUE(index.has_value());
+  const std::string label = absl::StrCat("{worker=\"", *index, "\"}");
+  const double started = Series(metrics, "process_start_time_seconds").at(label);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_TRUE(WaitForReplacement(*server, victim)) << server->Log();
+  metrics = server->Metrics();
+  const std::map<std::string, double> starts = Series(metrics, "process_start_time_seconds");
+  EXPECT_EQ(starts.size(), processes.size()) << metrics;
+  EXPECT_GT(starts.at(label), started);
 }
 
 }  // namespace

@@ -105,13 +105,13 @@ class Work {
 // waits. Batch calls hold at most max_inflight - 1 calls of a worker (all, when max_inflight is
 // 1), so that an interactive call arriving meets a free slot, not a queue behind batch work.
 //
-// Threads: Submit, Cancel, ready and SetReadinessCallback run on any thread (gRPC reactor
-// threads) and never block (a short lock); Start, StartDrain, WaitIdle, Shutdown and the
-// destructor on the owner's thread. While batch work waits, a shaping thread dispatches again
-// every few milliseconds (the load falls with time, not only with events). Call completions run on
-// gRPC threads, the supervisor's events (workers up and down) on the supervisor thread; both may
-// finish work, so `done` callbacks run on either. No gRPC call, no supervisor call and no `done`
-// callback runs under the pool's lock.
+// Threads: Submit, Cancel, ready, SetReadinessCallback and WorkerPids run on any thread (gRPC
+// reactor threads, the HTTP server's) and never block (a short lock); Start, StartDrain, WaitIdle,
+// Shutdown and the destructor on the owner's thread. While batch work waits, a shaping thread
+// dispatches again every few milliseconds (the load falls with time, not only with events). Call
+// completions run on gRPC threads, the supervisor's events (workers up and down) on the supervisor
+// thread; both may finish work, so `done` callbacks run on either. No gRPC call, no supervisor
+// call and no `done` callback runs under the pool's lock.
 class WorkerPool {
  public:
   // Workers are `rankd worker` processes.
@@ -137,6 +137,8 @@ class WorkerPool {
   // thread (and in StartDrain and Shutdown) whenever that changes, with the new value.
   void SetReadinessCallback(std::function<void(bool)> fn);
   bool ready() const;
+  // WorkerSupervisor::WorkerPids: (index, pid) of each worker process that runs.
+  std::vector<std::pair<int, pid_t>> WorkerPids() const { return supervisor_.WorkerPids(); }
   // WorkerSupervisor::start_failure: set once the workers failed to start and will not be
   // started again.
   absl::Status start_failure() const { return supervisor_.start_failure(); }
