@@ -90,14 +90,16 @@ std::string MainConfig(const std::string& model, const MainOptions& o = {}) {
 
 // `max_inflight` calls per worker and a queue of two, so that stopping the workers (SIGSTOP)
 // fills both deterministically; pings wait long, so a stopped worker is not taken for hung; a
-// pessimistic cost prior for deadline admission.
-std::string ControlConfig(int max_inflight = 1) {
+// pessimistic cost prior for deadline admission. `server_settings`: more lines of the server
+// section.
+std::string ControlConfig(int max_inflight = 1, const std::string& server_settings = "") {
   return absl::StrCat("model:\n  dir: ", ModelDir("llama-cls"),
                       "\n"
                       "  threads: 1\n"
                       "server:\n"
                       "  queue_size: 2\n"
-                      "  initial_seconds_per_item: 0.05\n"
+                      "  initial_seconds_per_item: 0.05\n",
+                      server_settings,
                       "workers:\n"
                       "  count: 2\n"
                       "  max_inflight: ",
@@ -1644,6 +1646,47 @@ TEST(ServeControlTest, SigtermUnderLoadEndsEveryCallOkOrUnavailable) {
         << server->Log().substr(0, 4000);
   }
   EXPECT_GT(codes[StatusCode::UNAVAILABLE], 0);
+}
+
+// server.drain_delay_s: after SIGTERM the server reports NOT_SERVING at once but still serves
+// calls for the delay (a balancer checking health takes it out meanwhile), then drains.
+TEST(ServeControlTest, DrainDelayServesCallsWhileNotServingThenDrains) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[2];
+  constexpr double kDelayS = 3;
+  auto server = StartReady(ControlConfig(1, absl::StrCat("  drain_delay_s: ", kDelayS, "\n")));
+  ASSERT_NE(server, nullptr);
+  const auto sigterm = std::chrono::steady_clock::now();
+  server->Signal(SIGTERM);
+  while (server->Health("rankd.v1.Scorer") != HealthStatus::NOT_SERVING &&
+         std::chrono::steady_clock::now() < sigterm + kLiveness) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::NOT_SERVING);
+  EXPECT_EQ(server->Metric("rankd_ready"), 0);
+  // Within the delay calls are served (the golden scores); after it, with nothing in flight, the
+  // drain ends at once: UNAVAILABLE (refused while draining, or the connection closed).
+  int served_in_delay = 0;
+  grpc::Status refused;
+  while (std::chrono::steady_clock::now() < sigterm + kLiveness) {
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(c), &response);
+    if (!s.ok()) {
+      refused = s;
+      break;
+    }
+    EXPECT_EQ(GoldenMismatch(response, c), "");
+    ++served_in_delay;
+  }
+  const double refused_after_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sigterm).count();
+  EXPECT_GT(served_in_delay, 0);
+  EXPECT_EQ(refused.error_code(), StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_GE(refused_after_s, kDelayS);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value()) << "rankd serve did not exit after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server->Log();
+  EXPECT_THAT(server->Log(), HasSubstr("calls still accepted for 3 s (server.drain_delay_s)"));
 }
 
 // The value of each series of `family` in a /metrics text, by its labels ("" or {a="b",...}).
