@@ -1,9 +1,14 @@
-# Sourced by scripts/docker_smoke.sh and scripts/fleet_smoke.sh (bash, set -euo pipefail, which
-# define `step` and `fail` first): a Docker engine and rankd's images, from nothing but Debian's
-# mirror. Run as root on a Debian 12 machine: installs docker.io, docker-compose and debootstrap
-# if missing, starts dockerd if none answers, and makes the base images debian:12 and
-# debian:12-slim with debootstrap (from the mirror apt uses) if absent. Nothing from Docker Hub.
+# Sourced by scripts/docker_smoke.sh and scripts/fleet_smoke.sh (bash, set -euo pipefail, from
+# the repository root): `step` and `fail` (messages prefixed with the script's name), a Docker
+# engine and rankd's images, from nothing but Debian's mirror. Run as root on a Debian 12
+# machine: installs docker.io, docker-compose and debootstrap if missing, starts dockerd if none
+# answers, and makes the base images debian:12 and debian:12-slim with debootstrap (from the
+# mirror apt uses) if absent. Nothing from Docker Hub.
 # Caches: the base images and image layers in /var/lib/docker, ccache in a BuildKit cache mount.
+
+start=$SECONDS
+step() { echo "$(basename "$0" .sh): [$((SECONDS - start)) s] $*" >&2; }
+fail() { echo "$(basename "$0" .sh): FAIL: $*" >&2; exit 1; }
 
 RANKD_EXTRA_PACKAGES="docker.io docker-compose debootstrap ${RANKD_EXTRA_PACKAGES:-}" \
   scripts/install-deps.sh

@@ -8,9 +8,6 @@
 # and, with no GPU here, checks that its libraries resolve and that it stops at the GPU check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-start=$SECONDS
-step() { echo "docker_smoke: [$((SECONDS - start)) s] $*" >&2; }
-fail() { echo "docker_smoke: FAIL: $*" >&2; exit 1; }
 source scripts/docker_lib.sh
 
 build_image Dockerfile.cpu rankd:cpu

@@ -19,9 +19,6 @@
 # container addresses. RANKD_FLEET_LOAD_S: seconds of each load (default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-start=$SECONDS
-step() { echo "fleet_smoke: [$((SECONDS - start)) s] $*" >&2; }
-fail() { echo "fleet_smoke: FAIL: $*" >&2; exit 1; }
 source scripts/docker_lib.sh
 build_image Dockerfile.cpu rankd:cpu
 build_image Dockerfile.haproxy rankd-haproxy:2.6
