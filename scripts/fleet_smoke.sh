@@ -104,6 +104,13 @@ elif cmd == "rerank":  # HTTP KEY [AFFINITY]: POST /v1/rerank through the balanc
     req = urllib.request.Request("http://%s/v1/rerank" % args[0], data=body.encode(),
                                  headers=headers, method="POST")
     assert len(json.load(urllib.request.urlopen(req, timeout=30))["results"]) == 2
+elif cmd == "inflight":  # STATS SECONDS: each server's mean calls in flight, sampled every 0.5 s
+    samples = []
+    for _ in range(int(float(args[1]) * 2)):
+        samples.append([int(r["scur"]) for _, r in sorted(servers(args[0]).items())])
+        time.sleep(0.5)
+    print(" ".join("%.1f" % (sum(s[i] for s in samples) / len(samples))
+                   for i in range(len(samples[0]))))
 elif cmd == "sent":  # STATS SERVER: calls HAProxy has sent it; then retries, redispatches of all
     rows = servers(args[0])
     print(rows[args[1]]["stot"], sum(int(r["wretr"] or 0) for r in rows.values()),
@@ -188,10 +195,12 @@ sys.exit(0 if one > 0.3 and affinity >= 0.9 * one and spread <= 0.65 * one else 
 # (d) Bounded load: a skewed stream, every call for one query, from 24 clients at once (a busy
 # fleet: on a calm one bounded load rightly leaves a query with the node that caches it).
 before=$(counters)
+py inflight "$stats" "$load_s" >"$work/inflight" &  # what bounded load bounds, for the record
 load skewed "$grpc" --concurrency 24 --queries 1 --seed 21 --affinity
+wait
 read -r ok failed errors _ <<<"$(py result "$work/skewed.json")"
 ((failed == 0)) || fail "(d) $failed of $((ok + failed)) calls failed ($errors)"
-paste <(echo "$before") <(counters) | awk '
+paste <(echo "$before") <(counters) | awk -v inflight="$(cat "$work/inflight")" '
   { calls[NR] = $4 - $1; total += calls[NR] }
   END {
     for (i = 1; i <= NR; i++) {
@@ -200,7 +209,8 @@ paste <(echo "$before") <(counters) | awk '
       line = line " " calls[i]
     }
     printf "fleet_smoke: (d) one hot query from 24 clients: calls per node%s, the busiest %.2fx" \
-      " its fair share\n", line, max > "/dev/stderr"
+      " its fair share (calls in flight per node on average: %s)\n", line, max, inflight \
+      > "/dev/stderr"
     exit max <= 1.5 ? 0 : 1
   }' || fail "(d) a node answered more than 1.5x its fair share"
 
