@@ -7,12 +7,13 @@
 #       affinity within 10% of the one node's, without it much lower (a third, for pairs that
 #       repeat once).
 #   (d) bounded load: a skewed stream (every call for one query) from 24 clients at once, with
-#       affinity: no node answers more than 1.5x its fair share of the calls.
+#       affinity: no node answers more than 1.5x its fair share of the calls (each node's mean
+#       calls in flight, which bounded load bounds, printed beside).
 #   (a) kill -9 of a node under steady load: no call fails but those it held (retried by HAProxy,
-#       or UNAVAILABLE); HAProxy marks it DOWN within its detection time (check interval x fall +
-#       check timeout) and sends it nothing after.
+#       or UNAVAILABLE); HAProxy marks it DOWN within its detection time ((check interval + check
+#       timeout) x fall, 6 s; 2 s of slack for a loaded machine) and sends it nothing after.
 #   (b) docker stop of a node under steady load (--drain-delay-s: NOT_SERVING while still
-#       serving, then the drain): no call fails; HAProxy marks it DOWN before the drain.
+#       serving, then the drain): no call fails.
 # Images: rankd:cpu (scripts/docker_lib.sh's build_image: after scripts/docker_smoke.sh, as in CI,
 # every layer is cached) and rankd-haproxy:2.6. The load runs on the host: the build tree's
 # rankd-bench (${RANKD_BUILD_DIR:-build}, built if absent). The nodes' /metrics are read at their
