@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "affinity.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "load_trace.h"
 #include "percentile.h"
@@ -200,6 +201,7 @@ nlohmann::json LoadResult::ToJson(const LoadOptions& o) const {
       {"ti", o.items == "embedding" ? 1 : o.ti},
       {"ni", o.ni},
       {"cache", o.cache},
+      {"affinity", o.affinity},
       {"queries", o.queries},
       {"repeat_requested", o.repeat},
       {"repeat_realized", repeat_realized},
@@ -308,6 +310,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& o) {
     call->t0 = Clock::now();
     call->ctx.set_deadline(std::chrono::system_clock::now() +
                            std::chrono::microseconds(static_cast<int64_t>(o.deadline_ms * 1e3)));
+    if (o.affinity) call->ctx.AddMetadata(client::kAffinityHeader, client::AffinityKey(call->req));
     stubs[k % stubs.size()]->async()->Score(
         &call->ctx, &call->req, &call->resp, [&, call](grpc::Status status) {
           const Clock::time_point now = Clock::now();
@@ -462,6 +465,8 @@ void AddRequestFlags(cli::FlagSet& flags, LoadOptions* o) {
   flags.Int("query-words", &o->query_words, "words per query (--items text)");
   flags.String("priority", &o->priority, "interactive or batch");
   flags.Int("seed", &o->seed, "random seed (the trace and every content)");
+  flags.Bool("affinity", &o->affinity,
+             "send x-rankd-affinity, the query's hash a balancer routes on (docs/deploy.md)");
 }
 
 int RunLoadBench(int argc, char** argv, int first) {

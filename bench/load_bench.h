@@ -42,6 +42,9 @@ struct LoadOptions {
   // false: every request carries skip_cache, so that every item is scored (the serving path's
   // throughput); true: the server's result cache may answer items it has seen.
   bool cache = false;
+  // Every call carries x-rankd-affinity (src/client/affinity.h), the hash of its query that a
+  // balancer in front of many servers routes on.
+  bool affinity = false;
 };
 
 // Of the calls started in the measured window.

@@ -3,11 +3,14 @@
 
 Ports, paths, probe targets, grace periods, environment variables and the CUDA architectures of
 docker/Dockerfile.*, docker/rankd.yaml, docker/compose.yaml, docker/k8s/*.yaml and docs/deploy.md
-against include/rankd/server/config.h and src/server. Prints every disagreement; exit 1 if any.
+against include/rankd/server/config.h and src/server; and the fleet's routing policy (affinity
+header, bounded load, fallback, retries, health checks) of docker/haproxy.cfg against
+docker/k8s/envoy.yaml and the clients. Prints every disagreement; exit 1 if any.
 Needs python3 and its yaml module (Debian's python3-yaml, which yamllint brings).
 """
 import pathlib
 import re
+import struct
 import sys
 
 import yaml
@@ -122,7 +125,8 @@ for svc, image, needs_model in (("rankd-cpu", "cpu", False), ("rankd-cuda", "cud
               any(v.endswith(":/model:ro") for v in s["volumes"]), f"{where}: model volume")
 keygen = " ".join(compose["services"]["rankd-keys"]["command"])
 check(f"/keys/{keys_name}" in keygen, f"docker/compose.yaml rankd-keys: does not write {keys_name}")
-host_ports = [p.split(":")[0] for s in compose["services"].values() for p in s.get("ports", [])]
+host_ports = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", p).split(":")[0]  # ${VAR:-DEFAULT}: DEFAULT
+              for s in compose["services"].values() for p in s.get("ports", [])]
 check(len(host_ports) == len(set(host_ports)), "docker/compose.yaml: a host port published twice")
 
 # Kubernetes.
@@ -195,6 +199,198 @@ check(cluster["health_checks"][0]["grpc_health_check"]["service_name"] == scorer
 front = k8s[("Service", "rankd")]["spec"]
 check(front["selector"] == {"app": "envoy"} and front["ports"][0]["port"] == grpc,
       "docker/k8s/envoy-deployment.yaml: Service rankd must front Envoy on %d" % grpc)
+
+# The fleet: compose's profile `fleet` (HAProxy) and Kubernetes' Envoy route by one policy.
+AFFINITY = re.search(r'kAffinityHeader\[\] = "([^"]+)"', read("src/client/affinity.h")).group(1)
+check(f'HEADER = "{AFFINITY}"' in read("examples/python/rankd_affinity.py"),
+      f"examples/python/rankd_affinity.py: HEADER is not {AFFINITY}")
+HEALTH_PATH = "/grpc.health.v1.Health/Check"
+
+
+def grpc_health_check_bytes(service):
+    """One grpc.health.v1.Health/Check call of `service` over cleartext HTTP/2, as a client with
+    prior knowledge sends it: the preface with an empty SETTINGS frame, HEADERS, DATA."""
+    def frame(kind, flags, stream, payload):
+        return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
+            struct.pack(">I", stream) + payload
+
+    def literal(index, value):  # HPACK: literal without indexing, indexed name, no Huffman
+        prefix = bytes([index]) if index < 15 else bytes([15, index - 15])
+        return prefix + bytes([len(value)]) + value.encode()
+
+    headers = (bytes([0x83, 0x86]) +  # :method POST, :scheme http (static table 3, 6)
+               literal(4, HEALTH_PATH) + literal(1, "rankd") +  # :path, :authority
+               literal(31, "application/grpc") +  # content-type
+               bytes([0, 2]) + b"te" + bytes([8]) + b"trailers")
+    message = bytes([0x0a, len(service)]) + service.encode()  # HealthCheckRequest.service
+    return [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b""),
+            frame(1, 4, 1, headers),  # END_HEADERS
+            frame(0, 1, 1, b"\x00" + struct.pack(">I", len(message)) + message)]  # END_STREAM
+
+
+# HAProxy: sections of docker/haproxy.cfg, each a list of its lines' words (comments dropped).
+haproxy = {}
+section = None
+for line in read("docker/haproxy.cfg").splitlines():
+    words = line.split("#", 1)[0].split()
+    if not words:
+        continue
+    if not line[0].isspace():
+        section = " ".join(words)
+        haproxy[section] = []
+    else:
+        haproxy[section].append(words)
+
+
+def directive(section_name, *prefix):
+    """The words after `prefix` of each line of a section that starts with it."""
+    return [w[len(prefix):] for w in haproxy.get(section_name, []) if w[:len(prefix)] == list(prefix)]
+
+
+def one(values, where):
+    check(len(values) == 1, f"docker/haproxy.cfg {where}: expected once, found {len(values)}")
+    return values[0] if values else []
+
+
+def duration_s(text):
+    m = re.fullmatch(r"(\d+)(ms|s|m)?", text)
+    return int(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, None: 0.001}[m.group(2)]
+
+
+where = "docker/haproxy.cfg"
+default_server = one(directive("defaults", "default-server"), "default-server")
+server_opts = dict(zip(default_server[::2], default_server[1::2]))
+serving = (b"\x00" + struct.pack(">I", 2) + bytes([0x08, 1])).hex()  # {status: SERVING}
+check([w[0] for w in directive("backend grpc-affinity", "tcp-check", "send-binary")] ==
+      [b.hex() for b in grpc_health_check_bytes(scorer)],
+      f"{where}: the tcp-check bytes are not a {HEALTH_PATH} call of {scorer} "
+      "(grpc_health_check_bytes in scripts/check_deploy.py builds them)")
+check(directive("backend grpc-affinity", "tcp-check", "expect")[-1:] ==
+      [["min-recv", "1", "binary", serving]],
+      f"{where}: the health check does not end expecting SERVING ({serving})")
+# What each pair of backends (gRPC, HTTP API) says; each must say one thing.
+headers, factors, fallbacks = set(), set(), set()
+servers = {}  # backend -> [(name, host, port)]
+for kind, rankd_port in (("grpc", grpc), ("http", api)):
+    frontend, affinity, fallback = f"frontend {kind}", f"backend {kind}-affinity", f"backend {kind}"
+    use = one(directive(frontend, "use_backend"), f"{frontend} use_backend")
+    m = re.fullmatch(r"if \{ req\.hdr\(([^)]+)\) -m found \}", " ".join(use[1:]))
+    check(use[:1] == [f"{kind}-affinity"] and m, f"{where} {frontend}: use_backend {use}")
+    headers.add(m and m.group(1))
+    check(directive(frontend, "default_backend") == [[kind]],
+          f"{where} {frontend}: default_backend is not {kind}")
+    m = re.fullmatch(r"hdr\(([^)]+)\)", " ".join(one(directive(affinity, "balance"), affinity)))
+    headers.add(m and m.group(1))
+    check(directive(affinity, "hash-type") == [["consistent"]], f"{where} {affinity}: hash-type")
+    factors.add(" ".join(one(directive(affinity, "hash-balance-factor"), affinity)))
+    fallbacks.add(" ".join(one(directive(fallback, "balance"), fallback)))
+    for backend in (affinity, fallback):
+        servers[backend] = [(w[0], *w[1].rsplit(":", 1)) for w in directive(backend, "server")]
+        check(all(int(p) == rankd_port for _, _, p in servers[backend]),
+              f"{where} {backend}: servers not on rankd's port {rankd_port}")
+check(len(headers) == len(factors) == len(fallbacks) == 1,
+      f"{where}: the backends differ: headers {headers}, hash-balance-factor {factors}, "
+      f"fallback {fallbacks}")
+hap_fleet = [(n, h) for n, h, _ in servers["backend grpc-affinity"]]
+check(all([(n, h) for n, h, _ in v] == hap_fleet for v in servers.values()),
+      f"{where}: the backends list different servers")
+check(all("check" in w for w in directive("backend grpc-affinity", "server")) and
+      all(w[-2:] == ["track", f"grpc-affinity/{w[0]}"]
+          for b in servers if b != "backend grpc-affinity" for w in directive(b, "server")),
+      f"{where}: grpc-affinity checks its servers, the other backends track them")
+hap = {
+    "header": min(headers, key=str),
+    "hash_balance_factor": int(min(factors)),
+    "fallback": min(fallbacks),
+    "retries": int(one(directive("defaults", "retries"), "retries")[0]),
+    "retry_on": set(one(directive("defaults", "retry-on"), "retry-on")),
+    "retry_elsewhere": directive("defaults", "option", "redispatch") == [["1"]],
+    "health": (scorer, duration_s(server_opts["inter"]),
+               duration_s(one(directive("defaults", "timeout", "check"), "timeout check")[0]),
+               int(server_opts["fall"]), int(server_opts["rise"])),
+}
+
+# Envoy: the affinity route and cluster, the fallback route and cluster, retries, health checks.
+where = "docker/k8s/envoy.yaml"
+routes = envoy["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0][
+    "typed_config"]["route_config"]["virtual_hosts"][0]["routes"]
+clusters = {c["name"]: c for c in envoy["static_resources"]["clusters"]}
+check(len(routes) == 2, f"{where}: routes are not [affinity, fallback]")
+aff_route, fb_route = routes[0], routes[-1]
+match_headers = aff_route["match"].get("headers", [])
+hash_headers = [h["header"]["header_name"] for h in aff_route["route"].get("hash_policy", [])]
+check(len(match_headers) == 1 and match_headers[0].get("present_match") is True,
+      f"{where}: the affinity route does not match on the header's presence")
+check("headers" not in fb_route["match"] and "hash_policy" not in fb_route["route"],
+      f"{where}: the fallback route must take every other call")
+aff_cluster = clusters[aff_route["route"]["cluster"]]
+fb_cluster = clusters[fb_route["route"]["cluster"]]
+retry = aff_route["route"]["retry_policy"]
+check(fb_route["route"]["retry_policy"] == retry, f"{where}: the routes retry differently")
+hc = aff_cluster["health_checks"][0]
+check(fb_cluster["health_checks"] == aff_cluster["health_checks"] and
+      fb_cluster["load_assignment"]["endpoints"] == aff_cluster["load_assignment"]["endpoints"],
+      f"{where}: the two clusters differ in health checks or endpoints")
+check(aff_cluster["lb_policy"] == "RING_HASH", f"{where}: the affinity cluster is not RING_HASH")
+envoy_policy = {
+    "header": {h["name"] for h in match_headers} | set(hash_headers),
+    "hash_balance_factor": aff_cluster.get("common_lb_config", {}).get(
+        "consistent_hashing_lb_config", {}).get("hash_balance_factor"),
+    "fallback": fb_cluster["lb_policy"],
+    "retries": retry["num_retries"],
+    "retry_on": set(retry["retry_on"].split(",")),
+    "retry_elsewhere": [p["name"] for p in retry.get("retry_host_predicate", [])] ==
+    ["envoy.retry_host_predicates.previous_hosts"],
+    "health": (hc["grpc_health_check"]["service_name"], seconds(hc["interval"]),
+               seconds(hc["timeout"]), hc["unhealthy_threshold"], hc["healthy_threshold"]),
+}
+envoy_policy["header"] = next(iter(envoy_policy["header"])) \
+    if len(envoy_policy["header"]) == 1 else envoy_policy["header"]
+# The same policy in each one's words. HAProxy sees a gRPC UNAVAILABLE only on the HTTP API (503):
+# gRPC's comes in the trailers of an HTTP 200 (hence server.drain_delay_s in the fleet).
+as_envoy = {"fallback": {"leastconn": "LEAST_REQUEST"},
+            "retry_on": {"conn-failure": "connect-failure", "empty-response": "reset",
+                         "503": "unavailable"}}
+translated = dict(hap)
+translated["fallback"] = as_envoy["fallback"].get(hap["fallback"], hap["fallback"])
+translated["retry_on"] = {as_envoy["retry_on"].get(c, c) for c in hap["retry_on"]}
+for key in envoy_policy:
+    check(translated[key] == envoy_policy[key],
+          f"docker/haproxy.cfg and {where} disagree on {key}: {translated[key]} vs "
+          f"{envoy_policy[key]}")
+check(envoy_policy["header"] == AFFINITY,
+      f"the balancers hash on {envoy_policy['header']}, the clients send {AFFINITY}")
+
+# How long each balancer takes to see a pod stop: a stop must keep serving longer than that
+# (compose: server.drain_delay_s; Kubernetes: the preStop sleep, before SIGTERM).
+_, interval_s, timeout_s, fall, _ = envoy_policy["health"]
+detect_s = (interval_s + timeout_s) * fall  # each check starts an interval after the last ended
+check(int(pre_stop[1]) >= detect_s,
+      f"docker/k8s/rankd.yaml: preStop {pre_stop[1]} s < Envoy's detection {detect_s} s")
+fleet_nodes = {name: svc for name, svc in compose["services"].items()
+               if svc.get("profiles") == ["fleet"] and svc.get("image") == "rankd:cpu"}
+check(sorted(fleet_nodes) == sorted(h for _, h in hap_fleet),
+      f"docker/compose.yaml: fleet nodes {sorted(fleet_nodes)} vs HAProxy's servers {hap_fleet}")
+for name, svc in fleet_nodes.items():
+    flags = dict(zip(svc.get("command", [])[::2], svc.get("command", [])[1::2]))
+    delay = float(flags.get("--drain-delay-s", 0))
+    check(delay >= detect_s, f"docker/compose.yaml {name}: --drain-delay-s {delay} < HAProxy's "
+          f"detection {detect_s} s ((check interval + timeout) x fall)")
+    check(seconds(svc["stop_grace_period"]) >= delay + stop_s,
+          f"docker/compose.yaml {name}: stop_grace_period < drain delay + {stop_s} s")
+    health_command(svc["healthcheck"]["test"][1:], f"docker/compose.yaml {name}")
+balancer = compose["services"]["rankd-balancer"]
+hap_image = read("docker/Dockerfile.haproxy")
+cfg_path = re.search(r'"-f", "([^"]+)"', hap_image).group(1)
+check(balancer["build"]["dockerfile"] == "docker/Dockerfile.haproxy" and
+      f"./haproxy.cfg:{cfg_path}:ro" in balancer["volumes"],
+      f"docker/compose.yaml rankd-balancer: not Dockerfile.haproxy with haproxy.cfg at {cfg_path}")
+binds = {int(w[0].lstrip(":")) for f in ("frontend grpc", "frontend http", "frontend stats")
+         for w in directive(f, "bind")}
+targets = {int(p.rsplit(":", 1)[1]) for p in balancer["ports"]}
+expose = {int(p) for line in re.findall(r"^EXPOSE (.*)$", hap_image, re.M) for p in line.split()}
+check(binds == targets == expose, f"docker/compose.yaml rankd-balancer: ports {sorted(targets)}, "
+      f"HAProxy binds {sorted(binds)}, Dockerfile.haproxy EXPOSE {sorted(expose)}")
 
 for e in errors:
     print("check_deploy:", e, file=sys.stderr)

@@ -2,61 +2,18 @@
 # Builds docker/Dockerfile.cpu and smoke-tests the image as an operator would run it: published
 # ports, an API key file mounted, the HEALTHCHECK reaching healthy, a scored request and /metrics
 # through the published ports, the non-root uid, and `docker stop` under load exiting 0 with every
-# call in flight answered. Run as root on a Debian 12 machine: installs docker.io and debootstrap
-# if missing, starts dockerd if none answers, and makes the base images debian:12 and
-# debian:12-slim with debootstrap (from the mirror apt uses) if absent. Nothing from Docker Hub.
+# call in flight answered. Run as root on a Debian 12 machine (scripts/docker_lib.sh: the engine
+# and the base images from Debian's mirror, nothing from Docker Hub; the caches).
 # RANKD_DOCKER_CUDA=1 also builds docker/Dockerfile.cuda (from the toolkit at /usr/local/cuda)
 # and, with no GPU here, checks that its libraries resolve and that it stops at the GPU check.
-# Caches: the base images and image layers in /var/lib/docker, ccache in a BuildKit cache mount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RANKD_EXTRA_PACKAGES="docker.io debootstrap ${RANKD_EXTRA_PACKAGES:-}" scripts/install-deps.sh
-export DOCKER_BUILDKIT=1
-start=$SECONDS
-step() { echo "docker_smoke: [$((SECONDS - start)) s] $*" >&2; }
-fail() { echo "docker_smoke: FAIL: $*" >&2; exit 1; }
-# Debian's docker.io builds with BuildKit by itself; a newer client in front of it on PATH may
-# want a buildx plugin that is not there.
-docker=docker
-if ! docker buildx version >/dev/null 2>&1 && [[ -x /usr/bin/docker ]]; then docker=/usr/bin/docker; fi
+source scripts/docker_lib.sh
 
-if ! $docker info >/dev/null 2>&1; then
-  step "starting dockerd (log: /var/log/rankd-dockerd.log)"
-  dockerd >/var/log/rankd-dockerd.log 2>&1 &
-  for _ in $(seq 60); do $docker info >/dev/null 2>&1 && break; sleep 1; done
-  $docker info >/dev/null 2>&1 || fail "dockerd did not start (/var/log/rankd-dockerd.log)"
-fi
-
-if ! $docker image inspect debian:12 >/dev/null 2>&1; then
-  # The first non-security bookworm mirror of apt's sources, one-line (.list) or deb822
-  # (.sources) style. Only the files that exist: a fresh Debian 12 has no /etc/apt/sources.list,
-  # and a missing file made sed fail, which pipefail turned into a silent exit of this script.
-  sources=()
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-    if [[ -f $f ]]; then sources+=("$f"); fi
-  done
-  ((${#sources[@]})) || fail "no apt sources (/etc/apt/sources.list, /etc/apt/sources.list.d/)"
-  mirror=$(sed -n 's/^deb \(\[[^]]*\] \)\?\(http[^ ]*\) bookworm .*/\2/p; s/^URIs: *\(http[^ ]*\).*/\1/p' \
-             "${sources[@]}" | grep -v security | head -n 1 || true)
-  [[ -n $mirror ]] || fail "no Debian mirror found in /etc/apt/sources.list*"
-  step "making debian:12 with debootstrap from $mirror"
-  root=$(mktemp -d)
-  debootstrap --variant=minbase bookworm "$root" "$mirror" >/dev/null
-  tar -C "$root" -c . | $docker import - debian:12 >/dev/null
-  rm -rf "$root"
-fi
-if ! $docker image inspect debian:12-slim >/dev/null 2>&1; then
-  $docker tag debian:12 debian:12-slim
-fi
-
-# RANKD_JOBS: compile jobs in the image builds (default: every core).
-build=($docker build --network host --build-arg "RANKD_JOBS=${RANKD_JOBS:-}")
-step "building rankd:cpu"
-"${build[@]}" -f docker/Dockerfile.cpu -t rankd:cpu . >&2
+build_image Dockerfile.cpu rankd:cpu
 if [[ ${RANKD_DOCKER_CUDA:-0} == 1 ]]; then
-  step "building rankd:cuda"
   docker/make_cuda_toolkit_image.sh /usr/local/cuda
-  "${build[@]}" -f docker/Dockerfile.cuda -t rankd:cuda . >&2
+  build_image Dockerfile.cuda rankd:cuda
 fi
 
 work=$(mktemp -d)

@@ -1,7 +1,8 @@
 // rankd-client: a small client of rankd.v1.Scorer.
 //   rankd-client score  [--target HOST:PORT] [--input FILE|-]   request lines in (the JSON of
 //                                                                `rankd score`), ScoreResponse
-//                                                                JSON lines out
+//                                                                JSON lines out; each call
+//                                                                carries x-rankd-affinity
 //   rankd-client health [--target HOST:PORT] [--service NAME]
 // Both take --tls-ca, --tls-cert, --tls-key and --api-key (channel.h) for a secured server.
 // Load generation is `rankd-bench load`.
@@ -14,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "affinity.h"
 #include "channel.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -40,7 +42,8 @@ constexpr char kUsage[] =
     "commands:\n"
     "  score    one request per input line, the request lines of `rankd score` (README.md,\n"
     "           \"Request lines\"), e.g. {\"query\": \"q\", \"items\": [\"a\", {\"ids\": [5]}]},\n"
-    "           and one ScoreResponse JSON line out per request (or {\"error\": ...})\n"
+    "           and one ScoreResponse JSON line out per request (or {\"error\": ...}); each\n"
+    "           call carries x-rankd-affinity, the hash of its query a balancer routes on\n"
     "  health   grpc.health.v1 Check of the server (\"\") and of rankd.v1.Scorer\n"
     "\n"
     "Load generation (open or closed loop, latency percentiles): rankd-bench load.\n";
@@ -110,6 +113,7 @@ int Score(int argc, char** argv) {
     const ScoreRequest request = rankd::client::ToProtoRequest(*parsed);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+    context.AddMetadata(rankd::client::kAffinityHeader, rankd::client::AffinityKey(request));
     ScoreResponse response;
     const grpc::Status s = stub->Score(&context, request, &response);
     if (!s.ok()) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "rankd/server/build_info.h"
 #include "score_command.h"
 #include "serve_command.h"
 #include "tokenize_command.h"
@@ -19,7 +20,7 @@ constexpr char kUsage[] =
     "  serve     the gRPC scoring server (rankd.v1.Scorer) over a pool of worker processes\n"
     "  tokenize  the token ids of JSON-lines texts, as the model is fed them\n"
     "  worker    one worker process of serve (started by it)\n"
-    "  version   print the version\n";
+    "  version   print the version and the git commit it was built from\n";
 
 }  // namespace
 
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   if (command == "serve") return rankd::cli::RunServeCommand(argc, argv, 2);
   if (command == "worker") return rankd::cli::RunWorkerCommand(argc, argv, 2);
   if (command == "version" || command == "--version") {
-    std::printf("rankd %s\n", RANKD_VERSION);
+    std::printf("rankd %s (commit %s)\n", rankd::server::kVersion, rankd::server::kCommit);
     return 0;
   }
   std::fprintf(stderr, "rankd: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -98,6 +98,9 @@ int RunServeCommand(int argc, char** argv, int first) {
                "(server.auth.api_keys_file; SIGHUP re-reads it)");
   flags.Int("workers", &workers, "worker processes (workers.count)");
   flags.Int("queue-size", &queue_size, "requests that may wait for a worker (server.queue_size)");
+  flags.Double("drain-delay-s", &config.server.drain_delay_s,
+               "SIGTERM: seconds of NOT_SERVING while calls are still accepted, before the drain "
+               "(server.drain_delay_s)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error, off (logging.level)");
   flags.String("log-format", &log_format, "text or json (logging.format)");
   flags.String(

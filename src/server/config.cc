@@ -292,6 +292,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                 {"http_request_timeout_s", Number(&s.http_request_timeout_s)},
                 {"queue_size", Number(&s.queue_size)},
                 {"max_queue_wait_s", Number(&s.max_queue_wait_s)},
+                {"drain_delay_s", Number(&s.drain_delay_s)},
                 {"drain_timeout_s", Number(&s.drain_timeout_s)},
                 {"stream_chunk_items", Number(&s.stream_chunk_items)},
                 {"initial_seconds_per_item", Number(&s.initial_seconds_per_item)},
@@ -445,6 +446,7 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   RANKD_RETURN_IF_ERROR(non_negative("server.queue_size", s.queue_size));
   RANKD_RETURN_IF_ERROR(non_negative("server.max_queue_wait_s", s.max_queue_wait_s));
   RANKD_RETURN_IF_ERROR(positive("server.http_request_timeout_s", s.http_request_timeout_s));
+  RANKD_RETURN_IF_ERROR(non_negative("server.drain_delay_s", s.drain_delay_s));
   RANKD_RETURN_IF_ERROR(non_negative("server.drain_timeout_s", s.drain_timeout_s));
   RANKD_RETURN_IF_ERROR(positive("server.stream_chunk_items", s.stream_chunk_items));
   RANKD_RETURN_IF_ERROR(

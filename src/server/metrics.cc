@@ -1,19 +1,29 @@
 #include "rankd/server/metrics.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "rankd/common/grpc_status.h"
+#include "rankd/server/build_info.h"
+#include "rankd/server/process.h"
 
 namespace rankd::server {
 namespace {
 
+// The shortest text that reads back as `v` (absl::StrCat keeps 6 digits: a start time of
+// 1796230123 s came out as 1.79623e+09, and a counter past a million stopped counting).
 std::string FormatValue(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (std::isnan(v)) return "NaN";
-  return absl::StrCat(v);
+  char text[32];
+  const std::to_chars_result end = std::to_chars(text, text + sizeof(text), v);
+  return std::string(text, end.ptr);
 }
 
 std::string EscapeLabelValue(absl::string_view v) {
@@ -51,6 +61,24 @@ std::string WithLabel(const std::string& labels, absl::string_view name, absl::s
   const std::string extra = absl::StrCat(name, "=\"", EscapeLabelValue(value), "\"");
   if (labels.empty()) return absl::StrCat("{", extra, "}");
   return absl::StrCat(labels.substr(0, labels.size() - 1), ",", extra, "}");
+}
+
+const char* TypeName(MetricsRegistry::Type type) {
+  switch (type) {
+    case MetricsRegistry::Type::kCounter:
+      return "counter";
+    case MetricsRegistry::Type::kGauge:
+      return "gauge";
+    case MetricsRegistry::Type::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+void AppendFamilyHeader(std::string* out, const std::string& name, const std::string& help,
+                        MetricsRegistry::Type type) {
+  absl::StrAppend(out, "# HELP ", name, " ", EscapeHelp(help), "\n# TYPE ", name, " ",
+                  TypeName(type), "\n");
 }
 
 }  // namespace
@@ -134,15 +162,25 @@ Histogram* MetricsRegistry::GetHistogram(absl::string_view name, absl::string_vi
   return slot.get();
 }
 
+void MetricsRegistry::AddCollector(Collector collector) {
+  std::lock_guard<std::mutex> lock(mu_);
+  collectors_.push_back(std::move(collector));
+}
+
 std::string MetricsRegistry::Render() const {
+  std::vector<Collector> collectors;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    collectors = collectors_;
+  }
+  std::vector<Collected> collected;
+  for (const Collector& collector : collectors) {
+    for (Collected& family : collector()) collected.push_back(std::move(family));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {
-    const char* type = f.type == Type::kCounter ? "counter"
-                       : f.type == Type::kGauge ? "gauge"
-                                                : "histogram";
-    absl::StrAppend(&out, "# HELP ", name, " ", EscapeHelp(f.help), "\n# TYPE ", name, " ", type,
-                    "\n");
+    AppendFamilyHeader(&out, name, f.help, f.type);
     for (const auto& [labels, c] : f.counters) {
       absl::StrAppend(&out, name, labels, " ", FormatValue(c->value()), "\n");
     }
@@ -160,7 +198,55 @@ std::string MetricsRegistry::Render() const {
       absl::StrAppend(&out, name, "_count", labels, " ", s.count, "\n");
     }
   }
+  for (const Collected& f : collected) {
+    AppendFamilyHeader(&out, f.name, f.help, f.type);
+    for (const Sample& sample : f.samples) {
+      absl::StrAppend(&out, f.name, RenderLabels(sample.labels), " ", FormatValue(sample.value),
+                      "\n");
+    }
+  }
   return out;
+}
+
+MetricsRegistry::Collector ProcessMetrics(
+    std::function<std::vector<std::pair<int, pid_t>>()> workers) {
+  return [workers = std::move(workers)] {
+    using Type = MetricsRegistry::Type;
+    std::vector<MetricsRegistry::Collected> families = {
+        {"process_cpu_seconds_total", "User and system CPU time spent, in seconds.",
+         Type::kCounter},
+        {"process_resident_memory_bytes", "Resident memory size, in bytes.", Type::kGauge},
+        {"process_open_fds", "Open file descriptors.", Type::kGauge},
+        {"process_start_time_seconds",
+         "Start time of the process since the Unix epoch, in seconds.", Type::kGauge}};
+    auto add = [&families](const Labels& labels, const ProcessStats& p) {
+      const double values[] = {p.cpu_seconds, p.resident_bytes, static_cast<double>(p.open_fds),
+                               p.start_time_seconds};
+      for (size_t i = 0; i < families.size(); ++i)
+        families[i].samples.push_back({labels, values[i]});
+    };
+    if (std::optional<ProcessStats> self = ReadProcessStats(getpid())) add({}, *self);
+    for (const auto& [index, pid] : workers()) {
+      if (std::optional<ProcessStats> worker = ReadProcessStats(pid)) {
+        add({{"worker", absl::StrCat(index)}}, *worker);
+      }
+    }
+    return families;
+  };
+}
+
+void ExportBuildInfo(MetricsRegistry* registry, const std::string& backend,
+                     const std::string& precision) {
+  // The cpu backend computes in float32 whatever model.precision says (a cuda setting).
+  registry
+      ->GetGauge("rankd_build_info",
+                 "1, labelled with the version and git commit rankd was built from and the "
+                 "backend and precision its workers compute with.",
+                 {{"version", kVersion},
+                  {"commit", kCommit},
+                  {"backend", backend},
+                  {"precision", backend == "cpu" ? "float32" : precision}})
+      ->Set(1);
 }
 
 ServerMetrics::ServerMetrics(MetricsRegistry* r)

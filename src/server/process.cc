@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 extern char** environ;
 
@@ -147,9 +148,9 @@ namespace {
 
 constexpr char kOwnerFile[] = "owner.pid";
 
-// The start time of process `pid` (clock ticks after boot, field 22 of /proc/PID/stat), or
-// nullopt when no such process runs.
-std::optional<uint64_t> StartTime(pid_t pid) {
+// The fields of /proc/PID/stat from field 3 (state) on, so that field N is fields[N - 3]; nullopt
+// when no such process runs or it has exited (a zombie, awaiting its reaping).
+std::optional<std::vector<std::string>> StatFields(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::stringstream text;
   text << in.rdbuf();
@@ -157,18 +158,59 @@ std::optional<uint64_t> StartTime(pid_t pid) {
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
   const size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
-  // Split a view of `stat`: split from a temporary string, the views would outlive their text.
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  if (fields.size() < 22 || fields[0] == "Z") return std::nullopt;
+  return fields;
+}
+
+// The start time of process `pid` (clock ticks after boot, field 22 of /proc/PID/stat), or
+// nullopt when no such process runs.
+std::optional<uint64_t> StartTime(pid_t pid) {
+  const std::optional<std::vector<std::string>> fields = StatFields(pid);
   uint64_t start = 0;
-  // fields[0] is field 3 (state): field 22 is fields[19].
-  if (fields.size() < 20 || fields[0] == "Z" || !absl::SimpleAtoi(fields[19], &start)) {
-    return std::nullopt;
-  }
+  if (!fields || !absl::SimpleAtoi((*fields)[19], &start)) return std::nullopt;
   return start;
 }
 
+// The boot time (seconds since the Unix epoch: /proc/stat's btime), or 0 when unreadable.
+int64_t BootTime() {
+  std::ifstream in("/proc/stat");
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view rest = line;
+    int64_t btime = 0;
+    if (absl::ConsumePrefix(&rest, "btime ") && absl::SimpleAtoi(rest, &btime)) return btime;
+  }
+  return 0;
+}
+
 }  // namespace
+
+std::optional<ProcessStats> ReadProcessStats(pid_t pid) {
+  const std::optional<std::vector<std::string>> fields = StatFields(pid);
+  if (!fields) return std::nullopt;
+  // Fields 14 and 15 (utime, stime) and 22 (starttime) in clock ticks, 24 (rss) in pages.
+  uint64_t utime = 0, stime = 0, start = 0, rss_pages = 0;
+  if (!absl::SimpleAtoi((*fields)[11], &utime) || !absl::SimpleAtoi((*fields)[12], &stime) ||
+      !absl::SimpleAtoi((*fields)[19], &start) || !absl::SimpleAtoi((*fields)[21], &rss_pages)) {
+    return std::nullopt;
+  }
+  static const double kTicksPerSecond = static_cast<double>(sysconf(_SC_CLK_TCK));
+  static const double kPageBytes = static_cast<double>(sysconf(_SC_PAGESIZE));
+  static const int64_t kBootTime = BootTime();
+  ProcessStats stats;
+  stats.cpu_seconds = static_cast<double>(utime + stime) / kTicksPerSecond;
+  stats.resident_bytes = static_cast<double>(rss_pages) * kPageBytes;
+  stats.start_time_seconds =
+      static_cast<double>(kBootTime) + static_cast<double>(start) / kTicksPerSecond;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++stats.open_fds;
+  }
+  if (ec) return std::nullopt;  // it exited meanwhile, or its fds are not ours to read
+  return stats;
+}
 
 absl::StatusOr<std::string> MakeRunDirectory(const std::string& parent, const std::string& prefix) {
   std::string dir = absl::StrCat(parent, "/", prefix, "XXXXXX");

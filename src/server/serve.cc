@@ -127,27 +127,36 @@ absl::Status WriteReadyFile(const std::string& path, int grpc_port, int metrics_
   return absl::OkStatus();
 }
 
-// The SIGTERM drain: NOT_SERVING, new calls refused, in-flight work given drain_timeout_s (a
-// second stop request cuts it short).
+// The SIGTERM drain: NOT_SERVING first, calls still accepted for drain_delay_s (balancers take
+// the server out meanwhile), then new calls refused and in-flight work given drain_timeout_s. A
+// second stop request cuts either short (and fails the work still in flight).
 void Drain(const ServeConfig& config, const ServeOptions& options, WorkerPool& pool) {
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(s));
+  };
+  bool cut_short = false;
+  if (config.server.drain_delay_s > 0) {
+    spdlog::info(
+        "stopping: NOT_SERVING, calls still accepted for {} s (server.drain_delay_s) while "
+        "balancers take this server out",
+        config.server.drain_delay_s);
+    pool.ReportNotReady();
+    cut_short = options.wait_for_stop(seconds(config.server.drain_delay_s));
+  }
   spdlog::info(
       "stopping: draining (NOT_SERVING, new calls get UNAVAILABLE, in-flight work has "
       "{} s)",
       config.server.drain_timeout_s);
   pool.StartDrain();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(config.server.drain_timeout_s));
-  while (!pool.WaitIdle(std::chrono::milliseconds(50))) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(config.server.drain_timeout_s);
+  while (!cut_short && !pool.WaitIdle(std::chrono::milliseconds(50))) {
     if (std::chrono::steady_clock::now() >= deadline) {
       spdlog::warn("drain timeout: failing the work still in flight");
       break;
     }
-    if (options.wait_for_stop(std::chrono::milliseconds(0))) {
-      spdlog::warn("second stop request: failing the work still in flight");
-      break;
-    }
+    cut_short = options.wait_for_stop(std::chrono::milliseconds(0));
   }
+  if (cut_short) spdlog::warn("second stop request: failing the work still in flight");
 }
 
 }  // namespace
@@ -163,7 +172,11 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
 
   MetricsRegistry registry;
   ServerMetrics metrics(&registry);
+  ExportBuildInfo(&registry, config.model.engine.backend.kind,
+                  config.model.engine.backend.precision);
   WorkerPool pool(config, specs, &metrics);
+  // /metrics is served by `http` below, which stops before the pool goes.
+  registry.AddCollector(ProcessMetrics([&pool] { return pool.WorkerPids(); }));
   // Tokenize's encoder: the engine's tokenizer and templates, loaded here without the weights.
   RANKD_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextEncoder> encoder,
                          engine::TextEncoder::Load(config.model.engine));

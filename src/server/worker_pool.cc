@@ -129,7 +129,7 @@ int WorkerPool::WorkersUpLocked() const {
 
 bool WorkerPool::ReadyLocked() const {
   const int needed = std::min<int>(config_.workers.min_ready, static_cast<int>(slots_.size()));
-  return !draining_ && !stopping_ && WorkersUpLocked() >= needed;
+  return !unready_ && !draining_ && !stopping_ && WorkersUpLocked() >= needed;
 }
 
 void WorkerPool::PublishReadiness() {
@@ -565,6 +565,14 @@ void WorkerPool::OnWorkerEvent(const WorkerEvent& event) {
 }
 
 // ---- drain and shutdown ---------------------------------------------------------------------
+
+void WorkerPool::ReportNotReady() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unready_ = true;
+  }
+  PublishReadiness();
+}
 
 void WorkerPool::StartDrain() {
   {

@@ -197,6 +197,15 @@ void WorkerSupervisor::FailedStartLocked(int index, const std::string& error) {
   cv_.notify_all();
 }
 
+std::vector<std::pair<int, pid_t>> WorkerSupervisor::WorkerPids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<int, pid_t>> pids;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].pid > 0) pids.emplace_back(static_cast<int>(i), slots_[i].pid);
+  }
+  return pids;
+}
+
 absl::Status WorkerSupervisor::start_failure() const {
   std::lock_guard<std::mutex> lock(mu_);
   return start_failure_;

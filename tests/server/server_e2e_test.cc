@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -89,14 +90,16 @@ std::string MainConfig(const std::string& model, const MainOptions& o = {}) {
 
 // `max_inflight` calls per worker and a queue of two, so that stopping the workers (SIGSTOP)
 // fills both deterministically; pings wait long, so a stopped worker is not taken for hung; a
-// pessimistic cost prior for deadline admission.
-std::string ControlConfig(int max_inflight = 1) {
+// pessimistic cost prior for deadline admission. `server_settings`: more lines of the server
+// section.
+std::string ControlConfig(int max_inflight = 1, const std::string& server_settings = "") {
   return absl::StrCat("model:\n  dir: ", ModelDir("llama-cls"),
                       "\n"
                       "  threads: 1\n"
                       "server:\n"
                       "  queue_size: 2\n"
-                      "  initial_seconds_per_item: 0.05\n"
+                      "  initial_seconds_per_item: 0.05\n",
+                      server_settings,
                       "workers:\n"
                       "  count: 2\n"
                       "  max_inflight: ",
@@ -1643,6 +1646,108 @@ TEST(ServeControlTest, SigtermUnderLoadEndsEveryCallOkOrUnavailable) {
         << server->Log().substr(0, 4000);
   }
   EXPECT_GT(codes[StatusCode::UNAVAILABLE], 0);
+}
+
+// server.drain_delay_s: after SIGTERM the server reports NOT_SERVING at once but still serves
+// calls for the delay (a balancer checking health takes it out meanwhile), then drains.
+TEST(ServeControlTest, DrainDelayServesCallsWhileNotServingThenDrains) {
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[2];
+  constexpr double kDelayS = 3;
+  auto server = StartReady(ControlConfig(1, absl::StrCat("  drain_delay_s: ", kDelayS, "\n")));
+  ASSERT_NE(server, nullptr);
+  const auto sigterm = std::chrono::steady_clock::now();
+  server->Signal(SIGTERM);
+  while (server->Health("rankd.v1.Scorer") != HealthStatus::NOT_SERVING &&
+         std::chrono::steady_clock::now() < sigterm + kLiveness) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(server->Health("rankd.v1.Scorer"), HealthStatus::NOT_SERVING);
+  EXPECT_EQ(server->Metric("rankd_ready"), 0);
+  // Within the delay calls are served (the golden scores); after it, with nothing in flight, the
+  // drain ends at once: UNAVAILABLE (refused while draining, or the connection closed).
+  int served_in_delay = 0;
+  grpc::Status refused;
+  while (std::chrono::steady_clock::now() < sigterm + kLiveness) {
+    ScoreResponse response;
+    const grpc::Status s = Score(*server, TextRequest(c), &response);
+    if (!s.ok()) {
+      refused = s;
+      break;
+    }
+    EXPECT_EQ(GoldenMismatch(response, c), "");
+    ++served_in_delay;
+  }
+  const double refused_after_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sigterm).count();
+  EXPECT_GT(served_in_delay, 0);
+  EXPECT_EQ(refused.error_code(), StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_GE(refused_after_s, kDelayS);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value()) << "rankd serve did not exit after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server->Log();
+  EXPECT_THAT(server->Log(), HasSubstr("calls still accepted for 3 s (server.drain_delay_s)"));
+}
+
+// The value of each series of `family` in a /metrics text, by its labels ("" or {a="b",...}).
+std::map<std::string, double> Series(const std::string& metrics, const std::string& family) {
+  std::map<std::string, double> series;
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(family, 0) != 0) continue;
+    const size_t space = line.rfind(' ');
+    const std::string labels = line.substr(family.size(), space - family.size());
+    if (labels.empty() || labels[0] == '{') series[labels] = std::stod(line.substr(space + 1));
+  }
+  return series;
+}
+
+// Prometheus' process metrics for the front end (unlabelled) and each worker process that runs
+// ({worker="i"}: one series each, a replaced worker's with its new start time), and
+// rankd_build_info.
+TEST(ServeTest, MetricsHaveProcessSeriesForTheFrontEndAndEachWorkerAndTheBuild) {
+  auto server = StartReady(MainConfig("llama-cls"));
+  ASSERT_NE(server, nullptr);
+  const double now_s = static_cast<double>(std::time(nullptr));
+  const std::vector<std::string> processes = {"", "{worker=\"0\"}", "{worker=\"1\"}"};
+  std::string metrics = server->Metrics();
+  for (const char* family : {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                             "process_open_fds", "process_start_time_seconds"}) {
+    const std::map<std::string, double> series = Series(metrics, family);
+    ASSERT_EQ(series.size(), processes.size()) << family << "\n" << metrics;
+    for (const std::string& p : processes) {
+      ASSERT_EQ(series.count(p), 1u) << family << p;
+      const double v = series.at(p);
+      if (std::string(family) == "process_start_time_seconds") {
+        EXPECT_GT(v, now_s - 3600) << p;
+        EXPECT_LE(v, now_s + 2) << p;  // /proc/stat's boot time is in whole seconds
+      } else if (std::string(family) == "process_cpu_seconds_total") {
+        EXPECT_GE(v, 0) << p;
+      } else {
+        EXPECT_GT(v, 0) << family << p;
+      }
+    }
+  }
+  EXPECT_THAT(metrics, HasSubstr("# TYPE process_cpu_seconds_total counter\n"));
+  const std::map<std::string, double> build = Series(metrics, "rankd_build_info");
+  ASSERT_EQ(build.size(), 1u) << metrics;
+  EXPECT_EQ(build.begin()->second, 1);
+  EXPECT_THAT(build.begin()->first,
+              ::testing::MatchesRegex("\\{version=\"[0-9.]+\",commit=\"([0-9a-f]{12}|unknown)\","
+                                      "backend=\"cpu\",precision=\"float32\"\\}"));
+
+  // A worker killed and replaced: still one series per worker, the new one's start time later.
+  const pid_t victim = server->WorkerPids().at(0);
+  const std::optional<int> index = server->WorkerIndex(victim);
+  ASSERT_TRUE(index.has_value());
+  const std::string label = absl::StrCat("{worker=\"", *index, "\"}");
+  const double started = Series(metrics, "process_start_time_seconds").at(label);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_TRUE(WaitForReplacement(*server, victim)) << server->Log();
+  metrics = server->Metrics();
+  const std::map<std::string, double> starts = Series(metrics, "process_start_time_seconds");
+  EXPECT_EQ(starts.size(), processes.size()) << metrics;
+  EXPECT_GT(starts.at(label), started);
 }
 
 }  // namespace

@@ -73,6 +73,9 @@ struct ServerSection {
   double max_queue_wait_s = 0;
   double drain_timeout_s = 30;  // SIGTERM: how long in-flight work may finish
   int stream_chunk_items = 64;  // ScoreStream: items per chunk
+  // SIGTERM, before the drain: seconds of health NOT_SERVING while calls are still accepted, for
+  // balancers to take the server out.
+  double drain_delay_s = 0;
   // Scoring cost per item assumed until the first measurement (deadline admission).
   double initial_seconds_per_item = 0.001;
   TlsSection tls;

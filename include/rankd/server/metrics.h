@@ -4,9 +4,12 @@
 #ifndef RANKD_SERVER_METRICS_H_
 #define RANKD_SERVER_METRICS_H_
 
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +64,20 @@ class Histogram {
 
 class MetricsRegistry {
  public:
+  enum class Type { kCounter, kGauge, kHistogram };
+  // A family whose values are read when Render runs instead of being kept here: figures that
+  // something else holds (a process's CPU time and memory, in /proc). Counters and gauges.
+  struct Sample {
+    Labels labels;
+    double value = 0;
+  };
+  struct Collected {
+    std::string name, help;
+    Type type = Type::kGauge;
+    std::vector<Sample> samples;
+  };
+  using Collector = std::function<std::vector<Collected>()>;
+
   // Each returns the series of `name` with `labels`, creating it (and its family) on first use.
   // A name keeps the type and help of its first registration. Pointers stay valid for the
   // registry's lifetime.
@@ -68,10 +85,13 @@ class MetricsRegistry {
   Gauge* GetGauge(absl::string_view name, absl::string_view help, const Labels& labels = {});
   Histogram* GetHistogram(absl::string_view name, absl::string_view help,
                           const std::vector<double>& upper_bounds, const Labels& labels = {});
+  // Render runs `collector` every time, before it takes the registry's lock (so that a collector
+  // may take locks whose holders register series here). Its families' names must differ from the
+  // registry's own.
+  void AddCollector(Collector collector);
   std::string Render() const;
 
  private:
-  enum class Type { kCounter, kGauge, kHistogram };
   struct Family {
     Type type;
     std::string help;
@@ -84,6 +104,7 @@ class MetricsRegistry {
 
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
+  std::vector<Collector> collectors_;
 };
 
 // Renders a label set as {a="x",b="y"} (escaped), or "" when empty.
@@ -130,6 +151,20 @@ class WorkerPrefixCacheMetrics {
   Gauge* bytes_;
   Gauge* entries_;
 };
+
+// process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds and
+// process_start_time_seconds (the names of the Prometheus client libraries' process metrics) of
+// this process, unlabelled, and of each worker process that runs, labelled worker="i": `workers`
+// gives their (index, pid). Read from /proc on every Render; a worker that is down has no series
+// until its next incarnation runs (whose CPU time counts from 0, with a new start time).
+MetricsRegistry::Collector ProcessMetrics(
+    std::function<std::vector<std::pair<int, pid_t>>()> workers);
+
+// rankd_build_info{version,commit,backend,precision} 1: what this binary was built from
+// (build_info.h) and what its workers compute with: `backend` (model.backend) and its precision
+// (float32 on the cpu backend, else `precision`, model.precision).
+void ExportBuildInfo(MetricsRegistry* registry, const std::string& backend,
+                     const std::string& precision);
 
 // The series `rankd serve` exports (names and meanings in docs/config.md, "Metrics").
 struct ServerMetrics {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,17 @@ std::vector<int> AvailableCpus();
 // GPUs a worker could use: the entries of CUDA_VISIBLE_DEVICES when set, else the NVIDIA driver's
 // /proc/driver/nvidia/gpus entries, else 0.
 int CountVisibleGpus();
+
+// A process's figures as the Prometheus process_* metrics report them, read from /proc/PID.
+struct ProcessStats {
+  double cpu_seconds = 0;         // user + system time
+  double resident_bytes = 0;      // resident set size
+  int open_fds = 0;               // entries of /proc/PID/fd
+  double start_time_seconds = 0;  // since the Unix epoch
+};
+// nullopt when no such process runs (or it has exited and awaits its reaping), or its /proc
+// entries are not readable by this process.
+std::optional<ProcessStats> ReadProcessStats(pid_t pid);
 
 // This process's environment as NAME=VALUE strings.
 std::vector<std::string> CurrentEnvironment();

@@ -105,13 +105,13 @@ class Work {
 // waits. Batch calls hold at most max_inflight - 1 calls of a worker (all, when max_inflight is
 // 1), so that an interactive call arriving meets a free slot, not a queue behind batch work.
 //
-// Threads: Submit, Cancel, ready and SetReadinessCallback run on any thread (gRPC reactor
-// threads) and never block (a short lock); Start, StartDrain, WaitIdle, Shutdown and the
-// destructor on the owner's thread. While batch work waits, a shaping thread dispatches again
-// every few milliseconds (the load falls with time, not only with events). Call completions run on
-// gRPC threads, the supervisor's events (workers up and down) on the supervisor thread; both may
-// finish work, so `done` callbacks run on either. No gRPC call, no supervisor call and no `done`
-// callback runs under the pool's lock.
+// Threads: Submit, Cancel, ready, SetReadinessCallback and WorkerPids run on any thread (gRPC
+// reactor threads, the HTTP server's) and never block (a short lock); Start, ReportNotReady,
+// StartDrain, WaitIdle, Shutdown and the destructor on the owner's thread. While batch work waits,
+// a shaping thread dispatches again every few milliseconds (the load falls with time, not only with
+// events). Call completions run on gRPC threads, the supervisor's events (workers up and down) on
+// the supervisor thread; both may finish work, so `done` callbacks run on either. No gRPC call, no
+// supervisor call and no `done` callback runs under the pool's lock.
 class WorkerPool {
  public:
   // Workers are `rankd worker` processes.
@@ -133,15 +133,21 @@ class WorkerPool {
   // worker call is cancelled.
   void Cancel(const std::shared_ptr<Work>& work);
 
-  // Health readiness: workers up >= min_ready and not draining. `fn` runs on the supervisor
-  // thread (and in StartDrain and Shutdown) whenever that changes, with the new value.
+  // Health readiness: workers up >= min_ready and not stopping (ReportNotReady, StartDrain).
+  // `fn` runs on the supervisor thread (and in ReportNotReady, StartDrain and Shutdown) whenever
+  // that changes, with the new value.
   void SetReadinessCallback(std::function<void(bool)> fn);
   bool ready() const;
+  // WorkerSupervisor::WorkerPids: (index, pid) of each worker process that runs.
+  std::vector<std::pair<int, pid_t>> WorkerPids() const { return supervisor_.WorkerPids(); }
   // WorkerSupervisor::start_failure: set once the workers failed to start and will not be
   // started again.
   absl::Status start_failure() const { return supervisor_.start_failure(); }
 
-  // Refuses new work from now on; queued and running work continues.
+  // Reports not ready from now on (health NOT_SERVING, /readyz 503) while still admitting work:
+  // the start of a stop, so that balancers take this server out before StartDrain refuses calls.
+  void ReportNotReady();
+  // Refuses new work from now on (and reports not ready); queued and running work continues.
   void StartDrain();
   // Waits until no work is queued or running, or `timeout` passes; true when idle.
   bool WaitIdle(std::chrono::milliseconds timeout);
@@ -225,6 +231,7 @@ class WorkerPool {
   SteadyTime load_at_ = std::chrono::steady_clock::now();
   std::condition_variable shaping_cv_;  // batch work queued, or stopping
   std::thread shaping_;
+  bool unready_ = false;  // ReportNotReady: not ready, still admitting
   bool draining_ = false;
   bool stopping_ = false;  // Shutdown: no new calls
   bool published_ready_ = false;

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -91,8 +92,8 @@ struct WorkerEvent {
   std::shared_ptr<rankd::worker::v1::Worker::Stub> stub;  // kUp
 };
 
-// Threads: Start, Stop and the destructor on the owner's thread; ReportFailure on any thread,
-// never blocking (a short lock). The supervisor thread spawns, reaps, schedules pings
+// Threads: Start, Stop and the destructor on the owner's thread; ReportFailure and WorkerPids on
+// any thread, never blocking (a short lock). The supervisor thread spawns, reaps, schedules pings
 // and stops the workers; ping completions run on gRPC threads. Events are delivered on the
 // supervisor thread only, one at a time in the order they happened, outside the supervisor's lock
 // (the handler may call ReportFailure).
@@ -117,6 +118,9 @@ class WorkerSupervisor {
   // worker is killed (and restarted); without, it is pinged now, and kHealthy follows if it
   // answers (else it is killed). Stale incarnations are ignored.
   void ReportFailure(int index, uint64_t incarnation, bool kill, absl::string_view reason);
+
+  // (index, pid) of each worker process that runs: spawned and not yet reaped.
+  std::vector<std::pair<int, pid_t>> WorkerPids() const;
 
   // OK, until no worker has come up yet and one has failed workers.max_failed_starts starts in a
   // row; from then on that failure (naming the worker and its error), and no more spawns.
