@@ -49,11 +49,11 @@ absl::Status StartHttp(HttpServer* http, const std::string& address,
                        const ApiKeys* metrics_keys) {
   http->Handle("GET", "/metrics",
                [registry, metrics_keys](const HttpRequest& request, HttpServer::Reply reply) {
-                 const std::string* authorization = request.Header("authorization");
-                 if (metrics_keys != nullptr &&
-                     !metrics_keys->Accepts(authorization ? *authorization : "")) {
-                   reply({.status = 401, .body = "a valid API key is required\n"});
-                   return;
+                 if (metrics_keys != nullptr) {
+                   if (absl::Status s = CheckHttpApiKey(*metrics_keys, request); !s.ok()) {
+                     reply({.status = 401, .body = absl::StrCat(s.message(), "\n")});
+                     return;
+                   }
                  }
                  reply({.content_type = "text/plain; version=0.0.4; charset=utf-8",
                         .body = registry->Render()});
