@@ -19,6 +19,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -1186,10 +1187,9 @@ TEST(ServeTest, WithItsOnlyWorkerDeadTheServerIsNotReadyAndFailsWorkRetryably) {
   const Golden golden = LoadGolden("llama-cls");
   const GoldenCase& c = golden.cases[2];
   // One worker, restarted a second after it dies: a window in which none is up.
-  MainOptions options;
-  options.worker_settings = "  restart_backoff_s: 1\n";
-  std::string config = MainConfig("llama-cls", options);
-  config.replace(config.find("  count: 2\n"), 11, "  count: 1\n");
+  std::string config = absl::StrReplaceAll(
+      MainConfig("llama-cls"), {{"  count: 2\n", "  count: 1\n"},
+                                {"  restart_backoff_s: 0.1\n", "  restart_backoff_s: 1\n"}});
   auto server = TestServer::Start(config);
   ASSERT_NE(server, nullptr);
   ASSERT_TRUE(server->WaitReady(1, kLiveness)) << server->Log();
@@ -1412,6 +1412,37 @@ TEST(ServeStartTest, WorkersThatNeverComeUpMakeServeExitAfterMaxFailedStarts) {
               HasSubstr("failed 2 starts in a row (workers.max_failed_starts=2); the last one: "
                         "killed by signal 9"));
   EXPECT_THAT(server->Log(), HasSubstr("did not come up within workers.startup_timeout_s=0.001 s"));
+}
+
+// ---- issue 24: the operator's side (file descriptors, ports, socket directories, settings, a
+// model directory rewritten) -------------------------------------------------------------------
+
+// Issue 24, item 7: settings that cannot work used to start a server that then failed every call
+// (or never became ready): now `rankd serve` stops at once, naming the key, its range and value.
+TEST(ServeStartTest, SettingsThatCannotWorkStopTheStartNamingTheKey) {
+  const std::string model = absl::StrCat("model:\n  dir: ", ModelDir("llama-cls"), "\n");
+  const std::vector<std::tuple<std::string, int, std::string>> cases = {
+      {"server:\n  http_read_timeout_s: 0\n", 2,
+       "server.http_read_timeout_s: must be in (0, 10000000] (got 0)"},
+      {"server:\n  http_max_connections: 0\n", 2,
+       "server.http_max_connections: must be in [1, 1048576] (got 0)"},
+      {"server:\n  http_request_timeout_s: 1e10\n", 2,
+       "server.http_request_timeout_s: must be in (0, 10000000] (got 10000000000)"},
+      {"result_cache:\n  ttl_s: 1e12\n", 2,
+       "result_cache.ttl_s: must be in (0, 10000000] (got 1000000000000)"},
+      {"server:\n  queue_size: 8\n  drain_timeout_s: 1\n  queue_size: 9\n", 2,
+       "server.queue_size: given twice (lines 4 and 6)"},
+      {"workers:\n  count: 2\n  min_ready: 3\n", 1,
+       "workers.min_ready: 3 exceeds the 2 workers planned (workers.count=2)"},
+  };
+  for (const auto& [settings, code, message] : cases) {
+    auto server = TestServer::Launch(model + settings);
+    ASSERT_NE(server, nullptr);
+    const std::optional<int> status = server->WaitExit(kLiveness);
+    ASSERT_TRUE(status.has_value()) << settings;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == code) << settings << server->Log();
+    EXPECT_THAT(server->Log(), HasSubstr(message));
+  }
 }
 
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
