@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -65,6 +66,21 @@ absl::Status StartHttp(HttpServer* http, const std::string& address,
     reply({.status = ready ? 200 : 503, .body = ready ? "ready\n" : "not ready\n"});
   });
   return http->Start(address);
+}
+
+// A failed listen on `address`, with the process that holds its port when one does (a second
+// server started on the first one's port).
+absl::Status NameThePortHolder(absl::Status status, absl::string_view address) {
+  int port = 0;
+  const size_t colon = address.rfind(':');
+  if (status.ok() || absl::StartsWith(address, "unix") || colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port == 0) {
+    return status;
+  }
+  const std::string holder = DescribePortHolder(port);
+  if (holder.empty()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), " (port ", port, " is held by ", holder, ")"));
 }
 
 // How long the stop waits for gRPC to send the answers it holds before it ends the connections.
@@ -185,12 +201,16 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   }
   int grpc_port = 0;
   builder.AddListeningPort(config.server.listen, credentials, &grpc_port);
+  // gRPC sets SO_REUSEPORT by default: a second server on the port would bind it too, and the
+  // kernel would split the connections between them. Without it the second one's bind fails.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(TransportMessageLimit(config.limits));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("server.listen: cannot listen on ", config.server.listen));
+    return NameThePortHolder(absl::UnavailableError(absl::StrCat("server.listen: cannot listen on ",
+                                                                 config.server.listen)),
+                             config.server.listen);
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(kScorerServiceName, false);
@@ -212,12 +232,15 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   HttpServer api(http_options);
   absl::Status http_started;
   if (!config.server.metrics_listen.empty()) {
-    http_started = StartHttp(&http, config.server.metrics_listen, &registry, &pool,
-                             config.server.auth.protect_metrics ? keys.get() : nullptr);
+    http_started = NameThePortHolder(
+        StartHttp(&http, config.server.metrics_listen, &registry, &pool,
+                  config.server.auth.protect_metrics ? keys.get() : nullptr),
+        config.server.metrics_listen);
   }
   if (http_started.ok() && !config.server.http_listen.empty()) {
     RegisterHttpApi(&api, &service, keys.get());
-    http_started = api.Start(config.server.http_listen);
+    http_started =
+        NameThePortHolder(api.Start(config.server.http_listen), config.server.http_listen);
   }
   if (!http_started.ok()) {
     server->Shutdown();

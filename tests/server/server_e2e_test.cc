@@ -1417,6 +1417,90 @@ TEST(ServeStartTest, WorkersThatNeverComeUpMakeServeExitAfterMaxFailedStarts) {
 // ---- issue 24: the operator's side (file descriptors, ports, socket directories, settings, a
 // model directory rewritten) -------------------------------------------------------------------
 
+// One worker (fewer descriptors), quick pings and restarts.
+std::string OneWorkerConfig(const std::string& model_dir, const std::string& server_settings = "",
+                            const std::string& worker_settings = "") {
+  return absl::StrCat("model:\n  dir: ", model_dir,
+                      "\n  threads: 1\n"
+                      "server:\n",
+                      server_settings,
+                      "workers:\n"
+                      "  count: 1\n"
+                      "  ping_interval_s: 0.2\n"
+                      "  restart_backoff_s: 0.1\n",
+                      worker_settings);
+}
+
+int PortOf(const std::string& target) { return std::stoi(target.substr(target.rfind(':') + 1)); }
+
+// Issue 24, item 6: a second server on the first one's socket directory started; the first one's
+// restarted workers then served the second's model under the first's name, and the second's stop
+// removed the first's files. A second server on the first's gRPC port bound it too
+// (SO_REUSEPORT). Now each fails at start, naming the holder, and the first serves on.
+TEST(ServeOpsTest, ASecondServerOnTheSameSocketDirectoryOrPortFailsNamingTheHolder) {
+  char dir[] = "/tmp/rankd-shared-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string sockets = absl::StrCat(dir, "/sockets");
+  const TestServer::Options own_dir{.default_socket_dir = true};
+  const std::string shared = absl::StrCat("  socket_dir: ", sockets, "\n");
+  auto first = TestServer::Start(OneWorkerConfig(ModelDir("llama-cls"), "", shared), own_dir);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->WaitReady(1, kLiveness)) << first->Log();
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[1];
+
+  // Another model, the same socket directory.
+  auto second =
+      TestServer::Launch(OneWorkerConfig(ModelDir("qwen3-cls-wide"), "", shared), own_dir);
+  ASSERT_NE(second, nullptr);
+  std::optional<int> status = second->WaitExit(kLiveness);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << second->Log();
+  EXPECT_THAT(second->Log(), HasSubstr(absl::StrCat("workers.socket_dir: ", sockets,
+                                                    " is held by another process (pid ",
+                                                    first->pid(), ", named in ")));
+
+  // The first one's port, each of its three (the others' ports are free ones: port 0).
+  const std::vector<std::pair<std::string, int>> ports = {
+      {"--listen", PortOf(first->target())},
+      {"--http-listen", first->http_port()},
+      {"--metrics-listen", first->metrics_port()}};
+  for (const auto& [flag, port] : ports) {
+    auto other = TestServer::Launch(OneWorkerConfig(ModelDir("llama-cls")),
+                                    {.flags = {absl::StrCat(flag, "=127.0.0.1:", port)}});
+    ASSERT_NE(other, nullptr);
+    status = other->WaitExit(kLiveness);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << flag;
+    EXPECT_THAT(other->Log(), HasSubstr(absl::StrCat("cannot listen on 127.0.0.1:", port)));
+    EXPECT_THAT(other->Log(), HasSubstr(absl::StrCat("(port ", port, " is held by pid ",
+                                                     first->pid(), " (rankd))")))
+        << flag;
+  }
+
+  // The first one is untouched: its worker, killed, comes back with its own model, and every
+  // call gets its scores.
+  const std::vector<pid_t> workers = first->WorkerPids();
+  ASSERT_EQ(workers.size(), 1u);
+  kill(workers[0], SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (!(first->WorkerPids().size() == 1 && first->WorkerPids()[0] != workers[0] &&
+           first->Metric("rankd_workers_up") == 1) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(first->WaitReady(1, kLiveness)) << first->Log();
+  ScoreRequest request = TextRequest(c);
+  request.set_skip_cache(true);
+  for (int i = 0; i < 5; ++i) {
+    ScoreResponse response;
+    const grpc::Status s = Score(*first, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(response, c), "");
+  }
+  first.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 // Issue 24, item 7: settings that cannot work used to start a server that then failed every call
 // (or never became ready): now `rankd serve` stops at once, naming the key, its range and value.
 TEST(ServeStartTest, SettingsThatCannotWorkStopTheStartNamingTheKey) {

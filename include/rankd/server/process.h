@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,15 +40,40 @@ int CountVisibleGpus();
 std::vector<std::string> CurrentEnvironment();
 
 // Run directories (the workers' sockets and config): made fresh under `parent` as
-// <prefix>XXXXXX, each holding an owner file ("PID START": the pid and the start time of the
-// process that made it, so that a reused pid is not taken for it).
+// <prefix>XXXXXX, or given (workers.socket_dir). The process that serves from one holds it with a
+// RunDirectoryLock, whose owner file names it ("PID START": the pid and the start time of the
+// process, so that a reused pid is not taken for it).
 //
-// Makes a fresh run directory (mkdtemp) with this process's owner file; returns its path.
+// Makes a fresh run directory (mkdtemp); returns its path. The caller takes it (RunDirectoryLock).
 absl::StatusOr<std::string> MakeRunDirectory(const std::string& parent, const std::string& prefix);
 // Removes the run directories under `parent` left by processes that are gone (killed with
 // SIGKILL, crashed): those of this user with an owner file naming a process that no longer runs.
 // Directories without an owner file are left alone. Returns how many were removed.
 int RemoveStaleRunDirectories(const std::string& parent, const std::string& prefix);
+
+// A run directory held by this process: an exclusive flock on its owner file (`owner.pid`),
+// which names this process once held. The lock lasts while the object lives, and goes with the
+// process however it ends (the kernel releases it: a server killed with SIGKILL leaves none), so
+// that two servers never share the directory (the second would hand its workers its own config
+// there, and remove the first's sockets when it stops). The descriptor does not reach children.
+class RunDirectoryLock {
+ public:
+  // Takes `dir` (which must exist). FAILED_PRECONDITION naming the holder's pid when another
+  // process holds it.
+  static absl::StatusOr<std::unique_ptr<RunDirectoryLock>> Take(const std::string& dir);
+  ~RunDirectoryLock();
+  RunDirectoryLock(const RunDirectoryLock&) = delete;
+  RunDirectoryLock& operator=(const RunDirectoryLock&) = delete;
+
+ private:
+  explicit RunDirectoryLock(int fd) : fd_(fd) {}
+  const int fd_;
+};
+
+// The process that listens on TCP `port` ("pid 1234 (rankd)"), for the message of a listen
+// that failed: "another user's process" when the socket is found but not its process (only this
+// user's processes can be looked into), "" when nothing listens there.
+std::string DescribePortHolder(int port);
 
 }  // namespace rankd::server
 
