@@ -5,12 +5,14 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -137,6 +139,22 @@ int CountVisibleGpus() {
     ++n;
   }
   return n;
+}
+
+absl::StatusOr<int64_t> RaiseFileLimit(int64_t* before) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return absl::InternalError(absl::StrCat("getrlimit(RLIMIT_NOFILE): ", std::strerror(errno)));
+  }
+  *before = static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, INT64_MAX));
+  if (limit.rlim_cur != limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      return absl::InternalError(
+          absl::StrCat("setrlimit(RLIMIT_NOFILE, ", limit.rlim_max, "): ", std::strerror(errno)));
+    }
+  }
+  return static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, INT64_MAX));
 }
 
 std::vector<std::string> CurrentEnvironment() {

@@ -1433,6 +1433,99 @@ std::string OneWorkerConfig(const std::string& model_dir, const std::string& ser
 
 int PortOf(const std::string& target) { return std::stoi(target.substr(target.rfind(':') + 1)); }
 
+// Issue 24, item 4: under a limit of 128 descriptors, 150 connections opened at once made gRPC
+// 1.51 log `Failed accept4: Too many open files` and never accept again, while /healthz and
+// /readyz said 200. Now either the listener accepts again, or the server says it is neither alive
+// nor ready (/healthz and /readyz 503, gRPC health NOT_SERVING on the connections still open),
+// and exits 1 for a supervisor to restart it.
+TEST(ServeOpsTest, AGrpcListenerOutOfDescriptorsIsReportedDeadAndTheServerExits) {
+  // Pings that wait long: the worker is held stopped below so that the drain has work to wait
+  // for, which keeps the process up long enough to be asked.
+  auto server = TestServer::Start(
+      OneWorkerConfig(ModelDir("llama-cls"), "  http_max_connections: 16\n  drain_timeout_s: 60\n",
+                      "  ping_timeout_s: 60\n"),
+      {.max_open_files = 128});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitReady(1, kLiveness)) << server->Log();
+  httplib::Client http("127.0.0.1", server->metrics_port());
+  http.set_connection_timeout(2);
+  http.set_read_timeout(2);
+  const Golden golden = LoadGolden("llama-cls");
+  StoppedWorkers stopped(server->WorkerPids());
+  AsyncScore held(*server, TextRequest(golden.cases[0]));  // on the connection already open
+  ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 1, kLiveness));
+
+  const int port = PortOf(server->target());
+  std::vector<int> connections;
+  for (int i = 0; i < 150; ++i) {
+    const int fd = Connect(port);
+    if (fd >= 0) connections.push_back(fd);
+  }
+  // gRPC takes what it can until accept4 fails.
+  const auto exhausted_by = std::chrono::steady_clock::now() + seconds(20);
+  while (server->Log().find("accept4") == std::string::npos &&
+         std::chrono::steady_clock::now() < exhausted_by) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  for (int fd : connections) close(fd);
+
+  // A fresh connection each time: the listener, not a connection kept from before.
+  auto fresh_health = [&] {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel =
+        grpc::CreateCustomChannel(server->target(), grpc::InsecureChannelCredentials(), args);
+    auto stub = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(2));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(&context, request, &response).ok();
+  };
+  bool accepts = false, reported = false;
+  int healthz_ok = 0, polls = 0;
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (!accepts && !reported && std::chrono::steady_clock::now() < deadline) {
+    accepts = fresh_health();
+    auto healthz = http.Get("/healthz");
+    ++polls;
+    if (healthz && healthz->status == 200) ++healthz_ok;
+    if (healthz && healthz->status == 503) {
+      reported = true;
+      EXPECT_THAT(healthz->body, HasSubstr("accepts no connection"));
+      auto readyz = http.Get("/readyz");
+      ASSERT_TRUE(readyz);
+      EXPECT_EQ(readyz->status, 503);
+      EXPECT_EQ(server->Health(""), HealthStatus::NOT_SERVING);  // the connection kept open
+    }
+  }
+  if (accepts) return;  // a gRPC that takes connections again after running out (not 1.51)
+  ASSERT_TRUE(reported) << "for " << polls << " polls fresh gRPC connections were refused while "
+                        << healthz_ok << " of them got /healthz 200\n"
+                        << server->Log();
+  for (pid_t p : server->WorkerPids()) stopped.Resume(p);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  EXPECT_THAT(server->Log(), HasSubstr("open files: limit 128"));
+  EXPECT_THAT(server->Log(), HasSubstr("accepts no connection"));
+  EXPECT_THAT(server->Log(), HasSubstr("stopping, to be restarted"));
+  EXPECT_TRUE(held.Wait().ok());  // drained: the call that was in flight was answered
+}
+
+// The HTTP ports' connection caps must leave half the descriptors to gRPC.
+TEST(ServeOpsTest, HttpConnectionCapsOverHalfTheDescriptorLimitStopTheStart) {
+  auto server = TestServer::Launch(OneWorkerConfig(ModelDir("llama-cls")),
+                                   {.max_open_files = 256});  // 2 x 256 > 128
+  ASSERT_NE(server, nullptr);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value()) << server->Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1);
+  EXPECT_THAT(server->Log(),
+              HasSubstr("server.http_max_connections: 2 HTTP ports x 256 connections may hold 512 "
+                        "file descriptors, more than half of the 256"));
+}
+
 // Issue 24, item 6: a second server on the first one's socket directory started; the first one's
 // restarted workers then served the second's model under the first's name, and the second's stop
 // removed the first's files. A second server on the first's gRPC port bound it too

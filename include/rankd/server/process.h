@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ std::vector<int> AvailableCpus();
 // GPUs a worker could use: the entries of CUDA_VISIBLE_DEVICES when set, else the NVIDIA driver's
 // /proc/driver/nvidia/gpus entries, else 0.
 int CountVisibleGpus();
+
+// Raises this process's soft limit of open files (RLIMIT_NOFILE) to its hard limit: every
+// connection is a file descriptor, and the soft limit is often 1024 while the hard one is far
+// higher. Returns the limit in force afterwards, and writes the one before to `before`.
+absl::StatusOr<int64_t> RaiseFileLimit(int64_t* before);
 
 // This process's environment as NAME=VALUE strings.
 std::vector<std::string> CurrentEnvironment();

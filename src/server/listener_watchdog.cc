@@ -1,0 +1,161 @@
+#include "rankd/server/listener_watchdog.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace rankd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113 section 3.4): what a
+// gRPC client sends first.
+constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+constexpr size_t kPrefaceBytes = sizeof(kPreface) - 1;
+
+absl::Status Failed(absl::string_view what, int err) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+// Waits for `events` on `fd` until `deadline`: true when they came.
+bool WaitFor(int fd, short events, Clock::time_point deadline) {
+  while (true) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{.fd = fd, .events = events, .revents = 0};
+    const int n = poll(&p, 1, static_cast<int>(left.count()));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+std::string ProbeAddress(absl::string_view listen, int port) {
+  if (absl::StartsWith(listen, "unix:") || absl::StartsWith(listen, "unix-abstract:")) {
+    return std::string(listen);
+  }
+  absl::string_view host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  return host.find(':') != absl::string_view::npos ? absl::StrCat("[", host, "]:", port)
+                                                   : absl::StrCat(host, ":", port);
+}
+
+absl::Status ProbeListener(const std::string& address, std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  sockaddr_storage target{};
+  socklen_t target_size = 0;
+  int family = AF_UNIX;
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) {
+    const bool abstract = absl::StartsWith(address, "unix-abstract:");
+    const std::string path = address.substr(address.find(':') + 1);
+    sockaddr_un* un = reinterpret_cast<sockaddr_un*>(&target);
+    un->sun_family = AF_UNIX;
+    if (path.size() + 1 > sizeof(un->sun_path)) {
+      return absl::InvalidArgumentError(absl::StrCat(address, ": path too long"));
+    }
+    std::memcpy(un->sun_path + (abstract ? 1 : 0), path.data(), path.size());
+    target_size =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + (abstract ? 1 : 0));
+  } else {
+    const size_t colon = address.rfind(':');
+    std::string host = address.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (const int rc = getaddrinfo(host.c_str(), address.substr(colon + 1).c_str(), &hints, &found);
+        rc != 0) {
+      return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+    }
+    std::memcpy(&target, found->ai_addr, found->ai_addrlen);
+    target_size = found->ai_addrlen;
+    family = found->ai_family;
+    freeaddrinfo(found);
+  }
+  const int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Failed("socket", errno);
+  absl::Cleanup close_fd = [fd] { close(fd); };
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&target), target_size) != 0) {
+    if (errno != EINPROGRESS && errno != EAGAIN) return Failed("connect", errno);
+    if (!WaitFor(fd, POLLOUT, deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("connect: no answer within ", timeout.count(), " ms"));
+    }
+    int err = 0;
+    socklen_t size = sizeof(err);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &size);
+    if (err != 0) return Failed("connect", err);
+  }
+  // The connection may only be in the kernel's backlog: what tells is the server's answer.
+  if (send(fd, kPreface, kPrefaceBytes, MSG_NOSIGNAL) != static_cast<ssize_t>(kPrefaceBytes)) {
+    return Failed("send", errno);
+  }
+  if (!WaitFor(fd, POLLIN, deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("connected, but the server took no connection (no answer within ",
+                     timeout.count(), " ms)"));
+  }
+  char byte = 0;
+  const ssize_t n = recv(fd, &byte, 1, 0);
+  // Bytes (SETTINGS), an orderly close or a reset: the server took the connection and read.
+  if (n >= 0 || errno == ECONNRESET) return absl::OkStatus();
+  return Failed("recv", errno);
+}
+
+ListenerWatchdog::ListenerWatchdog(std::string address, Options options)
+    : address_(std::move(address)), options_(options) {
+  thread_ = std::thread(&ListenerWatchdog::Loop, this);
+}
+
+ListenerWatchdog::~ListenerWatchdog() { Stop(); }
+
+void ListenerWatchdog::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status ListenerWatchdog::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void ListenerWatchdog::Loop() {
+  int failed = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
+    lock.unlock();
+    const absl::Status probe = ProbeListener(address_, options_.timeout);
+    lock.lock();
+    failed = probe.ok() ? 0 : failed + 1;
+    if (failed >= options_.failures) {
+      failure_ = absl::UnavailableError(
+          absl::StrCat("the gRPC listener on ", address_, " accepts no connection (", failed,
+                       " probes in a row failed; the last: ", probe.message(), ")"));
+      return;
+    }
+  }
+}
+
+}  // namespace rankd::server
