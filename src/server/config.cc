@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -226,6 +227,20 @@ Field TruncateMode(Limits::Truncate* v) {
           },
           [v](YAML::Emitter& e) { e << (*v == Limits::Truncate::kEnd ? "end" : "none"); }};
 }
+// model.identity: empty, or "sha256:" and 16 lower-case hex digits (model::ModelIdentity's form).
+Field Identity(std::string* v) {
+  Field f = String(v);
+  f.check = [v](const std::string& k) -> absl::Status {
+    constexpr absl::string_view kPrefix = "sha256:";
+    const bool hex = v->size() == kPrefix.size() + 16 && absl::StartsWith(*v, kPrefix) &&
+                     std::all_of(v->begin() + kPrefix.size(), v->end(), [](char c) {
+                       return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
+                     });
+    if (v->empty() || hex) return absl::OkStatus();
+    return KeyError(k, absl::StrCat("must be empty or sha256: and 16 hex digits (got '", *v, "')"));
+  };
+  return f;
+}
 // Relative paths resolve against `base_dir` when read; every path is read in its lexically normal
 // form ("/a/./b" is "/a/b"), the form it is written in, so that it reads back the same.
 Field Path(std::string* v, const std::string& base_dir) {
@@ -378,6 +393,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
       {"model",
        Section({{"dir", Path(&eo.model_dir, base)},
                 {"name", String(&m.name)},
+                {"identity", Identity(&m.identity)},
                 {"backend", Choice(&eo.backend.kind, {"cpu", "cuda"})},
                 {"head", OptString(&eo.settings.head)},
                 {"query_template", Template(&eo.settings.query_template, "{query}")},

@@ -216,17 +216,20 @@ void WorkerSupervisor::ReapLocked(int index, const std::string& how) {
   const Clock::time_point now = Clock::now();
   if (stopping_) {
     spdlog::info("worker {} (pid {}) {}", index, slot.pid, how);
+  } else if (slot.state == Slot::State::kStarting) {
+    // Why it never came up: its own error (a model it cannot load or must not serve), or why it
+    // was killed.
+    const std::string error = ReadWorkerError(slot.socket_path);
+    const std::string failure = absl::StrCat(how, ": ",
+                                             !error.empty()              ? error
+                                             : !slot.kill_reason.empty() ? slot.kill_reason
+                                                                         : "no error reported");
+    spdlog::warn("worker {} (pid {}) {}", index, slot.pid, failure);
+    FailedStartLocked(index, failure);
   } else {
     spdlog::warn("worker {} (pid {}) {}", index, slot.pid, how);
   }
   metrics_->worker_exits->Add();
-  if (slot.state == Slot::State::kStarting && !stopping_) {
-    const std::string error = ReadWorkerError(slot.socket_path);
-    FailedStartLocked(index, absl::StrCat(how, ": ",
-                                          !error.empty()              ? error
-                                          : !slot.kill_reason.empty() ? slot.kill_reason
-                                                                      : "no error reported"));
-  }
   const bool was_stable = slot.state == Slot::State::kUp && now - slot.up_since >= kStableUptime;
   slot.crashes_in_a_row = was_stable ? 1 : slot.crashes_in_a_row + 1;
   const double backoff =

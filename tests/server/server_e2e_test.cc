@@ -1622,6 +1622,54 @@ TEST(ServeStartTest, SettingsThatCannotWorkStopTheStartNamingTheKey) {
   }
 }
 
+// Issue 24, item 10: a model directory rewritten while serving: a restarted worker loaded the new
+// weights while the other kept the old, so calls got scores of either. Now the restarted worker
+// finds another model than the one the server started with, refuses to serve it and stays down;
+// every call keeps getting the old model's scores.
+TEST(ServeOpsTest, AWorkerThatFindsTheModelDirectoryRewrittenRefusesToServeIt) {
+  ModelCopy model("llama-cls");
+  auto server = StartReady(model.Config());
+  ASSERT_NE(server, nullptr);
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[1];
+  ScoreRequest request = TextRequest(c);
+  request.set_skip_cache(true);
+  ScoreResponse response;
+  ASSERT_TRUE(Score(*server, request, &response).ok());
+  ASSERT_EQ(GoldenMismatch(response, c), "");
+
+  // Another model of the same family copied over it, file by file.
+  for (const auto& entry : std::filesystem::directory_iterator(ModelDir("mistral-cls"))) {
+    std::filesystem::copy_file(entry.path(), model.path(entry.path().filename().string()),
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  const std::vector<pid_t> workers = server->WorkerPids();
+  ASSERT_EQ(workers.size(), 2u);
+  kill(workers[0], SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (server->Log().find("now holds model sha256:") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  // Calls for a while, spread over what is up: every answer is the old model's.
+  int answered = 0, other_scores = 0;
+  for (int i = 0; i < 40; ++i) {
+    ScoreResponse r;
+    if (Score(*server, request, &r).ok()) {
+      ++answered;
+      other_scores += !GoldenMismatch(r, c).empty();
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(other_scores, 0) << "of " << answered << " answered calls\n" << server->Log();
+  EXPECT_GT(answered, 0);
+  EXPECT_THAT(server->Log(), HasSubstr("refusing to serve it"));
+  EXPECT_EQ(server->Metric("rankd_workers_up"), 1);
+  EXPECT_EQ(server->Metric(absl::StrCat("rankd_worker_up{worker=\"",
+                                        server->WorkerIndex(workers[0]).value_or(-1), "\"}")),
+            0);
+}
+
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------
 
 TEST(ServeControlTest, FullQueueAnswersResourceExhaustedAtOnce) {
