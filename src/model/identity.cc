@@ -73,8 +73,9 @@ absl::Status ReadAt(int fd, const std::string& path, uint64_t offset, size_t siz
 // A .safetensors file's size, header and samples of its data.
 absl::Status AddSafetensors(const std::string& path, Hasher* hash) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  if (fd < 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
   absl::Cleanup close_fd = [fd] { close(fd); };
   struct stat st;
   if (fstat(fd, &st) != 0) return absl::InternalError(absl::StrCat(path, ": fstat failed"));
