@@ -13,16 +13,15 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "rankd/server/process.h"
 
 namespace rankd::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113 section 3.4): what a
-// gRPC client sends first.
-constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
-constexpr size_t kPrefaceBytes = sizeof(kPreface) - 1;
+// How often a probe looks whether its connection was accepted.
+constexpr std::chrono::milliseconds kAcceptPoll(10);
 
 absl::Status Failed(absl::string_view what, int err) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
@@ -61,7 +60,9 @@ absl::Status ProbeListener(const std::string& address, std::chrono::milliseconds
   sockaddr_storage target{};
   socklen_t target_size = 0;
   int family = AF_UNIX;
-  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) {
+  const bool unix_socket =
+      absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:");
+  if (unix_socket) {
     const bool abstract = absl::StartsWith(address, "unix-abstract:");
     const std::string path = address.substr(address.find(':') + 1);
     sockaddr_un* un = reinterpret_cast<sockaddr_un*>(&target);
@@ -93,8 +94,14 @@ absl::Status ProbeListener(const std::string& address, std::chrono::milliseconds
   const int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Failed("socket", errno);
   absl::Cleanup close_fd = [fd] { close(fd); };
+  // A Unix socket is unnamed unless bound: autobind gives it a name for the accepted end to show.
+  const sa_family_t unix_family = AF_UNIX;
+  if (unix_socket &&
+      bind(fd, reinterpret_cast<const sockaddr*>(&unix_family), sizeof(unix_family)) != 0) {
+    return Failed("bind", errno);
+  }
   if (connect(fd, reinterpret_cast<const sockaddr*>(&target), target_size) != 0) {
-    if (errno != EINPROGRESS && errno != EAGAIN) return Failed("connect", errno);
+    if (errno != EINPROGRESS) return Failed("connect", errno);
     if (!WaitFor(fd, POLLOUT, deadline)) {
       return absl::DeadlineExceededError(
           absl::StrCat("connect: no answer within ", timeout.count(), " ms"));
@@ -104,20 +111,27 @@ absl::Status ProbeListener(const std::string& address, std::chrono::milliseconds
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &size);
     if (err != 0) return Failed("connect", err);
   }
-  // The connection may only be in the kernel's backlog: what tells is the server's answer.
-  if (send(fd, kPreface, kPrefaceBytes, MSG_NOSIGNAL) != static_cast<ssize_t>(kPrefaceBytes)) {
-    return Failed("send", errno);
+  sockaddr_storage local{};
+  socklen_t local_size = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0) {
+    return Failed("getsockname", errno);
   }
-  if (!WaitFor(fd, POLLIN, deadline)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("connected, but the server took no connection (no answer within ",
-                     timeout.count(), " ms)"));
+  // Connected may mean only queued in the kernel's backlog. gRPC has accepted the connection when
+  // its end, whose peer is this one, shows among this process's descriptors.
+  while (true) {
+    bool accepted = false;
+    ForEachConnectedSocket([&](const ConnectedSocket& s) {
+      accepted =
+          s.fd != fd && s.peer_size == local_size && std::memcmp(&s.peer, &local, local_size) == 0;
+      return !accepted;
+    });
+    if (accepted) return absl::OkStatus();
+    if (Clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "connected, but the server took no connection within ", timeout.count(), " ms"));
+    }
+    std::this_thread::sleep_for(kAcceptPoll);
   }
-  char byte = 0;
-  const ssize_t n = recv(fd, &byte, 1, 0);
-  // Bytes (SETTINGS), an orderly close or a reset: the server took the connection and read.
-  if (n >= 0 || errno == ECONNRESET) return absl::OkStatus();
-  return Failed("recv", errno);
 }
 
 ListenerWatchdog::ListenerWatchdog(std::string address, Options options)

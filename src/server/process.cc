@@ -157,6 +157,22 @@ absl::StatusOr<int64_t> RaiseFileLimit(int64_t* before) {
   return static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, INT64_MAX));
 }
 
+void ForEachConnectedSocket(const std::function<bool(const ConnectedSocket&)>& visit) {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(it->path().filename().string(), &fd)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof(local), peer_size = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+      continue;  // not a socket, or not connected (a listening socket)
+    }
+    if (!visit({fd, local, local_size, peer, peer_size})) return;
+  }
+}
+
 std::vector<std::string> CurrentEnvironment() {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
@@ -198,9 +214,7 @@ absl::StatusOr<std::string> MakeRunDirectory(const std::string& parent, const st
   return dir;
 }
 
-RunDirectoryLock::~RunDirectoryLock() {
-  if (fd_ >= 0) close(fd_);
-}
+RunDirectoryLock::~RunDirectoryLock() { close(fd_); }
 
 absl::StatusOr<std::unique_ptr<RunDirectoryLock>> RunDirectoryLock::Take(const std::string& dir) {
   const std::string path = absl::StrCat(dir, "/", kOwnerFile);

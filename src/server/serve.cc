@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <thread>
@@ -124,25 +123,16 @@ constexpr std::chrono::seconds kAnswersSentTimeout(2);
 // with the connections ended first, no call can reach it any more. Returns how many it ended.
 int DisconnectPeers(int port) {
   int ended = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(it->path().filename().string(), &fd)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_size = sizeof(local), peer_size = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
-      continue;  // not a socket, or not connected (the listening socket)
-    }
+  ForEachConnectedSocket([&](const ConnectedSocket& s) {
     int local_port = -1;
-    if (local.ss_family == AF_INET) {
-      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
-    } else if (local.ss_family == AF_INET6) {
-      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+    if (s.local.ss_family == AF_INET) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&s.local)->sin_port);
+    } else if (s.local.ss_family == AF_INET6) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&s.local)->sin6_port);
     }
-    if (local_port == port && shutdown(fd, SHUT_RDWR) == 0) ++ended;
-  }
+    if (local_port == port && shutdown(s.fd, SHUT_RDWR) == 0) ++ended;
+    return true;
+  });
   return ended;
 }
 

@@ -281,6 +281,25 @@ TEST(SecurityTest, TlsServesTlsClientsAndRefusesPlaintext) {
             StatusCode::UNAVAILABLE);
 }
 
+// The listener watchdog (issue 24, item 4) probes a TLS port with a ClientHello: no failed
+// handshake in the log a second (anything else would be one), and its probes pass (a failing
+// watchdog would stop the server after 3 of them), mutual TLS included.
+TEST(SecurityTest, TheListenerWatchdogProbesTlsPortsQuietly) {
+  ASSERT_TRUE(HaveOpenssl());
+  Pki pki;
+  ASSERT_TRUE(pki.MakeCa("ca") && pki.MakeCert("server", "ca") && pki.MakeCert("client", "ca"));
+  auto server = TestServer::Start(Config(TlsSettings(pki, "server", "ca")));
+  ASSERT_NE(server, nullptr);
+  auto channel = NewChannel(server->target(), Tls(pki, "ca", "client"));
+  ASSERT_TRUE(WaitServing(channel)) << server->Log();
+  std::this_thread::sleep_for(seconds(6));  // 5 probes or more
+  HealthStatus r;
+  EXPECT_TRUE(Check(channel, "rankd.v1.Scorer", &r).ok());
+  EXPECT_EQ(r.status(), HealthStatus::SERVING);
+  EXPECT_THAT(server->Log(), Not(HasSubstr("Handshake failed")));
+  EXPECT_THAT(server->Log(), Not(HasSubstr("accepts no connection")));
+}
+
 TEST(SecurityTest, MutualTlsServesOnlyClientsWithACertificateSignedByTheClientCa) {
   ASSERT_TRUE(HaveOpenssl());
   Pki pki;

@@ -4,11 +4,12 @@
 // ECONNABORTED (EMFILE, out of file descriptors, above all: it logs "Failed accept4: Too many open
 // files" once and never re-arms its listener; later gRPC releases retry), while the process, its
 // health service and its HTTP probes carry on, so an orchestrator would keep sending to a dead
-// port. The watchdog connects to the port afresh every interval, sends HTTP/2's client preface and
-// a SETTINGS frame, and waits for the server to react: a plaintext gRPC server sends its SETTINGS,
-// a TLS one answers with an alert or closes. A listener that no longer accepts leaves the
-// connection unanswered in the kernel's backlog (or, the backlog full, the connect unanswered).
-// After `failures` probes in a row fail, failure() says why from then on, and probing stops.
+// port. The watchdog connects to the port afresh every interval and looks for the accepted end of
+// its connection among this process's descriptors (gRPC runs in this process): a listener that
+// no longer accepts leaves the connection in the kernel's backlog (or, the backlog full, the
+// connect unanswered). Nothing is sent, so neither a plaintext nor a TLS port logs a failed
+// handshake for a probe. After `failures` probes in a row fail, failure() says why from then on,
+// and probing stops.
 //
 // Threads: probes on its own; failure() may be called from any thread.
 #ifndef RANKD_SERVER_LISTENER_WATCHDOG_H_
@@ -30,15 +31,15 @@ namespace rankd::server {
 // "[::]:0" -> "[::1]:P"); unix: addresses are probed as they are.
 std::string ProbeAddress(absl::string_view listen, int port);
 
-// One probe: OK when the listener at `address` (ProbeAddress's form) took a fresh connection and
-// reacted to the HTTP/2 preface within `timeout`; else why not.
+// One probe: OK when the listener at `address` (ProbeAddress's form), which must be this
+// process's, accepted a fresh connection within `timeout`; else why not.
 absl::Status ProbeListener(const std::string& address, std::chrono::milliseconds timeout);
 
 class ListenerWatchdog {
  public:
   struct Options {
     std::chrono::milliseconds interval{1000};  // between probes
-    // One probe's wait. Generous: a live listener answers in microseconds, a loaded 2-core
+    // One probe's wait. Generous: a live listener accepts in microseconds, on a loaded 2-core
     // machine under a sanitizer in milliseconds; only a dead one takes it all.
     std::chrono::milliseconds timeout{3000};
     int failures = 3;  // in a row

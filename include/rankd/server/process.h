@@ -3,9 +3,11 @@
 #ifndef RANKD_SERVER_PROCESS_H_
 #define RANKD_SERVER_PROCESS_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +43,18 @@ int CountVisibleGpus();
 // connection is a file descriptor, and the soft limit is often 1024 while the hard one is far
 // higher. Returns the limit in force afterwards, and writes the one before to `before`.
 absl::StatusOr<int64_t> RaiseFileLimit(int64_t* before);
+
+// A connected socket of this process: its descriptor and both ends' addresses.
+struct ConnectedSocket {
+  int fd;
+  const sockaddr_storage& local;
+  socklen_t local_size;
+  const sockaddr_storage& peer;
+  socklen_t peer_size;
+};
+// Calls `visit` with each connected socket this process holds (not listening ones), from
+// /proc/self/fd, until it returns false.
+void ForEachConnectedSocket(const std::function<bool(const ConnectedSocket&)>& visit);
 
 // This process's environment as NAME=VALUE strings.
 std::vector<std::string> CurrentEnvironment();
