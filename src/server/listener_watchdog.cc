@@ -1,6 +1,7 @@
 #include "rankd/server/listener_watchdog.h"
 
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -9,6 +10,8 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -25,6 +28,32 @@ constexpr std::chrono::milliseconds kAcceptPoll(10);
 
 absl::Status Failed(absl::string_view what, int err) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+// Whether `a` and `b` are one address: a Unix socket's name, or an IP address and port, an IPv4
+// one equal to its IPv4-mapped IPv6 form (gRPC listens on dual-stack sockets, whose accepted
+// ends give their IPv4 peers in that form).
+bool SameAddress(const sockaddr_storage& a, socklen_t a_size, const sockaddr_storage& b,
+                 socklen_t b_size) {
+  if (a.ss_family == AF_UNIX || b.ss_family == AF_UNIX) {
+    return a_size == b_size && std::memcmp(&a, &b, a_size) == 0;
+  }
+  // The address as IPv6 (an IPv4 one mapped) and the port; nullopt for other families.
+  auto ip = [](const sockaddr_storage& s) -> std::optional<std::pair<in6_addr, in_port_t>> {
+    if (s.ss_family == AF_INET6) {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(s);
+      return std::make_pair(in6.sin6_addr, in6.sin6_port);
+    }
+    if (s.ss_family != AF_INET) return std::nullopt;
+    const auto& in = reinterpret_cast<const sockaddr_in&>(s);
+    in6_addr mapped{};
+    mapped.s6_addr[10] = mapped.s6_addr[11] = 0xff;
+    std::memcpy(&mapped.s6_addr[12], &in.sin_addr, 4);
+    return std::make_pair(mapped, in.sin_port);
+  };
+  const auto x = ip(a), y = ip(b);
+  return x && y && x->second == y->second &&
+         std::memcmp(&x->first, &y->first, sizeof(in6_addr)) == 0;
 }
 
 // Waits for `events` on `fd` until `deadline`: true when they came.
@@ -121,8 +150,7 @@ absl::Status ProbeListener(const std::string& address, std::chrono::milliseconds
   while (true) {
     bool accepted = false;
     ForEachConnectedSocket([&](const ConnectedSocket& s) {
-      accepted =
-          s.fd != fd && s.peer_size == local_size && std::memcmp(&s.peer, &local, local_size) == 0;
+      accepted = s.fd != fd && SameAddress(s.peer, s.peer_size, local, local_size);
       return !accepted;
     });
     if (accepted) return absl::OkStatus();

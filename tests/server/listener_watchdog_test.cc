@@ -3,6 +3,7 @@
 // over TCP and Unix sockets.
 #include "rankd/server/listener_watchdog.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -33,12 +34,24 @@ TEST(ProbeAddressTest, WildcardsAreProbedOnLoopback) {
   EXPECT_EQ(ProbeAddress("unix:/run/rankd.sock", 0), "unix:/run/rankd.sock");
 }
 
+enum class Kind { kTcp, kDualStack, kUnix };
+
 // A listening socket of this process; with `accepting`, a thread accepts (and keeps) every
-// connection, as gRPC does.
+// connection, as gRPC does. kDualStack: an IPv6 socket on ::ffff:127.0.0.1, as gRPC listens on
+// 127.0.0.1 (its accepted ends give their IPv4 peers IPv4-mapped).
 class Listener {
  public:
-  Listener(bool unix_socket, bool accepting) {
-    if (unix_socket) {
+  Listener(Kind kind, bool accepting) {
+    if (kind == Kind::kDualStack) {
+      fd_ = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in6 addr{};
+      addr.sin6_family = AF_INET6;
+      EXPECT_EQ(inet_pton(AF_INET6, "::ffff:127.0.0.1", &addr.sin6_addr), 1);
+      EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+      socklen_t size = sizeof(addr);
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &size);
+      address_ = absl::StrCat("127.0.0.1:", ntohs(addr.sin6_port));
+    } else if (kind == Kind::kUnix) {
       path_ = absl::StrCat(::testing::TempDir(), "/rankd_probe_", getpid(), ".sock");
       unlink(path_.c_str());
       fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -91,15 +104,15 @@ class Listener {
 };
 
 TEST(ProbeListenerTest, AListenerThatAcceptsPassesAndOneThatStoppedFails) {
-  for (bool unix_socket : {false, true}) {
-    SCOPED_TRACE(unix_socket ? "unix" : "tcp");
+  for (Kind kind : {Kind::kTcp, Kind::kDualStack, Kind::kUnix}) {
+    SCOPED_TRACE(static_cast<int>(kind));
     {
-      Listener live(unix_socket, /*accepting=*/true);
+      Listener live(kind, /*accepting=*/true);
       const absl::Status s = ProbeListener(live.address(), milliseconds(30000));
       EXPECT_TRUE(s.ok()) << s;
     }
     {
-      Listener dead(unix_socket, /*accepting=*/false);
+      Listener dead(kind, /*accepting=*/false);
       const absl::Status s = ProbeListener(dead.address(), milliseconds(300));
       EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
       EXPECT_THAT(std::string(s.message()), HasSubstr("took no connection within 300 ms"));
@@ -110,7 +123,7 @@ TEST(ProbeListenerTest, AListenerThatAcceptsPassesAndOneThatStoppedFails) {
 }
 
 TEST(ListenerWatchdogTest, ReportsAListenerDeadAfterItsFailuresInARow) {
-  Listener dead(/*unix_socket=*/false, /*accepting=*/false);
+  Listener dead(Kind::kDualStack, /*accepting=*/false);
   ListenerWatchdog watchdog(
       dead.address(), {.interval = milliseconds(10), .timeout = milliseconds(50), .failures = 3});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -121,9 +134,9 @@ TEST(ListenerWatchdogTest, ReportsAListenerDeadAfterItsFailuresInARow) {
               HasSubstr(absl::StrCat("the gRPC listener on ", dead.address(),
                                      " accepts no connection (3 probes in a row failed")));
 
-  Listener live(/*unix_socket=*/false, /*accepting=*/true);
+  Listener live(Kind::kDualStack, /*accepting=*/true);
   ListenerWatchdog content(live.address(), {.interval = milliseconds(10)});
-  std::this_thread::sleep_for(milliseconds(300));  // a few probes
+  std::this_thread::sleep_for(milliseconds(300));  // some probes, each needing an accept
   EXPECT_TRUE(content.failure().ok()) << content.failure();
 }
 
