@@ -13,7 +13,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "rankd/common/status.h"
@@ -70,16 +69,36 @@ absl::Status ReadAt(int fd, const std::string& path, uint64_t offset, size_t siz
   return absl::OkStatus();
 }
 
+// A file open for reading, with its size.
+class ReadOnlyFile {
+ public:
+  ~ReadOnlyFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Open(const std::string& path) {
+    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    }
+    struct stat st;
+    if (fstat(fd_, &st) != 0) return absl::InternalError(absl::StrCat(path, ": fstat failed"));
+    size_ = static_cast<uint64_t>(st.st_size);
+    return absl::OkStatus();
+  }
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
 // A .safetensors file's size, header and samples of its data.
 absl::Status AddSafetensors(const std::string& path, Hasher* hash) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
-  absl::Cleanup close_fd = [fd] { close(fd); };
-  struct stat st;
-  if (fstat(fd, &st) != 0) return absl::InternalError(absl::StrCat(path, ": fstat failed"));
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  ReadOnlyFile file;
+  RANKD_RETURN_IF_ERROR(file.Open(path));
+  const int fd = file.fd();
+  const uint64_t size = file.size();
   hash->Add(&size, sizeof(size));
   std::string bytes;
   RANKD_RETURN_IF_ERROR(ReadAt(fd, path, 0, 8, &bytes));
@@ -109,15 +128,10 @@ absl::StatusOr<std::string> ModelIdentity(const std::string& dir) {
     const std::string path = absl::StrCat(dir, "/", name);
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) continue;
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-    }
-    absl::Cleanup close_fd = [fd] { close(fd); };
-    struct stat st;
-    if (fstat(fd, &st) != 0) return absl::InternalError(absl::StrCat(path, ": fstat failed"));
+    ReadOnlyFile file;
+    RANKD_RETURN_IF_ERROR(file.Open(path));
     std::string bytes;
-    RANKD_RETURN_IF_ERROR(ReadAt(fd, path, 0, static_cast<size_t>(st.st_size), &bytes));
+    RANKD_RETURN_IF_ERROR(ReadAt(file.fd(), path, 0, static_cast<size_t>(file.size()), &bytes));
     hash.Add(std::string(name));
     hash.Add(bytes);
   }
