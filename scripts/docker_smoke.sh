@@ -23,7 +23,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-key=smoke-$RANDOM$RANDOM
+key=smoke-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 echo "$key" >"$work/api-keys"
 chmod 0444 "$work/api-keys"
 

@@ -12,6 +12,7 @@
 #include "rankd/common/protobuf_log.h"
 #include "rankd/common/status.h"
 #include "rankd/engine/engine.h"
+#include "rankd/model/identity.h"
 #include "rankd/server/config.h"
 #include "rankd/server/serve.h"
 #include "rankd/server/worker_supervisor.h"
@@ -143,6 +144,19 @@ int RunServeCommand(int argc, char** argv, int first) {
     spdlog::error("model {}: {}", config.model.name, s.message());
     return 1;
   }
+  // What the workers must find in model.dir (they refuse another model: worker.cc).
+  absl::StatusOr<std::string> identity = model::ModelIdentity(config.model.engine.model_dir);
+  if (!identity.ok()) {
+    spdlog::error("model {}: {}", config.model.name, identity.status().message());
+    return 1;
+  }
+  if (!config.model.identity.empty() && config.model.identity != *identity) {
+    spdlog::error("model.identity: {} holds model {}, not {}", config.model.engine.model_dir,
+                  *identity, config.model.identity);
+    return 1;
+  }
+  config.model.identity = *identity;
+  spdlog::info("model {}: identity {}", config.model.name, config.model.identity);
   InstallStopSignalHandlers();
   InstallReloadSignalHandler();
   server::ServeOptions options;

@@ -24,9 +24,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Header lengths beyond this are certainly corrupt (real headers are well under 10 MB).
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
-
 absl::StatusOr<DType> ParseDType(absl::string_view s) {
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
@@ -83,7 +80,7 @@ absl::StatusOr<std::map<std::string, TensorView>> SafetensorsFile::ParseImage(
   }
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);  // little-endian, as are all supported hosts
-  if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8) {
+  if (header_len > kMaxSafetensorsHeaderBytes || header_len > bytes.size() - 8) {
     return absl::DataLossError(absl::StrCat(source, ": header length ", header_len,
                                             " exceeds the file size ", bytes.size()));
   }
@@ -179,9 +176,7 @@ SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) ::munmap(map_, map_size_);
 }
 
-absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::OpenDir(absl::string_view dir) {
-  auto model = std::make_unique<SafetensorsModel>();
-  model->dir_ = std::string(dir);
+absl::StatusOr<std::vector<std::string>> SafetensorsModel::FilePaths(absl::string_view dir) {
   const std::string single = absl::StrCat(dir, "/model.safetensors");
   const std::string index_path = absl::StrCat(dir, "/model.safetensors.index.json");
   std::vector<std::string> shard_paths;
@@ -209,6 +204,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::OpenDir(absl
     return absl::NotFoundError(absl::StrCat(dir, ": neither model.safetensors nor ",
                                             "model.safetensors.index.json found"));
   }
+  return shard_paths;
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::OpenDir(absl::string_view dir) {
+  auto model = std::make_unique<SafetensorsModel>();
+  model->dir_ = std::string(dir);
+  RANKD_ASSIGN_OR_RETURN(const std::vector<std::string> shard_paths, FilePaths(dir));
   for (const auto& p : shard_paths) {
     RANKD_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(p));
     for (const auto& [name, view] : file->tensors()) {

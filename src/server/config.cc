@@ -1,5 +1,8 @@
 #include "rankd/server/config.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -7,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -59,17 +63,81 @@ absl::Status IntList(const YAML::Node& node, const std::string& key, std::vector
   return absl::OkStatus();
 }
 
-// One YAML mapping key: how to read it into its field, and how to write the field back (the
-// parser and ServeConfigToYaml share one table, so a key is declared once).
+// The longest duration any `_s` key may hold: 10^7 s (about 116 days) is past every sensible
+// setting, and far below what overflows a deadline (now + the duration in nanoseconds of a 64-bit
+// clock: 292 years).
+constexpr double kMaxSeconds = 1e7;
+
+// A number as messages show it: an integer as is; a double as the shortest text that reads back
+// as it, in digits where they are few ("0.1", "10000000", "1e+20", "nan").
+template <typename T>
+std::string NumberText(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    return absl::StrCat(v);
+  } else {
+    char buffer[64];
+    const bool digits = v == 0 || (std::abs(v) >= 1e-4 && std::abs(v) < 1e15);
+    const auto [end, ec] =
+        digits ? std::to_chars(buffer, buffer + sizeof(buffer), v, std::chars_format::fixed)
+               : std::to_chars(buffer, buffer + sizeof(buffer), v);
+    return std::string(buffer, end);
+  }
+}
+
+// The range of a number key, in interval notation in messages: "[1, 1048576]", "(0, 10000000]".
+template <typename T>
+struct Bounds {
+  T min;
+  T max;
+  bool min_excluded = false;  // (min, max]: for durations and factors that must be positive
+
+  bool Contains(T v) const { return (min_excluded ? v > min : v >= min) && v <= max; }
+  std::string ToString() const {
+    return absl::StrCat(min_excluded ? "(" : "[", NumberText(min), ", ", NumberText(max), "]");
+  }
+};
+// Durations that must be positive (timeouts, intervals), and those that may be 0 (off, none).
+constexpr Bounds<double> kPositiveSeconds{0, kMaxSeconds, true};
+constexpr Bounds<double> kSeconds{0, kMaxSeconds};
+
+template <typename T>
+absl::Status CheckBounds(const std::string& key, const Bounds<T>& bounds, T v) {
+  if (bounds.Contains(v)) return absl::OkStatus();
+  return KeyError(key,
+                  absl::StrCat("must be in ", bounds.ToString(), " (got ", NumberText(v), ")"));
+}
+
+// "a or b", "a, b or c".
+std::string Alternatives(const std::vector<std::string>& values) {
+  if (values.size() < 2) return absl::StrJoin(values, "");
+  return absl::StrCat(absl::StrJoin(values.begin(), values.end() - 1, ", "), " or ", values.back());
+}
+
+// One YAML mapping key: how to read it into its field, how to write the field back (the parser
+// and ServeConfigToYaml share one table, so a key is declared once), and its range. Ranges are
+// checked on the final config, flags applied (FinalizeServeConfig), so that a flag cannot set
+// what the file may not; every message names the key, the range and the value.
 struct Field {
   std::function<absl::Status(const YAML::Node&, const std::string& key)> read;
   std::function<void(YAML::Emitter&)> write;  // the value only (the key is the table's)
+  std::function<absl::Status(const std::string& key)> check = [](const std::string&) {
+    return absl::OkStatus();
+  };
 };
 using Schema = std::map<std::string, Field>;
 
 Field String(std::string* v) {
   return {[v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "a string", v); },
           [v](YAML::Emitter& e) { e << YAML::DoubleQuoted << *v; }};
+}
+// A string that must be one of `values`.
+Field Choice(std::string* v, std::vector<std::string> values) {
+  Field f = String(v);
+  f.check = [v, values = std::move(values)](const std::string& k) -> absl::Status {
+    if (std::find(values.begin(), values.end(), *v) != values.end()) return absl::OkStatus();
+    return KeyError(k, absl::StrCat("must be ", Alternatives(values), " (got '", *v, "')"));
+  };
+  return f;
 }
 // An empty string leaves the value unset (and an unset value is written as "").
 Field OptString(std::optional<std::string>* v) {
@@ -85,8 +153,17 @@ Field OptString(std::optional<std::string>* v) {
           },
           [v](YAML::Emitter& e) { e << YAML::DoubleQuoted << v->value_or(""); }};
 }
+// A prompt template: when set, it must hold `placeholder`.
+Field Template(std::optional<std::string>* v, std::string placeholder) {
+  Field f = OptString(v);
+  f.check = [v, placeholder = std::move(placeholder)](const std::string& k) -> absl::Status {
+    if (!v->has_value() || (*v)->find(placeholder) != std::string::npos) return absl::OkStatus();
+    return KeyError(k, absl::StrCat("must contain ", placeholder));
+  };
+  return f;
+}
 template <typename T>
-Field Number(T* v) {
+Field Number(T* v, Bounds<T> bounds) {
   return {[v](const YAML::Node& n, const std::string& k) {
             return Scalar(n, k, std::is_integral_v<T> ? "an integer" : "a number", v);
           },
@@ -96,20 +173,23 @@ Field Number(T* v) {
             } else {
               e << YAML::Precision(17) << *v;  // round-trips every double
             }
-          }};
+          },
+          [v, bounds](const std::string& k) { return CheckBounds(k, bounds, *v); }};
 }
 // A size given in MiB in the file, kept in bytes (whole MiB: what the file can say).
-Field MebiBytes(size_t* bytes) {
-  return {[bytes](const YAML::Node& n, const std::string& k) -> absl::Status {
+Field MebiBytes(size_t* bytes, Bounds<int64_t> mebibytes) {
+  return {[bytes, mebibytes](const YAML::Node& n, const std::string& k) -> absl::Status {
             int64_t mb = 0;
             RANKD_RETURN_IF_ERROR(Scalar(n, k, "an integer (MiB)", &mb));
-            if (mb < 0 || mb > (int64_t{1} << 30)) {
-              return KeyError(k, absl::StrCat("must be between 0 and 2^30 MiB (got ", mb, ")"));
-            }
+            // Here, not only in `check`: a negative or huge count has no value in bytes.
+            RANKD_RETURN_IF_ERROR(CheckBounds(k, mebibytes, mb));
             *bytes = static_cast<size_t>(mb) << 20;
             return absl::OkStatus();
           },
-          [bytes](YAML::Emitter& e) { e << static_cast<int64_t>(*bytes >> 20); }};
+          [bytes](YAML::Emitter& e) { e << static_cast<int64_t>(*bytes >> 20); },
+          [bytes, mebibytes](const std::string& k) {
+            return CheckBounds(k, mebibytes, static_cast<int64_t>(*bytes >> 20));
+          }};
 }
 Field Bool(bool* v) {
   return {
@@ -147,6 +227,20 @@ Field TruncateMode(Limits::Truncate* v) {
           },
           [v](YAML::Emitter& e) { e << (*v == Limits::Truncate::kEnd ? "end" : "none"); }};
 }
+// model.identity: empty, or "sha256:" and 16 lower-case hex digits (model::ModelIdentity's form).
+Field Identity(std::string* v) {
+  Field f = String(v);
+  f.check = [v](const std::string& k) -> absl::Status {
+    constexpr absl::string_view kPrefix = "sha256:";
+    const bool hex = v->size() == kPrefix.size() + 16 && absl::StartsWith(*v, kPrefix) &&
+                     std::all_of(v->begin() + kPrefix.size(), v->end(), [](char c) {
+                       return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
+                     });
+    if (v->empty() || hex) return absl::OkStatus();
+    return KeyError(k, absl::StrCat("must be empty or sha256: and 16 hex digits (got '", *v, "')"));
+  };
+  return f;
+}
 // Relative paths resolve against `base_dir` when read; every path is read in its lexically normal
 // form ("/a/./b" is "/a/b"), the form it is written in, so that it reads back the same.
 Field Path(std::string* v, const std::string& base_dir) {
@@ -166,6 +260,9 @@ Field Path(std::string* v, const std::string& base_dir) {
 
 absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Schema& schema) {
   if (!node.IsMap()) return KeyError(prefix, "must be a mapping");
+  // yaml-cpp keeps every pair of a mapping, a key given twice too (the last would win): the
+  // line each key was first given on, to refuse a second one naming both.
+  std::map<std::string, int> lines;
   for (const auto& kv : node) {
     // Found by fuzz/fuzz_serve_config: a key that is a list or a mapping threw out of the parser.
     if (!kv.first.IsScalar()) {
@@ -173,6 +270,10 @@ absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Sc
     }
     const std::string name = kv.first.Scalar();
     const std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+    const int line = kv.first.Mark().line + 1;
+    if (auto [first, fresh] = lines.emplace(name, line); !fresh) {
+      return KeyError(key, absl::StrCat("given twice (lines ", first->second, " and ", line, ")"));
+    }
     auto it = schema.find(name);
     if (it == schema.end()) {
       std::vector<std::string> known;
@@ -182,6 +283,13 @@ absl::Status ReadMap(const YAML::Node& node, const std::string& prefix, const Sc
     }
     if (kv.second.IsNull()) continue;  // `key:` with no value keeps the default
     RANKD_RETURN_IF_ERROR(it->second.read(kv.second, key));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMap(const std::string& prefix, const Schema& schema) {
+  for (const auto& [name, field] : schema) {
+    RANKD_RETURN_IF_ERROR(field.check(prefix.empty() ? name : absl::StrCat(prefix, ".", name)));
   }
   return absl::OkStatus();
 }
@@ -198,7 +306,8 @@ void WriteMap(YAML::Emitter& e, const Schema& schema) {
 Field Section(Schema schema) {
   auto shared = std::make_shared<const Schema>(std::move(schema));
   return {[shared](const YAML::Node& n, const std::string& k) { return ReadMap(n, k, *shared); },
-          [shared](YAML::Emitter& e) { WriteMap(e, *shared); }};
+          [shared](YAML::Emitter& e) { WriteMap(e, *shared); },
+          [shared](const std::string& k) { return CheckMap(k, *shared); }};
 }
 
 void WriteIntList(YAML::Emitter& e, const std::vector<int>& v) {
@@ -224,6 +333,13 @@ Field Gpus(WorkersSection* w) {
             } else {
               WriteIntList(e, w->gpus);
             }
+          },
+          [w](const std::string& k) -> absl::Status {
+            for (size_t i = 0; i < w->gpus.size(); ++i) {
+              RANKD_RETURN_IF_ERROR(
+                  CheckBounds(absl::StrCat(k, "[", i, "]"), Bounds<int>{0, 1023}, w->gpus[i]));
+            }
+            return absl::OkStatus();
           }};
 }
 
@@ -256,7 +372,8 @@ Field CpuAffinity(WorkersSection* w) {
           }};
 }
 
-// Every key of the config file, bound to the fields of `c` (docs/config.md describes each).
+// Every key of the config file, bound to the fields of `c`, with its range (docs/config.md
+// describes each).
 Schema ServeSchema(ServeConfig& c, const std::string& base) {
   ModelSection& m = c.model;
   engine::EngineOptions& eo = m.engine;
@@ -267,80 +384,92 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
   ResultCacheSection& rc = c.result_cache;
   DepthControlSection& dc = c.depth_control;
   ShapingSection& sh = c.shaping;
+  // Counts of things (connections, items, tokens, workers, threads): far above any real setting,
+  // far below what overflows the arithmetic done with them.
+  constexpr int kMaxCount = 1 << 20;
+  constexpr int kMaxThreads = 1024;
+  constexpr int64_t kMaxBytes = int64_t{1} << 29;  // 512 MiB: gRPC's int limit, doubled, fits
   return {
-      {"model", Section({{"dir", Path(&eo.model_dir, base)},
-                         {"name", String(&m.name)},
-                         {"backend", String(&eo.backend.kind)},
-                         {"head", OptString(&eo.settings.head)},
-                         {"query_template", OptString(&eo.settings.query_template)},
-                         {"item_template", OptString(&eo.settings.item_template)},
-                         {"preset", OptString(&eo.settings.preset)},
-                         {"instruction", OptString(&eo.settings.instruction)},
-                         {"threads", Number(&eo.backend.threads)},
-                         {"tokenizer_threads", Number(&eo.tokenizer_threads)},
-                         {"max_batch_tokens", Number(&eo.backend.max_batch_tokens)},
-                         {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes)},
-                         {"cuda_strategy", String(&eo.backend.strategy)},
-                         {"cuda_graphs", Bool(&eo.backend.cuda_graphs)},
-                         {"precision", String(&eo.backend.precision)}})},
+      {"model",
+       Section({{"dir", Path(&eo.model_dir, base)},
+                {"name", String(&m.name)},
+                {"identity", Identity(&m.identity)},
+                {"backend", Choice(&eo.backend.kind, {"cpu", "cuda"})},
+                {"head", OptString(&eo.settings.head)},
+                {"query_template", Template(&eo.settings.query_template, "{query}")},
+                {"item_template", Template(&eo.settings.item_template, "{item}")},
+                {"preset", OptString(&eo.settings.preset)},
+                {"instruction", OptString(&eo.settings.instruction)},
+                {"threads", Number(&eo.backend.threads, {0, kMaxThreads})},
+                {"tokenizer_threads", Number(&eo.tokenizer_threads, {1, kMaxThreads})},
+                {"max_batch_tokens", Number(&eo.backend.max_batch_tokens, {1, kMaxCount})},
+                {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes, {0, int64_t{1} << 30})},
+                {"cuda_strategy", Choice(&eo.backend.strategy, {"ibpc", "multi-item"})},
+                {"cuda_graphs", Bool(&eo.backend.cuda_graphs)},
+                {"precision", Choice(&eo.backend.precision, {"bf16", "fp8"})}})},
       {"server",
-       Section({{"listen", String(&s.listen)},
-                {"metrics_listen", String(&s.metrics_listen)},
-                {"http_listen", String(&s.http_listen)},
-                {"http_max_connections", Number(&s.http_max_connections)},
-                {"http_read_timeout_s", Number(&s.http_read_timeout_s)},
-                {"http_request_timeout_s", Number(&s.http_request_timeout_s)},
-                {"queue_size", Number(&s.queue_size)},
-                {"max_queue_wait_s", Number(&s.max_queue_wait_s)},
-                {"drain_delay_s", Number(&s.drain_delay_s)},
-                {"drain_timeout_s", Number(&s.drain_timeout_s)},
-                {"stream_chunk_items", Number(&s.stream_chunk_items)},
-                {"initial_seconds_per_item", Number(&s.initial_seconds_per_item)},
-                {"tls", Section({{"cert_file", Path(&s.tls.cert_file, base)},
-                                 {"key_file", Path(&s.tls.key_file, base)},
-                                 {"client_ca_file", Path(&s.tls.client_ca_file, base)},
-                                 {"refresh_interval_s", Number(&s.tls.refresh_interval_s)}})},
-                {"auth", Section({{"api_keys_file", Path(&s.auth.api_keys_file, base)},
-                                  {"protect_metrics", Bool(&s.auth.protect_metrics)}})},
-                {"reflection", OptBool(&s.reflection)}})},
-      {"limits", Section({{"max_items", Number(&l.max_items)},
-                          {"max_query_tokens", Number(&l.max_query_tokens)},
-                          {"max_item_tokens", Number(&l.max_item_tokens)},
-                          {"max_request_tokens", Number(&l.max_request_tokens)},
-                          {"max_message_bytes", Number(&l.max_message_bytes)},
-                          {"max_item_bytes", Number(&l.max_item_bytes)},
-                          {"max_query_bytes", Number(&l.max_query_bytes)},
+       Section(
+           {{"listen", String(&s.listen)},
+            {"metrics_listen", String(&s.metrics_listen)},
+            {"http_listen", String(&s.http_listen)},
+            {"http_max_connections", Number(&s.http_max_connections, {1, kMaxCount})},
+            {"http_read_timeout_s", Number(&s.http_read_timeout_s, kPositiveSeconds)},
+            {"http_request_timeout_s", Number(&s.http_request_timeout_s, kPositiveSeconds)},
+            {"queue_size", Number(&s.queue_size, {0, kMaxCount})},
+            {"max_queue_wait_s", Number(&s.max_queue_wait_s, kSeconds)},
+            {"drain_delay_s", Number(&s.drain_delay_s, kSeconds)},
+            {"drain_timeout_s", Number(&s.drain_timeout_s, kSeconds)},
+            {"stream_chunk_items", Number(&s.stream_chunk_items, {1, kMaxCount})},
+            {"initial_seconds_per_item", Number(&s.initial_seconds_per_item, {0.0, 60.0})},
+            {"tls", Section({{"cert_file", Path(&s.tls.cert_file, base)},
+                             {"key_file", Path(&s.tls.key_file, base)},
+                             {"client_ca_file", Path(&s.tls.client_ca_file, base)},
+                             {"refresh_interval_s", Number(&s.tls.refresh_interval_s,
+                                                           {1, static_cast<int>(kMaxSeconds)})}})},
+            {"auth", Section({{"api_keys_file", Path(&s.auth.api_keys_file, base)},
+                              {"protect_metrics", Bool(&s.auth.protect_metrics)}})},
+            {"reflection", OptBool(&s.reflection)}})},
+      {"limits", Section({{"max_items", Number(&l.max_items, {1, kMaxCount})},
+                          {"max_query_tokens", Number(&l.max_query_tokens, {1, kMaxCount})},
+                          {"max_item_tokens", Number(&l.max_item_tokens, {1, kMaxCount})},
+                          {"max_request_tokens",
+                           Number(&l.max_request_tokens, {int64_t{1}, int64_t{1} << 40})},
+                          {"max_message_bytes", Number(&l.max_message_bytes, {1, kMaxBytes})},
+                          {"max_item_bytes", Number(&l.max_item_bytes, {0, kMaxBytes})},
+                          {"max_query_bytes", Number(&l.max_query_bytes, {0, kMaxBytes})},
                           {"truncate", TruncateMode(&l.truncate)}})},
-      {"workers", Section({{"count", Number(&w.count)},
+      {"workers", Section({{"count", Number(&w.count, {0, kMaxThreads})},
                            {"gpus", Gpus(&w)},
-                           {"workers_per_gpu", Number(&w.workers_per_gpu)},
+                           {"workers_per_gpu", Number(&w.workers_per_gpu, {1, kMaxThreads})},
                            {"cpu_affinity", CpuAffinity(&w)},
-                           {"max_inflight", Number(&w.max_inflight)},
-                           {"min_ready", Number(&w.min_ready)},
-                           {"startup_timeout_s", Number(&w.startup_timeout_s)},
-                           {"ping_interval_s", Number(&w.ping_interval_s)},
-                           {"ping_timeout_s", Number(&w.ping_timeout_s)},
-                           {"call_timeout_s", Number(&w.call_timeout_s)},
-                           {"restart_backoff_s", Number(&w.restart_backoff_s)},
-                           {"restart_backoff_max_s", Number(&w.restart_backoff_max_s)},
-                           {"max_failed_starts", Number(&w.max_failed_starts)},
-                           {"stop_timeout_s", Number(&w.stop_timeout_s)},
+                           {"max_inflight", Number(&w.max_inflight, {0, kMaxThreads})},
+                           {"min_ready", Number(&w.min_ready, {1, kMaxThreads})},
+                           {"startup_timeout_s", Number(&w.startup_timeout_s, kPositiveSeconds)},
+                           {"ping_interval_s", Number(&w.ping_interval_s, kPositiveSeconds)},
+                           {"ping_timeout_s", Number(&w.ping_timeout_s, kPositiveSeconds)},
+                           {"call_timeout_s", Number(&w.call_timeout_s, kPositiveSeconds)},
+                           {"restart_backoff_s", Number(&w.restart_backoff_s, kSeconds)},
+                           {"restart_backoff_max_s", Number(&w.restart_backoff_max_s, kSeconds)},
+                           {"max_failed_starts", Number(&w.max_failed_starts, {0, kMaxCount})},
+                           {"stop_timeout_s", Number(&w.stop_timeout_s, kSeconds)},
                            {"socket_dir", Path(&w.socket_dir, base)}})},
       {"result_cache",
-       Section({{"capacity_mb", Number(&rc.capacity_mb)}, {"ttl_s", Number(&rc.ttl_s)}})},
+       Section({{"capacity_mb", Number(&rc.capacity_mb, {int64_t{0}, int64_t{1} << 30})},
+                {"ttl_s", Number(&rc.ttl_s, kPositiveSeconds)}})},
       {"depth_control", Section({{"enabled", Bool(&dc.enabled)},
-                                 {"target_p99_s", Number(&dc.target_p99_s)},
-                                 {"min_depth", Number(&dc.min_depth)},
-                                 {"max_depth", Number(&dc.max_depth)},
-                                 {"kp", Number(&dc.kp)},
-                                 {"ki", Number(&dc.ki)},
-                                 {"kd", Number(&dc.kd)},
-                                 {"window_s", Number(&dc.window_s)}})},
-      {"shaping", Section({{"batch_max_wait_s", Number(&sh.batch_max_wait_s)},
-                           {"busy_threshold", Number(&sh.busy_threshold)}})},
-      {"logging", Section({{"level", String(&g.level)},
-                           {"format", String(&g.format)},
-                           {"access_log", Bool(&g.access_log)}})},
+                                 {"target_p99_s", Number(&dc.target_p99_s, kPositiveSeconds)},
+                                 {"min_depth", Number(&dc.min_depth, {1, kMaxCount})},
+                                 {"max_depth", Number(&dc.max_depth, {1, kMaxCount})},
+                                 {"kp", Number(&dc.kp, {0.0, 1e6})},
+                                 {"ki", Number(&dc.ki, {0.0, 1e6})},
+                                 {"kd", Number(&dc.kd, {0.0, 1e6})},
+                                 {"window_s", Number(&dc.window_s, kPositiveSeconds)}})},
+      {"shaping", Section({{"batch_max_wait_s", Number(&sh.batch_max_wait_s, kPositiveSeconds)},
+                           {"busy_threshold", Number(&sh.busy_threshold, {0.0, 1.0, true})}})},
+      {"logging",
+       Section({{"level", Choice(&g.level, {"trace", "debug", "info", "warn", "error", "off"})},
+                {"format", Choice(&g.format, {"text", "json"})},
+                {"access_log", Bool(&g.access_log)}})},
   };
 }
 
@@ -387,45 +516,18 @@ absl::StatusOr<ServeConfig> DefaultServeConfig() {
 }
 
 absl::Status FinalizeServeConfig(ServeConfig* config) {
+  // Every key's range first (the table declares them), then the rules between keys.
+  RANKD_RETURN_IF_ERROR(CheckMap("", ServeSchema(*config, "")));
   ModelSection& m = config->model;
   const engine::EngineOptions& eo = m.engine;
   const std::string& dir = eo.model_dir;
   if (dir.empty()) return KeyError("model.dir", "is required (or give --model)");
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().filename().string();
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().parent_path().filename().string();
-  if (eo.backend.kind != "cpu" && eo.backend.kind != "cuda") {
-    return KeyError("model.backend",
-                    absl::StrCat("must be cpu or cuda (got '", eo.backend.kind, "')"));
-  }
-  if (eo.backend.strategy != "ibpc" && eo.backend.strategy != "multi-item") {
-    return KeyError("model.cuda_strategy", "must be ibpc or multi-item");
-  }
-  if (eo.backend.precision != "bf16" && eo.backend.precision != "fp8") {
-    return KeyError("model.precision",
-                    absl::StrCat("must be bf16 or fp8 (got '", eo.backend.precision, "')"));
-  }
   if (eo.backend.precision == "fp8" && eo.backend.kind == "cpu") {
     return KeyError("model.precision",
                     "fp8 needs model.backend cuda (the cpu backend computes in float32)");
   }
-  const engine::ModelSettings& ms = eo.settings;
-  if (ms.query_template && ms.query_template->find("{query}") == std::string::npos) {
-    return KeyError("model.query_template", "must contain {query}");
-  }
-  if (ms.item_template && ms.item_template->find("{item}") == std::string::npos) {
-    return KeyError("model.item_template", "must contain {item}");
-  }
-  auto positive = [](const std::string& key, double v) -> absl::Status {
-    if (v > 0) return absl::OkStatus();
-    return KeyError(key, absl::StrCat("must be positive (got ", v, ")"));
-  };
-  auto non_negative = [](const std::string& key, double v) -> absl::Status {
-    if (v >= 0) return absl::OkStatus();
-    return KeyError(key, absl::StrCat("must not be negative (got ", v, ")"));
-  };
-  RANKD_RETURN_IF_ERROR(non_negative("model.threads", eo.backend.threads));
-  RANKD_RETURN_IF_ERROR(positive("model.tokenizer_threads", eo.tokenizer_threads));
-  RANKD_RETURN_IF_ERROR(positive("model.max_batch_tokens", eo.backend.max_batch_tokens));
 
   ServerSection& s = config->server;
   if (s.listen.empty()) return KeyError("server.listen", "is required");
@@ -438,89 +540,29 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
     return KeyError("server.tls.client_ca_file",
                     "needs server.tls.cert_file and server.tls.key_file (mutual TLS is TLS)");
   }
-  RANKD_RETURN_IF_ERROR(positive("server.tls.refresh_interval_s", s.tls.refresh_interval_s));
   if (s.auth.protect_metrics && s.auth.api_keys_file.empty()) {
     return KeyError("server.auth.protect_metrics", "needs server.auth.api_keys_file");
   }
   if (!s.reflection.has_value()) s.reflection = IsLoopbackAddress(s.listen);
-  RANKD_RETURN_IF_ERROR(non_negative("server.queue_size", s.queue_size));
-  RANKD_RETURN_IF_ERROR(non_negative("server.max_queue_wait_s", s.max_queue_wait_s));
-  RANKD_RETURN_IF_ERROR(positive("server.http_request_timeout_s", s.http_request_timeout_s));
-  RANKD_RETURN_IF_ERROR(non_negative("server.drain_delay_s", s.drain_delay_s));
-  RANKD_RETURN_IF_ERROR(non_negative("server.drain_timeout_s", s.drain_timeout_s));
-  RANKD_RETURN_IF_ERROR(positive("server.stream_chunk_items", s.stream_chunk_items));
-  RANKD_RETURN_IF_ERROR(
-      non_negative("server.initial_seconds_per_item", s.initial_seconds_per_item));
-
-  const Limits& l = config->limits;
-  RANKD_RETURN_IF_ERROR(positive("limits.max_items", l.max_items));
-  RANKD_RETURN_IF_ERROR(positive("limits.max_query_tokens", l.max_query_tokens));
-  RANKD_RETURN_IF_ERROR(positive("limits.max_item_tokens", l.max_item_tokens));
-  RANKD_RETURN_IF_ERROR(positive("limits.max_request_tokens", l.max_request_tokens));
-  RANKD_RETURN_IF_ERROR(positive("limits.max_message_bytes", l.max_message_bytes));
-  RANKD_RETURN_IF_ERROR(non_negative("limits.max_item_bytes", l.max_item_bytes));
-  RANKD_RETURN_IF_ERROR(non_negative("limits.max_query_bytes", l.max_query_bytes));
-  // gRPC takes an int; the transport limit is set above this one (see ScorerService).
-  if (l.max_message_bytes > (int64_t{1} << 29)) {
-    return KeyError("limits.max_message_bytes", "must be at most 536870912 (512 MiB)");
-  }
 
   WorkersSection& w = config->workers;
-  RANKD_RETURN_IF_ERROR(non_negative("workers.count", w.count));
-  RANKD_RETURN_IF_ERROR(positive("workers.workers_per_gpu", w.workers_per_gpu));
-  RANKD_RETURN_IF_ERROR(non_negative("workers.max_inflight", w.max_inflight));
   if (w.max_inflight == 0) {
     w.max_inflight = eo.backend.kind == "cuda" ? kDefaultMaxInflightCuda : kDefaultMaxInflightCpu;
   }
-  RANKD_RETURN_IF_ERROR(positive("workers.min_ready", w.min_ready));
-  RANKD_RETURN_IF_ERROR(positive("workers.startup_timeout_s", w.startup_timeout_s));
-  RANKD_RETURN_IF_ERROR(positive("workers.ping_interval_s", w.ping_interval_s));
-  RANKD_RETURN_IF_ERROR(positive("workers.ping_timeout_s", w.ping_timeout_s));
-  RANKD_RETURN_IF_ERROR(positive("workers.call_timeout_s", w.call_timeout_s));
-  RANKD_RETURN_IF_ERROR(non_negative("workers.restart_backoff_s", w.restart_backoff_s));
-  RANKD_RETURN_IF_ERROR(non_negative("workers.restart_backoff_max_s", w.restart_backoff_max_s));
-  RANKD_RETURN_IF_ERROR(non_negative("workers.max_failed_starts", w.max_failed_starts));
-  RANKD_RETURN_IF_ERROR(non_negative("workers.stop_timeout_s", w.stop_timeout_s));
-  for (int gpu : w.gpus) {
-    if (gpu < 0) return KeyError("workers.gpus", absl::StrCat("bad GPU index ", gpu));
-  }
   // count 0 is one worker per GPU (x workers_per_gpu), the listed GPUs or, with no list, every
-  // visible one (PlanWorkers): only the cuda backend has GPUs to count.
+  // visible one (PlanWorkers, which also holds min_ready to the count it plans): only the cuda
+  // backend has GPUs to count.
   if (w.count == 0 && eo.backend.kind != "cuda") {
-    return KeyError("workers.count",
-                    "must be positive with the cpu backend (0 means one worker per GPU: cuda only)");
+    return KeyError(
+        "workers.count",
+        "must be positive with the cpu backend (0 means one worker per GPU: cuda only)");
   }
-
-  const ResultCacheSection& rc = config->result_cache;
-  RANKD_RETURN_IF_ERROR(non_negative("result_cache.capacity_mb", rc.capacity_mb));
-  if (rc.capacity_mb > (int64_t{1} << 30)) {
-    return KeyError("result_cache.capacity_mb", "must be at most 2^30 MiB");
-  }
-  RANKD_RETURN_IF_ERROR(positive("result_cache.ttl_s", rc.ttl_s));
 
   const DepthControlSection& dc = config->depth_control;
-  RANKD_RETURN_IF_ERROR(positive("depth_control.target_p99_s", dc.target_p99_s));
-  RANKD_RETURN_IF_ERROR(positive("depth_control.min_depth", dc.min_depth));
   if (dc.max_depth < dc.min_depth) {
     return KeyError(
         "depth_control.max_depth",
         absl::StrCat("must be at least min_depth=", dc.min_depth, " (got ", dc.max_depth, ")"));
-  }
-  RANKD_RETURN_IF_ERROR(non_negative("depth_control.kp", dc.kp));
-  RANKD_RETURN_IF_ERROR(non_negative("depth_control.ki", dc.ki));
-  RANKD_RETURN_IF_ERROR(non_negative("depth_control.kd", dc.kd));
-  RANKD_RETURN_IF_ERROR(positive("depth_control.window_s", dc.window_s));
-
-  const ShapingSection& sh = config->shaping;
-  RANKD_RETURN_IF_ERROR(positive("shaping.batch_max_wait_s", sh.batch_max_wait_s));
-  if (!(sh.busy_threshold > 0 && sh.busy_threshold <= 1)) {
-    return KeyError("shaping.busy_threshold",
-                    absl::StrCat("must be in (0, 1] (got ", sh.busy_threshold, ")"));
-  }
-
-  const LoggingSection& g = config->logging;
-  if (g.format != "text" && g.format != "json") {
-    return KeyError("logging.format", absl::StrCat("must be text or json (got '", g.format, "')"));
   }
   return absl::OkStatus();
 }

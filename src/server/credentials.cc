@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -92,21 +93,25 @@ void ProcessAuthMetadata(void* state, grpc_auth_context*, const grpc_metadata* m
                          grpc_process_auth_metadata_done_cb done, void* user_data) {
   const ApiKeys& keys = **static_cast<std::shared_ptr<const ApiKeys>*>(state);
   absl::string_view path;
-  const grpc_metadata* authorization = nullptr;
+  std::vector<absl::string_view> authorization;
   for (size_t i = 0; i < num_md; ++i) {
     const absl::string_view name = View(md[i].key);
     if (name == ":path") path = View(md[i].value);
-    if (name == "authorization") authorization = &md[i];
+    if (name == "authorization") authorization.push_back(View(md[i].value));
   }
-  if (authorization != nullptr && keys.Accepts(View(authorization->value))) {
-    // Consumed: the key goes no further than this check.
-    done(user_data, authorization, 1, nullptr, 0, GRPC_STATUS_OK, nullptr);
+  const absl::Status checked = keys.Check(authorization);
+  if (checked.ok()) {
+    // Consumed: the key goes no further than this check (the one value: Check took no other).
+    const grpc_metadata* consumed = nullptr;
+    for (size_t i = 0; i < num_md && consumed == nullptr; ++i) {
+      if (View(md[i].key) == "authorization") consumed = &md[i];
+    }
+    done(user_data, consumed, 1, nullptr, 0, GRPC_STATUS_OK, nullptr);
   } else if (absl::StartsWith(path, kOpenPathPrefix)) {
     done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
   } else {
-    done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED,
-         authorization == nullptr ? "no API key: send metadata 'authorization: Bearer KEY'"
-                                  : "API key not accepted (metadata 'authorization: Bearer KEY')");
+    const std::string message(checked.message());
+    done(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, message.c_str());
   }
 }
 

@@ -239,12 +239,11 @@ void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* ke
                      CountAnswer(registry, r->path, status);
                      reply(JsonError(status, message, HttpCodeName(status)));
                    };
-                   const std::string* authorization = request.Header("authorization");
-                   if (keys != nullptr && !keys->Accepts(authorization ? *authorization : "")) {
-                     refuse(401, authorization == nullptr
-                                     ? "no API key: send header 'Authorization: Bearer KEY'"
-                                     : "API key not accepted (header 'Authorization: Bearer KEY')");
-                     return;
+                   if (keys != nullptr) {
+                     if (absl::Status s = CheckHttpApiKey(*keys, request); !s.ok()) {
+                       refuse(401, s.message());
+                       return;
+                     }
                    }
                    if (!IsJson(request.Header("content-type"))) {
                      refuse(415, "Content-Type must be application/json");
@@ -265,6 +264,14 @@ void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* ke
                  });
   }
   RegisterApiDocs(http, registry, keys != nullptr);
+}
+
+absl::Status CheckHttpApiKey(const ApiKeys& keys, const HttpRequest& request) {
+  std::vector<absl::string_view> authorization;
+  for (const auto& [name, value] : request.headers) {
+    if (name == "authorization") authorization.push_back(value);
+  }
+  return keys.Check(authorization);
 }
 
 HttpErrorFn HttpApiErrors(MetricsRegistry* registry) {

@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -138,6 +142,38 @@ int CountVisibleGpus() {
   return n;
 }
 
+absl::StatusOr<int64_t> RaiseFileLimit(int64_t* before) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return absl::InternalError(absl::StrCat("getrlimit(RLIMIT_NOFILE): ", std::strerror(errno)));
+  }
+  *before = static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, INT64_MAX));
+  if (limit.rlim_cur != limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      return absl::InternalError(
+          absl::StrCat("setrlimit(RLIMIT_NOFILE, ", limit.rlim_max, "): ", std::strerror(errno)));
+    }
+  }
+  return static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, INT64_MAX));
+}
+
+void ForEachConnectedSocket(const std::function<bool(const ConnectedSocket&)>& visit) {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(it->path().filename().string(), &fd)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof(local), peer_size = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+      continue;  // not a socket, or not connected (a listening socket)
+    }
+    if (!visit({fd, local, local_size, peer, peer_size})) return;
+  }
+}
+
 std::vector<std::string> CurrentEnvironment() {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
@@ -217,15 +253,80 @@ absl::StatusOr<std::string> MakeRunDirectory(const std::string& parent, const st
   if (mkdtemp(dir.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp(", dir, "): ", std::strerror(errno)));
   }
-  const std::optional<uint64_t> start = StartTime(getpid());
-  std::ofstream out(absl::StrCat(dir, "/", kOwnerFile), std::ios::trunc);
-  out << getpid() << " " << start.value_or(0) << "\n";
-  if (!out) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    return absl::InternalError(absl::StrCat("cannot write ", dir, "/", kOwnerFile));
-  }
   return dir;
+}
+
+RunDirectoryLock::~RunDirectoryLock() { close(fd_); }
+
+absl::StatusOr<std::unique_ptr<RunDirectoryLock>> RunDirectoryLock::Take(const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", kOwnerFile);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  std::unique_ptr<RunDirectoryLock> lock(new RunDirectoryLock(fd));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) {
+      return absl::InternalError(absl::StrCat("flock(", path, "): ", std::strerror(err)));
+    }
+    std::ifstream in(path);
+    pid_t holder = 0;
+    in >> holder;
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " is held by another process (pid ",
+        holder > 0 ? absl::StrCat(holder) : std::string("unknown"), ", named in ", path, ")"));
+  }
+  // Written once the lock is held: RemoveStaleRunDirectories skips an owner file without a pid.
+  const std::optional<uint64_t> start = StartTime(getpid());
+  const std::string owner = absl::StrCat(getpid(), " ", start.value_or(0), "\n");
+  if (ftruncate(fd, 0) != 0 ||
+      pwrite(fd, owner.data(), owner.size(), 0) != static_cast<ssize_t>(owner.size())) {
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  return lock;
+}
+
+std::string DescribePortHolder(int port) {
+  // The inodes of the sockets listening on `port` (state 0A), from the kernel's tables.
+  std::vector<std::string> sockets;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the column names
+    while (std::getline(in, line)) {
+      // "sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ..."
+      std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (f.size() < 10 || f[3] != "0A") continue;
+      const size_t colon = f[1].rfind(':');
+      int local_port = 0;
+      if (colon == absl::string_view::npos ||
+          !absl::SimpleHexAtoi(f[1].substr(colon + 1), &local_port) || local_port != port) {
+        continue;
+      }
+      sockets.push_back(absl::StrCat("socket:[", f[9], "]"));
+    }
+  }
+  if (sockets.empty()) return "";
+  // The process that has one of them open (only processes of this user can be looked into).
+  std::error_code ec;
+  for (auto p = std::filesystem::directory_iterator("/proc", ec);
+       !ec && p != std::filesystem::directory_iterator(); p.increment(ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(p->path().filename().string(), &pid)) continue;
+    std::error_code fd_ec;
+    for (auto fd = std::filesystem::directory_iterator(p->path() / "fd", fd_ec);
+         !fd_ec && fd != std::filesystem::directory_iterator(); fd.increment(fd_ec)) {
+      std::error_code link_ec;
+      const std::string target = std::filesystem::read_symlink(fd->path(), link_ec).string();
+      if (link_ec || std::find(sockets.begin(), sockets.end(), target) == sockets.end()) continue;
+      std::ifstream comm(p->path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      return absl::StrCat("pid ", pid, " (", name, ")");
+    }
+  }
+  return "another user's process";
 }
 
 int RemoveStaleRunDirectories(const std::string& parent, const std::string& prefix) {

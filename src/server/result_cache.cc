@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace rankd::server {
 namespace {
@@ -35,6 +39,23 @@ class Digest {
 };
 
 }  // namespace
+
+std::string ResultCacheScope(const ServeConfig& config) {
+  const engine::ModelSettings& ms = config.model.engine.settings;
+  const std::vector<std::string> parts = {config.model.name,
+                                          config.model.engine.model_dir,
+                                          config.model.identity,
+                                          ms.query_template.value_or(""),
+                                          ms.item_template.value_or(""),
+                                          ms.head.value_or(""),
+                                          ms.preset.value_or(""),
+                                          ms.instruction.value_or("")};
+  std::string scope;
+  for (const std::string& part : parts) {
+    absl::StrAppend(&scope, part.size(), ":", part, ";");  // length-prefixed: no two alike
+  }
+  return scope;
+}
 
 ResultKeyBuilder::ResultKeyBuilder(absl::string_view scope, const rankd::v1::ScoreRequest& request,
                                    bool truncate_end) {

@@ -458,27 +458,6 @@ int TransportMessageLimit(const Limits& limits) {
   return rankd::worker::TransportMessageLimit(limits.max_message_bytes);  // the workers' too
 }
 
-namespace {
-
-// What fixes a score besides the request: the model and its prompt and head settings.
-std::string CacheScope(const ServeConfig& config) {
-  const engine::ModelSettings& ms = config.model.engine.settings;
-  const std::vector<std::string> parts = {config.model.name,
-                                          config.model.engine.model_dir,
-                                          ms.query_template.value_or(""),
-                                          ms.item_template.value_or(""),
-                                          ms.head.value_or(""),
-                                          ms.preset.value_or(""),
-                                          ms.instruction.value_or("")};
-  std::string scope;
-  for (const std::string& part : parts) {
-    absl::StrAppend(&scope, part.size(), ":", part, ";");  // length-prefixed: no two alike
-  }
-  return scope;
-}
-
-}  // namespace
-
 ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,
                              ServerMetrics* metrics, TokenizeService* tokenize)
     : config_(config),
@@ -486,7 +465,7 @@ ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerP
       pool_(pool),
       metrics_(metrics),
       tokenize_(tokenize),
-      cache_scope_(CacheScope(config)),
+      cache_scope_(ResultCacheScope(config)),
       cache_(ResultCache::Options{.capacity_bytes = config.result_cache.capacity_mb << 20,
                                   .ttl_s = config.result_cache.ttl_s,
                                   .metrics = metrics}),

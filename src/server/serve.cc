@@ -8,12 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +27,7 @@
 #include "rankd/server/credentials.h"
 #include "rankd/server/http_api.h"
 #include "rankd/server/http_server.h"
+#include "rankd/server/listener_watchdog.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/process.h"
 #include "rankd/server/scorer_service.h"
@@ -43,28 +44,73 @@ constexpr char kScorerServiceName[] = "rankd.v1.Scorer";
 constexpr std::chrono::milliseconds kStartFailurePoll(100);
 
 // The HTTP side: /metrics (Prometheus), /healthz (alive), /readyz (ready to score). With
-// `metrics_keys`, /metrics answers 401 without `Authorization: Bearer KEY`.
+// `metrics_keys`, /metrics answers 401 without `Authorization: Bearer KEY`. A gRPC listener found
+// dead (`listener`) makes both probes fail: the process is neither alive nor ready to an
+// orchestrator, which should stop sending to it and restart it.
 absl::Status StartHttp(HttpServer* http, const std::string& address,
                        const MetricsRegistry* registry, const WorkerPool* pool,
-                       const ApiKeys* metrics_keys) {
+                       const ApiKeys* metrics_keys, const ListenerWatchdog* listener) {
   http->Handle("GET", "/metrics",
                [registry, metrics_keys](const HttpRequest& request, HttpServer::Reply reply) {
-                 const std::string* authorization = request.Header("authorization");
-                 if (metrics_keys != nullptr &&
-                     !metrics_keys->Accepts(authorization ? *authorization : "")) {
-                   reply({.status = 401, .body = "a valid API key is required\n"});
-                   return;
+                 if (metrics_keys != nullptr) {
+                   if (absl::Status s = CheckHttpApiKey(*metrics_keys, request); !s.ok()) {
+                     reply({.status = 401, .body = absl::StrCat(s.message(), "\n")});
+                     return;
+                   }
                  }
                  reply({.content_type = "text/plain; version=0.0.4; charset=utf-8",
                         .body = registry->Render()});
                });
-  http->Handle("GET", "/healthz",
-               [](const HttpRequest&, HttpServer::Reply reply) { reply({.body = "ok\n"}); });
-  http->Handle("GET", "/readyz", [pool](const HttpRequest&, HttpServer::Reply reply) {
-    const bool ready = pool->ready();
+  http->Handle("GET", "/healthz", [listener](const HttpRequest&, HttpServer::Reply reply) {
+    const absl::Status dead = listener->failure();
+    reply({.status = dead.ok() ? 200 : 503,
+           .body = dead.ok() ? "ok\n" : absl::StrCat(dead.message(), "\n")});
+  });
+  http->Handle("GET", "/readyz", [pool, listener](const HttpRequest&, HttpServer::Reply reply) {
+    const bool ready = pool->ready() && listener->failure().ok();
     reply({.status = ready ? 200 : 503, .body = ready ? "ready\n" : "not ready\n"});
   });
   return http->Start(address);
+}
+
+// Connections are file descriptors. The soft limit is raised to the hard one, and the HTTP ports'
+// connection caps (server.http_max_connections each) may take half of it at most: the other half
+// stays for gRPC's connections, which gRPC 1.51 cannot bound (no channel argument does; its
+// resource quota bounds memory and threads), the workers' channels and files. Should gRPC's
+// connections use up the rest all the same, its listener stops for good, and the ListenerWatchdog
+// finds it.
+absl::Status ProvideFileDescriptors(const ServerSection& server) {
+  int64_t before = 0;
+  RANKD_ASSIGN_OR_RETURN(const int64_t limit, RaiseFileLimit(&before));
+  if (limit != before) {
+    spdlog::info("open files: soft limit raised from {} to {} (the hard limit)", before, limit);
+  } else {
+    spdlog::info("open files: limit {}", limit);
+  }
+  const int ports = !server.metrics_listen.empty() + !server.http_listen.empty();
+  const int64_t held = int64_t{ports} * server.http_max_connections;
+  if (held <= limit / 2) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "server.http_max_connections: ", ports, " HTTP port", ports == 1 ? "" : "s", " x ",
+      server.http_max_connections, " connections may hold ", held,
+      " file descriptors, more than half of the ", limit,
+      " this process may open (RLIMIT_NOFILE, its hard limit): the rest is gRPC's; lower it, or "
+      "raise the limit (ulimit -Hn, systemd LimitNOFILE=, docker --ulimit nofile=)"));
+}
+
+// A failed listen on `address`, with the process that holds its port when one does (a second
+// server started on the first one's port).
+absl::Status NameThePortHolder(absl::Status status, absl::string_view address) {
+  int port = 0;
+  const size_t colon = address.rfind(':');
+  if (status.ok() || absl::StartsWith(address, "unix") || colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port == 0) {
+    return status;
+  }
+  const std::string holder = DescribePortHolder(port);
+  if (holder.empty()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), " (port ", port, " is held by ", holder, ")"));
 }
 
 // How long the stop waits for gRPC to send the answers it holds before it ends the connections.
@@ -77,25 +123,16 @@ constexpr std::chrono::seconds kAnswersSentTimeout(2);
 // with the connections ended first, no call can reach it any more. Returns how many it ended.
 int DisconnectPeers(int port) {
   int ended = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(it->path().filename().string(), &fd)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_size = sizeof(local), peer_size = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
-      continue;  // not a socket, or not connected (the listening socket)
-    }
+  ForEachConnectedSocket([&](const ConnectedSocket& s) {
     int local_port = -1;
-    if (local.ss_family == AF_INET) {
-      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
-    } else if (local.ss_family == AF_INET6) {
-      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+    if (s.local.ss_family == AF_INET) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&s.local)->sin_port);
+    } else if (s.local.ss_family == AF_INET6) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&s.local)->sin6_port);
     }
-    if (local_port == port && shutdown(fd, SHUT_RDWR) == 0) ++ended;
-  }
+    if (local_port == port && shutdown(s.fd, SHUT_RDWR) == 0) ++ended;
+    return true;
+  });
   return ended;
 }
 
@@ -162,6 +199,7 @@ void Drain(const ServeConfig& config, const ServeOptions& options, WorkerPool& p
 }  // namespace
 
 absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
+  RANKD_RETURN_IF_ERROR(ProvideFileDescriptors(config.server));
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig model_config,
                          model::ModelConfig::FromHfDir(config.model.engine.model_dir));
   const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size,
@@ -198,13 +236,19 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   }
   int grpc_port = 0;
   builder.AddListeningPort(config.server.listen, credentials, &grpc_port);
+  // gRPC sets SO_REUSEPORT by default: a second server on the port would bind it too, and the
+  // kernel would split the connections between them. Without it the second one's bind fails.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(TransportMessageLimit(config.limits));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("server.listen: cannot listen on ", config.server.listen));
+    return NameThePortHolder(absl::UnavailableError(absl::StrCat("server.listen: cannot listen on ",
+                                                                 config.server.listen)),
+                             config.server.listen);
   }
+  // gRPC 1.51 can stop accepting for good (listener_watchdog.h): watched from here on.
+  ListenerWatchdog listener(ProbeAddress(config.server.listen, grpc_port), {});
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(kScorerServiceName, false);
   pool.SetReadinessCallback(
@@ -225,12 +269,15 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   HttpServer api(http_options);
   absl::Status http_started;
   if (!config.server.metrics_listen.empty()) {
-    http_started = StartHttp(&http, config.server.metrics_listen, &registry, &pool,
-                             config.server.auth.protect_metrics ? keys.get() : nullptr);
+    http_started = NameThePortHolder(
+        StartHttp(&http, config.server.metrics_listen, &registry, &pool,
+                  config.server.auth.protect_metrics ? keys.get() : nullptr, &listener),
+        config.server.metrics_listen);
   }
   if (http_started.ok() && !config.server.http_listen.empty()) {
     RegisterHttpApi(&api, &service, keys.get());
-    http_started = api.Start(config.server.http_listen);
+    http_started =
+        NameThePortHolder(api.Start(config.server.http_listen), config.server.http_listen);
   }
   if (!http_started.ok()) {
     server->Shutdown();
@@ -276,11 +323,21 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   }
 
   // Serves until a stop request, or until the workers failed to start for good (then exits with
-  // their error: nothing to drain).
-  absl::Status start_failure;
-  while (start_failure.ok() && !options.wait_for_stop(kStartFailurePoll)) {
+  // their error: nothing to drain), or until the gRPC listener is found dead (then drains what
+  // the open connections brought, and exits with why, for a supervisor to restart the process).
+  absl::Status start_failure, listener_failure;
+  while (start_failure.ok() && listener_failure.ok() && !options.wait_for_stop(kStartFailurePoll)) {
     start_failure = pool.start_failure();
+    listener_failure = listener.failure();
   }
+  if (!listener_failure.ok()) {
+    spdlog::error(
+        "{}: not alive and not ready (/healthz, /readyz 503, gRPC health NOT_SERVING); "
+        "stopping, to be restarted",
+        listener_failure.message());
+    health->Shutdown();  // NOT_SERVING, for the clients still connected
+  }
+  listener.Stop();  // the stop below ends the listener: no more probes
   if (start_failure.ok()) Drain(config, options, pool);
   stopping.store(true);
   if (reloader.joinable()) reloader.join();
@@ -305,6 +362,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   http.Stop();
   if (!options.ready_file.empty()) std::remove(options.ready_file.c_str());
   if (!start_failure.ok()) return start_failure;
+  if (!listener_failure.ok()) return listener_failure;
   spdlog::info("stopped");
   return absl::OkStatus();
 }

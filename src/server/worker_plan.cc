@@ -22,6 +22,11 @@ absl::StatusOr<std::vector<WorkerSpec>> PlanWorkers(const WorkersSection& w, boo
   }
   const int count = w.count > 0 ? w.count : static_cast<int>(gpus.size()) * w.workers_per_gpu;
   if (count <= 0) return absl::InvalidArgumentError("workers.count: must be positive");
+  if (w.min_ready > count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "workers.min_ready: ", w.min_ready, " exceeds the ", count,
+        " workers planned (workers.count=", w.count, "): the server would never be ready"));
+  }
 
   std::vector<WorkerSpec> specs(count);
   for (int i = 0; i < count; ++i) {

@@ -121,7 +121,6 @@ absl::Status WorkerSupervisor::Start() {
                    stale == 1 ? "y" : "ies", kRunParent);
     }
     RANKD_ASSIGN_OR_RETURN(socket_dir_, MakeRunDirectory(kRunParent, kRunPrefix));
-    own_socket_dir_ = true;
   } else {
     socket_dir_ = config_.workers.socket_dir;
     std::error_code ec;
@@ -131,6 +130,16 @@ absl::Status WorkerSupervisor::Start() {
           absl::StrCat("workers.socket_dir ", socket_dir_, ": ", ec.message()));
     }
   }
+  // Before anything is written there: a second server on this directory stops here.
+  absl::StatusOr<std::unique_ptr<RunDirectoryLock>> lock = RunDirectoryLock::Take(socket_dir_);
+  if (!lock.ok()) {
+    std::error_code ec;
+    if (config_.workers.socket_dir.empty()) fs::remove_all(socket_dir_, ec);  // the fresh one
+    return absl::Status(lock.status().code(),
+                        absl::StrCat("workers.socket_dir: ", lock.status().message(),
+                                     ": each rankd serve needs a socket directory of its own"));
+  }
+  dir_lock_ = std::move(*lock);
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].socket_path = absl::StrCat(socket_dir_, "/worker-", i, ".sock");
     if (slots_[i].socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
@@ -216,17 +225,20 @@ void WorkerSupervisor::ReapLocked(int index, const std::string& how) {
   const Clock::time_point now = Clock::now();
   if (stopping_) {
     spdlog::info("worker {} (pid {}) {}", index, slot.pid, how);
+  } else if (slot.state == Slot::State::kStarting) {
+    // Why it never came up: its own error (a model it cannot load or must not serve), or why it
+    // was killed.
+    const std::string error = ReadWorkerError(slot.socket_path);
+    const std::string failure = absl::StrCat(how, ": ",
+                                             !error.empty()              ? error
+                                             : !slot.kill_reason.empty() ? slot.kill_reason
+                                                                         : "no error reported");
+    spdlog::warn("worker {} (pid {}) {}", index, slot.pid, failure);
+    FailedStartLocked(index, failure);
   } else {
     spdlog::warn("worker {} (pid {}) {}", index, slot.pid, how);
   }
   metrics_->worker_exits->Add();
-  if (slot.state == Slot::State::kStarting && !stopping_) {
-    const std::string error = ReadWorkerError(slot.socket_path);
-    FailedStartLocked(index, absl::StrCat(how, ": ",
-                                          !error.empty()              ? error
-                                          : !slot.kill_reason.empty() ? slot.kill_reason
-                                                                      : "no error reported"));
-  }
   const bool was_stable = slot.state == Slot::State::kUp && now - slot.up_since >= kStableUptime;
   slot.crashes_in_a_row = was_stable ? 1 : slot.crashes_in_a_row + 1;
   const double backoff =
@@ -483,7 +495,9 @@ void WorkerSupervisor::Stop() {
     std::filesystem::remove(slot.socket_path, ec);
     std::filesystem::remove(WorkerErrorPath(slot.socket_path), ec);
   }
-  if (own_socket_dir_) std::filesystem::remove_all(socket_dir_, ec);  // with its owner file
+  // The fresh directory goes with its owner file; a given one keeps its owner file (removing it
+  // could let two later servers lock two files of one name).
+  if (config_.workers.socket_dir.empty()) std::filesystem::remove_all(socket_dir_, ec);
 }
 
 }  // namespace rankd::server

@@ -17,6 +17,7 @@
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
+#include "rankd/model/identity.h"
 #include "rankd/worker/protocol.h"
 #include "rankd/worker/step_scheduler.h"
 #include "spdlog/spdlog.h"
@@ -59,6 +60,16 @@ absl::string_view Utf8Prefix(absl::string_view text, int64_t max_bytes) {
 constexpr size_t kTrimAfterTextBytes = size_t{1} << 20;
 
 }  // namespace
+
+absl::Status CheckModelIdentity(const server::ModelSection& model) {
+  RANKD_ASSIGN_OR_RETURN(const std::string found, model::ModelIdentity(model.engine.model_dir));
+  if (found == model.identity) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model.dir ", model.engine.model_dir, " now holds model ", found, ", not ", model.identity,
+      ", the one rankd serve started with (the directory was rewritten while serving): refusing "
+      "to serve it beside the workers that serve the other; restart rankd serve to serve the new "
+      "model"));
+}
 
 engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config) {
   engine::EngineOptions o = config.model.engine;
@@ -476,6 +487,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
 
 absl::Status RunWorker(const WorkerOptions& options) {
   const Clock::time_point start = Clock::now();
+  // Before and after the load: the directory may be rewritten while the weights are read.
+  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.config.model));
   RANKD_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Engine> engine,
       engine::Engine::Create(WorkerEngineOptions(options.config), backend::CreateBackend));
@@ -487,6 +500,7 @@ absl::Status RunWorker(const WorkerOptions& options) {
     absl::StatusOr<engine::ScoreResult> r = engine->Score(warm);
     if (!r.ok()) return Annotate(r.status(), "warm-up");
   }
+  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.config.model));
   WorkerService service(engine.get(), options);
   ::unlink(options.socket_path.c_str());
   grpc::ServerBuilder builder;

@@ -35,7 +35,7 @@ cleanup() {
   rm -rf "$run"
 }
 trap cleanup EXIT
-key=docs-test-key
+key=docs-test-key-0123
 echo "$key" >"$run/keys"
 "$rankd" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
   --workers 1 --api-keys-file "$run/keys" --ready-file "$run/ready.json" 2>"$run/server.log" &

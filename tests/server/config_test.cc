@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rankd/server/worker_plan.h"
 
 namespace rankd::server {
 namespace {
@@ -259,11 +260,11 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  busy_threshold: 0\n"),
               HasSubstr("shaping.busy_threshold: must be in (0, 1] (got 0)"));
   EXPECT_THAT(error("model:\n  dir: /m\nshaping:\n  batch_max_wait_s: -1\n"),
-              HasSubstr("shaping.batch_max_wait_s: must be positive"));
+              HasSubstr("shaping.batch_max_wait_s: must be in (0, 10000000] (got -1)"));
   EXPECT_THAT(error("model:\n  dir: /m\nresult_cache:\n  ttl_s: 0\n"),
-              HasSubstr("result_cache.ttl_s: must be positive"));
+              HasSubstr("result_cache.ttl_s: must be in (0, 10000000] (got 0)"));
   EXPECT_THAT(error("model:\n  dir: /m\n  prefix_cache_mb: -1\n"),
-              HasSubstr("model.prefix_cache_mb: must be between 0 and 2^30 MiB (got -1)"));
+              HasSubstr("model.prefix_cache_mb: must be in [0, 1073741824] (got -1)"));
   EXPECT_THAT(error("workers:\n  count: two\n"), HasSubstr("workers.count: must be an integer"));
   EXPECT_THAT(error("workers:\n  count: 1.5\n"), HasSubstr("workers.count"));
   EXPECT_THAT(error("workers: 3\n"), HasSubstr("workers: must be a mapping"));
@@ -274,11 +275,11 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("model:\n  dir: /m\n  query_template: Q\n"),
               HasSubstr("model.query_template: must contain {query}"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_items: 0\n"),
-              HasSubstr("limits.max_items: must be positive"));
+              HasSubstr("limits.max_items: must be in [1, 1048576] (got 0)"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_item_bytes: -1\n"),
-              HasSubstr("limits.max_item_bytes: must not be negative"));
+              HasSubstr("limits.max_item_bytes: must be in [0, 536870912] (got -1)"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_query_bytes: -2\n"),
-              HasSubstr("limits.max_query_bytes: must not be negative"));
+              HasSubstr("limits.max_query_bytes: must be in [0, 536870912] (got -2)"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  truncate: start\n"),
               HasSubstr("limits.truncate: must be none or end (got 'start')"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  truncate: [end]\n"),
@@ -294,7 +295,7 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  tls:\n    client_ca_file: ca.pem\n"),
               HasSubstr("server.tls.client_ca_file: needs server.tls.cert_file"));
   EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  tls:\n    refresh_interval_s: 0\n"),
-              HasSubstr("server.tls.refresh_interval_s: must be positive"));
+              HasSubstr("server.tls.refresh_interval_s: must be in [1, 10000000] (got 0)"));
   EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  auth:\n    protect_metrics: true\n"),
               HasSubstr("server.auth.protect_metrics: needs server.auth.api_keys_file"));
   EXPECT_THAT(error("model:\n  dir: /m\nserver:\n  reflection: maybe\n"),
@@ -305,6 +306,76 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
               HasSubstr("model.precision: fp8 needs model.backend cuda"));
   EXPECT_THAT(error("model: [unclosed\n"), HasSubstr("f.yaml"));
   EXPECT_EQ(error("model:\n  dir: /models/x/\n"), "ok");
+}
+
+// Issue 24, item 7: settings that cannot work were taken (an HTTP port that closed every
+// connection unanswered, HTTP calls that all got 504 from an overflowing deadline, a cache that
+// never hit, a server never ready). Each key's range is in the key table; what the file may not
+// say a flag may not either (the check runs on the final config).
+TEST(ServeConfigTest, SettingsThatCannotWorkAreRefusedNamingTheKeyTheRangeAndTheValue) {
+  auto error = [](const std::string& section) {
+    absl::StatusOr<ServeConfig> c = ParseServeConfig("model:\n  dir: /m\n" + section, "/", "f");
+    if (!c.ok()) return std::string(c.status().message());
+    absl::Status s = FinalizeServeConfig(&*c);
+    return s.ok() ? std::string("ok") : std::string(s.message());
+  };
+  EXPECT_THAT(error("server:\n  http_read_timeout_s: 0\n"),
+              HasSubstr("server.http_read_timeout_s: must be in (0, 10000000] (got 0)"));
+  EXPECT_THAT(error("server:\n  http_read_timeout_s: -5\n"),
+              HasSubstr("server.http_read_timeout_s: must be in (0, 10000000] (got -5)"));
+  EXPECT_THAT(error("server:\n  http_max_connections: 0\n"),
+              HasSubstr("server.http_max_connections: must be in [1, 1048576] (got 0)"));
+  EXPECT_THAT(
+      error("server:\n  http_request_timeout_s: 1e10\n"),
+      HasSubstr("server.http_request_timeout_s: must be in (0, 10000000] (got 10000000000)"));
+  EXPECT_THAT(error("result_cache:\n  ttl_s: 1e12\n"),
+              HasSubstr("result_cache.ttl_s: must be in (0, 10000000] (got 1000000000000)"));
+  EXPECT_THAT(error("workers:\n  ping_interval_s: .nan\n"),
+              HasSubstr("workers.ping_interval_s: must be in (0, 10000000] (got nan)"));
+  EXPECT_THAT(error("server:\n  drain_timeout_s: .inf\n"),
+              HasSubstr("server.drain_timeout_s: must be in [0, 10000000] (got inf)"));
+  EXPECT_THAT(error("logging:\n  level: verbose\n"),
+              HasSubstr("logging.level: must be trace, debug, info, warn, error or off (got "
+                        "'verbose')"));
+  EXPECT_THAT(error("workers:\n  gpus: [0, -1]\n"),
+              HasSubstr("workers.gpus[1]: must be in [0, 1023] (got -1)"));
+  EXPECT_EQ(error("server:\n  http_request_timeout_s: 1e7\nresult_cache:\n  ttl_s: 86400\n"), "ok");
+
+  // A flag sets the field after the file was read: the same check holds it.
+  absl::StatusOr<ServeConfig> c = ParseServeConfig("model:\n  dir: /m\n", "/", "f");
+  ASSERT_TRUE(c.ok()) << c.status();
+  c->model.engine.backend.threads = -1;  // --threads -1
+  EXPECT_EQ(FinalizeServeConfig(&*c).message(), "model.threads: must be in [0, 1024] (got -1)");
+}
+
+// min_ready above the workers there will be: never ready. PlanWorkers knows the count
+// (workers.count, or one per GPU), so the rule is held there.
+TEST(ServeConfigTest, MinReadyAboveTheWorkerCountIsRefused) {
+  WorkersSection w;
+  w.count = 2;
+  w.min_ready = 3;
+  absl::StatusOr<std::vector<WorkerSpec>> specs = PlanWorkers(w, false, 0, {0, 1});
+  EXPECT_THAT(std::string(specs.status().message()),
+              HasSubstr("workers.min_ready: 3 exceeds the 2 workers planned (workers.count=2)"));
+  w.count = 0;  // one per GPU: 2 GPUs
+  EXPECT_FALSE(PlanWorkers(w, true, 2, {0}).ok());
+  w.min_ready = 2;
+  EXPECT_TRUE(PlanWorkers(w, true, 2, {0}).ok());
+}
+
+// yaml-cpp reads a key given twice as two pairs of one mapping, and the last won: now an error
+// naming both lines.
+TEST(ServeConfigTest, AKeyGivenTwiceIsAnErrorNamingBothLines) {
+  absl::StatusOr<ServeConfig> c = ParseServeConfig(
+      "model:\n  dir: /m\nserver:\n  listen: 127.0.0.1:1\n  queue_size: 3\n"
+      "  listen: 0.0.0.0:1\n",
+      "/", "f.yaml");
+  EXPECT_EQ(c.status().message(), "f.yaml: server.listen: given twice (lines 4 and 6)");
+  c = ParseServeConfig("model:\n  dir: /m\nworkers: {count: 1}\nmodel:\n  dir: /n\n", "/", "f");
+  EXPECT_EQ(c.status().message(), "f: model: given twice (lines 1 and 4)");
+  // The same name in two sections is two keys.
+  c = ParseServeConfig("model:\n  dir: /m\n  threads: 1\nworkers:\n  count: 1\n", "/", "f");
+  EXPECT_TRUE(c.ok()) << c.status();
 }
 
 TEST(ServeConfigTest, PrecisionDefaultsToBf16AndTakesFp8WithCuda) {

@@ -299,7 +299,7 @@ TEST(HttpApiTest, ApiKeysApplyAndAreNeverLogged) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/http-keys-", getpid());
   std::filesystem::create_directories(dir);
   const std::string keys = dir + "/keys";
-  std::ofstream(keys) << "# the test's key\nsecret-key-1\n";
+  std::ofstream(keys) << "# the test's key\nsecret-key-1-abcdef\n";
   auto server = StartReady(Config(2, absl::StrCat("  auth:\n    api_keys_file: ", keys, "\n")), 2);
   ASSERT_NE(server, nullptr);
   const std::string body =
@@ -307,14 +307,15 @@ TEST(HttpApiTest, ApiKeysApplyAndAreNeverLogged) {
   ExpectError(Post(*server, "/v1/rerank", body), 401, "UNAUTHENTICATED", "no API key");
   ExpectError(Post(*server, "/v1/rerank", body, {{"Authorization", "Bearer wrong-key"}}), 401,
               "UNAUTHENTICATED", "API key not accepted");
-  EXPECT_EQ(Post(*server, "/v1/rerank", body, {{"Authorization", "Bearer secret-key-1"}}).status,
-            200);
+  EXPECT_EQ(
+      Post(*server, "/v1/rerank", body, {{"Authorization", "Bearer secret-key-1-abcdef"}}).status,
+      200);
   EXPECT_EQ(Post(*server, "/rerank",
                  Json({{"query", golden.cases[1].query}, {"texts", Texts(golden.cases[1])}}).dump(),
-                 {{"Authorization", "Bearer secret-key-1"}})
+                 {{"Authorization", "Bearer secret-key-1-abcdef"}})
                 .status,
             200);
-  EXPECT_THAT(server->Log(), ::testing::Not(HasSubstr("secret-key-1")));
+  EXPECT_THAT(server->Log(), ::testing::Not(HasSubstr("secret-key-1-abcdef")));
   EXPECT_THAT(server->Log(), ::testing::Not(HasSubstr("wrong-key")));
 
   // The documentation needs no key, and declares the Bearer scheme.

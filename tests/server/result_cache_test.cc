@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -78,6 +79,32 @@ TEST(ResultKeyTest, EveryInputThatChangesTheScoreChangesTheKey) {
   // Length prefixes: ("ab", "c") and ("a", "bc") differ.
   EXPECT_NE(ResultKeyBuilder("ab", Request("c"), false).ItemKey(Text("x")),
             ResultKeyBuilder("a", Request("bc"), false).ItemKey(Text("x")));
+}
+
+// Issue 24, item 10: a model directory rewritten while serving is another model: its identity
+// (model.identity) is part of every key, so scores cached for the old weights never answer for
+// the new ones.
+TEST(ResultKeyTest, TheScopeCarriesTheModelIdentityAndItsSettings) {
+  ServeConfig config;
+  config.model.name = "m";
+  config.model.engine.model_dir = "/models/m";
+  config.model.identity = "sha256:0123456789abcdef";
+  std::set<std::string> scopes = {ResultCacheScope(config)};
+  const auto item_key = [](const ServeConfig& c) {
+    return ResultKeyBuilder(ResultCacheScope(c), Request("q"), false).ItemKey(Text("i"));
+  };
+  const ResultKey before = item_key(config);
+  ServeConfig other = config;
+  other.model.identity = "sha256:fedcba9876543210";  // the same directory, rewritten
+  EXPECT_TRUE(scopes.insert(ResultCacheScope(other)).second);
+  EXPECT_NE(item_key(other), before);
+  other = config;
+  other.model.engine.settings.item_template = "Doc: {item}";
+  EXPECT_TRUE(scopes.insert(ResultCacheScope(other)).second);
+  other = config;
+  other.model.engine.settings.head = "classifier:1";
+  EXPECT_TRUE(scopes.insert(ResultCacheScope(other)).second);
+  EXPECT_EQ(item_key(config), before);  // stable
 }
 
 TEST(ResultCacheTest, AHitReturnsTheStoredBitsAndCounts) {

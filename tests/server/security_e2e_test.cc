@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -180,7 +181,7 @@ grpc::Status ListServices(const std::shared_ptr<grpc::Channel>& channel,
 TEST(SecurityTest, ApiKeysGuardEveryServiceButHealthAndAreReloadedOnSighup) {
   Pki pki;
   const std::string keys = pki.Path("keys.txt");
-  std::ofstream(keys) << "# rankd keys\n\n  first-key-123  \nsecond-key-456\n";
+  std::ofstream(keys) << "# rankd keys\n\n  first-key-1234567  \nsecond-key-4567890\n";
   auto server = TestServer::Start(
       Config(absl::StrCat("  auth:\n    api_keys_file: ", keys, "\n    protect_metrics: true\n")));
   ASSERT_NE(server, nullptr);
@@ -191,15 +192,15 @@ TEST(SecurityTest, ApiKeysGuardEveryServiceButHealthAndAreReloadedOnSighup) {
   EXPECT_EQ(s.error_code(), StatusCode::UNAUTHENTICATED);
   EXPECT_THAT(s.error_message(), HasSubstr("authorization: Bearer KEY"));
   EXPECT_EQ(Score(server->channel(), "wrong-key").error_code(), StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(Score(server->channel(), "first-key-12").error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Score(server->channel(), "first-key-123456").error_code(), StatusCode::UNAUTHENTICATED);
   rankd::v1::ScoreResponse response;
-  s = Score(server->channel(), "second-key-456", &response);
+  s = Score(server->channel(), "second-key-4567890", &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(response.scores_size(), 2);
-  EXPECT_TRUE(Score(server->channel(), "first-key-123").ok());
+  EXPECT_TRUE(Score(server->channel(), "first-key-1234567").ok());
   // Reflection (on: loopback) is behind the keys too.
   EXPECT_EQ(ListServices(server->channel(), "").error_code(), StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(ListServices(server->channel(), "first-key-123").ok());
+  EXPECT_TRUE(ListServices(server->channel(), "first-key-1234567").ok());
 
   // /metrics takes the same keys; /healthz and /readyz stay open.
   httplib::Client http("127.0.0.1", server->metrics_port());
@@ -209,7 +210,7 @@ TEST(SecurityTest, ApiKeysGuardEveryServiceButHealthAndAreReloadedOnSighup) {
   res = http.Get("/metrics", {{"Authorization", "Bearer wrong"}});
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 401);
-  res = http.Get("/metrics", {{"Authorization", "Bearer second-key-456"}});
+  res = http.Get("/metrics", {{"Authorization", "Bearer second-key-4567890"}});
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_THAT(res->body, HasSubstr("rankd_requests_total"));
@@ -221,26 +222,28 @@ TEST(SecurityTest, ApiKeysGuardEveryServiceButHealthAndAreReloadedOnSighup) {
   EXPECT_EQ(res->status, 200);
 
   // SIGHUP re-reads the file: the new key is accepted, a removed one no longer.
-  std::ofstream(keys + ".new") << "third-key-789\n";
+  std::ofstream(keys + ".new") << "third-key-7890123\n";
   std::filesystem::rename(keys + ".new", keys);
   server->Signal(SIGHUP);
   const auto deadline = std::chrono::steady_clock::now() + kLiveness;
-  while (!Score(server->channel(), "third-key-789").ok() &&
+  while (!Score(server->channel(), "third-key-7890123").ok() &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_TRUE(Score(server->channel(), "third-key-789").ok());
-  EXPECT_EQ(Score(server->channel(), "first-key-123").error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Score(server->channel(), "third-key-7890123").ok());
+  EXPECT_EQ(Score(server->channel(), "first-key-1234567").error_code(),
+            StatusCode::UNAUTHENTICATED);
   // A reload that fails keeps the keys in use.
   std::filesystem::remove(keys);
   server->Signal(SIGHUP);
   EXPECT_TRUE(WaitForLog(*server, "SIGHUP: keeping the API keys in use"));
-  EXPECT_TRUE(Score(server->channel(), "third-key-789").ok());
+  EXPECT_TRUE(Score(server->channel(), "third-key-7890123").ok());
   EXPECT_EQ(server->Health(""), HealthStatus::SERVING);
 
   // No key reaches the log.
   const std::string log = server->Log();
-  for (const char* key : {"first-key-123", "second-key-456", "third-key-789", "wrong-key"}) {
+  for (const char* key :
+       {"first-key-1234567", "second-key-4567890", "third-key-7890123", "wrong-key"}) {
     EXPECT_THAT(log, Not(HasSubstr(key)));
   }
 }
@@ -276,6 +279,25 @@ TEST(SecurityTest, TlsServesTlsClientsAndRefusesPlaintext) {
   // A client that does not trust the server's CA does not get through either.
   EXPECT_EQ(Check(NewChannel(server->target(), Tls(pki, "other-ca")), "", &health).error_code(),
             StatusCode::UNAVAILABLE);
+}
+
+// The listener watchdog (issue 24, item 4) probes a TLS port quietly (a probe that sent bytes
+// made the server log a failed handshake a second), and its probes pass: a watchdog that failed
+// them would stop the server within 3 x (1 s + 3 s), mutual TLS included.
+TEST(SecurityTest, TheListenerWatchdogProbesTlsPortsQuietly) {
+  ASSERT_TRUE(HaveOpenssl());
+  Pki pki;
+  ASSERT_TRUE(pki.MakeCa("ca") && pki.MakeCert("server", "ca") && pki.MakeCert("client", "ca"));
+  auto server = TestServer::Start(Config(TlsSettings(pki, "server", "ca")));
+  ASSERT_NE(server, nullptr);
+  auto channel = NewChannel(server->target(), Tls(pki, "ca", "client"));
+  ASSERT_TRUE(WaitServing(channel)) << server->Log();
+  std::this_thread::sleep_for(seconds(14));  // past the time 3 failed probes take
+  HealthStatus r;
+  EXPECT_TRUE(Check(channel, "rankd.v1.Scorer", &r).ok());
+  EXPECT_EQ(r.status(), HealthStatus::SERVING);
+  EXPECT_THAT(server->Log(), Not(HasSubstr("Handshake failed")));
+  EXPECT_THAT(server->Log(), Not(HasSubstr("accepts no connection")));
 }
 
 TEST(SecurityTest, MutualTlsServesOnlyClientsWithACertificateSignedByTheClientCa) {
@@ -367,7 +389,7 @@ TEST(SecurityTest, ClientToolsReachATlsServerWithAKey) {
   ASSERT_TRUE(HaveOpenssl());
   Pki pki;
   ASSERT_TRUE(pki.MakeCa("ca") && pki.MakeCert("server", "ca"));
-  std::ofstream(pki.Path("keys")) << "tool-key\n";
+  std::ofstream(pki.Path("keys")) << "tool-key-0123456789\n";
   auto server = TestServer::Start(Config(absl::StrCat(
       TlsSettings(pki, "server"), "  auth:\n    api_keys_file: ", pki.Path("keys"), "\n")));
   ASSERT_NE(server, nullptr);
@@ -379,10 +401,10 @@ TEST(SecurityTest, ClientToolsReachATlsServerWithAKey) {
       absl::StrCat(bin, "rankd-client score --target ", server->target(), " --tls-ca ",
                    pki.Path("ca.pem"), " --input ", pki.Path("request.jsonl"));
 
-  auto [code, out] = RunShell(score + " --api-key tool-key");
+  auto [code, out] = RunShell(score + " --api-key tool-key-0123456789");
   EXPECT_EQ(code, 0) << out;
   EXPECT_THAT(out, HasSubstr("\"scores\""));
-  std::tie(code, out) = RunShell("RANKD_API_KEY=tool-key " + score);
+  std::tie(code, out) = RunShell("RANKD_API_KEY=tool-key-0123456789 " + score);
   EXPECT_EQ(code, 0) << out;
   std::tie(code, out) = RunShell(score);
   EXPECT_EQ(code, 1);
@@ -398,6 +420,95 @@ std::pair<int, std::string> ServeFails(const Pki& pki, const std::string& server
   std::ofstream(config) << Config(server_settings);
   return RunShell(absl::StrCat(RANKD_BINARY_DIR, "/bin/rankd serve --config ", config,
                                " --listen 127.0.0.1:0 --metrics-listen '' --http-listen ''"));
+}
+
+// Issue 24, item 9: the gRPC port and the HTTP API read `authorization` alike (one parser, RFC
+// 6750): the scheme in any case, one value only (gRPC took the last of two, HTTP the first).
+TEST(SecurityTest, BothTransportsReadTheAuthorizationAlike) {
+  Pki pki;
+  const std::string key = "a-key-of-the-right-length";
+  const std::string keys = pki.Path("keys.txt");
+  // A byte-order mark (as Windows editors write) before the only key: skipped, not part of it.
+  std::ofstream(keys) << "\xEF\xBB\xBF" << key << "\r\n# rotated monthly\r\n";
+  auto server = TestServer::Start(Config(absl::StrCat("  auth:\n    api_keys_file: ", keys, "\n")));
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(WaitServing(server->channel()));
+  const std::string wrong = "Bearer another-key-of-the-length";
+  struct Case {
+    std::vector<std::string> values;  // the authorization values sent
+    bool accepted;
+  };
+  const std::vector<Case> cases = {
+      {{"Bearer " + key}, true},
+      {{"bearer " + key}, true},
+      {{"BEARER " + key}, true},
+      {{"Bearer   " + key}, true},  // 1*SP
+      {{"Bearer" + key}, false},
+      {{"Basic " + key}, false},
+      {{"Bearer " + key, wrong}, false},
+      {{wrong, "Bearer " + key}, false},
+      {{"Bearer " + key, "Bearer " + key}, false},
+      {{wrong}, false},
+      {{}, false},
+  };
+  httplib::Client http("127.0.0.1", server->http_port());
+  const std::string body = R"({"query": "rust engineer", "documents": ["Rust developer"]})";
+  int grpc_wrong = 0, http_wrong = 0;
+  for (const Case& c : cases) {
+    const std::string what = absl::StrCat("[", absl::StrJoin(c.values, "] ["), "]");
+    rankd::v1::ScoreRequest request;
+    request.set_query("rust engineer");
+    request.add_items()->set_text("Rust developer, Berlin");
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kLiveness);
+    for (const std::string& v : c.values) context.AddMetadata("authorization", v);
+    rankd::v1::ScoreResponse response;
+    const grpc::Status s =
+        rankd::v1::Scorer::NewStub(server->channel())->Score(&context, request, &response);
+    EXPECT_EQ(s.ok(), c.accepted) << "gRPC " << what << ": " << s.error_message();
+    if (!s.ok()) {
+      EXPECT_EQ(s.error_code(), StatusCode::UNAUTHENTICATED) << what;
+    }
+    grpc_wrong += s.ok() != c.accepted;
+
+    httplib::Headers headers;
+    for (const std::string& v : c.values) headers.emplace("Authorization", v);
+    auto res = http.Post("/v1/rerank", headers, body, "application/json");
+    ASSERT_TRUE(res) << what;
+    EXPECT_EQ(res->status, c.accepted ? 200 : 401) << "HTTP " << what << ": " << res->body;
+    http_wrong += (res->status == 200) != c.accepted;
+  }
+  EXPECT_EQ(grpc_wrong + http_wrong, 0)
+      << "gRPC " << grpc_wrong << ", HTTP " << http_wrong << " of " << cases.size() << " cases";
+  // A value ending in a blank: malformed in HTTP/2 (gRPC metadata), refused; HTTP/1.1 drops the
+  // blanks around a header value before it is read (they are not part of it).
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + key + " ");
+  rankd::v1::ScoreRequest request;
+  request.set_query("q");
+  request.add_items()->set_text("i");
+  rankd::v1::ScoreResponse response;
+  EXPECT_EQ(rankd::v1::Scorer::NewStub(server->channel())
+                ->Score(&context, request, &response)
+                .error_code(),
+            StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(server->Log(), Not(HasSubstr(key)));
+}
+
+// Lines of the keys file that are not keys stop the start, naming the line (never quoting it).
+TEST(SecurityTest, OddLinesOfTheKeysFileStopTheStartNamingTheLine) {
+  Pki pki;
+  const std::string keys = pki.Path("keys.txt");
+  const std::string settings = absl::StrCat("  auth:\n    api_keys_file: ", keys, "\n");
+  std::ofstream(keys) << "# keys\nthe-first-key-in-the-file\nsecond-key-abcdefgh # ops team\n";
+  auto [code, out] = ServeFails(pki, settings);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(out, HasSubstr("server.auth.api_keys_file " + keys + ": line 3 is not a key"));
+  EXPECT_THAT(out, Not(HasSubstr("second-key")));
+  std::ofstream(keys) << "the-first-key-in-the-file\nk\n";
+  std::tie(code, out) = ServeFails(pki, settings);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(out, HasSubstr("line 2: a key of 1 characters; keys need at least 16"));
 }
 
 TEST(SecurityTest, BadSecurityFilesStopTheStartWithAnErrorNamingTheSetting) {

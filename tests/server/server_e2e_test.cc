@@ -20,6 +20,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -1189,10 +1190,9 @@ TEST(ServeTest, WithItsOnlyWorkerDeadTheServerIsNotReadyAndFailsWorkRetryably) {
   const Golden golden = LoadGolden("llama-cls");
   const GoldenCase& c = golden.cases[2];
   // One worker, restarted a second after it dies: a window in which none is up.
-  MainOptions options;
-  options.worker_settings = "  restart_backoff_s: 1\n";
-  std::string config = MainConfig("llama-cls", options);
-  config.replace(config.find("  count: 2\n"), 11, "  count: 1\n");
+  std::string config = absl::StrReplaceAll(
+      MainConfig("llama-cls"), {{"  count: 2\n", "  count: 1\n"},
+                                {"  restart_backoff_s: 0.1\n", "  restart_backoff_s: 1\n"}});
   auto server = TestServer::Start(config);
   ASSERT_NE(server, nullptr);
   ASSERT_TRUE(server->WaitReady(1, kLiveness)) << server->Log();
@@ -1415,6 +1415,262 @@ TEST(ServeStartTest, WorkersThatNeverComeUpMakeServeExitAfterMaxFailedStarts) {
               HasSubstr("failed 2 starts in a row (workers.max_failed_starts=2); the last one: "
                         "killed by signal 9"));
   EXPECT_THAT(server->Log(), HasSubstr("did not come up within workers.startup_timeout_s=0.001 s"));
+}
+
+// ---- issue 24: the operator's side (file descriptors, ports, socket directories, settings, a
+// model directory rewritten) -------------------------------------------------------------------
+
+// One worker (fewer descriptors), quick pings and restarts.
+std::string OneWorkerConfig(const std::string& model_dir, const std::string& server_settings = "",
+                            const std::string& worker_settings = "") {
+  return absl::StrCat("model:\n  dir: ", model_dir,
+                      "\n  threads: 1\n"
+                      "server:\n",
+                      server_settings,
+                      "workers:\n"
+                      "  count: 1\n"
+                      "  ping_interval_s: 0.2\n"
+                      "  restart_backoff_s: 0.1\n",
+                      worker_settings);
+}
+
+int PortOf(const std::string& target) { return std::stoi(target.substr(target.rfind(':') + 1)); }
+
+// Issue 24, item 4: under a limit of 128 descriptors, 150 connections opened at once made gRPC
+// 1.51 log `Failed accept4: Too many open files` and never accept again, while /healthz and
+// /readyz said 200. Now either the listener accepts again, or the server says it is neither alive
+// nor ready (/healthz and /readyz 503, gRPC health NOT_SERVING on the connections still open),
+// and exits 1 for a supervisor to restart it.
+TEST(ServeOpsTest, AGrpcListenerOutOfDescriptorsIsReportedDeadAndTheServerExits) {
+  // Pings that wait long: the worker is held stopped below so that the drain has work to wait
+  // for, which keeps the process up long enough to be asked.
+  auto server = TestServer::Start(
+      OneWorkerConfig(ModelDir("llama-cls"), "  http_max_connections: 16\n  drain_timeout_s: 60\n",
+                      "  ping_timeout_s: 60\n"),
+      {.max_open_files = 128});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->WaitReady(1, kLiveness)) << server->Log();
+  httplib::Client http("127.0.0.1", server->metrics_port());
+  http.set_connection_timeout(2);
+  http.set_read_timeout(2);
+  const Golden golden = LoadGolden("llama-cls");
+  StoppedWorkers stopped(server->WorkerPids());
+  AsyncScore held(*server, TextRequest(golden.cases[0]));  // on the connection already open
+  ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 1, kLiveness));
+
+  const int port = PortOf(server->target());
+  std::vector<int> connections;
+  for (int i = 0; i < 150; ++i) {
+    const int fd = Connect(port);
+    if (fd >= 0) connections.push_back(fd);
+  }
+  // gRPC takes what it can until accept4 fails.
+  const auto exhausted_by = std::chrono::steady_clock::now() + seconds(20);
+  while (server->Log().find("accept4") == std::string::npos &&
+         std::chrono::steady_clock::now() < exhausted_by) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  for (int fd : connections) close(fd);
+
+  // A fresh connection each time: the listener, not a connection kept from before.
+  auto fresh_health = [&] {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel =
+        grpc::CreateCustomChannel(server->target(), grpc::InsecureChannelCredentials(), args);
+    auto stub = grpc::health::v1::Health::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(2));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(&context, request, &response).ok();
+  };
+  bool accepts = false, reported = false;
+  int healthz_ok = 0, polls = 0;
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (!accepts && !reported && std::chrono::steady_clock::now() < deadline) {
+    accepts = fresh_health();
+    auto healthz = http.Get("/healthz");
+    ++polls;
+    if (healthz && healthz->status == 200) ++healthz_ok;
+    if (healthz && healthz->status == 503) {
+      reported = true;
+      EXPECT_THAT(healthz->body, HasSubstr("accepts no connection"));
+      auto readyz = http.Get("/readyz");
+      ASSERT_TRUE(readyz);
+      EXPECT_EQ(readyz->status, 503);
+      EXPECT_EQ(server->Health(""), HealthStatus::NOT_SERVING);  // the connection kept open
+    }
+  }
+  if (accepts) return;  // a gRPC that takes connections again after running out (not 1.51)
+  ASSERT_TRUE(reported) << "for " << polls << " polls fresh gRPC connections were refused while "
+                        << healthz_ok << " of them got /healthz 200\n"
+                        << server->Log();
+  for (pid_t p : server->WorkerPids()) stopped.Resume(p);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  EXPECT_THAT(server->Log(), HasSubstr("open files: limit 128"));
+  EXPECT_THAT(server->Log(), HasSubstr("accepts no connection"));
+  EXPECT_THAT(server->Log(), HasSubstr("stopping, to be restarted"));
+  EXPECT_TRUE(held.Wait().ok());  // drained: the call that was in flight was answered
+}
+
+// The HTTP ports' connection caps must leave half the descriptors to gRPC.
+TEST(ServeOpsTest, HttpConnectionCapsOverHalfTheDescriptorLimitStopTheStart) {
+  auto server = TestServer::Launch(OneWorkerConfig(ModelDir("llama-cls")),
+                                   {.max_open_files = 256});  // 2 x 256 > 128
+  ASSERT_NE(server, nullptr);
+  const std::optional<int> status = server->WaitExit(kLiveness);
+  ASSERT_TRUE(status.has_value()) << server->Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1);
+  EXPECT_THAT(server->Log(),
+              HasSubstr("server.http_max_connections: 2 HTTP ports x 256 connections may hold 512 "
+                        "file descriptors, more than half of the 256"));
+}
+
+// Issue 24, item 6: a second server on the first one's socket directory started; the first one's
+// restarted workers then served the second's model under the first's name, and the second's stop
+// removed the first's files. A second server on the first's gRPC port bound it too
+// (SO_REUSEPORT). Now each fails at start, naming the holder, and the first serves on.
+TEST(ServeOpsTest, ASecondServerOnTheSameSocketDirectoryOrPortFailsNamingTheHolder) {
+  char dir[] = "/tmp/rankd-shared-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string sockets = absl::StrCat(dir, "/sockets");
+  const TestServer::Options own_dir{.default_socket_dir = true};
+  const std::string shared = absl::StrCat("  socket_dir: ", sockets, "\n");
+  auto first = TestServer::Start(OneWorkerConfig(ModelDir("llama-cls"), "", shared), own_dir);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->WaitReady(1, kLiveness)) << first->Log();
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[1];
+
+  // Another model, the same socket directory.
+  auto second =
+      TestServer::Launch(OneWorkerConfig(ModelDir("qwen3-cls-wide"), "", shared), own_dir);
+  ASSERT_NE(second, nullptr);
+  std::optional<int> status = second->WaitExit(kLiveness);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << second->Log();
+  EXPECT_THAT(second->Log(), HasSubstr(absl::StrCat("workers.socket_dir: ", sockets,
+                                                    " is held by another process (pid ",
+                                                    first->pid(), ", named in ")));
+
+  // The first one's port, each of its three (the others' ports are free ones: port 0).
+  const std::vector<std::pair<std::string, int>> ports = {
+      {"--listen", PortOf(first->target())},
+      {"--http-listen", first->http_port()},
+      {"--metrics-listen", first->metrics_port()}};
+  for (const auto& [flag, port] : ports) {
+    auto other = TestServer::Launch(OneWorkerConfig(ModelDir("llama-cls")),
+                                    {.flags = {absl::StrCat(flag, "=127.0.0.1:", port)}});
+    ASSERT_NE(other, nullptr);
+    status = other->WaitExit(kLiveness);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << flag;
+    EXPECT_THAT(other->Log(), HasSubstr(absl::StrCat("cannot listen on 127.0.0.1:", port)));
+    EXPECT_THAT(other->Log(), HasSubstr(absl::StrCat("(port ", port, " is held by pid ",
+                                                     first->pid(), " (rankd))")))
+        << flag;
+  }
+
+  // The first one is untouched: its worker, killed, comes back with its own model, and every
+  // call gets its scores.
+  const std::vector<pid_t> workers = first->WorkerPids();
+  ASSERT_EQ(workers.size(), 1u);
+  kill(workers[0], SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (!(first->WorkerPids().size() == 1 && first->WorkerPids()[0] != workers[0] &&
+           first->Metric("rankd_workers_up") == 1) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(first->WaitReady(1, kLiveness)) << first->Log();
+  ScoreRequest request = TextRequest(c);
+  request.set_skip_cache(true);
+  for (int i = 0; i < 5; ++i) {
+    ScoreResponse response;
+    const grpc::Status s = Score(*first, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(GoldenMismatch(response, c), "");
+  }
+  first.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// Issue 24, item 7: settings that cannot work used to start a server that then failed every call
+// (or never became ready): now `rankd serve` stops at once, naming the key, its range and value.
+TEST(ServeStartTest, SettingsThatCannotWorkStopTheStartNamingTheKey) {
+  const std::string model = absl::StrCat("model:\n  dir: ", ModelDir("llama-cls"), "\n");
+  const std::vector<std::tuple<std::string, int, std::string>> cases = {
+      {"server:\n  http_read_timeout_s: 0\n", 2,
+       "server.http_read_timeout_s: must be in (0, 10000000] (got 0)"},
+      {"server:\n  http_max_connections: 0\n", 2,
+       "server.http_max_connections: must be in [1, 1048576] (got 0)"},
+      {"server:\n  http_request_timeout_s: 1e10\n", 2,
+       "server.http_request_timeout_s: must be in (0, 10000000] (got 10000000000)"},
+      {"result_cache:\n  ttl_s: 1e12\n", 2,
+       "result_cache.ttl_s: must be in (0, 10000000] (got 1000000000000)"},
+      {"server:\n  queue_size: 8\n  drain_timeout_s: 1\n  queue_size: 9\n", 2,
+       "server.queue_size: given twice (lines 4 and 6)"},
+      {"workers:\n  count: 2\n  min_ready: 3\n", 1,
+       "workers.min_ready: 3 exceeds the 2 workers planned (workers.count=2)"},
+  };
+  for (const auto& [settings, code, message] : cases) {
+    auto server = TestServer::Launch(model + settings);
+    ASSERT_NE(server, nullptr);
+    const std::optional<int> status = server->WaitExit(kLiveness);
+    ASSERT_TRUE(status.has_value()) << settings;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == code) << settings << server->Log();
+    EXPECT_THAT(server->Log(), HasSubstr(message));
+  }
+}
+
+// Issue 24, item 10: a model directory rewritten while serving: a restarted worker loaded the new
+// weights while the other kept the old, so calls got scores of either. Now the restarted worker
+// finds another model than the one the server started with, refuses to serve it and stays down;
+// every call keeps getting the old model's scores.
+TEST(ServeOpsTest, AWorkerThatFindsTheModelDirectoryRewrittenRefusesToServeIt) {
+  ModelCopy model("llama-cls");
+  auto server = StartReady(model.Config());
+  ASSERT_NE(server, nullptr);
+  const Golden golden = LoadGolden("llama-cls");
+  const GoldenCase& c = golden.cases[1];
+  ScoreRequest request = TextRequest(c);
+  request.set_skip_cache(true);
+  ScoreResponse response;
+  ASSERT_TRUE(Score(*server, request, &response).ok());
+  ASSERT_EQ(GoldenMismatch(response, c), "");
+
+  // Another model of the same family copied over it, file by file.
+  for (const auto& entry : std::filesystem::directory_iterator(ModelDir("mistral-cls"))) {
+    std::filesystem::copy_file(entry.path(), model.path(entry.path().filename().string()),
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  const std::vector<pid_t> workers = server->WorkerPids();
+  ASSERT_EQ(workers.size(), 2u);
+  kill(workers[0], SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + kLiveness;
+  while (server->Log().find("now holds model sha256:") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  // Calls for a while, spread over what is up: every answer is the old model's.
+  int answered = 0, other_scores = 0;
+  for (int i = 0; i < 40; ++i) {
+    ScoreResponse r;
+    if (Score(*server, request, &r).ok()) {
+      ++answered;
+      other_scores += !GoldenMismatch(r, c).empty();
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(other_scores, 0) << "of " << answered << " answered calls\n" << server->Log();
+  EXPECT_GT(answered, 0);
+  EXPECT_THAT(server->Log(), HasSubstr("refusing to serve it"));
+  EXPECT_EQ(server->Metric("rankd_workers_up"), 1);
+  EXPECT_EQ(server->Metric(absl::StrCat("rankd_worker_up{worker=\"",
+                                        server->WorkerIndex(workers[0]).value_or(-1), "\"}")),
+            0);
 }
 
 // ---- queue, deadlines, priorities, drain (workers held with SIGSTOP) ---------------------------

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +38,12 @@ std::string ReadFile(const std::string& path) {
 
 std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml,
                                                bool default_socket_dir) {
+  return Launch(config_yaml, Options{.default_socket_dir = default_socket_dir});
+}
+
+std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml,
+                                               const Options& options) {
+  const bool default_socket_dir = options.default_socket_dir;
   std::unique_ptr<TestServer> server(new TestServer());
   char dir[] = "/tmp/rankd-test-XXXXXX";
   if (mkdtemp(dir) == nullptr) {
@@ -67,6 +74,9 @@ std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml,
                                    "--metrics-listen=127.0.0.1:0",
                                    "--http-listen=127.0.0.1:0",
                                    "--ready-file=" + ready};
+  args.insert(args.end(), options.flags.begin(), options.flags.end());
+  const rlimit files{static_cast<rlim_t>(options.max_open_files),
+                     static_cast<rlim_t>(options.max_open_files)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -79,6 +89,7 @@ std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml,
     if (getppid() != parent) _exit(1);
     dup2(log_fd, STDOUT_FILENO);
     dup2(log_fd, STDERR_FILENO);
+    if (options.max_open_files > 0 && setrlimit(RLIMIT_NOFILE, &files) != 0) _exit(126);
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
@@ -92,7 +103,12 @@ std::unique_ptr<TestServer> TestServer::Launch(const std::string& config_yaml,
 
 std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
                                               bool default_socket_dir) {
-  std::unique_ptr<TestServer> server = Launch(config_yaml, default_socket_dir);
+  return Start(config_yaml, Options{.default_socket_dir = default_socket_dir});
+}
+
+std::unique_ptr<TestServer> TestServer::Start(const std::string& config_yaml,
+                                              const Options& options) {
+  std::unique_ptr<TestServer> server = Launch(config_yaml, options);
   if (server == nullptr) return nullptr;
   const std::string ready = server->ReadyFile();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -30,6 +30,15 @@ class TestServer {
   // (WaitExit, Log).
   static std::unique_ptr<TestServer> Launch(const std::string& config_yaml,
                                             bool default_socket_dir = false);
+  // More of the child's start: flags after the others (a later flag wins), and its limit of open
+  // files (RLIMIT_NOFILE, soft and hard; 0: inherited).
+  struct Options {
+    bool default_socket_dir = false;
+    std::vector<std::string> flags = {};
+    int max_open_files = 0;
+  };
+  static std::unique_ptr<TestServer> Start(const std::string& config_yaml, const Options& options);
+  static std::unique_ptr<TestServer> Launch(const std::string& config_yaml, const Options& options);
   ~TestServer();  // SIGTERM if still running (SIGKILL after 10 s)
 
   pid_t pid() const { return pid_; }

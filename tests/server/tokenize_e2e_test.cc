@@ -253,7 +253,7 @@ TEST(TokenizeTest, ApiKeysGuardTheRpcAndTheRoute) {
   const Golden g = LoadGolden("qwen3-reranker-tiny");
   const std::string keys =
       std::filesystem::temp_directory_path() / absl::StrCat("rankd_tok_keys_", ::getpid());
-  std::ofstream(keys) << "tok-key-123\n";
+  std::ofstream(keys) << "tok-key-123-abcdef\n";
   auto server =
       TestServer::Start(Config(g, absl::StrCat("  auth:\n    api_keys_file: ", keys, "\n")));
   ASSERT_NE(server, nullptr);
@@ -262,11 +262,12 @@ TEST(TokenizeTest, ApiKeysGuardTheRpcAndTheRoute) {
   EXPECT_EQ(Tokenize(*server, request, &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Tokenize(*server, request, &response, "wrong").error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  const grpc::Status s = Tokenize(*server, request, &response, "tok-key-123");
+  const grpc::Status s = Tokenize(*server, request, &response, "tok-key-123-abcdef");
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(Post(*server, R"({"inputs": "a job"})").status, 401);
   EXPECT_EQ(
-      Post(*server, R"({"inputs": "a job"})", {{"Authorization", "Bearer tok-key-123"}}).status,
+      Post(*server, R"({"inputs": "a job"})", {{"Authorization", "Bearer tok-key-123-abcdef"}})
+          .status,
       200);
   std::filesystem::remove(keys);
 }

@@ -36,6 +36,9 @@ struct TensorView {
   std::string ShapeString() const;  // e.g. "[64, 1024]"
 };
 
+// Header lengths beyond this are certainly corrupt (real headers are well under 10 MB).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+
 // One .safetensors file, mmapped.
 class SafetensorsFile {
  public:
@@ -64,6 +67,9 @@ class SafetensorsFile {
 class SafetensorsModel {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsModel>> OpenDir(absl::string_view dir);
+  // The .safetensors files of `dir`: model.safetensors, or the shards its
+  // model.safetensors.index.json names (each once, sorted).
+  static absl::StatusOr<std::vector<std::string>> FilePaths(absl::string_view dir);
 
   // The tensor, or NotFound naming the tensor and the directory.
   absl::StatusOr<const TensorView*> Find(absl::string_view name) const;

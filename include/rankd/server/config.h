@@ -17,6 +17,10 @@ namespace rankd::server {
 
 struct ModelSection {
   std::string name;  // served name; default: base name of `engine.model_dir`
+  // model::ModelIdentity of the directory, "sha256:" and 16 hex digits. Empty: `rankd serve`
+  // records the directory's at start; set: it must be that (the config pins the model). The
+  // workers get it in their config and refuse to serve a directory that holds another.
+  std::string identity;
   // The workers' engine, the one definition of its options. YAML keys of `model:` and the field
   // each sets: dir (engine.model_dir), backend (engine.backend.kind), head, query_template,
   // item_template, preset, instruction (engine.settings.*; unset: rankd.yaml beside the weights,

@@ -49,6 +49,10 @@ int HttpStatusOf(grpc::StatusCode code);
 // Every answer counts in rankd_http_requests_total{route, code}.
 void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys);
 
+// server.auth's check of an HTTP request (the API's routes, and /metrics with
+// auth.protect_metrics): ApiKeys::Check of every Authorization header it carries.
+absl::Status CheckHttpApiKey(const ApiKeys& keys, const HttpRequest& request);
+
 // The error answers of the API port's HttpServer itself (unknown path, wrong method, oversized
 // body, ...), as JSON errors like the routes' own, counted under route="other".
 HttpErrorFn HttpApiErrors(MetricsRegistry* registry);

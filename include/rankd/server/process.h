@@ -3,9 +3,13 @@
 #ifndef RANKD_SERVER_PROCESS_H_
 #define RANKD_SERVER_PROCESS_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <optional>
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,20 +50,61 @@ struct ProcessStats {
 // nullopt when no such process runs (or it has exited and awaits its reaping), or its /proc
 // entries are not readable by this process.
 std::optional<ProcessStats> ReadProcessStats(pid_t pid);
+// Raises this process's soft limit of open files (RLIMIT_NOFILE) to its hard limit: every
+// connection is a file descriptor, and the soft limit is often 1024 while the hard one is far
+// higher. Returns the limit in force afterwards, and writes the one before to `before`.
+absl::StatusOr<int64_t> RaiseFileLimit(int64_t* before);
+
+// A connected socket of this process: its descriptor and both ends' addresses.
+struct ConnectedSocket {
+  int fd;
+  const sockaddr_storage& local;
+  socklen_t local_size;
+  const sockaddr_storage& peer;
+  socklen_t peer_size;
+};
+// Calls `visit` with each connected socket this process holds (not listening ones), from
+// /proc/self/fd, until it returns false.
+void ForEachConnectedSocket(const std::function<bool(const ConnectedSocket&)>& visit);
 
 // This process's environment as NAME=VALUE strings.
 std::vector<std::string> CurrentEnvironment();
 
 // Run directories (the workers' sockets and config): made fresh under `parent` as
-// <prefix>XXXXXX, each holding an owner file ("PID START": the pid and the start time of the
-// process that made it, so that a reused pid is not taken for it).
+// <prefix>XXXXXX, or given (workers.socket_dir). The process that serves from one holds it with a
+// RunDirectoryLock, whose owner file names it ("PID START": the pid and the start time of the
+// process, so that a reused pid is not taken for it).
 //
-// Makes a fresh run directory (mkdtemp) with this process's owner file; returns its path.
+// Makes a fresh run directory (mkdtemp); returns its path. The caller takes it (RunDirectoryLock).
 absl::StatusOr<std::string> MakeRunDirectory(const std::string& parent, const std::string& prefix);
 // Removes the run directories under `parent` left by processes that are gone (killed with
 // SIGKILL, crashed): those of this user with an owner file naming a process that no longer runs.
 // Directories without an owner file are left alone. Returns how many were removed.
 int RemoveStaleRunDirectories(const std::string& parent, const std::string& prefix);
+
+// A run directory held by this process: an exclusive flock on its owner file (`owner.pid`),
+// which names this process once held. The lock lasts while the object lives, and goes with the
+// process however it ends (the kernel releases it: a server killed with SIGKILL leaves none), so
+// that two servers never share the directory (the second would hand its workers its own config
+// there, and remove the first's sockets when it stops). The descriptor does not reach children.
+class RunDirectoryLock {
+ public:
+  // Takes `dir` (which must exist). FAILED_PRECONDITION naming the holder's pid when another
+  // process holds it.
+  static absl::StatusOr<std::unique_ptr<RunDirectoryLock>> Take(const std::string& dir);
+  ~RunDirectoryLock();
+  RunDirectoryLock(const RunDirectoryLock&) = delete;
+  RunDirectoryLock& operator=(const RunDirectoryLock&) = delete;
+
+ private:
+  explicit RunDirectoryLock(int fd) : fd_(fd) {}
+  const int fd_;
+};
+
+// The process that listens on TCP `port` ("pid 1234 (rankd)"), for the message of a listen
+// that failed: "another user's process" when the socket is found but not its process (only this
+// user's processes can be looked into), "" when nothing listens there.
+std::string DescribePortHolder(int port);
 
 }  // namespace rankd::server
 

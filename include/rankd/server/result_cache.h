@@ -2,11 +2,11 @@
 // same candidates for the same queries again and again; a hit is answered without a worker.
 //
 // Keys are 128 bits of SHA-256 over everything that determines a score: the server's scope (model
-// name, templates, head: ResultKeyBuilder's `scope`), the prefix exactly as the worker will see it
-// (query text, or query_ids), apply_sigmoid, the request's truncation mode (a too-long item scored
-// cut must not answer a call that has it refused), and the item's kind and content (text, token
-// ids, or the embedding's rows and raw float bytes), every field length-prefixed so that no two
-// different inputs share a byte string. A collision needs 2^64 entries: far past any capacity.
+// name and identity, templates, head: ResultCacheScope), the prefix exactly as the worker will see
+// it (query text, or query_ids), apply_sigmoid, the request's truncation mode (a too-long item
+// scored cut must not answer a call that has it refused), and the item's kind and content (text,
+// token ids, or the embedding's rows and raw float bytes), every field length-prefixed so that no
+// two different inputs share a byte string. A collision needs 2^64 entries: far past any capacity.
 //
 // Bounded by bytes (an estimate per entry, kEntryBytes), least recently used first out, each entry
 // valid for ttl after its Put. Sharded by key: a lookup locks one shard's mutex, never a global
@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "rankd/server/config.h"
 #include "rankd/server/metrics.h"
 #include "rankd/v1/scorer.pb.h"
 
@@ -44,6 +45,11 @@ struct ResultKey {
     return H::combine(std::move(h), first);
   }
 };
+
+// What fixes a score besides the request, the `scope` of ResultKeyBuilder: the served model (its
+// name, directory and identity: a directory rewritten with other weights is another model) and
+// its prompt and head settings.
+std::string ResultCacheScope(const ServeConfig& config);
 
 // The keys of one request's items: the request-level part (scope, prefix, sigmoid, truncation) is
 // digested once. `truncate_end`: the request's effective mode (rankd/worker/protocol.h's

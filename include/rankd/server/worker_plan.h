@@ -24,7 +24,8 @@ struct WorkerSpec {
 //   workers of one GPU are neighbours;
 // - CPUs: none; auto splits `available_cpus` into `count` contiguous, near-equal groups (one CPU
 //   each, round robin, when there are more workers than CPUs); explicit lists are taken as given
-//   and must be one per worker.
+//   and must be one per worker;
+// - workers.min_ready must not exceed the count (else the server would never be ready).
 absl::StatusOr<std::vector<WorkerSpec>> PlanWorkers(const WorkersSection& workers, bool uses_gpus,
                                                     int visible_gpus,
                                                     const std::vector<int>& available_cpus);

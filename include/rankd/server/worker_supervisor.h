@@ -30,6 +30,7 @@
 #include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/server/config.h"
 #include "rankd/server/metrics.h"
+#include "rankd/server/process.h"
 #include "rankd/server/worker_plan.h"
 
 namespace rankd::server {
@@ -110,8 +111,8 @@ class WorkerSupervisor {
   const WorkerSpec& spec(int index) const { return slots_[index].spec; }
 
   // Makes the socket directory (workers.socket_dir, or a fresh /tmp/rankd-XXXXXX, after removing
-  // those of front ends that are gone) and starts the supervisor thread, which spawns the
-  // workers.
+  // those of front ends that are gone), takes it (RunDirectoryLock: fails naming the holder when
+  // another process serves from it) and starts the supervisor thread, which spawns the workers.
   absl::Status Start();
 
   // A call to `incarnation` of worker `index` failed at the transport: with `kill` (it hung) the
@@ -170,7 +171,7 @@ class WorkerSupervisor {
   ServerMetrics* const metrics_;
   const EventFn on_event_;
   std::string socket_dir_;
-  bool own_socket_dir_ = false;
+  std::unique_ptr<RunDirectoryLock> dir_lock_;  // held from Start on
 
   mutable std::mutex mu_;
   std::condition_variable cv_;       // supervisor wake-ups, outstanding-ping waits

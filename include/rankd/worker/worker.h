@@ -42,6 +42,11 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                                                      const rankd::worker::v1::WorkItem& work,
                                                      const server::Limits& limits);
 
+// OK when model.dir still holds model.identity (model::ModelIdentity), the model the front end
+// started with; else FAILED_PRECONDITION naming both: a worker that would load another model
+// refuses to serve (it exits with the error, and stays down while the directory holds it).
+absl::Status CheckModelIdentity(const server::ModelSection& model);
+
 // The engine a worker builds from `config`: config.model.engine on device 0 (a worker sees only
 // its own GPU, through CUDA_VISIBLE_DEVICES).
 engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config);
