@@ -69,11 +69,11 @@ struct ServerSection {
   double http_request_timeout_s = 60;
   int queue_size = 64;          // requests waiting for a worker, at most
   // Interactive calls are refused (RESOURCE_EXHAUSTED) when the work queued ahead of them is
-  // estimated to take longer than this (seconds per item x items ahead / workers up); 0: off.
+  // estimated to take longer than this (its estimated compute / workers up); 0: off.
   double max_queue_wait_s = 0;
   double drain_timeout_s = 30;  // SIGTERM: how long in-flight work may finish
   int stream_chunk_items = 64;  // ScoreStream: items per chunk
-  // Scoring cost per item assumed until the first measurement (deadline admission).
+  // Scoring cost per item assumed until the first measurement (deadline admission: CostEstimator).
   double initial_seconds_per_item = 0.001;
   TlsSection tls;
   AuthSection auth;
