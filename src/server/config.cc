@@ -295,6 +295,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                 {"drain_timeout_s", Number(&s.drain_timeout_s)},
                 {"stream_chunk_items", Number(&s.stream_chunk_items)},
                 {"initial_seconds_per_item", Number(&s.initial_seconds_per_item)},
+                {"max_buffered_answer_bytes", Number(&s.max_buffered_answer_bytes)},
                 {"tls", Section({{"cert_file", Path(&s.tls.cert_file, base)},
                                  {"key_file", Path(&s.tls.key_file, base)},
                                  {"client_ca_file", Path(&s.tls.client_ca_file, base)},
@@ -307,6 +308,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                           {"max_item_tokens", Number(&l.max_item_tokens)},
                           {"max_request_tokens", Number(&l.max_request_tokens)},
                           {"max_message_bytes", Number(&l.max_message_bytes)},
+                          {"max_id_bytes", Number(&l.max_id_bytes)},
+                          {"max_answer_bytes", Number(&l.max_answer_bytes)},
                           {"max_item_bytes", Number(&l.max_item_bytes)},
                           {"max_query_bytes", Number(&l.max_query_bytes)},
                           {"truncate", TruncateMode(&l.truncate)}})},
@@ -461,6 +464,20 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   // gRPC takes an int; the transport limit is set above this one (see ScorerService).
   if (l.max_message_bytes > (int64_t{1} << 29)) {
     return KeyError("limits.max_message_bytes", "must be at most 536870912 (512 MiB)");
+  }
+  if (l.max_id_bytes < Limits::kMinIdBytes) {
+    return KeyError("limits.max_id_bytes", absl::StrCat("must be at least ", Limits::kMinIdBytes,
+                                                        " (got ", l.max_id_bytes, ")"));
+  }
+  // An answer of a few items must fit; the total must hold the largest answer.
+  if (l.max_answer_bytes < 1024) {
+    return KeyError("limits.max_answer_bytes",
+                    absl::StrCat("must be at least 1024 (got ", l.max_answer_bytes, ")"));
+  }
+  if (s.max_buffered_answer_bytes < l.max_answer_bytes) {
+    return KeyError("server.max_buffered_answer_bytes",
+                    absl::StrCat("must be at least limits.max_answer_bytes=", l.max_answer_bytes,
+                                 " (got ", s.max_buffered_answer_bytes, ")"));
   }
 
   WorkersSection& w = config->workers;

@@ -77,6 +77,11 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+int64_t RequestsWithCode(const TestServer& server, const std::string& code) {
+  return static_cast<int64_t>(
+      server.Metric(absl::StrCat("rankd_requests_total{code=\"", code, "\"}")).value_or(0));
+}
+
 // llama-cls on one worker of one CPU thread, with more sections (`sections`) and more lines of
 // the workers section (`worker_lines`).
 std::string OneWorkerConfig(const std::string& sections = "",
@@ -156,6 +161,284 @@ TEST(AdmissionTest, MixedLongAndShortCallsWithMeetableDeadlinesAreAllAdmitted) {
     EXPECT_THAT(s.error_message(), HasSubstr("deadline cannot be met"));
     EXPECT_THAT(s.error_message(), HasSubstr("ms needed"));
   }
+}
+
+// ---- 3. answers nobody reads ----------------------------------------------------------------
+
+// The front end's resident memory (VmRSS), in bytes; 0 when unreadable.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view v(line);
+    if (absl::ConsumePrefix(&v, "VmRSS:")) {
+      int64_t kb = 0;
+      if (absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(v), " kB"), &kb)) {
+        return kb * 1024;
+      }
+    }
+  }
+  return 0;
+}
+
+// A gRPC call whose client never reads its answer, on a raw HTTP/2 connection of its own: its
+// SETTINGS give every stream a receive window of 0 bytes, so that the server can send the
+// answer's headers and not one byte of its message, and holds the rest. The request is sent in
+// full first (reading the server's SETTINGS and window updates until then); from then on nothing
+// is read. The destructor closes the connection, which ends the call (cancelled).
+class UnreadCall {
+ public:
+  UnreadCall() = default;
+  UnreadCall(const UnreadCall&) = delete;
+  UnreadCall& operator=(const UnreadCall&) = delete;
+  ~UnreadCall() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // `method`: e.g. "/rankd.v1.Scorer/Score". False when the connection fails or the server
+  // resets the stream or the connection before the request is sent.
+  bool Send(int port, const std::string& method, const std::string& message) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return false;
+    }
+    std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    out += Frame(kSettings, 0, 0, Setting(kInitialWindowSize, 0));
+    std::string headers;
+    for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+             {":method", "POST"},
+             {":scheme", "http"},
+             {":path", method},
+             {":authority", absl::StrCat("127.0.0.1:", port)},
+             {"content-type", "application/grpc"},
+             {"te", "trailers"}}) {
+      // HPACK: a literal field without indexing, new name, no Huffman (lengths below 127).
+      headers += '\0';
+      headers += static_cast<char>(name.size());
+      headers += name;
+      headers += static_cast<char>(value.size());
+      headers += value;
+    }
+    out += Frame(kHeaders, kEndHeaders, kStream, headers);
+    if (!WriteAll(out)) return false;
+    // The gRPC message: no compression, 4 bytes of length, the bytes.
+    std::string body(5, '\0');
+    for (int i = 0; i < 4; ++i) body[1 + i] = static_cast<char>(message.size() >> (24 - 8 * i));
+    body += message;
+    int64_t connection_window = 65535, stream_window = 65535, peer_initial = 65535;
+    bool settings_acked = false;
+    size_t sent = 0;
+    while (sent < body.size() || !settings_acked) {
+      const int64_t n = std::min<int64_t>(
+          {16384, connection_window, stream_window, static_cast<int64_t>(body.size() - sent)});
+      if (sent < body.size() && n > 0) {
+        const bool last = sent + n == body.size();
+        if (!WriteAll(Frame(kData, last ? kEndStream : 0, kStream, body.substr(sent, n)))) {
+          return false;
+        }
+        sent += n;
+        connection_window -= n;
+        stream_window -= n;
+        continue;
+      }
+      uint8_t type = 0, flags = 0;
+      uint32_t stream = 0;
+      std::string payload;
+      if (!ReadFrame(&type, &flags, &stream, &payload)) return false;
+      if (type == kSettings && !(flags & kAck)) {
+        for (size_t p = 0; p + 6 <= payload.size(); p += 6) {
+          if (Be(payload, p, 2) == kInitialWindowSize) {
+            const int64_t initial = Be(payload, p + 2, 4);
+            stream_window += initial - peer_initial;
+            peer_initial = initial;
+          }
+        }
+        if (!WriteAll(Frame(kSettings, kAck, 0, ""))) return false;
+        settings_acked = true;
+      } else if (type == kWindowUpdate) {
+        (stream == 0 ? connection_window : stream_window) += Be(payload, 0, 4) & 0x7fffffff;
+      } else if (type == kPing && !(flags & kAck)) {
+        if (!WriteAll(Frame(kPing, kAck, 0, payload))) return false;
+      } else if (type == kRstStream || type == kGoaway) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  static constexpr uint8_t kData = 0, kHeaders = 1, kRstStream = 3, kSettings = 4, kPing = 6,
+                           kGoaway = 7, kWindowUpdate = 8;
+  static constexpr uint8_t kEndStream = 1, kAck = 1, kEndHeaders = 4;
+  static constexpr uint16_t kInitialWindowSize = 4;
+  static constexpr uint32_t kStream = 1;
+
+  static std::string Frame(uint8_t type, uint8_t flags, uint32_t stream,
+                           const std::string& payload) {
+    std::string f;
+    for (int shift : {16, 8, 0}) f += static_cast<char>(payload.size() >> shift);
+    f += static_cast<char>(type);
+    f += static_cast<char>(flags);
+    for (int shift : {24, 16, 8, 0}) f += static_cast<char>(stream >> shift);
+    return f + payload;
+  }
+  static std::string Setting(uint16_t id, uint32_t value) {
+    std::string s;
+    for (int shift : {8, 0}) s += static_cast<char>(id >> shift);
+    for (int shift : {24, 16, 8, 0}) s += static_cast<char>(value >> shift);
+    return s;
+  }
+  // The big-endian number of `bytes` bytes at `at`.
+  static int64_t Be(const std::string& s, size_t at, int bytes) {
+    int64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v = v << 8 | static_cast<uint8_t>(s[at + i]);
+    return v;
+  }
+  bool WriteAll(const std::string& bytes) {
+    for (size_t done = 0; done < bytes.size();) {
+      const ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  bool ReadAll(char* out, size_t size) {
+    for (size_t done = 0; done < size;) {
+      const ssize_t n = read(fd_, out + done, size - done);
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  bool ReadFrame(uint8_t* type, uint8_t* flags, uint32_t* stream, std::string* payload) {
+    std::string header(9, '\0');
+    if (!ReadAll(header.data(), header.size())) return false;
+    *type = static_cast<uint8_t>(header[3]);
+    *flags = static_cast<uint8_t>(header[4]);
+    *stream = static_cast<uint32_t>(Be(header, 5, 4) & 0x7fffffff);
+    payload->assign(static_cast<size_t>(Be(header, 0, 3)), '\0');
+    return ReadAll(payload->data(), payload->size());
+  }
+
+  int fd_ = -1;
+};
+
+constexpr int64_t kMiB = 1 << 20;
+
+// Ids of 256 KiB allowed, a call's answer up to 20 MiB, answers of all calls up to 40 MiB.
+std::string AnswerConfig() {
+  return OneWorkerConfig(
+      absl::StrCat("server:\n  stream_chunk_items: 64\n  max_buffered_answer_bytes: ", 40 * kMiB,
+                   "\nlimits:\n  max_message_bytes: ", 32 * kMiB, "\n  max_id_bytes: ", 256 * 1024,
+                   "\n  max_answer_bytes: ", 20 * kMiB, "\n"));
+}
+
+// `n` one-token items with ids of `id_bytes` bytes each: an answer of about n x id_bytes.
+ScoreRequest BigIds(const GoldenCase& c, int n, int64_t id_bytes) {
+  ScoreRequest r = IdItems(c, n, 1);
+  for (int i = 0; i < n; ++i) {
+    r.mutable_items(i)->set_id(std::string(static_cast<size_t>(id_bytes), 'a' + i % 26));
+  }
+  return r;
+}
+
+// The case: Score and ScoreStream calls of 64 items with ids of 250 KB, whose answers
+// are never read, grew the front end by about 60 MB a call, for good. Now each call reserves its
+// answer's bytes at admission: two such answers fit the 40 MiB of
+// server.max_buffered_answer_bytes, the other calls fail RESOURCE_EXHAUSTED at once, the front
+// end holds about what the budget allows, and gives it back when the calls end.
+TEST(AnswerMemoryTest, AnswersNobodyReadsAreBoundedAndTheirMemoryGoesWhenTheCallsEnd) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(AnswerConfig());
+  ASSERT_NE(server, nullptr);
+  const int port = std::stoi(std::string(absl::StripPrefix(server->target(), "127.0.0.1:")));
+  const ScoreRequest request = BigIds(golden.cases[0], 64, 250000);
+  const std::string bytes = request.SerializeAsString();
+  // Read once, so that what one call allocates in passing is in the baseline.
+  ScoreResponse response;
+  ASSERT_TRUE(Score(*server, request, &response).ok());
+  ASSERT_EQ(response.scores(63).id().size(), 250000u);
+  ASSERT_TRUE(server->WaitForMetric("rankd_answer_bytes_held", 0, kLiveness));
+  std::this_thread::sleep_for(milliseconds(1500));  // what it freed given back (once a second)
+  const int64_t before = ResidentBytes(server->pid());
+  constexpr int kCalls = 12;
+  std::vector<std::unique_ptr<UnreadCall>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<UnreadCall>());
+    ASSERT_TRUE(calls.back()->Send(
+        port, i % 2 == 0 ? "/rankd.v1.Scorer/Score" : "/rankd.v1.Scorer/ScoreStream", bytes));
+  }
+  // Every call refused or scored (a ScoreStream call held unread is never counted as answered),
+  // and its answer made.
+  const Clock::time_point wait_start = Clock::now();
+  while (!(RequestsWithCode(*server, "RESOURCE_EXHAUSTED") == kCalls - 2 &&
+           server->Metric("rankd_calls_in_flight") == 0 &&
+           server->Metric("rankd_queue_depth") == 0) &&
+         Clock::now() - wait_start < kLiveness) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(RequestsWithCode(*server, "RESOURCE_EXHAUSTED"), kCalls - 2);
+  std::this_thread::sleep_for(milliseconds(500));  // the last answers encoded
+  const int64_t held = ResidentBytes(server->pid());
+  // One that reads is refused too while the budget is spent, naming it.
+  grpc::Status s = Score(*server, request, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("server.max_buffered_answer_bytes=41943040"));
+  std::printf("[figures] front end RSS: %.0f MiB before, %.0f MiB with %d unread calls",
+              static_cast<double>(before) / kMiB, static_cast<double>(held) / kMiB, kCalls);
+  // Two answers of 16 MB held, and what the refused calls' requests left: well under 12 x 60 MB.
+  EXPECT_LT(held - before, 160 * kMiB);
+  calls.clear();
+  EXPECT_TRUE(server->WaitForMetric("rankd_answer_bytes_held", 0, kLiveness));
+  // gRPC frees the calls' buffers as it reaps them, and the front end gives back what lies free
+  // once a second.
+  int64_t after = 0;
+  const Clock::time_point release_start = Clock::now();
+  do {
+    std::this_thread::sleep_for(milliseconds(100));
+    after = ResidentBytes(server->pid());
+  } while (after - before > 40 * kMiB && Clock::now() - release_start < seconds(10));
+  std::printf(", %.0f MiB after they ended\n", static_cast<double>(after) / kMiB);
+  EXPECT_LT(after - before, 40 * kMiB);
+  // And the server still serves calls that read.
+  s = Score(*server, request, &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST(AnswerMemoryTest, IdsAndAnswersOverTheirLimitsAreRefusedNamingThem) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(AnswerConfig());
+  ASSERT_NE(server, nullptr);
+  ScoreResponse response;
+  // An id over limits.max_id_bytes, an item's or the request's.
+  ScoreRequest request = BigIds(golden.cases[0], 3, 1000);
+  request.mutable_items(2)->set_id(std::string(256 * 1024 + 1, 'x'));
+  grpc::Status s = Score(*server, request, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "items[2].id: 262145 bytes exceeds max_id_bytes=262144");
+  request = BigIds(golden.cases[0], 3, 1000);
+  request.set_request_id(std::string(256 * 1024 + 1, 'r'));
+  s = Score(*server, request, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "request_id: 262145 bytes exceeds max_id_bytes=262144");
+  // An answer over limits.max_answer_bytes (90 ids of 250 KB: 22.5 MB), Score and ScoreStream.
+  request = BigIds(golden.cases[0], 90, 250000);
+  s = Score(*server, request, &response);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("over limits.max_answer_bytes=20971520"));
+  auto stub = server->NewScorer();
+  grpc::ClientContext context;
+  auto reader = stub->ScoreStream(&context, request);
+  while (reader->Read(&response)) {
+  }
+  s = reader->Finish();
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("over limits.max_answer_bytes=20971520"));
+  EXPECT_EQ(server->Metric("rankd_answer_bytes_held"), 0);
 }
 
 }  // namespace

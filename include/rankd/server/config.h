@@ -75,6 +75,8 @@ struct ServerSection {
   int stream_chunk_items = 64;  // ScoreStream: items per chunk
   // Scoring cost per item assumed until the first measurement (deadline admission: CostEstimator).
   double initial_seconds_per_item = 0.001;
+  // Bytes the answers of all calls in progress may hold, reserved at admission (AnswerBudget).
+  int64_t max_buffered_answer_bytes = int64_t{256} << 20;
   TlsSection tls;
   AuthSection auth;
   // Server reflection. Unset: on when `listen` is a loopback address (FinalizeServeConfig
@@ -90,6 +92,11 @@ struct Limits {
   int max_item_tokens = 512;             // tokens (or embedding rows) per item
   int64_t max_request_tokens = 262144;   // item tokens per request (per chunk for ScoreStream)
   int64_t max_message_bytes = 16 << 20;  // serialized ScoreRequest
+  // Bytes of one echoed id: each item's id and the request_id; at least kMinIdBytes.
+  int64_t max_id_bytes = 1024;
+  static constexpr int64_t kMinIdBytes = 128;
+  // Bytes one call's answer may take (AnswerBytes, its ids included), reserved at admission.
+  int64_t max_answer_bytes = int64_t{4} << 20;
   // Text bytes of one item and of the query, checked by the front end before anything is queued
   // (TRUNCATE_END: not refused, the worker tokenizes that many bytes at most). 0: derived from the
   // token limit, kMaxBytesPerToken bytes per token (ItemByteLimit / QueryByteLimit).
