@@ -176,7 +176,7 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
                                       model.hidden_size, " = ", expected));
         }
         RANKD_RETURN_IF_ERROR(
-            model::CheckFiniteEmbedding(absl::MakeConstSpan(e.values().data(), e.values_size()),
+            model::CheckEmbeddingValues(absl::MakeConstSpan(e.values().data(), e.values_size()),
                                         f + ".embedding.values", model.hidden_size));
         if (!cut && request.query_ids_size() > 0) {
           RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), e.rows(),

@@ -441,5 +441,36 @@ TEST(AnswerMemoryTest, IdsAndAnswersOverTheirLimitsAreRefusedNamingThem) {
   EXPECT_EQ(server->Metric("rankd_answer_bytes_held"), 0);
 }
 
+// ---- 11. huge embedding values --------------------------------------------------------------
+
+// An item of embedding rows whose values are all `value`, after the golden case's prefix.
+ScoreRequest EmbeddingOf(const GoldenCase& c, int hidden, float value) {
+  ScoreRequest r;
+  r.mutable_query_ids()->Add(c.prefix_ids.begin(), c.prefix_ids.end());
+  auto* e = r.add_items()->mutable_embedding();
+  e->set_rows(2);
+  for (int j = 0; j < 2 * hidden; ++j) e->add_values(j % 2 ? value : -value);
+  return r;
+}
+
+// The case: values of 1e20 (finite) were scored exactly 0.0, silently. Values beyond
+// kMaxEmbeddingMagnitude (1e4) are refused naming the element; up to it, scored.
+TEST(EmbeddingBoundTest, HugeValuesAreRefusedNamingTheElementAndTheBound) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(OneWorkerConfig());
+  ASSERT_NE(server, nullptr);
+  constexpr int kHidden = 64;  // llama-cls
+  ScoreResponse response;
+  grpc::Status s = Score(*server, EmbeddingOf(golden.cases[0], kHidden, 1e20f), &response);
+  EXPECT_EQ(s.error_code(), StatusCode::INVALID_ARGUMENT)
+      << "scored " << (response.scores_size() ? response.scores(0).score() : NAN);
+  EXPECT_EQ(s.error_message(),
+            "items[0].embedding.values[0]: is -1e+20 (row 0, column 0); values must be finite, of "
+            "magnitude at most 10000");
+  s = Score(*server, EmbeddingOf(golden.cases[0], kHidden, 1e4f), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(std::isfinite(response.scores(0).score()));
+}
+
 }  // namespace
 }  // namespace rankd::testing
