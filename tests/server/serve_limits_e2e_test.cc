@@ -472,5 +472,62 @@ TEST(EmbeddingBoundTest, HugeValuesAreRefusedNamingTheElementAndTheBound) {
   EXPECT_TRUE(std::isfinite(response.scores(0).score()));
 }
 
+// ---- 12. scores among different batch neighbours --------------------------------------------
+
+// The bound docs/config.md (result_cache) and result_cache.h give for the difference between a
+// (query, item)'s score alone and among other items, on the CPU backend: relative to
+// max(1, |score|).
+constexpr double kNeighbourBound = 1e-5;
+
+// The same (query, item) scored alone, and among neighbours of other lengths before and after it,
+// in calls that bypass the result cache: the scores differ by at most kNeighbourBound. The
+// largest difference seen is printed for the docs.
+TEST(BatchNeighbourTest, AnItemsScoreAmongOtherItemsIsWithinTheBoundOfItsScoreAlone) {
+  const Golden golden = LoadGolden("llama-cls");
+  auto server = StartReady(OneWorkerConfig());
+  ASSERT_NE(server, nullptr);
+  double largest = 0;
+  int differing = 0, compared = 0;
+  for (const GoldenCase& c : golden.cases) {
+    for (size_t i = 0; i < c.items.size(); ++i) {
+      ScoreRequest alone;
+      alone.set_skip_cache(true);
+      alone.mutable_query_ids()->Add(c.prefix_ids.begin(), c.prefix_ids.end());
+      alone.add_items()->mutable_token_ids()->mutable_ids()->Add(c.items[i].ids.begin(),
+                                                                 c.items[i].ids.end());
+      ScoreResponse one;
+      ASSERT_TRUE(Score(*server, alone, &one).ok());
+      // Neighbours: every other item of the case, before and after it, after 1 or 14 filler
+      // items of 1 to 60 tokens.
+      for (int variant = 0; variant < 2; ++variant) {
+        ScoreRequest among = alone;
+        among.clear_items();
+        int at = 0;
+        const int fillers = 1 + 13 * variant;
+        for (int f = 0; f < fillers; ++f) {
+          *among.add_items() = IdItems(c, 1, 1 + (17 * f + 5 * variant) % 60).items(0);
+        }
+        for (size_t j = 0; j < c.items.size(); ++j) {
+          if (j == i) at = among.items_size();
+          among.add_items()->mutable_token_ids()->mutable_ids()->Add(c.items[j].ids.begin(),
+                                                                     c.items[j].ids.end());
+        }
+        ScoreResponse many;
+        ASSERT_TRUE(Score(*server, among, &many).ok());
+        const double a = one.scores(0).score(), b = many.scores(at).score();
+        const double diff = std::abs(a - b) / std::max(1.0, std::abs(a));
+        largest = std::max(largest, diff);
+        differing += a != b;
+        ++compared;
+        EXPECT_LE(diff, kNeighbourBound) << "item " << i << " alone " << a << ", among " << b;
+      }
+    }
+  }
+  std::printf(
+      "[figures] %d of %d scores differ from the item's alone; largest difference %.3g "
+      "(relative to max(1, |score|))\n",
+      differing, compared, largest);
+}
+
 }  // namespace
 }  // namespace rankd::testing
