@@ -165,6 +165,20 @@ TEST(AdmissionTest, MixedLongAndShortCallsWithMeetableDeadlinesAreAllAdmitted) {
 
 // ---- 3. answers nobody reads ----------------------------------------------------------------
 
+// Whether this build runs under ASan or TSan, whose allocators replace glibc's in the front end
+// too (ASan keeps what is freed in a quarantine, and malloc_trim does not reach them): resident
+// memory says nothing about what the front end holds there.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RANKD_TEST_SANITIZED
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(RANKD_TEST_SANITIZED)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // The front end's resident memory (VmRSS), in bytes; 0 when unreadable.
 int64_t ResidentBytes(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
@@ -391,7 +405,7 @@ TEST(AnswerMemoryTest, AnswersNobodyReadsAreBoundedAndTheirMemoryGoesWhenTheCall
   std::printf("[figures] front end RSS: %.0f MiB before, %.0f MiB with %d unread calls",
               static_cast<double>(before) / kMiB, static_cast<double>(held) / kMiB, kCalls);
   // Two answers of 16 MB held, and what the refused calls' requests left: well under 12 x 60 MB.
-  EXPECT_LT(held - before, 160 * kMiB);
+  if (!kSanitized) EXPECT_LT(held - before, 160 * kMiB);
   calls.clear();
   EXPECT_TRUE(server->WaitForMetric("rankd_answer_bytes_held", 0, kLiveness));
   // gRPC frees the calls' buffers as it reaps them, and the front end gives back what lies free
@@ -401,9 +415,9 @@ TEST(AnswerMemoryTest, AnswersNobodyReadsAreBoundedAndTheirMemoryGoesWhenTheCall
   do {
     std::this_thread::sleep_for(milliseconds(100));
     after = ResidentBytes(server->pid());
-  } while (after - before > 40 * kMiB && Clock::now() - release_start < seconds(10));
+  } while (!kSanitized && after - before > 40 * kMiB && Clock::now() - release_start < seconds(10));
   std::printf(", %.0f MiB after they ended\n", static_cast<double>(after) / kMiB);
-  EXPECT_LT(after - before, 40 * kMiB);
+  if (!kSanitized) EXPECT_LT(after - before, 40 * kMiB);
   // And the server still serves calls that read.
   s = Score(*server, request, &response);
   EXPECT_TRUE(s.ok()) << s.error_message();
