@@ -198,7 +198,7 @@ absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& 
               absl::StrCat("items[", i, "].embedding: ", it.embedding.size(),
                            " values is not a positive multiple of hidden_size=", c.hidden_size));
         }
-        RANKD_RETURN_IF_ERROR(model::CheckFiniteEmbedding(
+        RANKD_RETURN_IF_ERROR(model::CheckEmbeddingValues(
             it.embedding, absl::StrCat("items[", i, "].embedding"), c.hidden_size));
         batch.AddEmbeddings(it.embedding, c.hidden_size);
         break;

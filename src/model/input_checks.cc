@@ -21,13 +21,15 @@ absl::Status CheckTokenIds(absl::Span<const int32_t> ids, absl::string_view fiel
   return absl::OkStatus();
 }
 
-absl::Status CheckFiniteEmbedding(absl::Span<const float> values, absl::string_view field,
+absl::Status CheckEmbeddingValues(absl::Span<const float> values, absl::string_view field,
                                   int hidden_size) {
   for (size_t j = 0; j < values.size(); ++j) {
-    if (!std::isfinite(values[j])) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", j, "]: is ", values[j], " (row ",
-                                                     j / hidden_size, ", column ", j % hidden_size,
-                                                     "); values must be finite"));
+    // !(|x| <= bound) holds for NaN too.
+    if (!(std::fabs(values[j]) <= kMaxEmbeddingMagnitude)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", j, "]: is ", values[j], " (row ", j / hidden_size, ", column ",
+                       j % hidden_size, "); values must be finite, of magnitude at most ",
+                       kMaxEmbeddingMagnitude));
     }
   }
   return absl::OkStatus();

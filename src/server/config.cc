@@ -421,6 +421,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
             {"drain_timeout_s", Number(&s.drain_timeout_s, kSeconds)},
             {"stream_chunk_items", Number(&s.stream_chunk_items, {1, kMaxCount})},
             {"initial_seconds_per_item", Number(&s.initial_seconds_per_item, {0.0, 60.0})},
+            {"max_buffered_answer_bytes",
+             Number(&s.max_buffered_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
             {"tls", Section({{"cert_file", Path(&s.tls.cert_file, base)},
                              {"key_file", Path(&s.tls.key_file, base)},
                              {"client_ca_file", Path(&s.tls.client_ca_file, base)},
@@ -435,6 +437,10 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                           {"max_request_tokens",
                            Number(&l.max_request_tokens, {int64_t{1}, int64_t{1} << 40})},
                           {"max_message_bytes", Number(&l.max_message_bytes, {1, kMaxBytes})},
+                          {"max_id_bytes",
+                           Number(&l.max_id_bytes, {int64_t{Limits::kMinIdBytes}, kMaxBytes})},
+                          {"max_answer_bytes",
+                           Number(&l.max_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
                           {"max_item_bytes", Number(&l.max_item_bytes, {0, kMaxBytes})},
                           {"max_query_bytes", Number(&l.max_query_bytes, {0, kMaxBytes})},
                           {"truncate", TruncateMode(&l.truncate)}})},
@@ -544,6 +550,13 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
     return KeyError("server.auth.protect_metrics", "needs server.auth.api_keys_file");
   }
   if (!s.reflection.has_value()) s.reflection = IsLoopbackAddress(s.listen);
+  // The total must hold the largest answer.
+  if (s.max_buffered_answer_bytes < config->limits.max_answer_bytes) {
+    return KeyError("server.max_buffered_answer_bytes",
+                    absl::StrCat("must be at least limits.max_answer_bytes=",
+                                 config->limits.max_answer_bytes, " (got ",
+                                 s.max_buffered_answer_bytes, ")"));
+  }
 
   WorkersSection& w = config->workers;
   if (w.max_inflight == 0) {

@@ -310,6 +310,9 @@ ServerMetrics::ServerMetrics(MetricsRegistry* r)
       latency_p99(r->GetGauge("rankd_latency_p99_seconds",
                               "End-to-end p99 of Score calls that the depth controller sees.")),
       queue_depth(r->GetGauge("rankd_queue_depth", "Work waiting for a worker.")),
+      answer_bytes(r->GetGauge("rankd_answer_bytes_held",
+                               "Bytes reserved for the answers of calls in progress "
+                               "(server.max_buffered_answer_bytes).")),
       running(r->GetGauge("rankd_calls_in_flight", "Worker calls in flight, all workers.")),
       workers_up(r->GetGauge("rankd_workers_up", "Workers that are up (answered a ping).")),
       workers_configured(r->GetGauge("rankd_workers_configured", "Workers configured.")),

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/common.h"
 #include "google/protobuf/unknown_field_set.h"
@@ -104,19 +105,20 @@ std::shared_ptr<Work> MakeWork(const ScoreRequest* request, int begin, int end,
                                 std::move(done));
 }
 
-// Metrics and the access log of one finished call; `trace_id` (TraceIdOf the caller's
-// traceparent, "" when none) names the caller's trace in the log line.
-void RecordCall(ScorerService* service, const ScoreRequest& request, const grpc::Status& status,
-                Clock::time_point start, absl::string_view rpc, absl::string_view trace_id) {
+// Metrics and the access log of one finished call of `items` items; `trace_id` (TraceIdOf the
+// caller's traceparent, "" when none) names the caller's trace in the log line.
+void RecordCall(ScorerService* service, absl::string_view request_id, int items,
+                const grpc::Status& status, Clock::time_point start, absl::string_view rpc,
+                absl::string_view trace_id) {
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   service->metrics()->request_seconds->Observe(seconds);
   service->metrics()->CountRequest(status.error_code());
   LogCall(service->config().logging.access_log,
           {.rpc = rpc,
-           .request_id = request.request_id(),
+           .request_id = request_id,
            .trace_id = trace_id,
            .unit = "items",
-           .count = request.items_size(),
+           .count = items,
            .seconds = seconds},
           status);
 }
@@ -165,14 +167,18 @@ std::string FindUnparseableField(const std::string& bytes, const google::protobu
 
 // Parses the request of a `rpc` call as the generated typed methods do (protobuf reads the
 // ByteBuffer's slices in place; the copied ByteBuffer shares them). One that does not parse gets
-// INVALID_ARGUMENT naming the reason, and a line in the log.
-absl::Status ParseRequest(const grpc::ByteBuffer& raw, absl::string_view rpc,
+// INVALID_ARGUMENT naming the reason, and a line in the log. Then the bytes go: gRPC would keep
+// them until the call ends, which a client that does not read its answer puts off for good.
+absl::Status ParseRequest(const grpc::ByteBuffer* raw, absl::string_view rpc,
                           google::protobuf::Message* request) {
-  grpc::ByteBuffer buffer(raw);
+  // The ByteBuffer is gRPC's own object, handed over as const; emptying it is what its owner
+  // would do at the call's end.
+  absl::Cleanup release = [raw] { const_cast<grpc::ByteBuffer*>(raw)->Clear(); };
+  grpc::ByteBuffer buffer(*raw);
   grpc::ProtoBufferReader reader(&buffer);
   if (reader.status().ok() && request->ParseFromZeroCopyStream(&reader)) return absl::OkStatus();
   std::string bytes;
-  grpc::ByteBuffer again(raw);
+  grpc::ByteBuffer again(*raw);
   grpc::ProtoBufferReader all(&again);
   const void* data = nullptr;
   int size = 0;
@@ -207,7 +213,7 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
       : open_(service), call_(service, "Score") {
     call_.set_trace_id(TraceIdOfCall(context));
     call_.Start(
-        ParseRequest(*raw_request, "Score", call_.mutable_request()), context->deadline(),
+        ParseRequest(raw_request, "Score", call_.mutable_request()), context->deadline(),
         [raw_response](const ScoreResponse& response) {
           return SerializeResponse(response, raw_response);
         },
@@ -230,7 +236,7 @@ class TokenizeReactor final : public grpc::ServerUnaryReactor {
       : open_(service) {
     TokenizeService* tokenize = service->tokenize();
     rankd::v1::TokenizeRequest request;
-    const absl::Status parsed = ParseRequest(*raw_request, "Tokenize", &request);
+    const absl::Status parsed = ParseRequest(raw_request, "Tokenize", &request);
     tokenize->Tokenize(parsed, std::move(request), "Tokenize",
                        [this, raw_response](const grpc::Status& status,
                                             const rankd::v1::TokenizeResponse& response) {
@@ -251,18 +257,26 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
                      const grpc::ByteBuffer* raw_request)
       : service_(service), open_(service), start_(Clock::now()), trace_id_(TraceIdOfCall(context)) {
-    absl::Status s = ParseRequest(*raw_request, "ScoreStream", &request_message_);
+    absl::Status s = ParseRequest(raw_request, "ScoreStream", &request_message_);
+    request_id_ = request_->request_id();
+    items_ = request_->items_size();
     if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
+    const int n = items_;
+    const int chunk = service->config().server.stream_chunk_items;
+    if (s.ok()) {
+      absl::StatusOr<AnswerBudget::Hold> hold = service->answers()->Reserve(
+          AnswerBytes(*request_, service->model().name, (n + chunk - 1) / chunk));
+      s = hold.status();
+      if (hold.ok()) answer_ = *std::move(hold);
+    }
     if (!s.ok()) {
       status_ = ToGrpcStatus(s);
       remaining_ = 0;
       MaybeFinish();
       return;
     }
-    const int n = request_->items_size();
     scored_end_ = ItemsToScore(*request_, service->default_depth());
     cached_.emplace(service, *request_, scored_end_);
-    const int chunk = service->config().server.stream_chunk_items;
     std::vector<std::shared_ptr<Work>> works;
     for (int b = 0; b < n; b += chunk) {
       Chunk c;
@@ -289,6 +303,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       for (Chunk& c : chunks_) {
         if (c.ready) cached_->Append(*request_, c.begin, c.end, scored_end_, nullptr, &c.response);
       }
+      if (remaining_ == 0) ReleaseRequestLocked();
     }
     s = works.empty() ? absl::OkStatus() : service->pool()->Submit(works);
     if (!s.ok()) {
@@ -359,6 +374,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         status_ = status;
         failed_now = true;
       }
+      if (remaining_ == 0) ReleaseRequestLocked();
     }
     if (failed_now) CancelAll();
     MaybeWrite();
@@ -372,6 +388,10 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     if (last) delete this;
   }
 
+  // Every work has ended: the answer's chunks are made, and the request goes now rather than once
+  // a client that may never read has read them (the works' pointers into it are not read again).
+  void ReleaseRequestLocked() { ScoreRequest().Swap(&request_message_); }
+
   void CancelAll() {
     for (Chunk& c : chunks_) {
       if (c.work) service_->pool()->Cancel(c.work);
@@ -379,7 +399,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   }
 
   void MaybeWrite() {
-    const ScoreResponse* message = nullptr;
+    ScoreResponse* message = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (writing_ || finished_ || !status_.ok() || next_ >= chunks_.size() ||
@@ -390,7 +410,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       r.set_offset(chunks_[next_].begin);
       r.set_depth(scored_end_);
       r.set_model(service_->model().name);
-      r.set_request_id(request_->request_id());
+      r.set_request_id(request_id_);
       if (next_ + 1 == chunks_.size()) {
         // Every chunk before the last is done (they were written in order): usage is complete.
         r.mutable_usage()->set_prefix_tokens(prefix_tokens_);
@@ -402,6 +422,8 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     }
     // One write at a time (writing_): the buffer is free again by now.
     const grpc::Status serialized = SerializeResponse(*message, &write_buffer_);
+    // The chunk is in the buffer: its message goes (no other thread touches a ready chunk).
+    ScoreResponse().Swap(message);
     if (!serialized.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -424,14 +446,17 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
       finished_ = true;
       status = status_;
     }
-    RecordCall(service_, *request_, status, start_, "ScoreStream", trace_id_);
+    RecordCall(service_, request_id_, items_, status, start_, "ScoreStream", trace_id_);
     Finish(status);
   }
 
   ScorerService* const service_;
   ScorerService::OpenCall open_;
-  ScoreRequest request_message_;
+  ScoreRequest request_message_;  // emptied once every work has ended (ReleaseRequestLocked)
   const ScoreRequest* const request_ = &request_message_;
+  std::string request_id_;  // of the request, which goes before the answer
+  int items_ = 0;
+  AnswerBudget::Hold answer_;
   const Clock::time_point start_;
   const std::string trace_id_;         // the caller's traceparent's, for the access log
   int scored_end_ = 0;                 // items [0, scored_end_) are scored
@@ -469,6 +494,8 @@ ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerP
       cache_(ResultCache::Options{.capacity_bytes = config.result_cache.capacity_mb << 20,
                                   .ttl_s = config.result_cache.ttl_s,
                                   .metrics = metrics}),
+      answers_(config.limits.max_answer_bytes, config.server.max_buffered_answer_bytes,
+               metrics->answer_bytes),
       latencies_(config.depth_control.window_s) {
   if (config_.depth_control.enabled) {
     default_depth_ = config_.depth_control.max_depth;
@@ -523,6 +550,12 @@ void ScoreCall::Start(const absl::Status& parsed, WallTime deadline, EncodeFn en
   finish_ = std::move(finish);
   absl::Status s = parsed;
   if (s.ok()) s = ValidateScoreRequest(request_, service_->config().limits, service_->model());
+  if (s.ok()) {
+    absl::StatusOr<AnswerBudget::Hold> hold =
+        service_->answers()->Reserve(AnswerBytes(request_, service_->model().name, /*messages=*/1));
+    s = hold.status();
+    if (hold.ok()) answer_ = *std::move(hold);
+  }
   if (!s.ok()) {
     Done(ToGrpcStatus(s));
     return;
@@ -567,10 +600,16 @@ void ScoreCall::Answer(const Work* work) {
 
 void ScoreCall::Done(grpc::Status status) {
   if (status.ok()) status = encode_(response_);
-  RecordCall(service_, request_, status, start_, rpc_, trace_id_);
+  RecordCall(service_, request_.request_id(), request_.items_size(), status, start_, rpc_,
+             trace_id_);
   if (status.ok()) {
     service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
   }
+  // The transport holds the encoded answer now: the request and the response go at once, not
+  // once a client that may never read has read it (the work's pointers into the request are not
+  // read again).
+  ScoreRequest().Swap(&request_);
+  ScoreResponse().Swap(&response_);
   // Moved out first: `finish` may destroy this call, and the function with it.
   const FinishFn finish = std::move(finish_);
   finish(status);

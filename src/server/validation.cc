@@ -21,7 +21,8 @@ absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids, absl:
 }
 
 // Text over its byte limit is refused before it is queued: tokenizing it would cost the worker
-// time and memory in proportion to its size, whatever its token count turns out to be.
+// time and memory in proportion to its size, whatever its token count turns out to be. Ids too:
+// each is echoed in the answer, which the front end holds until the client reads it.
 absl::Status CheckTextBytes(const std::string& text, absl::string_view field, absl::string_view key,
                             int64_t limit) {
   if (static_cast<int64_t>(text.size()) <= limit) return absl::OkStatus();
@@ -90,6 +91,8 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   if (!rankd::v1::Truncate_IsValid(request.truncate())) {
     return Invalid("truncate", absl::StrCat("unknown value ", request.truncate()));
   }
+  RANKD_RETURN_IF_ERROR(
+      CheckTextBytes(request.request_id(), "request_id", "max_id_bytes", limits.max_id_bytes));
   // TRUNCATE_END: lengths over a limit are no error here; the worker cuts them (PrepareWorkItem:
   // text to its byte limit, then to its token limit), and the context check needs the prefix as
   // the worker leaves it.
@@ -124,6 +127,8 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   for (int i = 0; i < request.items_size(); ++i) {
     const rankd::v1::Item& item = request.items(i);
     const std::string f = absl::StrCat("items[", i, "]");
+    RANKD_RETURN_IF_ERROR(
+        CheckTextBytes(item.id(), f + ".id", "max_id_bytes", limits.max_id_bytes));
     switch (item.content_case()) {
       case rankd::v1::Item::kText:
         if (item.text().empty()) return Invalid(f + ".text", "empty");
@@ -171,7 +176,7 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
                                       model.hidden_size, " = ", expected));
         }
         RANKD_RETURN_IF_ERROR(
-            model::CheckFiniteEmbedding(absl::MakeConstSpan(e.values().data(), e.values_size()),
+            model::CheckEmbeddingValues(absl::MakeConstSpan(e.values().data(), e.values_size()),
                                         f + ".embedding.values", model.hidden_size));
         if (!cut && request.query_ids_size() > 0) {
           RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), e.rows(),

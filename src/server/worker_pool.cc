@@ -15,8 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using WallClock = std::chrono::system_clock;
-// Weight of the newest measurement in the moving average of seconds per item.
-constexpr double kCostSmoothing = 0.2;
 // Time constant of the interactive load's moving average (traffic shaping).
 constexpr std::chrono::seconds kLoadTimeConstant(1);
 
@@ -30,13 +28,14 @@ Work::Work(const rankd::v1::ScoreRequest* request, int begin, int end, bool inte
   if (carry == Carry::kOwnItems) {
     for (int i = begin; i < end; ++i) items_.push_back(i);
     CarryOwnItems(*request);
-    return;
+  } else {
+    // The wrapper points at the caller's request for serialization and never owns or changes it;
+    // the destructor detaches it again.
+    item_.unsafe_arena_set_allocated_request(const_cast<rankd::v1::ScoreRequest*>(request));
+    item_.set_begin(begin);
+    item_.set_end(end);
   }
-  // The wrapper points at the caller's request for serialization and never owns or changes it;
-  // the destructor detaches it again.
-  item_.unsafe_arena_set_allocated_request(const_cast<rankd::v1::ScoreRequest*>(request));
-  item_.set_begin(begin);
-  item_.set_end(end);
+  CountInputs();
 }
 
 Work::Work(const rankd::v1::ScoreRequest* request, std::vector<int> items, bool interactive,
@@ -47,6 +46,33 @@ Work::Work(const rankd::v1::ScoreRequest* request, std::vector<int> items, bool 
       deadline_(deadline),
       done_(std::move(done)) {
   CarryOwnItems(*request);
+  CountInputs();
+}
+
+void Work::CountInputs() {
+  const rankd::v1::ScoreRequest& request = item_.request();
+  if (request.query_ids_size() > 0) {
+    inputs_.prefix_known_tokens = request.query_ids_size();
+  } else {
+    inputs_.prefix_text_bytes = static_cast<int64_t>(request.query().size());
+  }
+  for (int i = item_.begin(); i < item_.end(); ++i) {
+    const rankd::v1::Item& item = request.items(i);
+    switch (item.content_case()) {
+      case rankd::v1::Item::kText:
+        inputs_.item_text_bytes += static_cast<int64_t>(item.text().size());
+        break;
+      case rankd::v1::Item::kTokenIds:
+        inputs_.item_known_tokens += item.token_ids().ids_size();
+        break;
+      case rankd::v1::Item::kEmbedding:
+        inputs_.item_known_tokens += item.embedding().rows();
+        break;
+      case rankd::v1::Item::CONTENT_NOT_SET:
+        break;
+    }
+  }
+  inputs_.items = num_items();
 }
 
 std::string Work::CallerItemMessage(const std::string& message) const {
@@ -91,7 +117,7 @@ WorkerPool::WorkerPool(const ServeConfig& config, std::vector<WorkerSpec> specs,
     : config_(config),
       metrics_(metrics),
       slots_(specs.size()),
-      seconds_per_item_(config.server.initial_seconds_per_item),
+      cost_(config.server.initial_seconds_per_item),
       supervisor_(config, std::move(specs), std::move(launcher), metrics,
                   [this](const WorkerEvent& event) { OnWorkerEvent(event); }) {
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -186,21 +212,32 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
     }
     const double max_wait = config_.server.max_queue_wait_s;
     const bool interactive = !works.empty() && works[0]->interactive();
+    const SteadyTime now = Clock::now();
+    double own = 0;  // the works' own compute, estimated
+    for (const auto& w : works) {
+      w->estimate_seconds_ = cost_.Seconds(cost_.Size(w->inputs_));
+      own += w->estimate_seconds_;
+    }
     if (!works.empty() &&
         (works[0]->deadline_ != WallTime::max() || (interactive && max_wait > 0))) {
-      int64_t items = 0;
-      for (const auto& w : works) items += w->num_items();
       // Ahead of it: the front end's queue (of interactive work only, for interactive work) and
       // the calls the workers hold (with max_inflight > 1 they queue inside the workers too).
-      int64_t ahead = queued_items_;
-      if (interactive) {
-        ahead = 0;
-        for (const auto& w : interactive_queue_) ahead += w->num_items();
+      int64_t ahead = 0;   // items
+      double ahead_s = 0;  // their compute, estimated
+      for (const auto* queue : {&interactive_queue_, &batch_queue_}) {
+        if (interactive && queue == &batch_queue_) continue;
+        for (const auto& w : *queue) {
+          ahead += w->num_items();
+          ahead_s += w->estimate_seconds_;
+        }
       }
       for (const Slot& s : slots_) {
-        for (const auto& w : s.running) ahead += w->num_items();
+        for (const auto& w : s.running) {
+          ahead += w->num_items();
+          ahead_s += w->estimate_seconds_;
+        }
       }
-      const double wait = seconds_per_item_ * static_cast<double>(ahead) / up;
+      const double wait = ahead_s / up;
       // Batch work waits for idle time by design (shaping); the wait bound is interactive work's.
       if (interactive && max_wait > 0 && wait > max_wait) {
         return absl::ResourceExhaustedError(absl::StrFormat(
@@ -209,20 +246,22 @@ absl::Status WorkerPool::Submit(const std::vector<std::shared_ptr<Work>>& works)
             1e3 * wait, ahead, up, 1e3 * max_wait));
       }
       const double left = Seconds(works[0]->deadline_ - WallClock::now());
-      const double needed = wait + seconds_per_item_ * static_cast<double>(items) / std::min(n, up);
-      if (works[0]->deadline_ != WallTime::max() && needed > left) {
+      const double needed = wait + own / std::min(n, up);
+      // A call refused on the estimate may run as its probe while the workers are idle: it then
+      // delays no one.
+      const bool idle = running_ == 0 && queued == 0;
+      if (works[0]->deadline_ != WallTime::max() && needed > left &&
+          !(idle && cost_.Probe(cost_.Size(works[0]->inputs_), needed, left, now))) {
         return absl::DeadlineExceededError(absl::StrFormat(
             "deadline cannot be met: %.0f ms left, about %.0f ms needed (%d items queued ahead, "
             "%d workers up)",
             1e3 * left, 1e3 * needed, ahead, up));
       }
     }
-    const SteadyTime now = Clock::now();
     for (const auto& w : works) {
       w->state_ = Work::State::kQueued;
       w->enqueued_at_ = now;
       (w->interactive() ? interactive_queue_ : batch_queue_).push_back(w);
-      queued_items_ += w->num_items();
     }
     DispatchLocked(actions);
     UpdateGaugesLocked();
@@ -281,7 +320,6 @@ void WorkerPool::DispatchQueueLocked(std::deque<std::shared_ptr<Work>>& queue, E
     std::shared_ptr<Work> w = *it;
     if (wall_now >= w->deadline_) {
       it = queue.erase(it);
-      queued_items_ -= w->num_items();
       FinishLocked(w,
                    grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                 absl::StrFormat("deadline exceeded after %.0f ms in the queue",
@@ -301,7 +339,6 @@ void WorkerPool::DispatchQueueLocked(std::deque<std::shared_ptr<Work>>& queue, E
       continue;
     }
     it = queue.erase(it);
-    queued_items_ -= w->num_items();
     round_robin_ = best;
     Slot& slot = slots_[best];
     slot.running.push_back(w);
@@ -399,10 +436,11 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
                                              " scores for ", work->num_items(), " items")),
                    actions);
     } else if (status.ok()) {
-      if (work->num_items() > 0) {
-        seconds_per_item_ +=
-            kCostSmoothing * (result.compute_seconds() / work->num_items() - seconds_per_item_);
-      }
+      cost_.Observe(work->inputs_,
+                    {.prefix_tokens = result.prefix_tokens(),
+                     .item_tokens = result.item_tokens(),
+                     .items = work->num_items()},
+                    result.compute_seconds(), Clock::now());
       metrics_->compute_seconds->Observe(result.compute_seconds());
       metrics_->batch_items->Observe(work->num_items());
       metrics_->batch_tokens->Observe(static_cast<double>(result.item_tokens()));
@@ -446,7 +484,6 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
         metrics_->retries->Add();
         work->state_ = Work::State::kQueued;
         (work->interactive() ? interactive_queue_ : batch_queue_).push_front(work);
-        queued_items_ += work->num_items();
       } else {
         FinishLocked(
             work,
@@ -483,7 +520,6 @@ void WorkerPool::Cancel(const std::shared_ptr<Work>& work) {
         auto it = std::find(queue->begin(), queue->end(), work);
         if (it != queue->end()) queue->erase(it);
       }
-      queued_items_ -= work->num_items();
       FinishLocked(work, cancelled, actions);
       InteractiveLoadLocked(Clock::now());
     } else if (work->state_ == Work::State::kRunning && !work->cancelled_) {
@@ -508,7 +544,6 @@ void WorkerPool::FailQueuedLocked(const grpc::Status& status, Actions& actions) 
     for (auto& w : *queue) FinishLocked(w, status, actions);
     queue->clear();
   }
-  queued_items_ = 0;
 }
 
 void WorkerPool::Run(Actions& actions) {

@@ -15,6 +15,7 @@
 #include "rankd/backend/registry.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
+#include "rankd/common/moving_rate.h"
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/model/identity.h"
@@ -206,8 +207,6 @@ namespace {
 
 // Deadline slack kept free when sizing an engine step (StepBuilder).
 constexpr auto kDeadlineMargin = std::chrono::milliseconds(5);
-// Weight of the newest step in the moving average of seconds per token.
-constexpr double kCostSmoothing = 0.2;
 
 // The Worker service: Score calls are queued for the engine thread (Run), pings answered at once.
 class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
@@ -458,11 +457,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     }
     const double seconds = SecondsSince(start);
     if (scored_any && step_tokens > 0) {
-      const double per_token = seconds / static_cast<double>(step_tokens);
       seconds_per_token_ =
-          seconds_per_token_ <= 0
-              ? per_token
-              : seconds_per_token_ + kCostSmoothing * (per_token - seconds_per_token_);
+          UpdateRate(seconds_per_token_, seconds / static_cast<double>(step_tokens));
     }
   }
 

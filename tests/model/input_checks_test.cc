@@ -18,15 +18,24 @@ TEST(InputChecksTest, TokenIds) {
   EXPECT_EQ(s.message(), "head yes_no token id: -1 is outside [0, vocab_size=10)");
 }
 
-TEST(InputChecksTest, FiniteEmbedding) {
+TEST(InputChecksTest, EmbeddingValuesAreFiniteAndWithinTheBound) {
   std::vector<float> rows(8, 0.5f);
-  EXPECT_TRUE(CheckFiniteEmbedding(rows, "e", 4).ok());
+  rows[1] = -kMaxEmbeddingMagnitude;
+  rows[2] = kMaxEmbeddingMagnitude;
+  EXPECT_TRUE(CheckEmbeddingValues(rows, "e", 4).ok());
   rows[6] = NAN;
-  EXPECT_EQ(CheckFiniteEmbedding(rows, "items[0].embedding", 4).message(),
-            "items[0].embedding[6]: is nan (row 1, column 2); values must be finite");
+  EXPECT_EQ(CheckEmbeddingValues(rows, "items[0].embedding", 4).message(),
+            "items[0].embedding[6]: is nan (row 1, column 2); values must be finite, of magnitude "
+            "at most 10000");
   rows[6] = -INFINITY;
-  EXPECT_EQ(CheckFiniteEmbedding(rows, "e", 4).message(),
-            "e[6]: is -inf (row 1, column 2); values must be finite");
+  EXPECT_EQ(CheckEmbeddingValues(rows, "e", 4).message(),
+            "e[6]: is -inf (row 1, column 2); values must be finite, of magnitude at most 10000");
+  // Finite but huge: refused (1e20 once scored exactly 0.0).
+  rows[6] = 1e20f;
+  EXPECT_EQ(CheckEmbeddingValues(rows, "e", 4).message(),
+            "e[6]: is 1e+20 (row 1, column 2); values must be finite, of magnitude at most 10000");
+  rows[6] = -10001.f;
+  EXPECT_FALSE(CheckEmbeddingValues(rows, "e", 4).ok());
 }
 
 TEST(InputChecksTest, ContextLength) {

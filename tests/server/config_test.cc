@@ -188,6 +188,9 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
   c.server.reflection = false;
   c.limits.max_items = 3;
   c.limits.max_request_tokens = int64_t{1} << 40;
+  c.limits.max_id_bytes = 300;
+  c.limits.max_answer_bytes = int64_t{5} << 30;
+  c.server.max_buffered_answer_bytes = int64_t{6} << 30;
   c.limits.truncate = Limits::Truncate::kEnd;
   c.workers.count = 0;
   c.workers.all_gpus = true;
@@ -304,6 +307,14 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
               HasSubstr("model.precision: must be bf16 or fp8 (got 'fp16')"));
   EXPECT_THAT(error("model:\n  dir: /m\n  precision: fp8\n"),
               HasSubstr("model.precision: fp8 needs model.backend cuda"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_id_bytes: 100\n"),
+              HasSubstr("limits.max_id_bytes: must be at least 128 (got 100)"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_answer_bytes: 1000\n"),
+              HasSubstr("limits.max_answer_bytes: must be at least 1024 (got 1000)"));
+  EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_answer_bytes: 2048\nserver:\n"
+                    "  max_buffered_answer_bytes: 2047\n"),
+              HasSubstr("server.max_buffered_answer_bytes: must be at least "
+                        "limits.max_answer_bytes=2048 (got 2047)"));
   EXPECT_THAT(error("model: [unclosed\n"), HasSubstr("f.yaml"));
   EXPECT_EQ(error("model:\n  dir: /models/x/\n"), "ok");
 }

@@ -19,10 +19,21 @@ absl::Status CheckTokenId(int32_t id, absl::string_view field, int vocab_size);
 // CheckTokenId of every ids[j], the field named "FIELD[j]".
 absl::Status CheckTokenIds(absl::Span<const int32_t> ids, absl::string_view field, int vocab_size);
 
-// OK when every value is finite; else InvalidArgument
-// "FIELD[j]: is nan (row r, column c); values must be finite", where `values` holds rows of
-// `hidden_size` floats (an item's embedding rows) and j indexes the flat list.
-absl::Status CheckFiniteEmbedding(absl::Span<const float> values, absl::string_view field,
+// The largest magnitude of an embedding item's value. Models' inputs are small: the rows of their
+// token embedding tables stay below 1 in magnitude (Llama, Qwen, Mistral) or, scaled by
+// sqrt(hidden_size) as Gemma's are, below about 100; the bound is 100 times that. A value beyond
+// it is no model input but a mistake (a unit or scale mix-up, an unnormalised vector), and far
+// beyond it the arithmetic fails without a word: the first RMSNorm squares the values, and the
+// squares (float32 on the GPU) or their mean (the CPU backend's) overflow above about 1.8e19, so
+// the row normalises to zeros (an item of 1e20s scored exactly 0.0). Up to the bound, every
+// backend computes in range (float32 sums of squares, bf16 activations).
+inline constexpr float kMaxEmbeddingMagnitude = 1e4f;
+
+// OK when every value is finite and of magnitude at most kMaxEmbeddingMagnitude; else
+// InvalidArgument "FIELD[j]: is nan (row r, column c); values must be finite, of magnitude at most
+// 10000", where `values` holds rows of `hidden_size` floats (an item's embedding rows) and j
+// indexes the flat list.
+absl::Status CheckEmbeddingValues(absl::Span<const float> values, absl::string_view field,
                                   int hidden_size);
 
 // OK when the prefix and one item fit the model's context (max_position_embeddings of config.json;

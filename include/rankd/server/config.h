@@ -73,15 +73,17 @@ struct ServerSection {
   double http_request_timeout_s = 60;
   int queue_size = 64;          // requests waiting for a worker, at most
   // Interactive calls are refused (RESOURCE_EXHAUSTED) when the work queued ahead of them is
-  // estimated to take longer than this (seconds per item x items ahead / workers up); 0: off.
+  // estimated to take longer than this (its estimated compute / workers up); 0: off.
   double max_queue_wait_s = 0;
   double drain_timeout_s = 30;  // SIGTERM: how long in-flight work may finish
   int stream_chunk_items = 64;  // ScoreStream: items per chunk
   // SIGTERM, before the drain: seconds of health NOT_SERVING while calls are still accepted, for
   // balancers to take the server out.
   double drain_delay_s = 0;
-  // Scoring cost per item assumed until the first measurement (deadline admission).
+  // Scoring cost per item assumed until the first measurement (deadline admission: CostEstimator).
   double initial_seconds_per_item = 0.001;
+  // Bytes the answers of all calls in progress may hold, reserved at admission (AnswerBudget).
+  int64_t max_buffered_answer_bytes = int64_t{256} << 20;
   TlsSection tls;
   AuthSection auth;
   // Server reflection. Unset: on when `listen` is a loopback address (FinalizeServeConfig
@@ -97,6 +99,11 @@ struct Limits {
   int max_item_tokens = 512;             // tokens (or embedding rows) per item
   int64_t max_request_tokens = 262144;   // item tokens per request (per chunk for ScoreStream)
   int64_t max_message_bytes = 16 << 20;  // serialized ScoreRequest
+  // Bytes of one echoed id: each item's id and the request_id; at least kMinIdBytes.
+  int64_t max_id_bytes = 1024;
+  static constexpr int64_t kMinIdBytes = 128;
+  // Bytes one call's answer may take (AnswerBytes, its ids included), reserved at admission.
+  int64_t max_answer_bytes = int64_t{4} << 20;
   // Text bytes of one item and of the query, checked by the front end before anything is queued
   // (TRUNCATE_END: not refused, the worker tokenizes that many bytes at most). 0: derived from the
   // token limit, kMaxBytesPerToken bytes per token (ItemByteLimit / QueryByteLimit).

@@ -34,8 +34,9 @@ struct HttpApiRoute {
 const std::vector<HttpApiRoute>& HttpApiRoutes();
 
 // The longest X-Request-Id header accepted (it must be printable ASCII without spaces): it
-// reaches the worker's request and the log.
-inline constexpr size_t kMaxRequestIdBytes = 128;
+// reaches the worker's request and the log. No more than the least limits.max_id_bytes, so that
+// one accepted here (or the 32 bytes of an id made for a call without one) is never refused.
+inline constexpr size_t kMaxRequestIdBytes = Limits::kMinIdBytes;
 
 // The HTTP status of a gRPC status code: 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 404
 // NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, 499 CANCELLED,

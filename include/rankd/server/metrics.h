@@ -201,6 +201,7 @@ struct ServerMetrics {
   Gauge* depth;                     // the depth controller's current depth
   Gauge* latency_p99;               // the p99 (s) the depth controller sees
   Gauge* queue_depth;               // requests (stream chunks) waiting for a worker
+  Gauge* answer_bytes;              // reserved for answers of calls in progress (AnswerBudget)
   Gauge* running;                   // worker calls in flight, all workers
   Gauge* workers_up;
   Gauge* workers_configured;

@@ -12,6 +12,18 @@
 // valid for ttl after its Put. Sharded by key: a lookup locks one shard's mutex, never a global
 // one.
 //
+// A cached score is exactly the one computed when the item was first scored, and a score depends
+// in its last bits on the other items of the pass that computed it: the CPU backend's GEMMs
+// (OpenBLAS) sum in an order that depends on how many token rows the pass holds, so a (query,
+// item) scored alone and among other items differs by a few float32 ulps. A hit can thus differ
+// from a fresh score by as much: measured on the CPU backend (llama-cls, 2026-12-02), 63 of 80
+// scores moved with their neighbours, by at most 6.9e-7 relative to max(1, |score|);
+// BatchNeighbourTest (tests/server/serve_limits_e2e_test.cc) holds it within 1e-5. On the CUDA
+// backend, the GEMMs' algorithms are chosen by a pass's shape too: there the bound is bf16
+// rounding (its backend test bounds batch composition at 1e-2 relative, and measured no
+// difference on the test models). Items whose scores lie closer than that may rank differently in
+// a cached and a fresh answer.
+//
 // Threading contract: every method may be called from any thread at any time.
 #ifndef RANKD_SERVER_RESULT_CACHE_H_
 #define RANKD_SERVER_RESULT_CACHE_H_

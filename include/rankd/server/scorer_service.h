@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "rankd/server/answer_budget.h"
 #include "rankd/server/config.h"
 #include "rankd/server/depth_controller.h"
 #include "rankd/server/metrics.h"
@@ -65,6 +66,8 @@ class ScorerService final
   TokenizeService* tokenize() const { return tokenize_; }
   // The (query, item) -> score cache of Score and ScoreStream calls (result_cache in the config).
   ResultCache* cache() { return &cache_; }
+  // What the answers of Score and ScoreStream calls in progress hold.
+  AnswerBudget* answers() { return &answers_; }
   const std::string& cache_scope() const { return cache_scope_; }
   // Items to score of a call without its own depth: the depth controller's (0: all, when it is
   // off). A finished Score call's end-to-end seconds, for the controller's window.
@@ -97,6 +100,7 @@ class ScorerService final
   TokenizeService* const tokenize_;
   const std::string cache_scope_;
   ResultCache cache_;
+  AnswerBudget answers_;
   // The depth controller (depth_control.enabled): a thread that updates it once a second.
   void ControlLoop();
   std::atomic<int> default_depth_{0};
@@ -110,9 +114,11 @@ class ScorerService final
 class CachedItems;  // scorer_service.cc
 
 // One Score call, whichever transport carries it (gRPC's Score, the HTTP routes of http_api.h):
-// validation, the result cache, the depth, admission to the pool, the response, then the metrics,
-// the access log and the depth controller's latency. The transport fills mutable_request(),
-// Starts it, encodes the response in `encode` and answers in `finish`.
+// validation, its answer's bytes reserved (AnswerBudget, until the call is destroyed), the result
+// cache, the depth, admission to the pool, the response, then the metrics, the access log and the
+// depth controller's latency. The transport fills mutable_request(), Starts it, encodes the
+// response in `encode` and answers in `finish`; the request and the response are emptied between
+// the two.
 //
 // Threads: Start on the transport's thread, once; `encode` then `finish` run once, on that thread
 // (answered at once: an error, or every item from the cache) or on a pool completion thread.
@@ -133,7 +139,7 @@ class ScoreCall {
   rankd::v1::ScoreRequest* mutable_request() { return &request_; }
   // The trace id of the caller's W3C traceparent (TraceIdOf), for the access log; before Start.
   void set_trace_id(std::string trace_id) { trace_id_ = std::move(trace_id); }
-  const rankd::v1::ScoreRequest& request() const { return request_; }
+  const rankd::v1::ScoreRequest& request() const { return request_; }  // until `encode` returns
 
   // `parsed`: how the transport's parse into mutable_request() went; an error is the answer.
   // `deadline`: the call's (queue admission and dispatch honour it).
@@ -156,6 +162,7 @@ class ScoreCall {
   int scored_end_ = 0;  // items [0, scored_end_) are scored (the depth: pinned or the controller's)
   std::unique_ptr<CachedItems> cached_;
   std::shared_ptr<Work> work_;
+  AnswerBudget::Hold answer_;  // from validation until the call is destroyed
   EncodeFn encode_;
   FinishFn finish_;
 };

@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/server/config.h"
+#include "rankd/server/cost_estimator.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/worker_plan.h"
 #include "rankd/server/worker_supervisor.h"
@@ -73,6 +74,7 @@ class Work {
   friend class WorkerPool;
   enum class State { kNew, kQueued, kRunning, kDone };
   void CarryOwnItems(const rankd::v1::ScoreRequest& request);  // item_ from items_
+  void CountInputs();                                          // inputs_ from item_
   // A worker's error about "items[j]" of what it was sent, about the caller's item instead.
   std::string CallerItemMessage(const std::string& message) const;
 
@@ -82,6 +84,7 @@ class Work {
   const Carry carry_;
   // With Carry::kOwnItems: the caller's index of each of item_'s items.
   std::vector<int> items_;
+  WorkInputs inputs_;  // of item_'s items, for deadline admission's cost estimate
   rankd::worker::v1::WorkResult result_;
   const bool interactive_;
   const WallTime deadline_;
@@ -95,6 +98,7 @@ class Work {
   uint64_t incarnation_ = 0;  // worker incarnation of the current / last call (retries avoid it)
   std::shared_ptr<grpc::ClientContext> context_;
   SteadyTime enqueued_at_;
+  double estimate_seconds_ = 0;  // its compute, as estimated at admission
   double queue_seconds_ = 0;
   bool deferred_ = false;  // batch work held back by traffic shaping (counted once)
 };
@@ -125,8 +129,12 @@ class WorkerPool {
   absl::Status Start();
 
   // Admits all of `works` or none. UNAVAILABLE when no worker is up or the pool is draining,
-  // RESOURCE_EXHAUSTED when the queue has no room, DEADLINE_EXCEEDED when the deadline cannot be
-  // met given the work ahead. After OK, every work completes through its `done`.
+  // RESOURCE_EXHAUSTED when the queue has no room (or, for interactive work, the work ahead would
+  // take longer than server.max_queue_wait_s), DEADLINE_EXCEEDED when the deadline cannot be met:
+  // the estimated compute of the work ahead (queued, and held by the workers) spread over the
+  // workers up, plus the works' own, exceeds the time left (CostEstimator; while the workers are
+  // idle a call refused so may run as its probe). After OK, every work completes through its
+  // `done`.
   absl::Status Submit(const std::vector<std::shared_ptr<Work>>& works);
 
   // The caller went away: queued work completes with CANCELLED at once, running work once its
@@ -221,11 +229,10 @@ class WorkerPool {
   std::condition_variable cv_;  // idle and outstanding-call waits
   std::vector<Slot> slots_;
   std::deque<std::shared_ptr<Work>> interactive_queue_, batch_queue_;
-  int64_t queued_items_ = 0;
   int running_ = 0;
   int outstanding_ = 0;      // worker calls whose callbacks have not run yet
   int round_robin_ = 0;      // where the least-loaded search starts, to spread ties
-  double seconds_per_item_;  // moving average of compute time per item, for deadline admission
+  CostEstimator cost_;       // deadline admission's estimate of each work's compute
   double load_share_ = 0;    // interactive share of the workers since load_at_
   double load_average_ = 0;  // its moving average, at load_at_
   SteadyTime load_at_ = std::chrono::steady_clock::now();
