@@ -70,6 +70,7 @@ class HttpRerankCall {
  public:
   HttpRerankCall(ScorerService* service, const HttpApiRoute& route, HttpServer::Reply reply)
       : route_(route),
+        max_items_(service->config().limits.max_items),
         registry_(service->metrics()->registry),
         reply_(std::move(reply)),
         call_(service, absl::StrCat(route.method, " ", route.path)) {}
@@ -82,7 +83,8 @@ class HttpRerankCall {
       call_.set_trace_id(TraceIdOf(*traceparent).value_or(""));
     }
     rankd::v1::ScoreRequest* request = call_.mutable_request();
-    const absl::Status parsed = ParseRerankRequest(route_.shape, http.body, request, &options_);
+    const absl::Status parsed =
+        ParseRerankRequest(route_.shape, http.body, max_items_, request, &options_);
     request->set_request_id(id_);
     const auto deadline = std::chrono::system_clock::now() +
                           std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -109,6 +111,7 @@ class HttpRerankCall {
   }
 
   const HttpApiRoute& route_;
+  const int max_items_;
   MetricsRegistry* const registry_;
   const HttpServer::Reply reply_;
   ScoreCall call_;
@@ -121,7 +124,8 @@ class HttpRerankCall {
 void StartHttpTokenize(ScorerService* service, const HttpApiRoute& route, const HttpRequest& http,
                        std::string request_id, HttpServer::Reply reply) {
   rankd::v1::TokenizeRequest request;
-  const absl::Status parsed = ParseTokenizeRequest(http.body, &request);
+  const absl::Status parsed =
+      ParseTokenizeRequest(http.body, service->config().limits.max_items, &request);
   request.set_request_id(request_id.empty() ? NewCallId() : std::move(request_id));
   MetricsRegistry* registry = service->metrics()->registry;
   auto answer = [registry, path = route.path, reply = std::move(reply)](
