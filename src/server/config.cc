@@ -289,6 +289,7 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
                 {"http_listen", String(&s.http_listen)},
                 {"http_max_connections", Number(&s.http_max_connections)},
                 {"http_read_timeout_s", Number(&s.http_read_timeout_s)},
+                {"http_max_buffered_bytes", Number(&s.http_max_buffered_bytes)},
                 {"http_request_timeout_s", Number(&s.http_request_timeout_s)},
                 {"queue_size", Number(&s.queue_size)},
                 {"max_queue_wait_s", Number(&s.max_queue_wait_s)},
@@ -461,6 +462,11 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   // gRPC takes an int; the transport limit is set above this one (see ScorerService).
   if (l.max_message_bytes > (int64_t{1} << 29)) {
     return KeyError("limits.max_message_bytes", "must be at most 536870912 (512 MiB)");
+  }
+  if (s.http_max_buffered_bytes < l.max_message_bytes) {
+    return KeyError("server.http_max_buffered_bytes",
+                    absl::StrCat("must be at least limits.max_message_bytes=", l.max_message_bytes,
+                                 " (got ", s.http_max_buffered_bytes, "): else no such body fits"));
   }
 
   WorkersSection& w = config->workers;

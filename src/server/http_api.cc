@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -231,42 +232,61 @@ int HttpStatusOf(grpc::StatusCode code) {
   }
 }
 
-void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys) {
+void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys,
+                     WorkQueue* bodies) {
   MetricsRegistry* registry = service->metrics()->registry;
   const double timeout_s = service->config().server.http_request_timeout_s;
   for (const HttpApiRoute& route : HttpApiRoutes()) {
     const HttpApiRoute* r = &route;  // HttpApiRoutes() lives as long as the program
-    http->Handle(route.method, route.path,
-                 [service, keys, registry, timeout_s, r](const HttpRequest& request,
-                                                         HttpServer::Reply reply) {
-                   auto refuse = [&](int status, absl::string_view message) {
-                     CountAnswer(registry, r->path, status);
-                     reply(JsonError(status, message, HttpCodeName(status)));
-                   };
-                   const std::string* authorization = request.Header("authorization");
-                   if (keys != nullptr && !keys->Accepts(authorization ? *authorization : "")) {
-                     refuse(401, authorization == nullptr
-                                     ? "no API key: send header 'Authorization: Bearer KEY'"
-                                     : "API key not accepted (header 'Authorization: Bearer KEY')");
-                     return;
-                   }
-                   if (!IsJson(request.Header("content-type"))) {
-                     refuse(415, "Content-Type must be application/json");
-                     return;
-                   }
-                   absl::StatusOr<std::string> request_id = CallerRequestId(request);
-                   if (!request_id.ok()) {
-                     refuse(400, request_id.status().message());
-                     return;
-                   }
-                   if (r->shape == RerankShape::kTokenize) {
-                     StartHttpTokenize(service, *r, request, std::move(*request_id),
-                                       std::move(reply));
-                     return;
-                   }
-                   (new HttpRerankCall(service, *r, std::move(reply)))
-                       ->Start(request, std::move(*request_id), timeout_s);
-                 });
+    // Counted under the route, as its answers are.
+    auto refusal = [registry, r](int status, absl::string_view message, absl::string_view code) {
+      CountAnswer(registry, r->path, status);
+      return JsonError(status, message, code);
+    };
+    auto refuse = [refusal](const absl::Status& s, const HttpServer::Reply& reply) {
+      const grpc::StatusCode code = ToGrpcStatus(s).error_code();
+      reply(refusal(HttpStatusOf(code), s.message(), GrpcCodeName(code)));
+    };
+    // What needs no body, checked before it is read.
+    auto check = [keys, refusal](const HttpRequest& request) -> std::optional<HttpResponse> {
+      const std::string* authorization = request.Header("authorization");
+      if (keys != nullptr && !keys->Accepts(authorization ? *authorization : "")) {
+        return refusal(401,
+                       authorization == nullptr
+                           ? "no API key: send header 'Authorization: Bearer KEY'"
+                           : "API key not accepted (header 'Authorization: Bearer KEY')",
+                       HttpCodeName(401));
+      }
+      if (!IsJson(request.Header("content-type"))) {
+        return refusal(415, "Content-Type must be application/json", HttpCodeName(415));
+      }
+      if (absl::Status s = CallerRequestId(request).status(); !s.ok()) {
+        return refusal(400, s.message(), HttpCodeName(400));
+      }
+      return std::nullopt;
+    };
+    // The body: parsed, validated and its call started on `bodies`' threads, never on the
+    // HttpServer's (a body's parse costs time in proportion to its bytes).
+    auto handle = [service, timeout_s, r, bodies, refuse](HttpRequest request,
+                                                          HttpServer::Reply reply) {
+      absl::Status queued =
+          bodies->Post([service, timeout_s, r, refuse, request = std::move(request),
+                        reply](const absl::Status& run) {
+            if (!run.ok()) {
+              refuse(run, reply);
+              return;
+            }
+            std::string request_id = *CallerRequestId(request);  // `check` accepted it
+            if (r->shape == RerankShape::kTokenize) {
+              StartHttpTokenize(service, *r, request, std::move(request_id), reply);
+            } else {
+              (new HttpRerankCall(service, *r, reply))
+                  ->Start(request, std::move(request_id), timeout_s);
+            }
+          });
+      if (!queued.ok()) refuse(queued, reply);
+    };
+    http->Handle(route.method, route.path, std::move(handle), std::move(check));
   }
   RegisterApiDocs(http, registry, keys != nullptr);
 }
