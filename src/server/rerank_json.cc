@@ -45,9 +45,14 @@ absl::Status FieldError(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-// The top-level members that `shape` reads (the readers below and RerankJsonSchemas list the
-// same: openapi_test checks each documented member is read), and its list of texts.
-absl::Span<const absl::string_view> ShapeMembers(RerankShape shape) {
+// What a shape's body holds: the top-level members the readers below read (RerankJsonSchemas
+// lists the same: openapi_test checks that each documented member is read), and of them, its list
+// of texts.
+struct BodyMembers {
+  absl::Span<const absl::string_view> members;
+  absl::string_view list;
+};
+BodyMembers MembersOf(RerankShape shape) {
   static constexpr absl::string_view kCohere[] = {"query",    "documents",        "model",
                                                   "top_n",    "return_documents", "raw_scores",
                                                   "truncate", "priority"};
@@ -58,30 +63,18 @@ absl::Span<const absl::string_view> ShapeMembers(RerankShape shape) {
                                                     "model"};
   switch (shape) {
     case RerankShape::kCohere:
-      return kCohere;
+      return {kCohere, "documents"};
     case RerankShape::kTei:
-      return kTei;
+      return {kTei, "texts"};
     case RerankShape::kTokenize:
-      return kTokenize;
+      return {kTokenize, "inputs"};
   }
   return {};
 }
 
-absl::string_view ListMember(RerankShape shape) {
-  switch (shape) {
-    case RerankShape::kCohere:
-      return "documents";
-    case RerankShape::kTei:
-      return "texts";
-    case RerankShape::kTokenize:
-      return "inputs";
-  }
-  return "";
-}
-
 // Builds the part of a body that `shape` reads, from nlohmann's SAX events: the top-level
-// object's members of ShapeMembers, the elements of its list (ListMember; at most `max_items`:
-// the parse stops at the next one) and, in Cohere's document objects, "text". Every other value
+// object's members (MembersOf), the elements of its list (at most `max_items`: the parse stops at
+// the next one) and, in Cohere's document objects, "text". Every other value
 // is parsed (its syntax, nesting and keys checked) and dropped, and a container that is kept but
 // whose contents nobody reads (a list as "query") is kept empty. So a body's parse is linear in
 // its bytes and what it builds is bounded by the limits, whatever the body holds: many objects
@@ -89,8 +82,8 @@ absl::string_view ListMember(RerankShape shape) {
 class BodyReader final : public Json::json_sax_t {
  public:
   BodyReader(RerankShape shape, int max_items)
-      : members_(ShapeMembers(shape)),
-        list_(ListMember(shape)),
+      : members_(MembersOf(shape).members),
+        list_(MembersOf(shape).list),
         documents_(shape == RerankShape::kCohere),
         max_items_(max_items) {}
 
@@ -258,7 +251,7 @@ absl::Status ReadBool(const Json* j, const char* name, bool* out) {
 }
 
 absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest* request) {
-  const absl::string_view name = ListMember(shape);
+  const absl::string_view name = MembersOf(shape).list;
   if (j == nullptr) return FieldError(name, "required (a list of strings)");
   if (!j->is_array()) return FieldError(name, "must be a list of strings");
   request->mutable_items()->Reserve(static_cast<int>(std::min<size_t>(j->size(), INT32_MAX)));
@@ -422,7 +415,7 @@ std::string TokenizeResponseJson(const rankd::v1::TokenizeResponse& response) {
 std::string TokenizeFieldMessage(absl::string_view message) {
   constexpr absl::string_view kTexts = "texts";
   if (!absl::StartsWith(message, kTexts)) return std::string(message);
-  return absl::StrCat(ListMember(RerankShape::kTokenize), message.substr(kTexts.size()));
+  return absl::StrCat(MembersOf(RerankShape::kTokenize).list, message.substr(kTexts.size()));
 }
 
 std::string ErrorJson(absl::string_view message, absl::string_view code) {
@@ -575,7 +568,7 @@ std::string CallerFieldMessage(RerankShape shape, absl::string_view message) {
       absl::StartsWith(absl::string_view(rest).substr(close + 1), ".text")) {
     rest.erase(close + 1, 5);
   }
-  return absl::StrCat(ListMember(shape), rest);
+  return absl::StrCat(MembersOf(shape).list, rest);
 }
 
 }  // namespace rankd::server
