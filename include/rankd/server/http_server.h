@@ -99,7 +99,6 @@ class HttpServer {
   void Parse(Connection& c);
   // After a request's headers: false when it was refused (answered).
   bool AcceptHeaders(Connection& c);
-  void SendContinue(Connection& c);
   void Respond(Connection& c, const HttpResponse& response);
   HttpResponse Error(int status, std::string message) const;
   void Close(uint64_t id);
