@@ -12,9 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto shape =
       data[0] % 2 == 0 ? rankd::server::RerankShape::kCohere : rankd::server::RerankShape::kTei;
   const absl::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  rankd::v1::ScoreRequest request;
-  rankd::server::RerankOptions options;
-  if (!rankd::server::ParseRerankRequest(shape, body, &request, &options).ok()) return 0;
   static const rankd::server::Limits limits = [] {
     rankd::server::Limits l;
     l.max_items = 64;  // small limits: the fuzzer reaches past them
@@ -23,6 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return l;
   }();
   static const rankd::server::ModelInfo model{"fuzz", 1024, 8, 128};
+  rankd::v1::ScoreRequest request;
+  rankd::server::RerankOptions options;
+  if (!rankd::server::ParseRerankRequest(shape, body, limits.max_items, &request, &options).ok()) {
+    return 0;
+  }
   if (!rankd::server::ValidateScoreRequest(request, limits, model).ok()) return 0;
   rankd::v1::ScoreResponse response;
   for (int i = 0; i < request.items_size(); ++i) {

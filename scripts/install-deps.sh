@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libsentencepiece-dev libpcre2-dev libicu-dev libopenblas-dev libcpp-httplib-dev libssl-dev
-  libexpat1-dev openssl
+  libexpat1-dev openssl libboost-dev
 )
 # RANKD_NO_TEST_DEPS=1 (the Docker images, built with -DRANKD_TESTS=OFF): without the test libraries.
 if [[ -z "${RANKD_NO_TEST_DEPS:-}" ]]; then

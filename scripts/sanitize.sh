@@ -4,9 +4,9 @@
 #         UndefinedBehaviorSanitizer, in build-fuzz/: the tree scripts/fuzz.sh builds (the same
 #         configuration, tests included), so CI compiles the ASan code once for both;
 #   tsan  the tests of everything that runs threads (thread pool and ParallelFor, worker pool,
-#         step scheduler, depth controller, result cache, HTTP server, the scorer service and its
-#         workers end to end, credentials reload) under ThreadSanitizer, in build-tsan/ (one
-#         e2e test left out, named below).
+#         step scheduler, depth controller, result cache, HTTP server and its body threads, the
+#         scorer service and its workers end to end, credentials reload) under ThreadSanitizer,
+#         in build-tsan/ (one e2e test left out, named below).
 #
 #   scripts/sanitize.sh [asan] [tsan]      (both by default; RANKD_JOBS: build jobs,
 #                                           RANKD_TEST_JOBS: ctest jobs, default 2)
@@ -26,7 +26,7 @@ jobs=("$@")
 
 # The TSan job's test binaries and the programs they start.
 TSAN_TARGETS="common_test server_unit_test worker_unit_test server_e2e_test
-  server_security_e2e_test rankd rankd-client"
+  server_security_e2e_test http_traffic_e2e_test rankd rankd-client"
 
 # Runs ctest in $1 with the remaining arguments, then fails if any process left a report in
 # $LOGS/$job/.

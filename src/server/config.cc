@@ -414,6 +414,8 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
             {"http_listen", String(&s.http_listen)},
             {"http_max_connections", Number(&s.http_max_connections, {1, kMaxCount})},
             {"http_read_timeout_s", Number(&s.http_read_timeout_s, kPositiveSeconds)},
+            {"http_max_buffered_bytes",
+             Number(&s.http_max_buffered_bytes, {int64_t{1}, int64_t{1} << 40})},
             {"http_request_timeout_s", Number(&s.http_request_timeout_s, kPositiveSeconds)},
             {"queue_size", Number(&s.queue_size, {0, kMaxCount})},
             {"max_queue_wait_s", Number(&s.max_queue_wait_s, kSeconds)},
@@ -550,12 +552,17 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
     return KeyError("server.auth.protect_metrics", "needs server.auth.api_keys_file");
   }
   if (!s.reflection.has_value()) s.reflection = IsLoopbackAddress(s.listen);
-  // The total must hold the largest answer.
-  if (s.max_buffered_answer_bytes < config->limits.max_answer_bytes) {
+  // The totals must hold the largest answer and the largest body.
+  const Limits& l = config->limits;
+  if (s.max_buffered_answer_bytes < l.max_answer_bytes) {
     return KeyError("server.max_buffered_answer_bytes",
-                    absl::StrCat("must be at least limits.max_answer_bytes=",
-                                 config->limits.max_answer_bytes, " (got ",
-                                 s.max_buffered_answer_bytes, ")"));
+                    absl::StrCat("must be at least limits.max_answer_bytes=", l.max_answer_bytes,
+                                 " (got ", s.max_buffered_answer_bytes, ")"));
+  }
+  if (s.http_max_buffered_bytes < l.max_message_bytes) {
+    return KeyError("server.http_max_buffered_bytes",
+                    absl::StrCat("must be at least limits.max_message_bytes=", l.max_message_bytes,
+                                 " (got ", s.http_max_buffered_bytes, "): else no such body fits"));
   }
 
   WorkersSection& w = config->workers;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -70,6 +71,7 @@ class HttpRerankCall {
  public:
   HttpRerankCall(ScorerService* service, const HttpApiRoute& route, HttpServer::Reply reply)
       : route_(route),
+        max_items_(service->config().limits.max_items),
         registry_(service->metrics()->registry),
         reply_(std::move(reply)),
         call_(service, absl::StrCat(route.method, " ", route.path)) {}
@@ -82,7 +84,8 @@ class HttpRerankCall {
       call_.set_trace_id(TraceIdOf(*traceparent).value_or(""));
     }
     rankd::v1::ScoreRequest* request = call_.mutable_request();
-    const absl::Status parsed = ParseRerankRequest(route_.shape, http.body, request, &options_);
+    const absl::Status parsed =
+        ParseRerankRequest(route_.shape, http.body, max_items_, request, &options_);
     request->set_request_id(id_);
     const auto deadline = std::chrono::system_clock::now() +
                           std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -109,6 +112,7 @@ class HttpRerankCall {
   }
 
   const HttpApiRoute& route_;
+  const int max_items_;
   MetricsRegistry* const registry_;
   const HttpServer::Reply reply_;
   ScoreCall call_;
@@ -121,7 +125,8 @@ class HttpRerankCall {
 void StartHttpTokenize(ScorerService* service, const HttpApiRoute& route, const HttpRequest& http,
                        std::string request_id, HttpServer::Reply reply) {
   rankd::v1::TokenizeRequest request;
-  const absl::Status parsed = ParseTokenizeRequest(http.body, &request);
+  const absl::Status parsed =
+      ParseTokenizeRequest(http.body, service->config().limits.max_items, &request);
   request.set_request_id(request_id.empty() ? NewCallId() : std::move(request_id));
   MetricsRegistry* registry = service->metrics()->registry;
   auto answer = [registry, path = route.path, reply = std::move(reply)](
@@ -227,41 +232,58 @@ int HttpStatusOf(grpc::StatusCode code) {
   }
 }
 
-void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys) {
+void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys,
+                     WorkQueue* bodies) {
   MetricsRegistry* registry = service->metrics()->registry;
   const double timeout_s = service->config().server.http_request_timeout_s;
   for (const HttpApiRoute& route : HttpApiRoutes()) {
     const HttpApiRoute* r = &route;  // HttpApiRoutes() lives as long as the program
-    http->Handle(route.method, route.path,
-                 [service, keys, registry, timeout_s, r](const HttpRequest& request,
-                                                         HttpServer::Reply reply) {
-                   auto refuse = [&](int status, absl::string_view message) {
-                     CountAnswer(registry, r->path, status);
-                     reply(JsonError(status, message, HttpCodeName(status)));
-                   };
-                   if (keys != nullptr) {
-                     if (absl::Status s = CheckHttpApiKey(*keys, request); !s.ok()) {
-                       refuse(401, s.message());
-                       return;
-                     }
-                   }
-                   if (!IsJson(request.Header("content-type"))) {
-                     refuse(415, "Content-Type must be application/json");
-                     return;
-                   }
-                   absl::StatusOr<std::string> request_id = CallerRequestId(request);
-                   if (!request_id.ok()) {
-                     refuse(400, request_id.status().message());
-                     return;
-                   }
-                   if (r->shape == RerankShape::kTokenize) {
-                     StartHttpTokenize(service, *r, request, std::move(*request_id),
-                                       std::move(reply));
-                     return;
-                   }
-                   (new HttpRerankCall(service, *r, std::move(reply)))
-                       ->Start(request, std::move(*request_id), timeout_s);
-                 });
+    // Counted under the route, as its answers are.
+    auto refusal = [registry, r](int status, absl::string_view message, absl::string_view code) {
+      CountAnswer(registry, r->path, status);
+      return JsonError(status, message, code);
+    };
+    auto refuse = [refusal](const absl::Status& s, const HttpServer::Reply& reply) {
+      const grpc::StatusCode code = ToGrpcStatus(s).error_code();
+      reply(refusal(HttpStatusOf(code), s.message(), GrpcCodeName(code)));
+    };
+    // What needs no body, checked before it is read.
+    auto check = [keys, refusal](const HttpRequest& request) -> std::optional<HttpResponse> {
+      if (keys != nullptr) {
+        if (absl::Status s = CheckHttpApiKey(*keys, request); !s.ok()) {
+          return refusal(401, s.message(), HttpCodeName(401));
+        }
+      }
+      if (!IsJson(request.Header("content-type"))) {
+        return refusal(415, "Content-Type must be application/json", HttpCodeName(415));
+      }
+      if (absl::Status s = CallerRequestId(request).status(); !s.ok()) {
+        return refusal(400, s.message(), HttpCodeName(400));
+      }
+      return std::nullopt;
+    };
+    // The body: parsed, validated and its call started on `bodies`' threads, never on the
+    // HttpServer's (a body's parse costs time in proportion to its bytes).
+    auto handle = [service, timeout_s, r, bodies, refuse](HttpRequest request,
+                                                          HttpServer::Reply reply) {
+      absl::Status queued =
+          bodies->Post([service, timeout_s, r, refuse, request = std::move(request),
+                        reply](const absl::Status& run) {
+            if (!run.ok()) {
+              refuse(run, reply);
+              return;
+            }
+            std::string request_id = *CallerRequestId(request);  // `check` accepted it
+            if (r->shape == RerankShape::kTokenize) {
+              StartHttpTokenize(service, *r, request, std::move(request_id), reply);
+            } else {
+              (new HttpRerankCall(service, *r, reply))
+                  ->Start(request, std::move(request_id), timeout_s);
+            }
+          });
+      if (!queued.ok()) refuse(queued, reply);
+    };
+    http->Handle(route.method, route.path, std::move(handle), std::move(check));
   }
   RegisterApiDocs(http, registry, keys != nullptr);
 }

@@ -11,11 +11,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "spdlog/spdlog.h"
 
@@ -26,9 +24,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kListenId = 0;
 constexpr uint64_t kWakeId = 1;
-// Request line and headers, at most (beyond: 431).
-constexpr size_t kMaxHeaderBytes = 16 << 10;
 constexpr size_t kReadChunk = 16 << 10;
+constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 const char* Reason(int status) {
   switch (status) {
@@ -79,27 +76,25 @@ absl::Status SplitHostPort(const std::string& name, const std::string& address, 
 
 }  // namespace
 
-const std::string* HttpRequest::Header(const std::string& name) const {
-  for (const auto& [n, v] : headers) {
-    if (n == name) return &v;
-  }
-  return nullptr;
-}
-
 struct HttpServer::Connection {
   // kDraining: answered, the write side shut; what the client still sends is read and dropped
   // until it closes too or the deadline passes (a lingering close: closing with unread bytes
   // would reset the connection, and the client could lose the answer, e.g. a 413's, unread).
   enum class State { kReading, kHandling, kWriting, kDraining };
+  explicit Connection(int64_t max_body_bytes) : parser(max_body_bytes) {}
   uint64_t id = 0;
   int fd = -1;
   State state = State::kReading;
   Clock::time_point deadline;  // all but kHandling: closed when it passes
   Clock::time_point idle_since;
-  std::string in;   // received, not yet parsed
-  std::string out;  // the answer being written
+  std::string in;  // received, not yet parsed: the headers so far, or one read's bytes
+  HttpRequestParser parser;
+  const Route* route = nullptr;  // the request's, once its headers are accepted
+  int64_t reserved = 0;          // its body's bytes, counted in buffered_bytes_ until the answer
+  // The answer being written; while reading, a 100 Continue not yet sent whole.
+  std::string out;
   size_t written = 0;
-  int served = 0;  // requests dispatched
+  int served = 0;  // requests whose headers were read
   bool close_after = false;
 };
 
@@ -128,8 +123,9 @@ HttpServer::HttpServer(Options options)
 
 HttpServer::~HttpServer() { Stop(); }
 
-void HttpServer::Handle(const std::string& method, const std::string& path, Handler handler) {
-  routes_.push_back({method, path, std::move(handler)});
+void HttpServer::Handle(const std::string& method, const std::string& path, Handler handler,
+                        HeaderCheck check) {
+  routes_.push_back({method, path, std::move(handler), std::move(check)});
 }
 
 absl::Status HttpServer::Start(const std::string& address) {
@@ -232,7 +228,8 @@ void HttpServer::Loop() {
         if (events[i].events & (EPOLLERR | EPOLLHUP)) {
           Close(id);
         } else if (c.state == Connection::State::kReading) {
-          OnReadable(c);
+          if (events[i].events & EPOLLOUT) OnWritable(c);  // a 100 Continue
+          if (connections_.contains(id) && (events[i].events & EPOLLIN)) OnReadable(c);
         } else if (c.state == Connection::State::kWriting) {
           OnWritable(c);
         } else if (c.state == Connection::State::kDraining) {
@@ -273,7 +270,7 @@ void HttpServer::Accept() {
       close(fd);  // every connection is waiting for its answer
       continue;
     }
-    auto c = std::make_unique<Connection>();
+    auto c = std::make_unique<Connection>(options_.max_body_bytes);
     c->id = next_id_++;
     c->fd = fd;
     c->idle_since = Clock::now();
@@ -290,6 +287,7 @@ void HttpServer::Accept() {
 void HttpServer::Close(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
+  buffered_bytes_ -= it->second->reserved;
   close(it->second->fd);  // also leaves the epoll set
   connections_.erase(it);
 }
@@ -300,92 +298,57 @@ void HttpServer::SetInterest(const Connection& c, uint32_t events) {
 }
 
 void HttpServer::OnReadable(Connection& c) {
-  const size_t cap = kMaxHeaderBytes + static_cast<size_t>(options_.max_body_bytes);
+  const uint64_t id = c.id;
   char buffer[kReadChunk];
-  while (c.in.size() <= cap) {
+  while (true) {
     const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
     if (n == 0) {
-      Close(c.id);
+      Close(id);
       return;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      Close(c.id);
+      if (errno != EAGAIN && errno != EWOULDBLOCK) Close(id);
       return;
     }
     c.in.append(buffer, static_cast<size_t>(n));
+    Parse(c);
+    // Read on while the request is still coming: a whole one waits in `in` (a pipelined one)
+    // until this one is answered.
+    auto it = connections_.find(id);
+    if (it == connections_.end() || it->second->state != Connection::State::kReading) return;
   }
-  MaybeDispatch(c);
 }
 
-void HttpServer::MaybeDispatch(Connection& c) {
-  const size_t header_end = c.in.find("\r\n\r\n");
-  if (header_end == std::string::npos) {
-    if (c.in.size() > kMaxHeaderBytes) {
-      c.close_after = true;
-      Respond(c, Error(431, absl::StrCat("request line and headers exceed ", kMaxHeaderBytes,
-                                         " bytes")));
-    }
-    return;
-  }
-  c.close_after = true;  // until the request is known to be well-formed
-  if (header_end > kMaxHeaderBytes) {
-    Respond(
-        c, Error(431, absl::StrCat("request line and headers exceed ", kMaxHeaderBytes, " bytes")));
-    return;
-  }
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(absl::string_view(c.in).substr(0, header_end), "\r\n");
-  std::vector<absl::string_view> first = absl::StrSplit(lines[0], ' ');
-  if (first.size() != 3 || first[0].empty() || first[1].empty() || first[1][0] != '/' ||
-      !absl::StartsWith(first[2], "HTTP/1.")) {
-    Respond(c, Error(400, "malformed request line"));
-    return;
-  }
-  HttpRequest request;
-  request.method = std::string(first[0]);
-  const size_t question = first[1].find('?');
-  request.path = std::string(first[1].substr(0, question));
-  if (question != absl::string_view::npos)
-    request.query = std::string(first[1].substr(question + 1));
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const size_t colon = lines[i].find(':');
-    if (colon == absl::string_view::npos || colon == 0) {
-      Respond(c, Error(400, "malformed header line"));
-      return;
-    }
-    request.headers.emplace_back(
-        absl::AsciiStrToLower(lines[i].substr(0, colon)),
-        std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1))));
-  }
-  if (request.Header("transfer-encoding") != nullptr) {
-    Respond(c, Error(501, "Transfer-Encoding is not supported: send Content-Length"));
-    return;
-  }
-  int64_t body_bytes = 0;
-  if (const std::string* length = request.Header("content-length"); length != nullptr) {
-    if (!absl::SimpleAtoi(*length, &body_bytes) || body_bytes < 0) {
-      Respond(c, Error(400, "malformed Content-Length"));
-      return;
-    }
-    if (body_bytes > options_.max_body_bytes) {
-      Respond(c, Error(413, absl::StrCat("body of ", body_bytes, " bytes exceeds the limit of ",
-                                         options_.max_body_bytes, " bytes")));
-      return;
+void HttpServer::Parse(Connection& c) {
+  while (true) {
+    switch (c.parser.Parse(&c.in)) {
+      case HttpRequestParser::Step::kNeedMore:
+        return;
+      case HttpRequestParser::Step::kError:
+        c.close_after = true;
+        Respond(c, Error(c.parser.error_status(), c.parser.error_message()));
+        return;
+      case HttpRequestParser::Step::kHeaders:
+        if (!AcceptHeaders(c)) return;
+        break;
+      case HttpRequestParser::Step::kDone: {
+        c.state = Connection::State::kHandling;
+        SetInterest(c, 0);
+        c.route->handler(std::move(c.parser.request()),
+                         [replies = replies_, id = c.id](HttpResponse response) {
+                           replies->Post(id, std::move(response));
+                         });
+        return;
+      }
     }
   }
-  const size_t total = header_end + 4 + static_cast<size_t>(body_bytes);
-  if (c.in.size() < total) {
-    c.close_after = false;
-    return;  // the body is still coming
-  }
-  const std::string* connection = request.Header("connection");
-  c.close_after = first[2] != "HTTP/1.1" ||
-                  (connection != nullptr && absl::EqualsIgnoreCase(*connection, "close")) ||
-                  ++c.served >= options_.max_requests_per_connection;
-  request.body = c.in.substr(header_end + 4, static_cast<size_t>(body_bytes));
-  c.in.erase(0, total);  // `lines` and `first` point into it
+}
+
+bool HttpServer::AcceptHeaders(Connection& c) {
+  const HttpRequest& request = c.parser.request();
+  const int64_t body = c.parser.body_bytes();
+  c.close_after = !c.parser.keep_alive() || ++c.served >= options_.max_requests_per_connection;
   const Route* route = nullptr;
   bool path_known = false;
   for (const Route& r : routes_) {
@@ -393,17 +356,37 @@ void HttpServer::MaybeDispatch(Connection& c) {
     path_known = true;
     if (r.method == request.method) route = &r;
   }
+  std::optional<HttpResponse> refusal;
   if (route == nullptr) {
-    Respond(c, path_known
-                   ? Error(405, absl::StrCat(request.method, " is not allowed on ", request.path))
-                   : Error(404, absl::StrCat("no such path: ", request.path)));
-    return;
+    refusal = path_known
+                  ? Error(405, absl::StrCat(request.method, " is not allowed on ", request.path))
+                  : Error(404, absl::StrCat("no such path: ", request.path));
+  } else if (route->check) {
+    refusal = route->check(request);
   }
-  c.state = Connection::State::kHandling;
-  SetInterest(c, 0);
-  route->handler(request, [replies = replies_, id = c.id](HttpResponse response) {
-    replies->Post(id, std::move(response));
-  });
+  if (!refusal.has_value() && body > options_.max_buffered_bytes - buffered_bytes_) {
+    refusal = Error(503, absl::StrCat("the server holds ", buffered_bytes_,
+                                      " bytes of request bodies not yet answered: this one's ",
+                                      body, " would pass server.http_max_buffered_bytes=",
+                                      options_.max_buffered_bytes, "; retry later"));
+  }
+  if (refusal.has_value()) {
+    c.close_after = c.close_after || body > 0;  // its body is not read
+    Respond(c, *refusal);
+    return false;
+  }
+  c.route = route;
+  c.reserved = body;
+  buffered_bytes_ += body;
+  const std::string* expect = request.Header("expect");
+  if (body > 0 && expect != nullptr && absl::EqualsIgnoreCase(*expect, "100-continue")) {
+    const uint64_t id = c.id;
+    c.out = kContinue;
+    c.written = 0;
+    OnWritable(c);  // a client waits for it (curl: 1 s) before it sends the body
+    return connections_.contains(id);
+  }
+  return true;
 }
 
 void HttpServer::TakeReplies() {
@@ -423,7 +406,10 @@ void HttpServer::TakeReplies() {
 }
 
 void HttpServer::Respond(Connection& c, const HttpResponse& response) {
+  buffered_bytes_ -= c.reserved;
+  c.reserved = 0;
   c.out = absl::StrCat(
+      absl::string_view(c.out).substr(c.written),  // what is left of a 100 Continue
       "HTTP/1.1 ", response.status, " ", Reason(response.status),
       "\r\nContent-Type: ", response.content_type, "\r\nContent-Length: ", response.body.size(),
       "\r\nConnection: ", c.close_after ? "close" : "keep-alive", "\r\n\r\n", response.body);
@@ -450,27 +436,37 @@ void HttpServer::OnWritable(Connection& c) {
     const ssize_t n = send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // EPOLLOUT brings us back
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // EPOLLOUT brings us back (reading, for the rest of a 100 Continue).
+        if (c.state == Connection::State::kReading) SetInterest(c, EPOLLIN | EPOLLOUT);
+        return;
+      }
       Close(c.id);
       return;
     }
     c.written += static_cast<size_t>(n);
   }
+  c.out.clear();
+  c.written = 0;
+  if (c.state == Connection::State::kReading) {  // a 100 Continue, sent
+    SetInterest(c, EPOLLIN);
+    return;
+  }
   if (c.close_after) {
     shutdown(c.fd, SHUT_WR);
     c.in.clear();
-    c.out.clear();
     c.state = Connection::State::kDraining;
     SetInterest(c, EPOLLIN);
     OnDraining(c);
     return;
   }
-  c.out.clear();
   c.state = Connection::State::kReading;
   c.idle_since = Clock::now();
   c.deadline = c.idle_since + options_.read_timeout;
+  c.parser.Reset();
+  c.route = nullptr;
   SetInterest(c, EPOLLIN);
-  MaybeDispatch(c);  // a pipelined request may be buffered already
+  Parse(c);  // a pipelined request may be buffered already
 }
 
 }  // namespace rankd::server

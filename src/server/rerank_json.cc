@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <set>
+#include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "nlohmann/json.hpp"
 #include "rankd/common/status.h"
 
@@ -41,55 +45,71 @@ absl::Status FieldError(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-// The deepest nesting of arrays and objects in `text`, counted outside strings. Exact for valid
-// JSON; for invalid JSON the parser's error follows anyway. It runs before the parser, so that no
-// deep document is ever built.
-int MaxNesting(absl::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
+// What a shape's body holds: the top-level members the readers below read (RerankJsonSchemas
+// lists the same: openapi_test checks that each documented member is read), and of them, its list
+// of texts.
+struct BodyMembers {
+  absl::Span<const absl::string_view> members;
+  absl::string_view list;
+};
+BodyMembers MembersOf(RerankShape shape) {
+  static constexpr absl::string_view kCohere[] = {"query",    "documents",        "model",
+                                                  "top_n",    "return_documents", "raw_scores",
+                                                  "truncate", "priority"};
+  static constexpr absl::string_view kTei[] = {"query",      "texts",    "return_text",
+                                               "raw_scores", "truncate", "truncation_direction",
+                                               "priority"};
+  static constexpr absl::string_view kTokenize[] = {"inputs", "add_special_tokens", "template",
+                                                    "model"};
+  switch (shape) {
+    case RerankShape::kCohere:
+      return {kCohere, "documents"};
+    case RerankShape::kTei:
+      return {kTei, "texts"};
+    case RerankShape::kTokenize:
+      return {kTokenize, "inputs"};
   }
-  return deepest;
+  return {};
 }
 
-// Parses `body`: a JSON document within kMaxJsonDepth whose objects repeat no key.
-absl::StatusOr<Json> ParseBody(absl::string_view body) {
-  if (MaxNesting(body) > kMaxJsonDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("body: nesting deeper than ", kMaxJsonDepth, " levels"));
-  }
-  std::vector<std::set<std::string>> keys;  // of each object being parsed, outermost first
-  std::string duplicate;
-  const Json::parser_callback_t check = [&](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) {
-      keys.emplace_back();
-    } else if (event == Json::parse_event_t::object_end) {
-      keys.pop_back();
-    } else if (event == Json::parse_event_t::key && !keys.empty() &&
-               !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
-      duplicate = parsed.get<std::string>();
+// Builds the part of a body that `shape` reads, from nlohmann's SAX events: the top-level
+// object's members (MembersOf), the elements of its list (at most `max_items`: the parse stops at
+// the next one) and, in Cohere's document objects, "text". Every other value
+// is parsed (its syntax, nesting and keys checked) and dropped, and a container that is kept but
+// whose contents nobody reads (a list as "query") is kept empty. So a body's parse is linear in
+// its bytes and what it builds is bounded by the limits, whatever the body holds: many objects
+// in the list or elsewhere, members nobody reads.
+class BodyReader final : public Json::json_sax_t {
+ public:
+  BodyReader(RerankShape shape, int max_items)
+      : members_(MembersOf(shape).members),
+        list_(MembersOf(shape).list),
+        documents_(shape == RerankShape::kCohere),
+        max_items_(max_items) {}
+
+  Json& root() { return root_; }
+  const absl::Status& status() const { return status_; }
+
+  bool null() override { return Add(nullptr); }
+  bool boolean(bool value) override { return Add(value); }
+  bool number_integer(number_integer_t value) override { return Add(value); }
+  bool number_unsigned(number_unsigned_t value) override { return Add(value); }
+  bool number_float(number_float_t value, const string_t&) override { return Add(value); }
+  bool string(string_t& value) override { return Add(std::move(value)); }
+  bool binary(binary_t&) override { return Add(nullptr); }  // not in JSON text
+  bool start_object(std::size_t) override { return Open(Json::value_t::object); }
+  bool start_array(std::size_t) override { return Open(Json::value_t::array); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& key) override {
+    Frame& f = stack_.back();
+    if (!f.keys.insert(key).second) {
+      return Fail(FieldError(Dump(Json(key)), "appears twice in one object"));
     }
+    f.key = std::move(key);
     return true;
-  };
-  Json j;
-  try {
-    j = Json::parse(body.begin(), body.end(), check);
-  } catch (const Json::exception& e) {
+  }
+  bool parse_error(std::size_t, const std::string&, const Json::exception& e) override {
     // e.g. "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error while
     // parsing value - invalid string: ill-formed UTF-8 byte; last read: '"\xFF'", or
     // "[json.exception.out_of_range.406] number overflow parsing '1e400'": the reason, and where.
@@ -97,12 +117,110 @@ absl::StatusOr<Json> ParseBody(absl::string_view body) {
     if (const size_t at = what.find("] "); what[0] == '[' && at != std::string::npos) {
       what.erase(0, at + 2);
     }
-    return absl::InvalidArgumentError(absl::StrCat("body: not valid JSON: ", what));
+    return Fail(absl::InvalidArgumentError(absl::StrCat("body: not valid JSON: ", what)));
   }
-  if (!duplicate.empty()) {
-    return FieldError(Dump(Json(duplicate)), "appears twice in one object");
+
+ private:
+  // What an open container is to the shape.
+  enum class Place {
+    kRoot,      // the top-level object: members_ are kept
+    kList,      // its list: every element is kept, up to max_items_
+    kDocument,  // an object in Cohere's list: "text" is kept
+    kDropped,   // anything else: its contents are dropped
+  };
+  struct Frame {
+    Json* node = nullptr;  // the kept container (null: kDropped)
+    Place place = Place::kDropped;
+    absl::flat_hash_set<std::string> keys;  // an object's keys so far
+    std::string key;                        // an object's member being read
+    int count = 0;                          // a list's elements so far
+  };
+
+  bool Fail(absl::Status status) {
+    status_ = std::move(status);
+    return false;  // stops the parse
   }
-  return j;
+
+  // Puts `value` (a scalar, or a container still empty) where it goes in the kept part (nowhere:
+  // dropped); returns its place there, and what it is as a container.
+  absl::StatusOr<std::pair<Json*, Place>> Put(Json value) {
+    const bool object = value.is_object(), array = value.is_array();
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return std::pair(&root_, object ? Place::kRoot : Place::kDropped);
+    }
+    Frame& f = stack_.back();
+    switch (f.place) {
+      case Place::kRoot:
+        if (absl::c_linear_search(members_, f.key)) {
+          Json* member = &((*f.node)[f.key] = std::move(value));
+          return std::pair(member, f.key == list_ && array ? Place::kList : Place::kDropped);
+        }
+        break;
+      case Place::kList:
+        if (++f.count > max_items_) {
+          return FieldError(list_, absl::StrCat("more than max_items=", max_items_, " items"));
+        }
+        f.node->push_back(std::move(value));
+        return std::pair(&f.node->back(),
+                         documents_ && object ? Place::kDocument : Place::kDropped);
+      case Place::kDocument:
+        if (f.key == "text")
+          return std::pair(&((*f.node)[f.key] = std::move(value)), Place::kDropped);
+        break;
+      case Place::kDropped:
+        break;
+    }
+    return std::pair<Json*, Place>(nullptr, Place::kDropped);
+  }
+
+  bool Add(Json value) {
+    if (absl::Status s = Put(std::move(value)).status(); !s.ok()) return Fail(std::move(s));
+    return true;
+  }
+
+  bool Open(Json::value_t type) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("body: nesting deeper than ", kMaxJsonDepth, " levels")));
+    }
+    absl::StatusOr<std::pair<Json*, Place>> put = Put(Json(type));
+    if (!put.ok()) return Fail(put.status());
+    Frame& f = stack_.emplace_back();
+    f.place = put->second;
+    if (f.place != Place::kDropped) f.node = put->first;
+    return true;
+  }
+
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  const absl::Span<const absl::string_view> members_;
+  const absl::string_view list_;
+  const bool documents_;  // Cohere: the list's objects are documents
+  const int max_items_;
+  Json root_;
+  std::vector<Frame> stack_;  // the containers open, outermost first
+  absl::Status status_;
+};
+
+// Parses `body` as `shape` reads it (BodyReader): a JSON document within kMaxJsonDepth whose
+// objects repeat no key, with at most `max_items` elements in the shape's list.
+absl::StatusOr<Json> ParseBody(RerankShape shape, absl::string_view body, int max_items) {
+  BodyReader reader(shape, max_items);
+  try {
+    if (!Json::sax_parse(body.begin(), body.end(), &reader)) {
+      return reader.status().ok() ? absl::InvalidArgumentError("body: not valid JSON")
+                                  : reader.status();
+    }
+  } catch (const Json::exception& e) {
+    // BodyReader builds only what nlohmann takes without throwing; were it ever to throw, the
+    // call fails, not the process.
+    return absl::InternalError(absl::StrCat("body: ", e.what()));
+  }
+  return std::move(reader.root());
 }
 
 // The members of the top-level object that the shape reads; null counts as absent.
@@ -133,7 +251,7 @@ absl::Status ReadBool(const Json* j, const char* name, bool* out) {
 }
 
 absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest* request) {
-  const char* name = shape == RerankShape::kCohere ? "documents" : "texts";
+  const absl::string_view name = MembersOf(shape).list;
   if (j == nullptr) return FieldError(name, "required (a list of strings)");
   if (!j->is_array()) return FieldError(name, "must be a list of strings");
   request->mutable_items()->Reserve(static_cast<int>(std::min<size_t>(j->size(), INT32_MAX)));
@@ -159,9 +277,9 @@ absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest
 
 }  // namespace
 
-absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body,
+absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int max_items,
                                 rankd::v1::ScoreRequest* request, RerankOptions* options) {
-  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(body));
+  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(shape, body, max_items));
   if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
   const Members m(j);
   const bool cohere = shape == RerankShape::kCohere;
@@ -248,8 +366,9 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
   return Dump(out);
 }
 
-absl::Status ParseTokenizeRequest(absl::string_view body, rankd::v1::TokenizeRequest* request) {
-  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(body));
+absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
+                                  rankd::v1::TokenizeRequest* request) {
+  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(RerankShape::kTokenize, body, max_items));
   if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
   const Members m(j);
   const Json* inputs = m.Get("inputs");
@@ -296,7 +415,7 @@ std::string TokenizeResponseJson(const rankd::v1::TokenizeResponse& response) {
 std::string TokenizeFieldMessage(absl::string_view message) {
   constexpr absl::string_view kTexts = "texts";
   if (!absl::StartsWith(message, kTexts)) return std::string(message);
-  return absl::StrCat("inputs", message.substr(kTexts.size()));
+  return absl::StrCat(MembersOf(RerankShape::kTokenize).list, message.substr(kTexts.size()));
 }
 
 std::string ErrorJson(absl::string_view message, absl::string_view code) {
@@ -411,8 +530,7 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
       const Json example = {{"inputs", {"rust engineer in berlin", "Barista, Lisbon"}},
                             {"add_special_tokens", false}};
       return {.name = "TeiTokenize",
-              .request =
-                  Dump({{"type", "object"}, {"required", {"inputs"}}, {"properties", tp}}),
+              .request = Dump({{"type", "object"}, {"required", {"inputs"}}, {"properties", tp}}),
               .response = Dump({{"type", "array"},
                                 {"items", {{"type", "array"}, {"items", token}}},
                                 {"description", "One list of tokens per input, in order."}}),
@@ -450,7 +568,7 @@ std::string CallerFieldMessage(RerankShape shape, absl::string_view message) {
       absl::StartsWith(absl::string_view(rest).substr(close + 1), ".text")) {
     rest.erase(close + 1, 5);
   }
-  return absl::StrCat(shape == RerankShape::kCohere ? "documents" : "texts", rest);
+  return absl::StrCat(MembersOf(shape).list, rest);
 }
 
 }  // namespace rankd::server

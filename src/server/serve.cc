@@ -23,6 +23,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
+#include "rankd/common/work_queue.h"
 #include "rankd/model/config.h"
 #include "rankd/server/auth.h"
 #include "rankd/server/credentials.h"
@@ -266,16 +267,21 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   pool.SetReadinessCallback(
       [health](bool ready) { health->SetServingStatus(kScorerServiceName, ready); });
 
+  // The HTTP API's bodies are parsed on these threads, not on its server's (declared first: it
+  // outlives the server's handlers).
+  WorkQueue http_bodies("HTTP bodies to parse", kHttpBodyThreads, kMaxQueuedHttpBodies);
   // Two HTTP servers, each with its own connections: the JSON API may face the clients' network
   // while /metrics and the probes stay on an internal address, and busy API clients cannot
-  // crowd out a probe.
+  // crowd out a probe. The metrics port serves GETs: it takes no bodies.
   HttpServer::Options http_options{
       .max_connections = config.server.http_max_connections,
       .read_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::duration<double>(config.server.http_read_timeout_s)),
-      .max_body_bytes = config.limits.max_message_bytes,
+      .max_body_bytes = 0,
       .name = "server.metrics_listen"};
   HttpServer http(http_options);
+  http_options.max_body_bytes = config.limits.max_message_bytes;
+  http_options.max_buffered_bytes = config.server.http_max_buffered_bytes;
   http_options.name = "server.http_listen";
   http_options.error_response = HttpApiErrors(&registry);
   HttpServer api(http_options);
@@ -287,7 +293,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
         config.server.metrics_listen);
   }
   if (http_started.ok() && !config.server.http_listen.empty()) {
-    RegisterHttpApi(&api, &service, keys.get());
+    RegisterHttpApi(&api, &service, keys.get(), &http_bodies);
     http_started =
         NameThePortHolder(api.Start(config.server.http_listen), config.server.http_listen);
   }
@@ -356,6 +362,9 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   }
   listener.Stop();  // the stop below ends the listener: no more probes
   if (start_failure.ok()) Drain(config, options, pool);
+  // Bodies still waiting are answered 503, the ones being parsed finish (each is bounded by
+  // limits.max_message_bytes): their calls get UNAVAILABLE from the draining pool.
+  http_bodies.Stop();
   stopping.store(true);
   if (reloader.joinable()) reloader.join();
   // Every accepted call has its answer now (its work done, or failed UNAVAILABLE here), written

@@ -3,13 +3,8 @@
 // liveness bounds, never speed assertions.
 #include "rankd/server/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,82 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/raw_http_client.h"
 
 namespace rankd::server {
 namespace {
 
+using Client = rankd::testing::RawHttpClient;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-constexpr milliseconds kLiveness(30000);
-
-// A client connection; every wait is bounded by kLiveness.
-class Client {
- public:
-  explicit Client(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  }
-  ~Client() { close(fd_); }
-  bool connected() const { return connected_; }
-
-  bool Send(const std::string& bytes) {
-    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  // Reads one response (headers and Content-Length body); empty when the server closed first.
-  std::string ReadResponse() {
-    std::string in;
-    while (true) {
-      const size_t end = in.find("\r\n\r\n");
-      if (end != std::string::npos) {
-        const size_t at = in.find("Content-Length: ");
-        const size_t length = at == std::string::npos ? 0 : std::stoul(in.substr(at + 16));
-        if (in.size() >= end + 4 + length) {
-          buffered_ = in.substr(end + 4 + length);
-          return in.substr(0, end + 4 + length);
-        }
-      }
-      if (!ReadMore(&in)) return "";
-    }
-  }
-  // True once the server closed the connection.
-  bool WaitClosed() {
-    std::string in;
-    while (ReadMore(&in)) {
-    }
-    return eof_;
-  }
-
- private:
-  bool ReadMore(std::string* in) {
-    if (!buffered_.empty()) {
-      in->append(buffered_);
-      buffered_.clear();
-      return true;
-    }
-    pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
-    if (poll(&p, 1, static_cast<int>(kLiveness.count())) != 1) return false;
-    char buffer[4096];
-    const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
-    if (n <= 0) {
-      eof_ = true;
-      return false;
-    }
-    in->append(buffer, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  bool eof_ = false;
-  std::string buffered_;
-};
 
 std::string Get(const std::string& path) {
   return absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -107,6 +35,15 @@ class HttpServerTest : public ::testing::Test {
     server_->Handle("POST", "/echo", [](const HttpRequest& request, HttpServer::Reply reply) {
       reply({.content_type = "application/json", .body = request.body});
     });
+    // Echoes too, for a request with header "key: ok" only, checked before its body is read.
+    server_->Handle(
+        "POST", "/guarded",
+        [](HttpRequest request, HttpServer::Reply reply) { reply({.body = request.body}); },
+        [](const HttpRequest& request) -> std::optional<HttpResponse> {
+          const std::string* key = request.Header("key");
+          if (key != nullptr && *key == "ok") return std::nullopt;
+          return HttpResponse{.status = 401, .body = "no key\n"};
+        });
     server_->Handle("GET", "/later", [](const HttpRequest&, HttpServer::Reply reply) {
       std::thread([reply] {
         std::this_thread::sleep_for(milliseconds(50));
@@ -243,6 +180,141 @@ TEST_F(HttpServerTest, AnswersWithHundredsOfIdleAndSlowConnectionsOpen) {
   }
   // The first connections were closed to make room.
   EXPECT_TRUE(idle.front()->WaitClosed());
+}
+
+std::string Guarded(int64_t length, const std::string& more_headers = "") {
+  return absl::StrCat("POST /guarded HTTP/1.1\r\nkey: ok\r\n", more_headers,
+                      "Content-Length: ", length, "\r\n\r\n");
+}
+
+TEST_F(HttpServerTest, BodiesAreReadOnlyOnceTheirRequestIsWanted) {
+  StartServer({.max_body_bytes = 64, .max_buffered_bytes = 100});
+  {  // Refused by the route's check at its headers: the body is never waited for.
+    Client client(port());
+    ASSERT_TRUE(client.Send("POST /guarded HTTP/1.1\r\nContent-Length: 50\r\n\r\n"));
+    EXPECT_THAT(client.ReadResponse(), StartsWith("HTTP/1.1 401 "));
+    EXPECT_TRUE(client.WaitClosed());
+  }
+  // 60 bytes on their way leave 40 of the 100: a body of 60 more is refused, one of 40 is not.
+  Client first(port());
+  ASSERT_TRUE(first.Send(Guarded(60) + "abc"));
+  Client second(port());
+  ASSERT_TRUE(second.Send(Guarded(60)));
+  const std::string refused = second.ReadResponse();
+  EXPECT_THAT(refused, StartsWith("HTTP/1.1 503 "));
+  EXPECT_THAT(refused, HasSubstr("server.http_max_buffered_bytes=100"));
+  EXPECT_TRUE(second.WaitClosed());
+  Client third(port());
+  ASSERT_TRUE(third.Send(Guarded(40) + std::string(40, 'c')));
+  EXPECT_THAT(third.ReadResponse(), HasSubstr("\r\n\r\n" + std::string(40, 'c')));
+  // Answered, the first's bytes are free again.
+  ASSERT_TRUE(first.Send(std::string(57, 'a')));
+  EXPECT_THAT(first.ReadResponse(), HasSubstr("\r\n\r\nabc" + std::string(57, 'a')));
+  Client fourth(port());
+  ASSERT_TRUE(fourth.Send(Guarded(60) + std::string(60, 'd')));
+  EXPECT_THAT(fourth.ReadResponse(), StartsWith("HTTP/1.1 200 OK\r\n"));
+}
+
+TEST_F(HttpServerTest, ExpectContinueIsAnsweredOnceTheHeadersAreAccepted) {
+  StartServer({});
+  Client client(port());
+  ASSERT_TRUE(client.Send(Guarded(5, "Expect: 100-continue\r\n")));
+  EXPECT_EQ(client.ReadResponse(), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(client.Send("hello"));
+  const std::string answer = client.ReadResponse();
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(answer, HasSubstr("Connection: keep-alive\r\n\r\nhello"));
+  // Refused at its headers: the final answer instead of 100 Continue.
+  Client refused(port());
+  ASSERT_TRUE(
+      refused.Send("POST /guarded HTTP/1.1\r\nExpect: 100-continue\r\n"
+                   "Content-Length: 5\r\n\r\n"));
+  EXPECT_THAT(refused.ReadResponse(), StartsWith("HTTP/1.1 401 "));
+}
+
+TEST_F(HttpServerTest, APortWithoutBodiesRefusesThemAtTheirHeaders) {
+  StartServer({.max_body_bytes = 0});
+  Client client(port());
+  ASSERT_TRUE(client.Send("POST /echo HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  EXPECT_THAT(client.ReadResponse(), StartsWith("HTTP/1.1 200 OK\r\n"));
+  ASSERT_TRUE(client.Send("POST /echo HTTP/1.1\r\nContent-Length: 16777216\r\n\r\n"));
+  const std::string refused = client.ReadResponse();
+  EXPECT_THAT(refused, StartsWith("HTTP/1.1 413 "));
+  EXPECT_THAT(refused, HasSubstr("this port takes no request bodies"));
+  EXPECT_TRUE(client.WaitClosed());
+}
+
+// The parser alone: every request read one way, or refused.
+TEST(HttpRequestParserTest, RequestsSplitAnywhereParseTheSame) {
+  const std::string bytes =
+      "POST /a?x=1 HTTP/1.1\r\nHost: h\r\nX-Two:  v  \r\nContent-Length: 3\r\n\r\nabc"
+      "GET /b HTTP/1.0\r\n\r\n";
+  for (size_t chunk : {bytes.size(), size_t{1}, size_t{7}}) {
+    SCOPED_TRACE(chunk);
+    HttpRequestParser parser(64);
+    std::string in;
+    std::vector<HttpRequest> requests;
+    std::vector<bool> keep_alive;
+    size_t at = 0;
+    while (true) {
+      const HttpRequestParser::Step step = parser.Parse(&in);
+      ASSERT_NE(step, HttpRequestParser::Step::kError) << parser.error_message();
+      if (step == HttpRequestParser::Step::kDone) {
+        requests.push_back(std::move(parser.request()));
+        keep_alive.push_back(parser.keep_alive());
+        parser.Reset();
+      } else if (step == HttpRequestParser::Step::kNeedMore) {
+        if (at >= bytes.size()) break;
+        in += bytes.substr(at, chunk);
+        at += chunk;
+      }
+    }
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_EQ(requests[0].method, "POST");
+    EXPECT_EQ(requests[0].path, "/a");
+    EXPECT_EQ(requests[0].query, "x=1");
+    ASSERT_NE(requests[0].Header("x-two"), nullptr);
+    EXPECT_EQ(*requests[0].Header("x-two"), "v");
+    EXPECT_EQ(requests[0].body, "abc");
+    EXPECT_TRUE(keep_alive[0]);
+    EXPECT_EQ(requests[1].path, "/b");
+    EXPECT_FALSE(keep_alive[1]);  // HTTP/1.0
+  }
+}
+
+TEST(HttpRequestParserTest, AmbiguousOrUnsupportedRequestsAreRefused) {
+  struct Case {
+    std::string request;
+    int status;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400, "Content-Length"},
+      {"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", 400,
+       "Content-Length given more than once"},
+      {"POST / HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n", 400,
+       "Content-Length given more than once"},
+      {"POST / HTTP/1.1\r\nContent-Length : 3\r\n\r\n", 400, "malformed header line"},
+      {"POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\n", 400, "malformed Content-Length"},
+      {"POST / HTTP/1.1\r\nContent-Length: -3\r\n\r\n", 400, "malformed Content-Length"},
+      {"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400,
+       "malformed Content-Length"},
+      {"POST / HTTP/1.1\r\nContent-Length: 65\r\n\r\n", 413,
+       "body of 65 bytes exceeds the limit of 64 bytes"},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501, "Transfer-Encoding"},
+      {"GET http://h/ HTTP/1.1\r\n\r\n", 400, "malformed request line"},
+      {"GET / HTTP/2.0\r\n\r\n", 400, "malformed request line"},
+      {"GET /\r\n\r\n", 400, "malformed request line"},
+      {"GET / HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n", 431, "exceed"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.request.substr(0, 80));
+    HttpRequestParser parser(64);
+    std::string in = c.request;
+    EXPECT_EQ(parser.Parse(&in), HttpRequestParser::Step::kError);
+    EXPECT_EQ(parser.error_status(), c.status);
+    EXPECT_THAT(parser.error_message(), HasSubstr(c.message));
+  }
 }
 
 }  // namespace

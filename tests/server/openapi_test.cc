@@ -72,13 +72,13 @@ std::string Violation(const Json& doc, const Json& schema, const Json& value,
 
 absl::Status Parse(RerankShape shape, const Json& body, rankd::v1::ScoreRequest* request,
                    RerankOptions* options) {
-  return ParseRerankRequest(shape, body.dump(), request, options);
+  return ParseRerankRequest(shape, body.dump(), Limits().max_items, request, options);
 }
 
 absl::Status Parse(RerankShape shape, const Json& body) {
   if (shape == RerankShape::kTokenize) {
     rankd::v1::TokenizeRequest request;
-    return ParseTokenizeRequest(body.dump(), &request);
+    return ParseTokenizeRequest(body.dump(), Limits().max_items, &request);
   }
   rankd::v1::ScoreRequest request;
   RerankOptions options;
@@ -118,7 +118,8 @@ class OpenApiTest : public ::testing::Test {
   void ExpectAnswerConforms(const Operation& op, const Json& body) const {
     if (op.route.shape == RerankShape::kTokenize) {
       rankd::v1::TokenizeRequest request;
-      ASSERT_TRUE(ParseTokenizeRequest(body.dump(), &request).ok()) << body.dump();
+      ASSERT_TRUE(ParseTokenizeRequest(body.dump(), Limits().max_items, &request).ok())
+          << body.dump();
       rankd::v1::TokenizeResponse response;
       for (int i = 0; i < request.texts_size(); ++i) {
         rankd::v1::TokenizedText* text = response.add_texts();

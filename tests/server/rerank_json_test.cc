@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -16,11 +17,13 @@ using rankd::v1::ScoreResponse;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
+constexpr int kMaxItems = 8;  // limits.max_items, small: the tests reach past it
+
 absl::Status Parse(RerankShape shape, const std::string& body, ScoreRequest* request = nullptr,
                    RerankOptions* options = nullptr) {
   ScoreRequest r;
   RerankOptions o;
-  return ParseRerankRequest(shape, body, request ? request : &r, options ? options : &o);
+  return ParseRerankRequest(shape, body, kMaxItems, request ? request : &r, options ? options : &o);
 }
 
 std::string CohereError(const std::string& body) {
@@ -135,6 +138,49 @@ TEST(RerankJsonTest, HostileBodiesGetAnErrorNamingTheField) {
       Parse(RerankShape::kCohere, R"({"query": "[[[[[[[[[[[[[[[[[[[[", "documents": ["a"], "x": )" +
                                       std::string(15, '[') + std::string(15, ']') + "}")
           .ok());
+}
+
+// `count` copies of `element` in a JSON list.
+std::string List(const std::string& element, int count) {
+  std::string s = "[";
+  for (int i = 0; i < count; ++i) absl::StrAppend(&s, i > 0 ? "," : "", element);
+  return s + "]";
+}
+
+TEST(RerankJsonTest, ListsStopAtMaxItemsAndWhatNobodyReadsIsDropped) {
+  const std::string nine = List("\"a\"", kMaxItems + 1);
+  EXPECT_EQ(CohereError(R"({"query": "q", "documents": )" + nine + "}"),
+            "documents: more than max_items=8 items");
+  EXPECT_EQ(Parse(RerankShape::kTei, R"({"query": "q", "texts": )" + nine + "}").message(),
+            "texts: more than max_items=8 items");
+  rankd::v1::TokenizeRequest tokenize;
+  EXPECT_EQ(ParseTokenizeRequest(R"({"inputs": )" + nine + "}", kMaxItems, &tokenize).message(),
+            "inputs: more than max_items=8 items");
+  // The parse stops at the item past the limit: what follows is never read, not even its syntax.
+  EXPECT_EQ(CohereError(R"({"query": "q", "documents": [{}, {}, {}, {}, {}, {}, {}, {}, {}, ]])"),
+            "documents: more than max_items=8 items");
+  // A list at the limit is whole.
+  ScoreRequest request;
+  ASSERT_TRUE(Parse(RerankShape::kCohere,
+                    R"({"query": "q", "documents": )" +
+                        List(R"({"text": "a", "meta": [1, {}]})", kMaxItems) + "}",
+                    &request)
+                  .ok());
+  EXPECT_EQ(request.items_size(), kMaxItems);
+  // Members nobody reads hold any number of values (parsed, checked, dropped); a top-level list
+  // is refused as before.
+  const std::string many = List("{}", 200000);
+  EXPECT_TRUE(
+      Parse(RerankShape::kCohere, R"({"query": "q", "documents": ["a"], "x": )" + many + "}").ok());
+  EXPECT_EQ(CohereError(List(R"({"text": "a"})", 200000)), "body: must be a JSON object");
+  // Dropped values are still checked: their keys, their nesting, their syntax.
+  EXPECT_THAT(CohereError(R"({"query": "q", "documents": ["a"], "x": [{"k": 1, "k": 2}]})"),
+              HasSubstr("\"k\": appears twice"));
+  EXPECT_THAT(CohereError(R"({"query": "q", "documents": ["a"], "x": [{"k": 1,]})"),
+              HasSubstr("body: not valid JSON"));
+  // The list member as an object: no list, its contents dropped.
+  EXPECT_EQ(CohereError(R"({"query": "q", "documents": {"text": "a", "b": [1]}})"),
+            "documents: must be a list of strings");
 }
 
 ScoreResponse Scores(std::initializer_list<float> scores) {

@@ -68,6 +68,10 @@ struct ServerSection {
   // the time within which a request must arrive whole.
   int http_max_connections = 256;
   double http_read_timeout_s = 10;
+  // The HTTP API's request bodies held at once (received or announced, not yet answered), all
+  // connections together: a body beyond it gets 503 at its headers. At least
+  // limits.max_message_bytes.
+  int64_t http_max_buffered_bytes = int64_t{256} << 20;
   // The deadline of an HTTP API call (gRPC calls bring their own): admission and the queue
   // answer 504 when it cannot be met.
   double http_request_timeout_s = 60;

@@ -6,8 +6,10 @@
 // `Authorization: Bearer KEY`. POST /tokenize (TEI's shape) goes to the TokenizeService
 // (tokenize_service.h) instead. Bodies and answers are rerank_json.h's.
 //
-// Threads: the handlers run on the HttpServer's thread and never wait: a call's answer is sent
-// from the pool's completion thread through HttpServer::Reply.
+// Threads: the API key, Content-Type and X-Request-Id are checked on the HttpServer's thread,
+// from the headers, before the body is read; the body is parsed, validated and its call started
+// on a WorkQueue's threads (kHttpBodyThreads), so that no body holds the HttpServer's thread, and
+// a call's answer is sent from the pool's completion thread through HttpServer::Reply.
 #ifndef RANKD_SERVER_HTTP_API_H_
 #define RANKD_SERVER_HTTP_API_H_
 
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "rankd/common/work_queue.h"
 #include "rankd/server/auth.h"
 #include "rankd/server/http_server.h"
 #include "rankd/server/metrics.h"
@@ -43,12 +46,19 @@ inline constexpr size_t kMaxRequestIdBytes = Limits::kMinIdBytes;
 // 500 otherwise.
 int HttpStatusOf(grpc::StatusCode code);
 
+// The WorkQueue of the API's bodies (RegisterHttpApi): its threads, and how many bodies may wait
+// for them (429 beyond). A body's parse is linear in its bytes (limits.max_message_bytes at most).
+inline constexpr int kHttpBodyThreads = 2;
+inline constexpr int kMaxQueuedHttpBodies = 256;
+
 // Serves HttpApiRoutes() on `http` through `service`, and their documentation: GET /openapi.json
 // (openapi.h) and GET /docs, Swagger UI on it (api_docs.h; a build without it answers 404 saying
 // so). The documentation is open without a key: it holds no secret, and the page's Authorize
 // button takes the key for its calls. `keys`: the API keys every call must bring (null: none).
+// `bodies` runs the calls' bodies (503 once it stops); it must outlive `http`'s serving.
 // Every answer counts in rankd_http_requests_total{route, code}.
-void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys);
+void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys,
+                     WorkQueue* bodies);
 
 // server.auth's check of an HTTP request (the API's routes, and /metrics with
 // auth.protect_metrics): ApiKeys::Check of every Authorization header it carries.

@@ -5,13 +5,22 @@
 // number of requests, and beyond the connection cap a new connection closes the one idle longest.
 // An answer that ends its connection shuts the write side first and drops what the client still
 // sends until it closes too (within the read timeout), so that the client reads the answer.
+//
+// Requests are parsed by HttpRequestParser (Boost.Beast's parser). A body is read only once its
+// request is known to be wanted: after its headers, the route, the route's HeaderCheck (the API
+// key) and the room for it under Options::max_buffered_bytes are checked, and a refusal is
+// answered at once, the body unread (the connection then closes); `Expect: 100-continue` is
+// answered `100 Continue` only then. The thread only moves bytes: a handler that has real work
+// to do (parsing a body) hands it to threads of its own.
 #ifndef RANKD_SERVER_HTTP_SERVER_H_
 #define RANKD_SERVER_HTTP_SERVER_H_
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -19,19 +28,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "rankd/server/http_request_parser.h"
 
 namespace rankd::server {
-
-struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // the target without its query
-  std::string query;   // after '?', undecoded; empty when none
-  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case
-  std::string body;                                          // Content-Length bytes
-
-  // The first header named `name` (lower-case), or null.
-  const std::string* Header(const std::string& name) const;
-};
 
 struct HttpResponse {
   int status = 200;
@@ -39,13 +38,13 @@ struct HttpResponse {
   std::string body;
 };
 
-// The server's own error answers (400 malformed, 404, 405, 413, 431, 501): from the status and a
-// message naming what was wrong.
+// The server's own error answers (400 malformed, 404, 405, 413, 431, 501, 503): from the status
+// and a message naming what was wrong.
 using HttpErrorFn = std::function<HttpResponse(int status, std::string message)>;
 
-// Threads: Handle before Start; Start and Stop on one thread; handlers run on the server's thread
-// and must not block; a Reply may be called (once) from any thread, also after Stop (then it is
-// dropped).
+// Threads: Handle before Start; Start and Stop on one thread; handlers and header checks run on
+// the server's thread and must not block; a Reply may be called (once) from any thread, also
+// after Stop (then it is dropped).
 class HttpServer {
  public:
   struct Options {
@@ -53,7 +52,10 @@ class HttpServer {
     // A request must arrive whole within it (counted from the connection's opening or its
     // previous answer, not refreshed by each byte); an answer must be taken within it too.
     std::chrono::milliseconds read_timeout{10000};
-    int64_t max_body_bytes = 1 << 20;  // larger bodies get 413
+    int64_t max_body_bytes = 1 << 20;  // larger bodies get 413; 0: no body is taken
+    // The body bytes of the requests not yet answered, all connections together: a body that
+    // would take more gets 503 at its headers (server.http_max_buffered_bytes).
+    int64_t max_buffered_bytes = std::numeric_limits<int64_t>::max();
     int max_requests_per_connection = 100;
     std::string name = "http";  // for messages: the config key of the address
     // Makes the server's own error answers (runs on the server's thread); null: plain text.
@@ -62,12 +64,16 @@ class HttpServer {
   // A handler answers by calling its Reply once, at once or later (the connection waits, with no
   // read timeout, meanwhile: a handler bounds its own work).
   using Reply = std::function<void(HttpResponse)>;
-  using Handler = std::function<void(const HttpRequest&, Reply)>;
+  using Handler = std::function<void(HttpRequest, Reply)>;
+  // Looks at a request's line and headers (its body not read yet): an answer refuses it at once,
+  // nullopt lets its body be read.
+  using HeaderCheck = std::function<std::optional<HttpResponse>(const HttpRequest&)>;
 
   explicit HttpServer(Options options);
   ~HttpServer();  // Stop()
 
-  void Handle(const std::string& method, const std::string& path, Handler handler);
+  void Handle(const std::string& method, const std::string& path, Handler handler,
+              HeaderCheck check = nullptr);
   // Listens on `address` ("host:port", "[v6]:port", ":port" for all interfaces; port 0 picks a
   // free one) and starts serving.
   absl::Status Start(const std::string& address);
@@ -79,6 +85,7 @@ class HttpServer {
   struct Route {
     std::string method, path;
     Handler handler;
+    HeaderCheck check;
   };
   struct Connection;
   struct Replies;  // answers handed over to the server's thread
@@ -88,8 +95,10 @@ class HttpServer {
   void OnReadable(Connection& c);
   void OnWritable(Connection& c);
   void OnDraining(Connection& c);
-  // Parses and dispatches the next request buffered in `c` if it is whole.
-  void MaybeDispatch(Connection& c);
+  // Parses what `c` holds: refuses, or dispatches a whole request.
+  void Parse(Connection& c);
+  // After a request's headers: false when it was refused (answered).
+  bool AcceptHeaders(Connection& c);
   void Respond(Connection& c, const HttpResponse& response);
   HttpResponse Error(int status, std::string message) const;
   void Close(uint64_t id);
@@ -105,6 +114,7 @@ class HttpServer {
   int port_ = 0;
   uint64_t next_id_ = 2;  // 0: the listening socket, 1: the wake-up eventfd
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> connections_;
+  int64_t buffered_bytes_ = 0;  // the connections' `reserved`, summed
   std::thread thread_;
 };
 

@@ -4,9 +4,11 @@
 // texts); a ScoreResponse becomes the shape's answer, results sorted best first. Nothing here
 // checks limits: the ScoreRequest goes through ValidateScoreRequest like any gRPC call's.
 //
-// Hostile input: bodies are parsed by nlohmann::json (iterative; invalid UTF-8 and numbers out of
-// range are parse errors), nesting deeper than kMaxJsonDepth and duplicate keys are refused, and
-// every error names the field ("documents[3].text: must be a string").
+// Hostile input: bodies are parsed by nlohmann::json's SAX parser (iterative; invalid UTF-8 and
+// numbers out of range are parse errors) into only what the shape reads: the parse is linear in
+// the body's bytes, stops at the list's item max_items + 1, and builds nothing of members nobody
+// reads. Nesting deeper than kMaxJsonDepth and duplicate keys are refused, and every error names
+// the field ("documents[3].text: must be a string").
 #ifndef RANKD_SERVER_RERANK_JSON_H_
 #define RANKD_SERVER_RERANK_JSON_H_
 
@@ -38,8 +40,9 @@ struct RerankOptions {
 
 // Parses `body` into `request` (query, text items, apply_sigmoid, truncate, model, priority) and
 // `options`. Unknown members are ignored (as the servers these clients target ignore them), so a
-// client's extra options do not fail its calls. INVALID_ARGUMENT names the field.
-absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body,
+// client's extra options do not fail its calls. INVALID_ARGUMENT names the field; a list of more
+// than `max_items` (limits.max_items) is refused as soon as its next item begins.
+absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int max_items,
                                 rankd::v1::ScoreRequest* request, RerankOptions* options);
 
 // The answer of `request` (as parsed) from its `response`: the scored items sorted by score, best
@@ -50,8 +53,10 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
 
 // POST /tokenize's body (TEI's shape, with rankd's template): {"inputs": string | [string],
 // "add_special_tokens"?: bool (default true, as TEI's), "template"?: "none" | "query" | "item",
-// "model"?: string} into `request`. Unknown members are ignored; INVALID_ARGUMENT names the field.
-absl::Status ParseTokenizeRequest(absl::string_view body, rankd::v1::TokenizeRequest* request);
+// "model"?: string} into `request`. Unknown members are ignored; INVALID_ARGUMENT names the field;
+// more than `max_items` inputs are refused as ParseRerankRequest's items are.
+absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
+                                  rankd::v1::TokenizeRequest* request);
 
 // The answer: one list per input, in order, of {"id": N} per token (TEI's "text", "special",
 // "start" and "stop" are left out: rankd's tokenizer keeps no offsets).
