@@ -308,9 +308,9 @@ TEST(ServeConfigTest, ErrorsNameTheKey) {
   EXPECT_THAT(error("model:\n  dir: /m\n  precision: fp8\n"),
               HasSubstr("model.precision: fp8 needs model.backend cuda"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_id_bytes: 100\n"),
-              HasSubstr("limits.max_id_bytes: must be at least 128 (got 100)"));
+              HasSubstr("limits.max_id_bytes: must be in [128, 536870912] (got 100)"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_answer_bytes: 1000\n"),
-              HasSubstr("limits.max_answer_bytes: must be at least 1024 (got 1000)"));
+              HasSubstr("limits.max_answer_bytes: must be in [1024, 1099511627776] (got 1000)"));
   EXPECT_THAT(error("model:\n  dir: /m\nlimits:\n  max_answer_bytes: 2048\nserver:\n"
                     "  max_buffered_answer_bytes: 2047\n"),
               HasSubstr("server.max_buffered_answer_bytes: must be at least "

@@ -138,7 +138,7 @@ TEST(HttpTrafficTest, BodiesOfManyObjectsStallNoOtherCallAndNoStop) {
 TEST(HttpTrafficTest, BodiesAreRefusedAtTheirHeadersWhenUnwanted) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/http-traffic-", getpid());
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/keys") << "secret-key-1\n";
+  std::ofstream(dir + "/keys") << "secret-key-1-abcdef\n";
   auto server = StartReady(Config(absl::StrCat("  auth:\n    api_keys_file: ", dir, "/keys\n")));
   ASSERT_NE(server, nullptr);
   const std::string part(1 << 20, 'x');  // the first MiB of a body that never ends
