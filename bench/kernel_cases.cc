@@ -175,13 +175,18 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
       const double out_bytes = layer == GemmLayer::kGateUp ? 2.0 * M * n / 2
                                : layer == GemmLayer::kQkv  ? 2.0 * M * n
                                                            : 8.0 * M * n;
-      // own: ping-pong (128 x 128 tiles), cooperative at 128 x 128, 128 x 256 and 256 x 128.
-      for (const auto& [impl, tile_n, schedule, name] :
-           {std::tuple{GemmImpl::kOwn, 128, GemmSchedule::kPingPong, "pp128"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, "128"},
-            {GemmImpl::kOwn, 256, GemmSchedule::kCooperative, "256"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kTall, "tall"},
-            {GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, ""}}) {
+      // own: ping-pong (128 x 128 tiles), cooperative at 128 x 128, 128 x 256 and 256 x 128,
+      // alone and in clusters of 2 CTAs ("c2": W's tile multicast to both).
+      for (const auto& [impl, tile_n, schedule, cluster, name] :
+           {std::tuple{GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 1, "pp128"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 2, "pp128c2"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 1, "128"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 2, "128c2"},
+            {GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 1, "256"},
+            {GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 2, "256c2"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kTall, 1, "tall"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kTall, 2, "tallc2"},
+            {GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, 1, ""}}) {
         if (layer == GemmLayer::kGateUp && tile_n == 256) continue;  // gated: 128 only
         KernelCase c;
         c.kernel = Kernel::kGemm;
@@ -192,6 +197,7 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         c.gemm_impl = impl;
         c.gemm_tile_n = tile_n;
         c.gemm_schedule = schedule;
+        c.gemm_cluster = cluster;
         c.gemm_n = n;
         c.gemm_k = k;
         c.bytes = 2.0 * M * k + 2.0 * n * k + out_bytes;

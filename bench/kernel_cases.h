@@ -100,6 +100,7 @@ struct KernelCase {
   int gemm_n = 0, gemm_k = 0;
   int gemm_tile_n = 0;  // own: 128 or 256
   GemmSchedule gemm_schedule = GemmSchedule::kCooperative;  // own
+  int gemm_cluster = 1;  // own: CTAs a cluster, 1 or 2 (W's tile multicast to both)
   double bytes = 0, flops = 0;
 };
 

@@ -172,7 +172,8 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
         x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
         c.gemm_schedule == GemmSchedule::kPingPong ? kernels::HopperSchedule::kPingPong
         : c.gemm_schedule == GemmSchedule::kTall   ? kernels::HopperSchedule::kCooperativeTall
-                                                   : kernels::HopperSchedule::kCooperative);
+                                                   : kernels::HopperSchedule::kCooperative,
+        c.gemm_cluster);
     p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, st); };
     if (err == cudaSuccess) err = p->launch(nullptr);
     if (err == cudaErrorNotSupported) {

@@ -1,11 +1,15 @@
 // The Hopper GEMM of hopper_gemm.cuh. One CTA of 3 warpgroups per SM, persistent over the
 // output tiles of 128 x BN (tile t = blockIdx.x + i * gridDim.x for i = 0, 1, ...; M tiles
-// fastest, so that CTAs running at the same time share W's tile in L2):
+// fastest, so that CTAs running at the same time share W's tile in L2). In clusters of CM = 2
+// CTAs the unit of work is a pair of vertically adjacent tiles (one per CTA, the same W tile):
 //   warpgroup 0, the producer: one thread issues, per K block of 64, the TMA loads of X's
 //     [128 x 64] and W's [BN x 64] tiles into stage s of a Cfg::kStages ring (128-byte swizzle),
 //     after waiting for empty[s]; the loads complete full[s] (arrive.expect_tx of the stage's
 //     bytes). The ring holds the CTA's tiles' K blocks in tile order, whichever consumer takes
-//     them.
+//     them. In a cluster, each CTA's producer loads BN / CM of W's rows and multicasts them into
+//     the same stage of every CTA (each full[s] expects the whole stage), and empty[s] counts the
+//     consumers of every CTA, so no producer overwrites a stage that a consumer anywhere in the
+//     cluster still reads; a producer stays until its empty[]s have had their last arrivals.
 //   warpgroups 1 and 2, the consumers. kPingPong: consumer c takes the CTA's tiles i = c, c + 2,
 //     ... whole (128 x 128: two wgmma m64n128k16 a K step, one per 64-row half), their K blocks
 //     in turn (OrderWait/OrderSignal), so while one runs its epilogue the other's K blocks, next
@@ -29,6 +33,7 @@
 #include <cudaTypedefs.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "kernels/activations.cuh"
 #include "kernels/hopper_gemm.cuh"
@@ -58,22 +63,29 @@ __host__ __device__ constexpr bool IsGated(HopperEpilogue e) {
   return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu;
 }
 
-// The sizes that depend on the tile, the schedule and the epilogue.
-template <HopperEpilogue E, int BN, HopperSchedule S>
+// The sizes that depend on the tile, the schedule, the cluster and the epilogue.
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
 struct Cfg {
   static constexpr bool kPingPong = S == HopperSchedule::kPingPong;
+  // CM, CTAs a cluster (1 or 2): the cluster's CTAs compute vertically adjacent tiles (the same
+  // W tile), and each loads 1/CM of W's tile by TMA multicast into all of them.
+  static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs");
   // The tile's rows: 256 for kCooperativeTall (128 a consumer), else 128.
   static constexpr int kBM = S == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
   static_assert(BN == 128 || BN == 256, "wgmma m64nBNk16 with one TMA box of BN rows");
   static constexpr int kABytes = kBM * kBK * 2;  // X tile, bf16: kBM rows of 128 bytes
   static constexpr int kBBytes = BN * kBK * 2;   // W tile
   static constexpr int kStageBytes = kABytes + kBBytes;
+  // W's rows a CTA loads (and multicasts) a stage: a whole number of 8-row swizzle atoms.
+  static constexpr int kBLoadRows = BN / CM;
+  static_assert(kBLoadRows % 8 == 0, "whole swizzle atoms");
   // A consumer's rows (the whole tile's in ping-pong), in 64-row halves (wgmma's M is 64).
   static constexpr int kRows = kPingPong ? kBM : kBM / kConsumers;
   static constexpr int kHalves = kRows / 64;
   static_assert(kHalves * BN <= 256, "a consumer holds at most 128 fp32 accumulators a thread");
-  // Empty-barrier arrivals a stage's use: one per warp of the consumers that read it.
-  static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers);
+  // Empty-barrier arrivals a stage's use: one per warp of the consumers that read it, in every
+  // CTA of the cluster (a stage is free for the multicast only once all of them have read it).
+  static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers) * CM;
   // The output: columns of the consumer's block, bytes an element, and its TMA boxes of
   // kRows x 128 bytes (64 bf16 or 32 fp32 columns), 128-byte swizzled.
   static constexpr bool kF32Out = E == HopperEpilogue::kAccumulateF32;
@@ -142,6 +154,37 @@ __device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map, 
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
+}
+
+// Box (c0, c1) of `map` into shared memory at dst and `bar`'s tx bytes in every CTA of `mask`
+// (the same shared-memory offsets in each).
+__device__ __forceinline__ void TmaLoad2dMulticast(uint32_t dst, const CUtensorMap* map, int c0,
+                                                   int c1, uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// Arrives on the mbarrier at `bar` (this CTA's shared-memory address) of the cluster's CTA `cta`.
+__device__ __forceinline__ void MbarArriveCluster(uint32_t bar, uint32_t cta) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
+               : "memory");
+}
+
+// Every thread of every CTA of the cluster.
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 // wgmma shared-memory matrix descriptor of a K-major tile in the 128-byte swizzle that TMA's
@@ -310,11 +353,11 @@ __device__ __forceinline__ void FenceProxyAsync() {
 // the swizzled layout (row r's 16-byte chunk j at r * 128 + 16 * (j ^ r % 8): the fragment's 8
 // rows a store land in 8 different chunks, no bank conflicts), a proxy fence, then thread 0 issues
 // the boxes' TMA stores and does not wait for them.
-template <HopperEpilogue E, int BN, HopperSchedule S>
-__device__ __forceinline__ void Epilogue(const float (&d)[Cfg<E, BN, S>::kHalves][BN / 2],
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
+__device__ __forceinline__ void Epilogue(const float (&d)[Cfg<E, BN, S, CM>::kHalves][BN / 2],
                                          const CUtensorMap* y_map, int row0, int out0,
                                          uint8_t* buf, int c) {
-  using C = Cfg<E, BN, S>;
+  using C = Cfg<E, BN, S, CM>;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
 #pragma unroll
   for (int round = 0; round < C::kRounds; ++round) {
@@ -362,13 +405,13 @@ __device__ __forceinline__ void Epilogue(const float (&d)[Cfg<E, BN, S>::kHalves
 
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
-template <HopperEpilogue E, int BN, HopperSchedule S>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
 __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, int m, int n, int k) {
 #if RANKD_HOPPER_GEMM_DEVICE
-  using C = Cfg<E, BN, S>;
+  using C = Cfg<E, BN, S, CM>;
   constexpr bool kPingPong = C::kPingPong;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = SmemAddr(smem_raw);
@@ -378,8 +421,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t full_base = epi_base + C::kEpiBytes;
   const uint32_t empty_base = full_base + C::kStages * 8;
   const int num_m = (m + C::kBM - 1) / C::kBM, num_n = (n + BN - 1) / BN;
-  const int num_tiles = num_m * num_n, num_k = (k + kBK - 1) / kBK;
+  const int num_k = (k + kBK - 1) / kBK;
   const int wg = threadIdx.x / 128;
+  // The cluster's units of work: CM vertically adjacent tiles (the same tn), unit u = cluster +
+  // i * clusters for i = 0, 1, ... (M fastest); this CTA's tile of unit u is row tile
+  // CM * (u % num_mc) + rank, which for an odd num_m is past X's rows in the last unit: TMA loads
+  // zeros there and stores nothing, and the CTA still loads its part of W for the other.
+  const int rank = CM == 1 ? 0 : static_cast<int>(ClusterRank());
+  const int cluster = blockIdx.x / CM, clusters = gridDim.x / CM;
+  const int num_mc = (num_m + CM - 1) / CM, num_units = num_mc * num_n;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
@@ -388,7 +438,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  // The barriers initialised before any CTA of the cluster arrives on them or multicasts.
+  if constexpr (CM == 1) {
+    __syncthreads();
+  } else {
+    ClusterSync();
+  }
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -396,14 +451,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
     int it = 0;
-    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-      const int tm = tile % num_m, tn = tile / num_m;
+    for (int u = cluster; u < num_units; u += clusters) {
+      const int tm = CM * (u % num_mc) + rank, tn = u / num_mc;
       for (int kb = 0; kb < num_k; ++kb, ++it) {
         const int s = it % C::kStages;
         MbarWait(empty_base + 8 * s, ((it / C::kStages) & 1) ^ 1);
         MbarArriveExpectTx(full_base + 8 * s, C::kStageBytes);
         TmaLoad2d(a_base + s * C::kABytes, &x_map, kb * kBK, tm * C::kBM, full_base + 8 * s);
-        TmaLoad2d(b_base + s * C::kBBytes, &w_map, kb * kBK, tn * BN, full_base + 8 * s);
+        if constexpr (CM == 1) {
+          TmaLoad2d(b_base + s * C::kBBytes, &w_map, kb * kBK, tn * BN, full_base + 8 * s);
+        } else {
+          TmaLoad2dMulticast(b_base + s * C::kBBytes + rank * C::kBLoadRows * 128, &w_map,
+                             kb * kBK, tn * BN + rank * C::kBLoadRows, full_base + 8 * s,
+                             uint16_t{(1u << CM) - 1});
+        }
+      }
+    }
+    if constexpr (CM > 1) {
+      // The other CTAs' consumers arrive on this CTA's empty[]: it may exit only once every
+      // stage's last use is released (a stage never used passes at once).
+      for (int j = 0; j < C::kStages; ++j, ++it) {
+        MbarWait(empty_base + 8 * (it % C::kStages), ((it / C::kStages) & 1) ^ 1);
       }
     }
     return;
@@ -420,9 +488,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   float d[C::kHalves][BN / 2];
   // The CTA's i-th tile; ping-pong: this consumer's are i = c, c + 2, ...
   const int first = kPingPong ? c : 0, step = kPingPong ? 2 : 1;
-  for (int i = first; blockIdx.x + i * gridDim.x < num_tiles; i += step) {
-    const int tile = blockIdx.x + i * gridDim.x;
-    const int tm = tile % num_m, tn = tile / num_m;
+  // Frees stage s's use for the producers of every CTA of the cluster (one arrive per warp each).
+  auto release = [&](int s) {
+    if (!warp_leader) return;
+    if constexpr (CM == 1) {
+      MbarArrive(empty_base + 8 * s);
+    } else {
+#pragma unroll
+      for (int r = 0; r < CM; ++r) MbarArriveCluster(empty_base + 8 * s, r);
+    }
+  };
+  for (int i = first; cluster + i * clusters < num_units; i += step) {
+    const int u = cluster + i * clusters;
+    const int tm = CM * (u % num_mc) + rank, tn = u / num_mc;
     // The ring position of the tile's first K block: the CTA's tiles before it, whole.
     int it = i * num_k;
 #pragma unroll
@@ -453,18 +531,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaWait<1>();
 #pragma unroll
       for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-      if (kb > 0 && warp_leader) MbarArrive(empty_base + 8 * ((it - 1) % C::kStages));
+      if (kb > 0) release((it - 1) % C::kStages);
     }
     // Every full[] of the tile waited for: the other consumer may start its next tile (there is
     // one: every OrderSignal meets an OrderWait).
-    if (kPingPong && blockIdx.x + (i + 1) * gridDim.x < num_tiles) OrderSignal(c);
+    if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
     WgmmaWait<0>();
 #pragma unroll
     for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-    if (num_k > 0 && warp_leader) MbarArrive(empty_base + 8 * ((it - 1) % C::kStages));
+    if (num_k > 0) release((it - 1) % C::kStages);
     const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
     const int out0 = tn * C::kOutCols;
-    Epilogue<E, BN, S>(d, &y_map, row0, out0, buf, c);
+    Epilogue<E, BN, S, CM>(d, &y_map, row0, out0, buf, c);
   }
   // The shared memory must outlive the copy engine's reads of it, and the stores must be done
   // when the kernel is.
@@ -522,10 +600,41 @@ int TileM(HopperSchedule s) {
   return s == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
 }
 
-template <HopperEpilogue E, int BN, HopperSchedule S>
+// The clusters of CM CTAs that the device runs at once with this kernel's shared memory (every
+// SM's count in clusters when CM is 1): the persistent grid's size, in clusters. Asked of the
+// driver once per kernel.
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
+cudaError_t ResidentClusters(int sms, int* clusters) {
+  static const std::pair<cudaError_t, int> answer = [&]() -> std::pair<cudaError_t, int> {
+    if constexpr (CM == 1) {
+      return {cudaSuccess, sms};
+    } else {
+      cudaLaunchConfig_t config{};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = CM;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      config.gridDim = dim3(CM * (sms / CM));
+      config.blockDim = dim3(kThreads);
+      config.dynamicSmemBytes = Cfg<E, BN, S, CM>::kSmemBytes;
+      config.attrs = attr;
+      config.numAttrs = 1;
+      int n = 0;
+      const cudaError_t e =
+          cudaOccupancyMaxActiveClusters(&n, HopperGemmKernel<E, BN, S, CM>, &config);
+      return {e, n};
+    }
+  }();
+  *clusters = answer.second;
+  if (answer.first != cudaSuccess) return answer.first;
+  return answer.second > 0 ? cudaSuccess : cudaErrorNotSupported;
+}
+
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
 cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
-  const auto kernel = HopperGemmKernel<E, BN, S>;
-  using C = Cfg<E, BN, S>;
+  const auto kernel = HopperGemmKernel<E, BN, S, CM>;
+  using C = Cfg<E, BN, S, CM>;
   cudaFuncAttributes attr{};
   cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
   if (e != cudaSuccess) return e;
@@ -534,11 +643,31 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
                                 C::kSmemBytes)) != cudaSuccess) {
     return e;
   }
-  const int64_t tiles = Tiles(plan.m, plan.n, C::kBM, BN);
-  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(plan.x_map, plan.w_map, plan.y_map, plan.m,
-                                                   plan.n, plan.k);
-  return cudaGetLastError();
+  int resident = 0;
+  if ((e = ResidentClusters<E, BN, S, CM>(sms, &resident)) != cudaSuccess) return e;
+  // Units of CM vertically adjacent tiles; a cluster per unit, at most `resident` of them.
+  const int64_t units = Tiles(plan.m, plan.n, CM * C::kBM, BN);
+  const int clusters = static_cast<int>(units < resident ? units : resident);
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute cluster_attr[1];
+  cluster_attr[0].id = cudaLaunchAttributeClusterDimension;
+  cluster_attr[0].val.clusterDim.x = CM;
+  cluster_attr[0].val.clusterDim.y = 1;
+  cluster_attr[0].val.clusterDim.z = 1;
+  config.gridDim = dim3(CM * clusters);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = C::kSmemBytes;
+  config.stream = stream;
+  config.attrs = cluster_attr;
+  config.numAttrs = CM > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, plan.x_map, plan.w_map, plan.y_map, plan.m, plan.n,
+                            plan.k);
+}
+
+template <HopperEpilogue E, int BN, HopperSchedule S>
+cudaError_t LaunchCluster(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
+  return plan.cluster == 2 ? Launch<E, BN, S, 2>(plan, sms, stream)
+                           : Launch<E, BN, S, 1>(plan, sms, stream);
 }
 
 template <HopperEpilogue E>
@@ -546,17 +675,17 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, cudaStream_t stream)
   constexpr HopperSchedule kCoop = HopperSchedule::kCooperative;
   switch (plan.schedule) {
     case HopperSchedule::kPingPong:
-      return Launch<E, 128, HopperSchedule::kPingPong>(plan, sms, stream);
+      return LaunchCluster<E, 128, HopperSchedule::kPingPong>(plan, sms, stream);
     case HopperSchedule::kCooperativeTall:
-      return Launch<E, 128, HopperSchedule::kCooperativeTall>(plan, sms, stream);
+      return LaunchCluster<E, 128, HopperSchedule::kCooperativeTall>(plan, sms, stream);
     default:
       break;
   }
   if constexpr (IsGated(E)) {
-    return Launch<E, kHopperGluTileN, kCoop>(plan, sms, stream);
+    return LaunchCluster<E, kHopperGluTileN, kCoop>(plan, sms, stream);
   } else {
-    return plan.tile_n == 256 ? Launch<E, 256, kCoop>(plan, sms, stream)
-                              : Launch<E, 128, kCoop>(plan, sms, stream);
+    return plan.tile_n == 256 ? LaunchCluster<E, 256, kCoop>(plan, sms, stream)
+                              : LaunchCluster<E, 128, kCoop>(plan, sms, stream);
   }
 }
 
@@ -579,7 +708,7 @@ cudaError_t Sm90Multiprocessors(int* sms) {
 
 cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,
                                int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
-                               int tile_n, HopperSchedule schedule) {
+                               int tile_n, HopperSchedule schedule, int cluster) {
   const bool gated = IsGated(epilogue);
   if (schedule == HopperSchedule::kAuto) {
     schedule = tile_n == 256 ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
@@ -589,6 +718,7 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % 8 != 0 || !Aligned16(x) ||
       !Aligned16(w) || !Aligned16(y) || (tile_n != 0 && tile_n != 128 && tile_n != 256) ||
       (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
+      (cluster != 0 && cluster != 1 && cluster != 2) ||
       (gated && (n % kHopperGluTileN != 0 || (tile_n != 0 && tile_n != kHopperGluTileN)))) {
     return cudaErrorInvalidValue;
   }
@@ -610,17 +740,21 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   plan->n = n;
   plan->k = k;
   plan->epilogue = epilogue;
+  if (cluster == 0) cluster = kHopperDefaultCluster;
   plan->tile_n = tile_n;
   plan->schedule = schedule;
+  plan->cluster = cluster;
   // An empty X (m == 0) launches nothing; its descriptors would be invalid (a zero dimension).
-  if (m == 0) return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, tile_n,
+  // W's boxes: the rows a CTA loads, tile_n / cluster.
+  const int w_box_rows = tile_n / cluster;
+  if (m == 0) return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, w_box_rows,
                                   &plan->w_map);
   const bool f32_out = epilogue == HopperEpilogue::kAccumulateF32;
   // The output's boxes: the rows of a consumer's block (64 cooperative, 128 ping-pong and tall).
   const int y_box_rows = ping_pong ? tile_m : tile_m / kConsumers;
   if ((e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x, m, k, tile_m,
                         &plan->x_map)) != cudaSuccess ||
-      (e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, tile_n,
+      (e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, w_box_rows,
                         &plan->w_map)) != cudaSuccess) {
     return e;
   }
@@ -655,7 +789,7 @@ cudaError_t HopperGemmSupported() {
   if (GetEncodeTiled() == nullptr) return cudaErrorNotSupported;
   cudaFuncAttributes attr{};
   e = cudaFuncGetAttributes(
-      &attr, HopperGemmKernel<HopperEpilogue::kStoreBf16, 128, HopperSchedule::kPingPong>);
+      &attr, HopperGemmKernel<HopperEpilogue::kStoreBf16, 128, HopperSchedule::kPingPong, 1>);
   if (e != cudaSuccess) return e;
   return attr.sharedSizeBytes >= kNoSm90aMarkerBytes ? cudaErrorNotSupported : cudaSuccess;
 }

@@ -53,6 +53,10 @@ inline constexpr int kHopperTileM = 128;
 inline constexpr int kHopperTileK = 64;
 inline constexpr int kHopperGluTileN = 128;
 inline constexpr int kHopperGluHalf = kHopperGluTileN / 2;
+// CTAs a cluster when the plan leaves it to the kernel (cluster 0): 2 runs vertically adjacent
+// tiles (the same W tile) on a pair of SMs, each loading half of W's tile by TMA multicast into
+// both, so W's L2 traffic is halved; 1 runs every CTA alone.
+inline constexpr int kHopperDefaultCluster = 1;
 
 // One launch's TMA descriptors and shape: X [m, k] and W [n, k], both bf16 row-major, the output
 // Y, the epilogue, the tile's N and the schedule. Building it costs one host-side driver call per
@@ -67,19 +71,22 @@ struct HopperGemmPlan {
   HopperEpilogue epilogue = HopperEpilogue::kStoreBf16;
   int tile_n = 128;
   HopperSchedule schedule = HopperSchedule::kPingPong;
+  int cluster = 1;  // CTAs a cluster, 1 or 2
 };
 
 // Fills `plan` for y (16-byte aligned): bf16 [m, n] for kStoreBf16, fp32 [m, n] (read and
 // written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues. cudaErrorInvalidValue
 // unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k), x, w and y are 16-byte aligned,
-// tile_n is 0 (choose), 128 or 256, only kCooperative has tile_n 256, and for a gated epilogue n
+// tile_n is 0 (choose), 128 or 256, only kCooperative has tile_n 256, cluster is 0
+// (kHopperDefaultCluster), 1 or 2, and for a gated epilogue n
 // is a multiple of kHopperGluTileN (tile_n 0 or kHopperGluTileN). With tile_n 0: 128 for
 // kPingPong and the gated epilogues, else the tile whose waves over the SMs take less time.
 // cudaErrorNotSupported on a device other than sm_90 or a driver without cuTensorMapEncodeTiled.
 // Reads device attributes only: callable during stream capture.
 cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,
                                int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
-                               int tile_n = 0, HopperSchedule schedule = HopperSchedule::kAuto);
+                               int tile_n = 0, HopperSchedule schedule = HopperSchedule::kAuto,
+                               int cluster = 0);
 
 // Launches `plan`. cudaErrorNotSupported on a device that is not sm_90 or when this build has no
 // sm_90a code for the kernel (the caller falls back to cuBLASLt). m == 0 launches nothing. Never

@@ -125,17 +125,22 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
 }
 
-// (3 layers x 5 implementations + gate_up x 4) x 2 token counts; X, W and the output once (fp32
+// (3 layers x 9 implementations + gate_up x 7) x 2 token counts; X, W and the output once (fp32
 // read and written for o_proj and down, the gated product for gate_up); 2 M N K FLOPs.
 TEST(KernelCasesTest, GemmsOfQwen3) {
   const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
-  EXPECT_EQ(cases.size(), 38u);
+  EXPECT_EQ(cases.size(), 68u);
   const KernelCase& qkv = Find(cases, Kernel::kGemm, "qkv own256 T=7500");
   EXPECT_EQ(qkv.gemm_tile_n, 256);
   EXPECT_EQ(qkv.gemm_schedule, GemmSchedule::kCooperative);
   const KernelCase& pp = Find(cases, Kernel::kGemm, "gate_up+swiglu ownpp128 T=7500");
   EXPECT_EQ(pp.gemm_tile_n, 128);
   EXPECT_EQ(pp.gemm_schedule, GemmSchedule::kPingPong);
+  EXPECT_EQ(pp.gemm_cluster, 1);
+  const KernelCase& pp2 = Find(cases, Kernel::kGemm, "gate_up+swiglu ownpp128c2 T=7500");
+  EXPECT_EQ(pp2.gemm_schedule, GemmSchedule::kPingPong);
+  EXPECT_EQ(pp2.gemm_cluster, 2);
+  EXPECT_EQ(Find(cases, Kernel::kGemm, "down+= own256c2 T=512").gemm_cluster, 2);
   EXPECT_EQ(Find(cases, Kernel::kGemm, "down+= owntall T=512").gemm_schedule, GemmSchedule::kTall);
   EXPECT_EQ(std::tie(qkv.gemm_n, qkv.gemm_k), std::make_tuple(4096, 1024));
   EXPECT_DOUBLE_EQ(qkv.bytes, 7500.0 * 1024 * 2 + 4096.0 * 1024 * 2 + 7500.0 * 4096 * 2);

@@ -127,7 +127,7 @@ std::vector<int> RowsToCheck(int M) {
 }
 
 // Runs every epilogue of X [M, K] . W [N, K]^T and checks it against the reference, the
-// non-gated ones with either tile_n. For the gated epilogues W is taken as gate_up [N = 2I, K]
+// non-gated ones with either tile_n, every schedule alone and in clusters of 2 CTAs. For the gated epilogues W is taken as gate_up [N = 2I, K]
 // (gate rows, then up rows) and interleaved on the device first.
 void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
@@ -136,19 +136,25 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   const std::vector<int> rows = RowsToCheck(M);
   const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
   DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
-  for (const auto& [tile_n, schedule] : {std::pair{128, kernels::HopperSchedule::kPingPong},
-                                         {128, kernels::HopperSchedule::kCooperative},
-                                         {256, kernels::HopperSchedule::kCooperative},
-                                         {128, kernels::HopperSchedule::kCooperativeTall}}) {
+  for (const auto& [tile_n, schedule, cluster] :
+       {std::tuple{128, kernels::HopperSchedule::kPingPong, 1},
+        {128, kernels::HopperSchedule::kPingPong, 2},
+        {128, kernels::HopperSchedule::kCooperative, 1},
+        {128, kernels::HopperSchedule::kCooperative, 2},
+        {256, kernels::HopperSchedule::kCooperative, 1},
+        {256, kernels::HopperSchedule::kCooperative, 2},
+        {128, kernels::HopperSchedule::kCooperativeTall, 1},
+        {128, kernels::HopperSchedule::kCooperativeTall, 2}}) {
     SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
-                                      << static_cast<int>(schedule));
+                                      << static_cast<int>(schedule) << " cluster " << cluster);
     kernels::HopperGemmPlan plan;
     {
       DeviceArray<bf16> y(static_cast<size_t>(M) * N);
       y.Poison();
       RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
                                                        HopperEpilogue::kStoreBf16, &plan, tile_n,
-                                                       schedule));
+                                                       schedule, cluster));
+      EXPECT_EQ(plan.cluster, cluster);
       RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
       RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
       ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
@@ -158,7 +164,7 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
       DeviceArray<float> y(y0);
       RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
                                                        HopperEpilogue::kAccumulateF32, &plan,
-                                                       tile_n, schedule));
+                                                       tile_n, schedule, cluster));
       RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
       RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
       std::vector<float> ref = y0;
@@ -179,18 +185,20 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   DeviceArray<bf16> d_wi(static_cast<size_t>(N) * K);
   RANKD_EXPECT_CUDA_OK(
       kernels::InterleaveGateUp(d_w.get(), I, K * sizeof(bf16), d_wi.get(), nullptr));
-  for (const auto& [e, schedule] :
-       {std::pair{HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPong},
-        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperative},
-        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperativeTall},
-        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPong},
-        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kCooperative}}) {
+  for (const auto& [e, schedule, cluster] :
+       {std::tuple{HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPong, 1},
+        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPong, 2},
+        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperative, 2},
+        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperativeTall, 1},
+        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPong, 2},
+        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kCooperative, 1}}) {
     const bool swiglu = e == HopperEpilogue::kSwiGlu;
-    SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule));
+    SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule) << " cluster "
+                                      << cluster);
     DeviceArray<bf16> y(static_cast<size_t>(M) * I);
     y.Poison();
     RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e,
-                                                     &gated, 0, schedule));
+                                                     &gated, 0, schedule, cluster));
     EXPECT_EQ(gated.tile_n, kernels::kHopperGluTileN);
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
@@ -242,24 +250,27 @@ TEST_F(HopperGemmTest, IdentityOperandsShowTheLayout) {
     for (int j = 0; j < kN; ++j) ramp[i * kN + j] = i + (j % 4) / 4.0f;
   }
   using kernels::HopperSchedule;
-  for (const auto& [x_is_eye, tile_n, schedule] :
-       {std::tuple{true, 128, HopperSchedule::kPingPong},
-        {false, 128, HopperSchedule::kPingPong},
-        {true, 128, HopperSchedule::kCooperative},
-        {false, 128, HopperSchedule::kCooperative},
-        {true, 256, HopperSchedule::kCooperative},
-        {true, 128, HopperSchedule::kCooperativeTall},
-        {false, 128, HopperSchedule::kCooperativeTall}}) {
+  for (const auto& [x_is_eye, tile_n, schedule, cluster] :
+       {std::tuple{true, 128, HopperSchedule::kPingPong, 1},
+        {false, 128, HopperSchedule::kPingPong, 1},
+        {true, 128, HopperSchedule::kPingPong, 2},
+        {false, 128, HopperSchedule::kPingPong, 2},
+        {true, 128, HopperSchedule::kCooperative, 1},
+        {false, 128, HopperSchedule::kCooperative, 1},
+        {true, 256, HopperSchedule::kCooperative, 1},
+        {true, 256, HopperSchedule::kCooperative, 2},
+        {true, 128, HopperSchedule::kCooperativeTall, 1},
+        {false, 128, HopperSchedule::kCooperativeTall, 1}}) {
     SCOPED_TRACE(::testing::Message()
                  << (x_is_eye ? "X = I, W = ramp" : "X = ramp, W = I") << ", tile_n " << tile_n
-                 << ", schedule " << static_cast<int>(schedule));
+                 << ", schedule " << static_cast<int>(schedule) << ", cluster " << cluster);
     DeviceArray<bf16> d_x(ToBf16(x_is_eye ? eye : ramp)), d_w(ToBf16(x_is_eye ? ramp : eye));
     DeviceArray<bf16> y(kN * kN);
     y.Poison();
     kernels::HopperGemmPlan plan;
     RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), kN, kN, kN,
                                                      HopperEpilogue::kStoreBf16, &plan, tile_n,
-                                                     schedule));
+                                                     schedule, cluster));
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
     Sync();
     const std::vector<float> got = FromBf16(y.Download());
@@ -329,32 +340,41 @@ TEST_F(HopperGemmTest, MatchesCublasLtOn379mShapes) {
   }
 }
 
-// Inside stream capture: the launch records into a graph (no sync, no allocation) and the replay
-// computes the product.
+// Inside stream capture: the plan is made and the launch recorded into a graph (no sync, no
+// allocation; a cluster launch's first occupancy query among them), and the replay computes the
+// product.
 TEST_F(HopperGemmTest, LaunchesInsideStreamCapture) {
-  constexpr int M = 100, N = 256, K = 128;
+  constexpr int M = 300, N = 256, K = 128;
   const std::vector<float> x = rng_.Bf16Values(M * K, 1.0f), w = rng_.Bf16Values(N * K, 1.0f);
-  DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w)), y(M * N);
-  y.Poison();
-  cudaStream_t stream = nullptr;
-  RANKD_EXPECT_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  RANKD_EXPECT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const cudaError_t launched = kernels::LaunchHopperGemm(
-      d_x.get(), d_w.get(), M, N, K, HopperEpilogue::kStoreBf16, y.get(), stream);
-  RANKD_EXPECT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  RANKD_EXPECT_CUDA_OK(launched);
-  RANKD_EXPECT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  RANKD_EXPECT_CUDA_OK(cudaGraphLaunch(exec, stream));
-  RANKD_EXPECT_CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<int> rows(M);
   for (int r = 0; r < M; ++r) rows[r] = r;
-  ExpectClose(FromBf16(y.Download()), ReferenceAcc(x, w, M, N, K, rows), N, rows, kBf16Tolerance,
-              "captured kStoreBf16");
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  const std::vector<float> ref = ReferenceAcc(x, w, M, N, K, rows);
+  DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+  for (const int cluster : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "cluster " << cluster);
+    DeviceArray<bf16> y(M * N);
+    y.Poison();
+    cudaStream_t stream = nullptr;
+    RANKD_EXPECT_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    RANKD_EXPECT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    kernels::HopperGemmPlan plan;
+    cudaError_t launched =
+        kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                    HopperEpilogue::kStoreBf16, &plan, 0,
+                                    kernels::HopperSchedule::kPingPong, cluster);
+    if (launched == cudaSuccess) launched = kernels::LaunchHopperGemm(plan, stream);
+    RANKD_EXPECT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    RANKD_EXPECT_CUDA_OK(launched);
+    RANKD_EXPECT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    RANKD_EXPECT_CUDA_OK(cudaGraphLaunch(exec, stream));
+    RANKD_EXPECT_CUDA_OK(cudaStreamSynchronize(stream));
+    ExpectClose(FromBf16(y.Download()), ref, N, rows, kBf16Tolerance, "captured kStoreBf16");
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
 }
 
 // The device interleave puts gate_up's row GateUpSourceRow(r, I) at row r.
@@ -387,9 +407,10 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   // y: buf unless given.
   auto make = [&](const bf16* x, const bf16* w, int m, int n, int k, HopperEpilogue e, int tile_n,
                   void* y = nullptr,
-                  kernels::HopperSchedule schedule = kernels::HopperSchedule::kAuto) {
+                  kernels::HopperSchedule schedule = kernels::HopperSchedule::kAuto,
+                  int cluster = 0) {
     return kernels::MakeHopperGemmPlan(x, w, y != nullptr ? y : buf, m, n, k, e, &plan, tile_n,
-                                       schedule);
+                                       schedule, cluster);
   };
   constexpr HopperEpilogue kBf16 = HopperEpilogue::kStoreBf16, kSwiGlu = HopperEpilogue::kSwiGlu;
   EXPECT_EQ(make(buf, buf, 8, 12, 64, kBf16, 0), cudaErrorInvalidValue) << "N";
@@ -405,6 +426,11 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kCooperativeTall),
             cudaErrorInvalidValue)
       << "tall with tile_n 256";
+  for (const int cluster : {-1, 3, 4}) {
+    EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 0, nullptr, kernels::HopperSchedule::kAuto, cluster),
+              cudaErrorInvalidValue)
+        << "cluster " << cluster;
+  }
   EXPECT_EQ(make(buf, buf, 8, 192, 64, kSwiGlu, 0), cudaErrorInvalidValue) << "gated N % 128";
   EXPECT_EQ(make(buf, buf, 8, 256, 64, kSwiGlu, 256), cudaErrorInvalidValue) << "gated tile_n";
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
