@@ -185,8 +185,8 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs.
-  EXPECT_EQ(cases->size(), 14u + 6u + 38u + 38u);
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 86 each).
+  EXPECT_EQ(cases->size(), 14u + 6u + 86u + 86u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
