@@ -17,7 +17,7 @@
 #include "rankd/common/trace_context.h"
 #include "rankd/server/access_log.h"
 #include "rankd/server/result_cache.h"
-#include "rankd/worker/protocol.h"
+#include "rankd/protocol/protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {

@@ -6,7 +6,7 @@
 #include "google/protobuf/message.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
-#include "rankd/worker/protocol.h"
+#include "rankd/protocol/protocol.h"
 
 namespace rankd::server {
 namespace {

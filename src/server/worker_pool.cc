@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/status.h"
-#include "rankd/worker/protocol.h"
+#include "rankd/protocol/protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {

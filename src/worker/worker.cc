@@ -19,7 +19,7 @@
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/model/identity.h"
-#include "rankd/worker/protocol.h"
+#include "rankd/protocol/protocol.h"
 #include "rankd/worker/step_scheduler.h"
 #include "spdlog/spdlog.h"
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rankd/worker/protocol.h"
+#include "rankd/protocol/protocol.h"
 
 namespace rankd::server {
 namespace {

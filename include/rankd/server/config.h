@@ -125,7 +125,7 @@ struct Limits {
     return max_query_bytes > 0 ? max_query_bytes : kMaxBytesPerToken * max_query_tokens;
   }
   // limits.truncate: kEnd makes TRUNCATE_END the default of requests that leave `truncate` at
-  // TRUNCATE_NONE (rankd/worker/protocol.h's TruncatesAtEnd decides a request's mode).
+  // TRUNCATE_NONE (rankd/protocol/protocol.h's TruncatesAtEnd decides a request's mode).
   enum class Truncate { kNone, kEnd };
   Truncate truncate = Truncate::kNone;
 

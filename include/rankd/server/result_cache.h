@@ -64,7 +64,7 @@ struct ResultKey {
 std::string ResultCacheScope(const ServeConfig& config);
 
 // The keys of one request's items: the request-level part (scope, prefix, sigmoid, truncation) is
-// digested once. `truncate_end`: the request's effective mode (rankd/worker/protocol.h's
+// digested once. `truncate_end`: the request's effective mode (rankd/protocol/protocol.h's
 // TruncatesAtEnd).
 class ResultKeyBuilder {
  public:

@@ -5,7 +5,7 @@
 // max_query_bytes, derived from the token limits by default: Limits::ItemByteLimit), so that no
 // text is queued whose tokenization alone would be costly; token counts of text are only known
 // after tokenization, and the worker checks those against the token limits. With TRUNCATE_END
-// (rankd/worker/protocol.h's TruncatesAtEnd) lengths over max_query_tokens, max_item_tokens, the
+// (rankd/protocol/protocol.h's TruncatesAtEnd) lengths over max_query_tokens, max_item_tokens, the
 // byte limits or the model's context are not refused here: the worker cuts every query and item
 // kind (its PrepareWorkItem is the one place that cuts), and max_request_tokens counts the ids and
 // rows that the cut keeps of each item.

@@ -1,7 +1,7 @@
 // What the front end (rankd_server) and the workers (rankd_worker) must agree on beyond
 // rankd/internal/worker.proto. Header-only: rankd_server does not link rankd_worker.
-#ifndef RANKD_WORKER_PROTOCOL_H_
-#define RANKD_WORKER_PROTOCOL_H_
+#ifndef RANKD_PROTOCOL_PROTOCOL_H_
+#define RANKD_PROTOCOL_PROTOCOL_H_
 
 #include <algorithm>
 #include <climits>
@@ -56,4 +56,4 @@ inline bool TruncatesAtEnd(const rankd::v1::ScoreRequest& request, const server:
 
 }  // namespace rankd::worker
 
-#endif  // RANKD_WORKER_PROTOCOL_H_
+#endif  // RANKD_PROTOCOL_PROTOCOL_H_
