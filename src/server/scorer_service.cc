@@ -42,7 +42,7 @@ class CachedItems {
     if (!cache->enabled() || request.skip_cache()) return;
     cache_ = cache;
     const ResultKeyBuilder keys(service->cache_scope(), request,
-                                worker::TruncatesAtEnd(request, service->config().limits));
+                                protocol::TruncatesAtEnd(request, service->config().limits));
     keys_.reserve(scored_end);
     scores_.reserve(scored_end);
     for (int i = 0; i < scored_end; ++i) {
@@ -480,7 +480,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
 }  // namespace
 
 int TransportMessageLimit(const Limits& limits) {
-  return rankd::worker::TransportMessageLimit(limits.max_message_bytes);  // the workers' too
+  return rankd::protocol::TransportMessageLimit(limits.max_message_bytes);  // the workers' too
 }
 
 ScorerService::ScorerService(const ServeConfig& config, ModelInfo model, WorkerPool* pool,

@@ -96,7 +96,7 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   // TRUNCATE_END: lengths over a limit are no error here; the worker cuts them (PrepareWorkItem:
   // text to its byte limit, then to its token limit), and the context check needs the prefix as
   // the worker leaves it.
-  const bool cut = rankd::worker::TruncatesAtEnd(request, limits);
+  const bool cut = rankd::protocol::TruncatesAtEnd(request, limits);
   if (request.query_ids_size() > 0) {
     if (!request.query().empty()) {
       return Invalid("query_ids", "give either query or query_ids, not both");

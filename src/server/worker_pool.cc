@@ -77,7 +77,7 @@ void Work::CountInputs() {
 
 std::string Work::CallerItemMessage(const std::string& message) const {
   if (items_.empty()) return message;
-  return rankd::worker::MapItemIndex(message, [this](int j) {
+  return rankd::protocol::MapItemIndex(message, [this](int j) {
     return j >= 0 && j < static_cast<int>(items_.size()) ? items_[j] : j;
   });
 }

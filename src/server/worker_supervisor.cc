@@ -58,6 +58,15 @@ std::string WorkerErrorPath(absl::string_view socket_path) {
   return absl::StrCat(socket_path, ".error");
 }
 
+protocol::WorkerSetup WorkerSetupOf(const ServeConfig& config) {
+  protocol::WorkerSetup setup;
+  setup.model_name = config.model.name;
+  setup.model_identity = config.model.identity;
+  setup.engine = config.model.engine;
+  setup.limits = config.limits;
+  return setup;
+}
+
 // ---- ProcessLauncher ------------------------------------------------------------------------
 
 ProcessLauncher::~ProcessLauncher() {

@@ -39,7 +39,7 @@ double SecondsSince(Clock::time_point t) {
 // item's list starts at `begin` of the request.
 absl::Status ShiftItemIndex(const absl::Status& s, int begin) {
   if (begin == 0) return s;
-  return absl::Status(s.code(), rankd::worker::ShiftItemIndex(s.message(), begin));
+  return absl::Status(s.code(), protocol::ShiftItemIndex(s.message(), begin));
 }
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
@@ -62,25 +62,26 @@ constexpr size_t kTrimAfterTextBytes = size_t{1} << 20;
 
 }  // namespace
 
-absl::Status CheckModelIdentity(const server::ModelSection& model) {
-  RANKD_ASSIGN_OR_RETURN(const std::string found, model::ModelIdentity(model.engine.model_dir));
-  if (found == model.identity) return absl::OkStatus();
+absl::Status CheckModelIdentity(const protocol::WorkerSetup& setup) {
+  RANKD_ASSIGN_OR_RETURN(const std::string found, model::ModelIdentity(setup.engine.model_dir));
+  if (found == setup.model_identity) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "model.dir ", model.engine.model_dir, " now holds model ", found, ", not ", model.identity,
+      "model.dir ", setup.engine.model_dir, " now holds model ", found, ", not ",
+      setup.model_identity,
       ", the one rankd serve started with (the directory was rewritten while serving): refusing "
       "to serve it beside the workers that serve the other; restart rankd serve to serve the new "
       "model"));
 }
 
-engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config) {
-  engine::EngineOptions o = config.model.engine;
+engine::EngineOptions WorkerEngineOptions(const protocol::WorkerSetup& setup) {
+  engine::EngineOptions o = setup.engine;
   o.backend.device = 0;
   return o;
 }
 
 absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
                                                      const WorkItem& work,
-                                                     const server::Limits& limits) {
+                                                     const protocol::Limits& limits) {
   const rankd::v1::ScoreRequest& request = work.request();
   const int begin = work.begin(), end = work.end();
   if (begin < 0 || end > request.items_size() || begin >= end) {
@@ -96,7 +97,7 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
   engine::ScoreRequest scoring;
   // TRUNCATE_END: what is over a limit is cut here, the one place for every query and item kind
   // (the front end lets it through); else refused.
-  const bool cut = TruncatesAtEnd(request, limits);
+  const bool cut = protocol::TruncatesAtEnd(request, limits);
   const bool from_ids = request.query_ids_size() > 0;
   std::vector<int32_t> prefix;
   if (from_ids) {
@@ -214,7 +215,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   WorkerService(engine::Engine* engine, const WorkerOptions& options)
       : engine_(engine),
         options_(options),
-        token_budget_(std::max(1, options.config.model.engine.backend.max_batch_tokens)) {}
+        token_budget_(std::max(1, options.setup.engine.backend.max_batch_tokens)) {}
 
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context, const WorkItem* request,
                                   WorkResult* response) override {
@@ -243,7 +244,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
                                  const rankd::worker::v1::PingRequest*,
                                  rankd::worker::v1::PingResponse* response) override {
-    response->set_model(options_.config.model.name);
+    response->set_model(options_.setup.model_name);
     response->set_backend(std::string(engine_->backend().name()));
     const engine::PrefixCache::Stats cache = engine_->prefix_cache_stats();  // any thread
     rankd::worker::v1::PrefixCacheStats* out = response->mutable_prefix_cache();
@@ -359,7 +360,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       }
       if (!job.prepared) {
         absl::StatusOr<engine::ScoreRequest> prepared =
-            PrepareWorkItem(*engine_, *job.request, options_.config.limits);
+            PrepareWorkItem(*engine_, *job.request, options_.setup.limits);
         if (!prepared.ok()) {
           Finish(job, ToGrpcStatus(prepared.status()));
           continue;
@@ -484,10 +485,10 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
 absl::Status RunWorker(const WorkerOptions& options) {
   const Clock::time_point start = Clock::now();
   // Before and after the load: the directory may be rewritten while the weights are read.
-  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.config.model));
+  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.setup));
   RANKD_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Engine> engine,
-      engine::Engine::Create(WorkerEngineOptions(options.config), backend::CreateBackend));
+      engine::Engine::Create(WorkerEngineOptions(options.setup), backend::CreateBackend));
   {
     // Warm-up: the first call pays for lazy initialization (thread pools, allocations).
     engine::ScoreRequest warm;
@@ -496,13 +497,13 @@ absl::Status RunWorker(const WorkerOptions& options) {
     absl::StatusOr<engine::ScoreResult> r = engine->Score(warm);
     if (!r.ok()) return Annotate(r.status(), "warm-up");
   }
-  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.config.model));
+  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.setup));
   WorkerService service(engine.get(), options);
   ::unlink(options.socket_path.c_str());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", options.socket_path),
                            grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(TransportMessageLimit(options.config.limits.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(protocol::TransportMessageLimit(options.setup.limits.max_message_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

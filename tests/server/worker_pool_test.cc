@@ -87,7 +87,7 @@ TEST(WorkTest, OwnItemsCopiesTheQuery) {
 }
 
 TEST(MapItemIndexTest, RenamesTheLeadingItemIndex) {
-  using rankd::worker::MapItemIndex;
+  using rankd::protocol::MapItemIndex;
   const auto misses = [](int j) { return std::vector<int>{2, 5, 7}[j]; };
   EXPECT_EQ(MapItemIndex("items[1].text: 200 tokens", misses), "items[5].text: 200 tokens");
   EXPECT_EQ(MapItemIndex("items: 5000 tokens", misses), "items: 5000 tokens");
@@ -95,7 +95,7 @@ TEST(MapItemIndexTest, RenamesTheLeadingItemIndex) {
 }
 
 TEST(ShiftItemIndexTest, MovesTheLeadingItemIndexOnly) {
-  using rankd::worker::ShiftItemIndex;
+  using rankd::protocol::ShiftItemIndex;
   EXPECT_EQ(ShiftItemIndex("items[1].text: 200 tokens", 9), "items[10].text: 200 tokens");
   EXPECT_EQ(ShiftItemIndex("items[0]: no content", 3), "items[3]: no content");
   EXPECT_EQ(ShiftItemIndex("items[1].text: 200 tokens", 0), "items[1].text: 200 tokens");

@@ -41,7 +41,7 @@ class PrepareWorkItemTest : public ::testing::Test {
 
   // PrepareWorkItem, then the engine.
   static absl::StatusOr<engine::ScoreResult> Score(const v1::WorkItem& work,
-                                                   const server::Limits& limits) {
+                                                   const protocol::Limits& limits) {
     RANKD_ASSIGN_OR_RETURN(engine::ScoreRequest scoring, PrepareWorkItem(*engine_, work, limits));
     return engine_->Score(scoring);
   }
@@ -59,7 +59,7 @@ TEST_F(PrepareWorkItemTest, ScoresARangeOfItems) {
   *work.mutable_request() = Request(c);
   work.set_begin(4);
   work.set_end(9);
-  auto prepared = PrepareWorkItem(*engine_, work, server::Limits{});
+  auto prepared = PrepareWorkItem(*engine_, work, protocol::Limits{});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   // The prefix and the items as token ids.
   ASSERT_TRUE(prepared->query_ids.has_value());
@@ -69,7 +69,7 @@ TEST_F(PrepareWorkItemTest, ScoresARangeOfItems) {
     EXPECT_EQ(prepared->items[i].kind, engine::Item::Kind::kIds) << i;
     EXPECT_EQ(prepared->items[i].ids, c.items[4 + i].ids) << i;
   }
-  auto r = Score(work, server::Limits{});
+  auto r = Score(work, protocol::Limits{});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->scores.size(), 5u);
   for (int i = 0; i < 5; ++i) {
@@ -91,7 +91,7 @@ TEST_F(PrepareWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   for (size_t i = 3; i < 8; ++i) {
     if (c.items[i].ids.size() > c.items[longest].ids.size()) longest = i;
   }
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_item_tokens = static_cast<int>(c.items[longest].ids.size()) - 1;
   auto r = PrepareWorkItem(*engine_, work, limits);
   ASSERT_FALSE(r.ok());
@@ -100,17 +100,17 @@ TEST_F(PrepareWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
       std::string(r.status().message()),
       HasSubstr(absl::StrCat("items[", longest, "].text: at least ", c.items[longest].ids.size(),
                              " tokens exceeds max_item_tokens=")));
-  limits = server::Limits{};
+  limits = protocol::Limits{};
   limits.max_query_tokens = static_cast<int>(c.prefix_ids.size()) - 1;
   r = PrepareWorkItem(*engine_, work, limits);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("query: "));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("max_query_tokens="));
-  limits = server::Limits{};
+  limits = protocol::Limits{};
   limits.max_request_tokens = 10;
   r = PrepareWorkItem(*engine_, work, limits);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("exceeds max_request_tokens=10"));
   work.set_end(40);
-  r = PrepareWorkItem(*engine_, work, server::Limits{});
+  r = PrepareWorkItem(*engine_, work, protocol::Limits{});
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("outside the request's 17 items"));
 }
 
@@ -120,7 +120,7 @@ TEST_F(PrepareWorkItemTest, SigmoidOnRequest) {
   *work.mutable_request() = Request(c);
   work.mutable_request()->set_apply_sigmoid(true);
   work.set_end(1);
-  auto r = Score(work, server::Limits{});
+  auto r = Score(work, protocol::Limits{});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(WithinF32Tolerance(r->scores[0], 1.0 / (1.0 + std::exp(-c.items[0].score))));
 }
@@ -131,7 +131,7 @@ TEST_F(PrepareWorkItemTest, SigmoidOnRequest) {
 class TruncateTest : public PrepareWorkItemTest {
  protected:
   static absl::StatusOr<engine::ScoreResult> ScoreAll(const rankd::v1::ScoreRequest& request,
-                                                      const server::Limits& limits) {
+                                                      const protocol::Limits& limits) {
     v1::WorkItem work;
     *work.mutable_request() = request;
     work.set_end(request.items_size());
@@ -171,7 +171,7 @@ TEST_F(TruncateTest, TextAndIdItemsAtTheLimitStayAndLongerOnesAreCutAtTheirEnd) 
   const std::vector<int32_t> ids = ItemIds(LongText());
   const int n = static_cast<int>(ids.size());
   ASSERT_GT(n, 40);
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_item_tokens = n;  // exactly at the limit: unchanged
   auto plain = ScoreAll(text, limits);
   auto cut = ScoreAll(Cut(text), limits);
@@ -211,7 +211,7 @@ TEST_F(TruncateTest, EmbeddingRowsAreCutToTheLimit) {
   rankd::v1::ScoreRequest by_hand = r;
   by_hand.mutable_items(0)->mutable_embedding()->set_rows(5);
   by_hand.mutable_items(0)->mutable_embedding()->mutable_values()->Truncate(5 * hidden);
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_item_tokens = 5;
   EXPECT_THAT(std::string(ScoreAll(r, limits).status().message()),
               HasSubstr("items[0].embedding: 9 tokens exceeds max_item_tokens=5"));
@@ -229,7 +229,7 @@ TEST_F(TruncateTest, QueryTextAndQueryIdsAreCutToMaxQueryTokens) {
   auto prefix = engine_->EncodeQuery(LongText());
   ASSERT_TRUE(prefix.ok());
   const int m = static_cast<int>(prefix->size());
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_query_tokens = m;
   auto plain = ScoreAll(r, limits);
   auto at_limit = ScoreAll(Cut(r), limits);
@@ -261,10 +261,10 @@ TEST_F(TruncateTest, TheConfigsDefaultEndCutsRequestsThatLeaveTruncateUnset) {
   rankd::v1::ScoreRequest r;
   r.set_query(golden_->cases[5].query);
   r.add_items()->set_text(LongText());
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_item_tokens = 12;
   auto asked = ScoreAll(Cut(r), limits);
-  limits.truncate = server::Limits::Truncate::kEnd;
+  limits.truncate = protocol::Limits::Truncate::kEnd;
   auto by_default = ScoreAll(r, limits);  // TRUNCATE_NONE
   ASSERT_TRUE(asked.ok() && by_default.ok()) << asked.status() << by_default.status();
   EXPECT_EQ(by_default->scores, asked->scores);
@@ -277,7 +277,7 @@ TEST_F(TruncateTest, ItemsAreCutToFitTheContextAfterThePrefix) {
   ASSERT_EQ(engine_->config().max_position_embeddings, 2048);
   const std::vector<int32_t> item = ItemIds(LongText());
   ASSERT_GT(item.size(), 48u);
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_query_tokens = 4096;
   limits.max_item_tokens = 1024;
   rankd::v1::ScoreRequest r;
@@ -303,7 +303,7 @@ TEST_F(TruncateTest, MaxRequestTokensCountsTheItemsAsCut) {
   rankd::v1::ScoreRequest r;
   r.set_query(golden_->cases[0].query);
   for (int i = 0; i < 3; ++i) r.add_items()->set_text(LongText());
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_item_tokens = 10;
   limits.max_request_tokens = 30;
   EXPECT_TRUE(PrepareWorkItem(
@@ -334,7 +334,7 @@ TEST_F(TruncateTest, AHugeItemIsCutToItsFirstTokens) {
   v1::WorkItem work;
   *work.mutable_request() = Cut(r);
   work.set_end(1);
-  auto prepared = PrepareWorkItem(*engine_, work, server::Limits{});
+  auto prepared = PrepareWorkItem(*engine_, work, protocol::Limits{});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   ASSERT_EQ(prepared->items.size(), 1u);
   EXPECT_EQ(prepared->items[0].ids, First(head, 512));
@@ -350,14 +350,14 @@ TEST_F(TruncateTest, AHugeItemIsRefusedAfterABoundedPrefixNamingTheItem) {
   r.set_query(golden_->cases[0].query);
   r.add_items()->set_text("go developer");
   r.add_items()->set_text(huge);
-  auto refused = ScoreAll(r, server::Limits{});
+  auto refused = ScoreAll(r, protocol::Limits{});
   ASSERT_FALSE(refused.ok());
   const std::string message(refused.status().message());
   EXPECT_THAT(message, HasSubstr("items[1].text: at least "));
   EXPECT_THAT(message, HasSubstr(" tokens exceeds max_item_tokens=512"));
   const int64_t seen = std::stoll(message.substr(std::string("items[1].text: at least ").size()));
   EXPECT_GT(seen, 512);
-  EXPECT_LE(seen, 513 * 4 * server::Limits::kMaxBytesPerToken);
+  EXPECT_LE(seen, 513 * 4 * protocol::Limits::kMaxBytesPerToken);
 }
 
 // TRUNCATE_END with text over max_item_bytes: the worker tokenizes its first max_item_bytes bytes
@@ -368,7 +368,7 @@ TEST_F(TruncateTest, TextOverItsByteLimitIsCutAtACharacterBoundary) {
   rankd::v1::ScoreRequest r;
   r.set_query(golden_->cases[0].query);
   r.add_items()->set_text(accents);
-  server::Limits limits;
+  protocol::Limits limits;
   limits.max_item_bytes = 201;
   limits.max_query_bytes = 21;
   r.set_query(std::string(40, 'q'));
@@ -377,7 +377,7 @@ TEST_F(TruncateTest, TextOverItsByteLimitIsCutAtACharacterBoundary) {
   rankd::v1::ScoreRequest by_hand = r;
   by_hand.mutable_items(0)->set_text(accents.substr(0, 200));
   by_hand.set_query(std::string(21, 'q'));
-  auto expected = ScoreAll(by_hand, server::Limits{});
+  auto expected = ScoreAll(by_hand, protocol::Limits{});
   ASSERT_TRUE(expected.ok()) << expected.status();
   EXPECT_EQ(cut->scores, expected->scores);
   EXPECT_EQ(cut->item_tokens, expected->item_tokens);

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
 #include "rankd/internal/worker.grpc.pb.h"
+#include "rankd/protocol/protocol.h"
 #include "rankd/server/config.h"
 #include "rankd/server/metrics.h"
 #include "rankd/server/process.h"
@@ -78,6 +79,10 @@ class ProcessLauncher final : public WorkerLauncher {
 // to report: the supervisor removes it before each spawn and reads it when a worker that never
 // came up has exited.
 std::string WorkerErrorPath(absl::string_view socket_path);
+
+// What a worker is given of the front end's finalized `config` (`rankd worker` reads the file
+// Prepare wrote and keeps this of it): the model's name and identity, its engine, the limits.
+protocol::WorkerSetup WorkerSetupOf(const ServeConfig& config);
 
 // What the supervisor tells its owner about one worker incarnation (one spawn; incarnations are
 // unique and increase with every spawn).
