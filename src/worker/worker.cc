@@ -8,7 +8,6 @@
 #include <optional>
 #include <thread>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
@@ -89,11 +88,10 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                                                    ") is outside the request's ",
                                                    request.items_size(), " items"));
   }
-  // After a request with much text, the memory freed by its tokenization and copies goes back
-  // to the system (on every return, once the locals declared below are gone).
+  // After a request with much text, the memory freed by its tokenization goes back to the system
+  // (malloc_trim once the items are encoded, below).
   size_t text_bytes = request.query().size();
   for (int i = begin; i < end; ++i) text_bytes += request.items(i).text().size();
-  absl::Cleanup trim = [text_bytes] {};
   engine::ScoreRequest scoring;
   // TRUNCATE_END: what is over a limit is cut here, the one place for every query and item kind
   // (the front end lets it through); else refused.
