@@ -1,6 +1,7 @@
 #include "rankd/server/config.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -130,6 +131,11 @@ Field String(std::string* v) {
   return {[v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "a string", v); },
           [v](YAML::Emitter& e) { e << YAML::DoubleQuoted << *v; }};
 }
+// `names` (backend.h's lists) as Choice takes them.
+template <size_t N>
+std::vector<std::string> Names(const std::array<absl::string_view, N>& names) {
+  return std::vector<std::string>(names.begin(), names.end());
+}
 // A string that must be one of `values`.
 Field Choice(std::string* v, std::vector<std::string> values) {
   Field f = String(v);
@@ -154,10 +160,10 @@ Field OptString(std::optional<std::string>* v) {
           [v](YAML::Emitter& e) { e << YAML::DoubleQuoted << v->value_or(""); }};
 }
 // A prompt template: when set, it must hold `placeholder`.
-Field Template(std::optional<std::string>* v, std::string placeholder) {
+Field Template(std::optional<std::string>* v, absl::string_view placeholder) {
   Field f = OptString(v);
-  f.check = [v, placeholder = std::move(placeholder)](const std::string& k) -> absl::Status {
-    if (!v->has_value() || (*v)->find(placeholder) != std::string::npos) return absl::OkStatus();
+  f.check = [v, placeholder](const std::string& k) -> absl::Status {
+    if (!v->has_value() || absl::StrContains(**v, placeholder)) return absl::OkStatus();
     return KeyError(k, absl::StrCat("must contain ", placeholder));
   };
   return f;
@@ -394,19 +400,19 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
        Section({{"dir", Path(&eo.model_dir, base)},
                 {"name", String(&m.name)},
                 {"identity", Identity(&m.identity)},
-                {"backend", Choice(&eo.backend.kind, {"cpu", "cuda"})},
+                {"backend", Choice(&eo.backend.kind, Names(backend::kBackendKinds))},
                 {"head", OptString(&eo.settings.head)},
-                {"query_template", Template(&eo.settings.query_template, "{query}")},
-                {"item_template", Template(&eo.settings.item_template, "{item}")},
+                {"query_template", Template(&eo.settings.query_template, engine::kQueryPlaceholder)},
+                {"item_template", Template(&eo.settings.item_template, engine::kItemPlaceholder)},
                 {"preset", OptString(&eo.settings.preset)},
                 {"instruction", OptString(&eo.settings.instruction)},
                 {"threads", Number(&eo.backend.threads, {0, kMaxThreads})},
                 {"tokenizer_threads", Number(&eo.tokenizer_threads, {1, kMaxThreads})},
                 {"max_batch_tokens", Number(&eo.backend.max_batch_tokens, {1, kMaxCount})},
                 {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes, {0, int64_t{1} << 30})},
-                {"cuda_strategy", Choice(&eo.backend.strategy, {"ibpc", "multi-item"})},
+                {"cuda_strategy", Choice(&eo.backend.strategy, Names(backend::kStrategies))},
                 {"cuda_graphs", Bool(&eo.backend.cuda_graphs)},
-                {"precision", Choice(&eo.backend.precision, {"bf16", "fp8"})}})},
+                {"precision", Choice(&eo.backend.precision, Names(backend::kPrecisions))}})},
       {"server",
        Section(
            {{"listen", String(&s.listen)},
@@ -532,7 +538,7 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   if (dir.empty()) return KeyError("model.dir", "is required (or give --model)");
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().filename().string();
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().parent_path().filename().string();
-  if (eo.backend.precision == "fp8" && eo.backend.kind == "cpu") {
+  if (eo.backend.precision == backend::kPrecisionFp8 && eo.backend.kind == backend::kCpuBackend) {
     return KeyError("model.precision",
                     "fp8 needs model.backend cuda (the cpu backend computes in float32)");
   }
@@ -567,12 +573,13 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
 
   WorkersSection& w = config->workers;
   if (w.max_inflight == 0) {
-    w.max_inflight = eo.backend.kind == "cuda" ? kDefaultMaxInflightCuda : kDefaultMaxInflightCpu;
+    w.max_inflight = eo.backend.kind == backend::kCudaBackend ? kDefaultMaxInflightCuda
+                                                              : kDefaultMaxInflightCpu;
   }
   // count 0 is one worker per GPU (x workers_per_gpu), the listed GPUs or, with no list, every
   // visible one (PlanWorkers, which also holds min_ready to the count it plans): only the cuda
   // backend has GPUs to count.
-  if (w.count == 0 && eo.backend.kind != "cuda") {
+  if (w.count == 0 && eo.backend.kind != backend::kCudaBackend) {
     return KeyError(
         "workers.count",
         "must be positive with the cpu backend (0 means one worker per GPU: cuda only)");

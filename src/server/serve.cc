@@ -218,7 +218,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size,
                         model_config.max_position_embeddings};
   RANKD_ASSIGN_OR_RETURN(std::vector<WorkerSpec> specs,
-                         PlanWorkers(config.workers, config.model.engine.backend.kind == "cuda",
+                         PlanWorkers(config.workers, config.model.engine.backend.kind == backend::kCudaBackend,
                                      CountVisibleGpus(), AvailableCpus()));
 
   MetricsRegistry registry;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "rankd/backend/backend.h"
 
 namespace rankd::server {
 
@@ -82,7 +83,7 @@ std::vector<std::string> WorkerCommandLine(const std::string& config_file, const
 std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& parent,
                                            const ServeConfig& config, const WorkerSpec& spec) {
   const backend::BackendOptions& backend = config.model.engine.backend;
-  const bool fixed_threads = backend.kind == "cpu" && backend.threads > 0;
+  const bool fixed_threads = backend.kind == backend::kCpuBackend && backend.threads > 0;
   std::vector<std::string> env;
   for (const std::string& entry : parent) {
     if (absl::StartsWith(entry, "CUDA_VISIBLE_DEVICES=")) continue;

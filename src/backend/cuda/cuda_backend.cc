@@ -212,7 +212,7 @@ class CudaBackend final : public backend::Backend {
 
   absl::Status Load(const model::SafetensorsModel& st, int initial_tokens);
 
-  absl::string_view name() const override { return "cuda"; }
+  absl::string_view name() const override { return backend::kCudaBackend; }
   const ModelConfig& config() const override { return config_; }
   const HeadSpec& head() const override { return head_; }
 
@@ -922,10 +922,10 @@ const char* OwnGemmName(backend::BackendOptions::CudaSwitches::OwnGemm o) {
 }
 
 absl::StatusOr<Precision> ParsePrecision(absl::string_view s) {
-  if (s == "bf16") return Precision::kBf16;
-  if (s == "fp8") return Precision::kFp8;
-  return absl::InvalidArgumentError(
-      absl::StrCat("cuda precision '", s, "' is unknown (bf16, fp8)"));
+  if (s == backend::kPrecisionBf16) return Precision::kBf16;
+  if (s == backend::kPrecisionFp8) return Precision::kFp8;
+  return absl::InvalidArgumentError(absl::StrCat("cuda precision '", s, "' is unknown (",
+                                                 absl::StrJoin(backend::kPrecisions, ", "), ")"));
 }
 
 // "qkv,o_proj,gate_up,down", the layers that take e4m3 (RANKD_CUDA_FP8_LINEARS' form); "none".
@@ -960,10 +960,10 @@ absl::Status CheckFp8(const cudaDeviceProp& prop, int device, const ModelConfig&
 }
 
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view s) {
-  if (s == "ibpc") return Strategy::kIbpc;
-  if (s == "multi-item") return Strategy::kMultiItem;
-  return absl::InvalidArgumentError(
-      absl::StrCat("cuda strategy '", s, "' is unknown (ibpc, multi-item)"));
+  if (s == backend::kStrategyIbpc) return Strategy::kIbpc;
+  if (s == backend::kStrategyMultiItem) return Strategy::kMultiItem;
+  return absl::InvalidArgumentError(absl::StrCat("cuda strategy '", s, "' is unknown (",
+                                                 absl::StrJoin(backend::kStrategies, ", "), ")"));
 }
 
 }  // namespace
