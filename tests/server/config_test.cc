@@ -1,4 +1,4 @@
-#include "rankd/server/config.h"
+#include "rankd/server/config/config.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rankd/server/worker_plan.h"
+#include "rankd/server/pool/worker_plan.h"
 
 namespace rankd::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "rankd/server/cost_estimator.h"
+#include "rankd/server/pool/cost_estimator.h"
 
 #include "gtest/gtest.h"
 #include "rankd/common/moving_rate.h"

@@ -1,7 +1,7 @@
 // The depth controller against a simulated plant: end-to-end p99 grows with depth x load, and the
 // controller sees it through a measurement window (a first-order lag). It settles without
 // oscillating and recovers after load steps both ways.
-#include "rankd/server/depth_controller.h"
+#include "rankd/server/call/depth_controller.h"
 
 #include <algorithm>
 #include <cmath>

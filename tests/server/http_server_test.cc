@@ -1,7 +1,7 @@
 // HttpServer in-process, over raw TCP sockets: routes, bodies and their limit, keep-alive, and
 // that idle, slow and surplus connections neither starve nor block the others. Waits are generous
 // liveness bounds, never speed assertions.
-#include "rankd/server/http_server.h"
+#include "rankd/server/http/http_server.h"
 
 #include <chrono>
 #include <optional>

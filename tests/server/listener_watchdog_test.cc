@@ -1,7 +1,7 @@
 // ListenerWatchdog's probe against listeners in this process: one that accepts, one that stopped
 // accepting (listening, but nobody calls accept: what gRPC 1.51 leaves after an accept4 failure),
 // over TCP and Unix sockets.
-#include "rankd/server/listener_watchdog.h"
+#include "rankd/server/grpc/listener_watchdog.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -3,7 +3,7 @@
 // validate against the answer's schema; every required member is one the parser requires, every
 // documented member one it reads and checks (type, enum, minimum), and the Bearer scheme is
 // declared exactly when keys are on.
-#include "rankd/server/openapi.h"
+#include "rankd/server/http/openapi.h"
 
 #include <algorithm>
 #include <string>
@@ -14,8 +14,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "rankd/server/http_api.h"
-#include "rankd/server/rerank_json.h"
+#include "rankd/server/http/http_api.h"
+#include "rankd/server/http/rerank_json.h"
 
 namespace rankd::server {
 namespace {

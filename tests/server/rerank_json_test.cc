@@ -1,6 +1,6 @@
 // The rerank routes' JSON (rerank_json.h): both request shapes, hostile bodies (each error names
 // its field), and the answers' order, top_n and texts.
-#include "rankd/server/rerank_json.h"
+#include "rankd/server/http/rerank_json.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 // ResultCache and its keys: hits return the stored bits, the byte bound evicts least recently used
 // first, the TTL expires, and a key changes with every input that changes a score.
-#include "rankd/server/result_cache.h"
+#include "rankd/server/call/result_cache.h"
 
 #include <cmath>
 #include <cstring>

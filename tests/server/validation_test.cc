@@ -1,4 +1,4 @@
-#include "rankd/server/validation.h"
+#include "rankd/server/call/validation.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "rankd/server/worker_plan.h"
+#include "rankd/server/pool/worker_plan.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

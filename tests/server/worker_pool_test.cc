@@ -1,6 +1,6 @@
 // WorkerPool: Work (what a worker call carries of the caller's request), and the pool's dispatch,
 // retries, admission, drain and supervision against fake workers served in this process.
-#include "rankd/server/worker_pool.h"
+#include "rankd/server/pool/worker_pool.h"
 
 #include <signal.h>
 
