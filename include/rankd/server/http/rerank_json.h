@@ -71,7 +71,7 @@ std::string ErrorJson(absl::string_view message, absl::string_view code);
 
 // What the API's OpenAPI document (openapi.h) says of a shape: JSON Schemas (OpenAPI 3.0's
 // dialect), as JSON text, of what ParseRerankRequest reads and RerankResponseJson writes, kept
-// here beside them; tests/server/openapi_test.cc checks them against both.
+// here beside them; tests/server/http/openapi_test.cc checks them against both.
 struct RerankSchemas {
   const char* name;      // "CohereRerank": the document's schema names derive from it
   std::string request;   // the request body's schema
