@@ -3,26 +3,25 @@
 #include <algorithm>
 #include <climits>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include <optional>
+#include <utility>
+
+#include "rankd/common/field_error.h"
 
 namespace rankd::protocol {
 
-std::string MapItemIndex(absl::string_view message, const std::function<int(int)>& map) {
-  absl::string_view rest = message;
-  if (!absl::ConsumePrefix(&rest, "items[")) return std::string(message);
-  const size_t close = rest.find(']');
-  int index = 0;
-  if (close == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, close), &index)) {
-    return std::string(message);
-  }
-  return absl::StrCat("items[", map(index), rest.substr(close));
+grpc::Status ToWorkerStatus(const absl::Status& status) {
+  const std::optional<FieldError> error = GetFieldError(status);
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+                      error ? EncodeFieldError(*error) : "");
 }
 
-std::string ShiftItemIndex(absl::string_view message, int offset) {
-  if (offset == 0) return std::string(message);
-  return MapItemIndex(message, [offset](int i) { return i + offset; });
+absl::Status FromWorkerStatus(const grpc::Status& status) {
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  if (std::optional<FieldError> error = DecodeFieldError(status.error_details())) {
+    return FieldErrorStatus(code, *std::move(error));
+  }
+  return absl::Status(code, status.error_message());
 }
 
 int TransportMessageLimit(int64_t max_message_bytes) {

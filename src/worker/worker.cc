@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "rankd/backend/registry.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/moving_rate.h"
@@ -34,11 +35,11 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The engine names items by their index in the list it was given ("items[3].text: ..."); a work
-// item's list starts at `begin` of the request.
+// The engine's errors name items by their index in the list it was given (FieldError::item); a
+// work item's list starts at `begin` of the request.
 absl::Status ShiftItemIndex(const absl::Status& s, int begin) {
   if (begin == 0) return s;
-  return absl::Status(s.code(), protocol::ShiftItemIndex(s.message(), begin));
+  return MapItem(s, [begin](int i) { return i + begin; });
 }
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
@@ -140,7 +141,7 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
             std::vector<float>(it.embedding().values().begin(), it.embedding().values().end())));
         break;
       case Item::CONTENT_NOT_SET:
-        return Invalid(absl::StrCat("items[", i, "]"), "no content");
+        return InvalidItemField(i, "", "no content");
     }
   }
   // Tokenize once to check the limits (and cut), then hand the engine the ids. Tokenization stops
@@ -183,9 +184,11 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                           : item.kind == engine::Item::Kind::kIds ? ".token_ids"
                                                                   : ".embedding";
       // A text's count is of the tokens seen before its tokenization stopped.
-      return Invalid(absl::StrCat("items[", begin + j, "]", field),
-                     absl::StrCat(text ? "at least " : "", length,
-                                  " tokens exceeds max_item_tokens=", limits.max_item_tokens));
+      return InvalidItemField(begin + j, field,
+                              absl::StrCat(text ? "at least " : "", length,
+                                           " tokens exceeds max_item_tokens=",
+                                           limits.max_item_tokens),
+                              "max_item_tokens");
     }
     if (item.kind == engine::Item::Kind::kText) {
       item = engine::Item::Ids(std::vector<int32_t>(encoded.begin(), encoded.end()));
@@ -360,7 +363,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
         absl::StatusOr<engine::ScoreRequest> prepared =
             PrepareWorkItem(*engine_, *job.request, options_.setup.limits);
         if (!prepared.ok()) {
-          Finish(job, ToGrpcStatus(prepared.status()));
+          Finish(job, protocol::ToWorkerStatus(prepared.status()));
           continue;
         }
         job.tokens = static_cast<int64_t>(prepared->query_ids->size());
@@ -417,7 +420,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       Job& job = step[i];
       answered_at[i] = Clock::now();
       if (!scored.ok()) {
-        Finish(job, ToGrpcStatus(ShiftItemIndex(scored.status(), job.request->begin() + job.next)));
+        Finish(job, protocol::ToWorkerStatus(
+                        ShiftItemIndex(scored.status(), job.request->begin() + job.next)));
         return;
       }
       scored_any = true;

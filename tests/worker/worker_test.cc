@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rankd/backend/registry.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/status.h"
 #include "tests/common/golden.h"
 
@@ -100,6 +101,12 @@ TEST_F(PrepareWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
       std::string(r.status().message()),
       HasSubstr(absl::StrCat("items[", longest, "].text: at least ", c.items[longest].ids.size(),
                              " tokens exceeds max_item_tokens=")));
+  // The item and the limit as data too, for the front end to rename and render.
+  const std::optional<FieldError> error = GetFieldError(r.status());
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->item, static_cast<int>(longest));
+  EXPECT_EQ(error->field, ".text");
+  EXPECT_EQ(error->limit, "max_item_tokens");
   limits = protocol::Limits{};
   limits.max_query_tokens = static_cast<int>(c.prefix_ids.size()) - 1;
   r = PrepareWorkItem(*engine_, work, limits);

@@ -6,16 +6,18 @@
 //   - what a worker is given to start (WorkerSetup: its model, engine and limits, nothing else of
 //     the front end's config);
 //   - the rules of the wire both sides read alike: the message size limit, a request's truncation
-//     mode, and how an item index of a work item's list maps to the caller's request.
+//     mode, and a worker's errors with their field and item as data (FieldError, in gRPC's error
+//     details), so that the front end renames a work item's item to the caller's without reading
+//     the message.
 // It includes nothing of rankd/server or rankd/worker.
 #ifndef RANKD_PROTOCOL_PROTOCOL_H_
 #define RANKD_PROTOCOL_PROTOCOL_H_
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
-#include "absl/strings/string_view.h"
+#include "absl/status/status.h"
+#include "grpcpp/support/status.h"
 #include "rankd/engine/options.h"
 #include "rankd/protocol/limits.h"
 #include "rankd/v1/scorer.pb.h"
@@ -35,13 +37,11 @@ struct WorkerSetup {
   bool operator==(const WorkerSetup&) const = default;
 };
 
-// An error message that names an item by its index in some list of items ("items[3].text: ...")
-// with that index replaced by `map(index)`: for a list that holds some of the caller's items,
-// errors name items by their index in the caller's request. Other messages as they are.
-std::string MapItemIndex(absl::string_view message, const std::function<int(int)>& map);
-
-// MapItemIndex for a list that starts at item `offset` of the caller's request.
-std::string ShiftItemIndex(absl::string_view message, int offset);
+// A worker's error as the Worker service answers it: code and message, and its FieldError
+// (rankd/common/field_error.h), if any, in the error details.
+grpc::Status ToWorkerStatus(const absl::Status& status);
+// The worker's answer on the front end: the status with its FieldError attached again.
+absl::Status FromWorkerStatus(const grpc::Status& status);
 
 // The largest message rankd's gRPC servers accept, the front end's (limits.max_message_bytes) and
 // the workers' (--max-message-bytes, the same value): well above the limit, so that a request

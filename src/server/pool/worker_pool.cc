@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/status.h"
 #include "rankd/protocol/protocol.h"
@@ -75,11 +76,14 @@ void Work::CountInputs() {
   inputs_.items = num_items();
 }
 
-std::string Work::CallerItemMessage(const std::string& message) const {
-  if (items_.empty()) return message;
-  return rankd::protocol::MapItemIndex(message, [this](int j) {
-    return j >= 0 && j < static_cast<int>(items_.size()) ? items_[j] : j;
-  });
+grpc::Status Work::CallerStatus(const grpc::Status& worker_status) const {
+  absl::Status status = rankd::protocol::FromWorkerStatus(worker_status);
+  if (!items_.empty()) {
+    status = MapItem(status, [this](int j) {
+      return j >= 0 && j < static_cast<int>(items_.size()) ? items_[j] : j;
+    });
+  }
+  return ToGrpcStatus(status);
 }
 
 void Work::CarryOwnItems(const rankd::v1::ScoreRequest& request) {
@@ -496,12 +500,8 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
       }
     } else {
       // The worker's own verdict, e.g. a token limit. It names items by their index in the items
-      // it was sent: with Carry::kOwnItems, rename them to the caller's.
-      FinishLocked(
-          work,
-          grpc::Status(status.error_code(), work->CallerItemMessage(status.error_message()),
-                       status.error_details()),
-          actions);
+      // it was sent: with Carry::kOwnItems, renamed to the caller's.
+      FinishLocked(work, work->CallerStatus(status), actions);
     }
     DispatchLocked(actions);
     UpdateGaugesLocked();

@@ -86,24 +86,6 @@ TEST(WorkTest, OwnItemsCopiesTheQuery) {
   EXPECT_EQ(work.worker_item().request().items_size(), 2);
 }
 
-TEST(MapItemIndexTest, RenamesTheLeadingItemIndex) {
-  using rankd::protocol::MapItemIndex;
-  const auto misses = [](int j) { return std::vector<int>{2, 5, 7}[j]; };
-  EXPECT_EQ(MapItemIndex("items[1].text: 200 tokens", misses), "items[5].text: 200 tokens");
-  EXPECT_EQ(MapItemIndex("items: 5000 tokens", misses), "items: 5000 tokens");
-  EXPECT_EQ(MapItemIndex("query: see items[1]", misses), "query: see items[1]");
-}
-
-TEST(ShiftItemIndexTest, MovesTheLeadingItemIndexOnly) {
-  using rankd::protocol::ShiftItemIndex;
-  EXPECT_EQ(ShiftItemIndex("items[1].text: 200 tokens", 9), "items[10].text: 200 tokens");
-  EXPECT_EQ(ShiftItemIndex("items[0]: no content", 3), "items[3]: no content");
-  EXPECT_EQ(ShiftItemIndex("items[1].text: 200 tokens", 0), "items[1].text: 200 tokens");
-  EXPECT_EQ(ShiftItemIndex("items: 5000 tokens", 9), "items: 5000 tokens");
-  EXPECT_EQ(ShiftItemIndex("query: see items[1]", 9), "query: see items[1]");
-  EXPECT_EQ(ShiftItemIndex("items[x]: odd", 9), "items[x]: odd");
-}
-
 }  // namespace
 }  // namespace rankd::server
 

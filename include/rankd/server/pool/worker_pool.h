@@ -75,8 +75,9 @@ class Work {
   enum class State { kNew, kQueued, kRunning, kDone };
   void CarryOwnItems(const rankd::v1::ScoreRequest& request);  // item_ from items_
   void CountInputs();                                          // inputs_ from item_
-  // A worker's error about "items[j]" of what it was sent, about the caller's item instead.
-  std::string CallerItemMessage(const std::string& message) const;
+  // A worker's error (its FieldError naming item j of what it was sent) about the caller's item
+  // instead, as the caller gets it: code and message (the FieldError stays in the pool).
+  grpc::Status CallerStatus(const grpc::Status& worker_status) const;
 
   // Holds the caller's request, or with Carry::kOwnItems a request of its own whose items are the
   // caller's, without owning them.
