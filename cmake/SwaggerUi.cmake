@@ -1,6 +1,6 @@
 # GET /docs: npm's swagger-ui-dist, packed with `npm pack` at configure time into the build tree
 # (npm's cache then serves it offline to later build trees), its two files that the page needs
-# embedded into rankd_server beside src/server/api_docs/index.html (api_docs.h).
+# embedded into rankd_server beside src/server/http/api_docs/index.html (api_docs.h).
 #
 # RANKD_SWAGGER_UI: AUTO (default) embeds it when npm can get it, else warns and builds without
 # (GET /docs then answers 404 saying so); ON fails the configure instead; OFF never asks npm.
@@ -47,7 +47,7 @@ endif()
 set(_docs_files)
 if(RANKD_SWAGGER_UI_FOUND)
   set(_docs_files
-    "/docs|text/html|${PROJECT_SOURCE_DIR}/src/server/api_docs/index.html"
+    "/docs|text/html|${PROJECT_SOURCE_DIR}/src/server/http/api_docs/index.html"
     "/docs/swagger-ui.css|text/css|${_swagger_dir}/package/swagger-ui.css"
     "/docs/swagger-ui-bundle.js|text/javascript|${_swagger_dir}/package/swagger-ui-bundle.js")
 endif()
@@ -74,6 +74,6 @@ foreach(_entry IN LISTS _docs_files)
   math(EXPR _i "${_i} + 1")
 endforeach()
 set(RANKD_DOCS_FILES_CC ${CMAKE_BINARY_DIR}/src/server/api_docs_files.cc)
-configure_file(${PROJECT_SOURCE_DIR}/src/server/api_docs_files.cc.in ${RANKD_DOCS_FILES_CC} @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/src/server/http/api_docs_files.cc.in ${RANKD_DOCS_FILES_CC} @ONLY)
 set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${RANKD_DOCS_DEPENDS})

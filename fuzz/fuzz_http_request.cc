@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "rankd/server/http_request_parser.h"
+#include "rankd/server/http/http_request_parser.h"
 
 namespace {
 

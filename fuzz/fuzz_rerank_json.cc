@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "rankd/server/rerank_json.h"
-#include "rankd/server/validation.h"
+#include "rankd/server/http/rerank_json.h"
+#include "rankd/server/call/validation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

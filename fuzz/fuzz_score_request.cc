@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "rankd/server/result_cache.h"
-#include "rankd/server/validation.h"
+#include "rankd/server/call/result_cache.h"
+#include "rankd/server/call/validation.h"
 #include "rankd/v1/scorer.pb.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

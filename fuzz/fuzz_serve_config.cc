@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "rankd/server/config.h"
+#include "rankd/server/config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);

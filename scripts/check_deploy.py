@@ -3,7 +3,7 @@
 
 Ports, paths, probe targets, grace periods, environment variables and the CUDA architectures of
 docker/Dockerfile.*, docker/rankd.yaml, docker/compose.yaml, docker/k8s/*.yaml and docs/deploy.md
-against include/rankd/server/config.h and src/server; and the fleet's routing policy (affinity
+against include/rankd/server/config/config.h and src/server; and the fleet's routing policy (affinity
 header, bounded load, fallback, retries, health checks) of docker/haproxy.cfg against
 docker/k8s/envoy.yaml and the clients. Prints every disagreement; exit 1 if any.
 Needs python3 and its yaml module (Debian's python3-yaml, which yamllint brings).
@@ -39,7 +39,7 @@ def seconds(text):
 
 
 # The server: defaults (config.h), then the images' config (docker/rankd.yaml) over them.
-header = read("include/rankd/server/config.h")
+header = read("include/rankd/server/config/config.h")
 
 
 def default(field):

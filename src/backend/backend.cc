@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
 
@@ -93,13 +94,13 @@ absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch
       // The field name is built only for a bad token: this loop runs over every token of every
       // pass (a string per token cost the multi-item standard workload 3% on an H200).
       if (tok >= config.vocab_size) {
-        return model::CheckTokenId(tok, absl::StrCat("items[", i, "] token ", t - items.offsets[i]),
-                                   config.vocab_size);
+        return AtItem(i, model::CheckTokenId(tok, absl::StrCat(" token ", t - items.offsets[i]),
+                                             config.vocab_size));
       }
       if (tok < 0 && -static_cast<int64_t>(tok) > rows) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "items[", i, "] token ", t - items.offsets[i], ": embedding row ",
-            -static_cast<int64_t>(tok) - 1, " is outside the batch's ", rows, " rows"));
+        return InvalidItemField(i, absl::StrCat(" token ", t - items.offsets[i]),
+                                absl::StrCat("embedding row ", -static_cast<int64_t>(tok) - 1,
+                                             " is outside the batch's ", rows, " rows"));
       }
     }
   }

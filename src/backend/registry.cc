@@ -15,8 +15,8 @@ namespace rankd::backend {
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
                                                        const std::string& model_dir,
                                                        const HeadSpec& head) {
-  if (options.kind == "cpu") return cpu::CreateCpuBackend(options, model_dir, head);
-  if (options.kind == "cuda") {
+  if (options.kind == kCpuBackend) return cpu::CreateCpuBackend(options, model_dir, head);
+  if (options.kind == kCudaBackend) {
 #ifdef RANKD_HAVE_CUDA
     return cuda::CreateCudaBackend(options, model_dir, head);
 #else

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
@@ -178,28 +179,29 @@ absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& 
       case Item::Kind::kText: {
         const auto& ids = encoded[next_text++];
         if (ids.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("items[", i, "].text: encodes to no tokens"));
+          return InvalidItemField(static_cast<int>(i), ".text", "encodes to no tokens");
         }
         batch.AddIds(ids);
         break;
       }
       case Item::Kind::kIds:
         if (it.ids.empty()) {
-          return absl::InvalidArgumentError(absl::StrCat("items[", i, "].ids: empty"));
+          return InvalidItemField(static_cast<int>(i), ".ids", "empty");
         }
         RANKD_RETURN_IF_ERROR(
-            model::CheckTokenIds(it.ids, absl::StrCat("items[", i, "].ids"), c.vocab_size));
+            AtItem(static_cast<int>(i), model::CheckTokenIds(it.ids, ".ids", c.vocab_size)));
         batch.AddIds(it.ids);
         break;
       case Item::Kind::kEmbedding:
         if (it.embedding.empty() || it.embedding.size() % c.hidden_size != 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("items[", i, "].embedding: ", it.embedding.size(),
+          return InvalidItemField(
+              static_cast<int>(i), ".embedding",
+              absl::StrCat(it.embedding.size(),
                            " values is not a positive multiple of hidden_size=", c.hidden_size));
         }
-        RANKD_RETURN_IF_ERROR(model::CheckEmbeddingValues(
-            it.embedding, absl::StrCat("items[", i, "].embedding"), c.hidden_size));
+        RANKD_RETURN_IF_ERROR(AtItem(
+            static_cast<int>(i), model::CheckEmbeddingValues(it.embedding, ".embedding",
+                                                             c.hidden_size)));
         batch.AddEmbeddings(it.embedding, c.hidden_size);
         break;
     }
@@ -293,9 +295,10 @@ absl::StatusOr<Engine::Prepared> Engine::Prepare(const ScoreRequest& request) {
   RANKD_RETURN_IF_ERROR(model::CheckTokenIds(prefix_ids, "query_ids", config().vocab_size));
   RANKD_ASSIGN_OR_RETURN(p.items, EncodeItems(request.items));
   for (int i = 0; i < p.items.num_items(); ++i) {
-    RANKD_RETURN_IF_ERROR(model::CheckContextLength(
-        static_cast<int64_t>(prefix_ids.size()), p.items.item_length(i),
-        config().max_position_embeddings, absl::StrCat("items[", i, "]")));
+    RANKD_RETURN_IF_ERROR(AtItem(
+        i, model::CheckContextLength(static_cast<int64_t>(prefix_ids.size()),
+                                     p.items.item_length(i), config().max_position_embeddings,
+                                     "")));
   }
   p.prefix = prefix_cache_->Get(prefix_ids);
   if (p.prefix == nullptr) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rankd/common/status.h"
 #include "rankd/engine/engine.h"
@@ -22,15 +23,15 @@ absl::StatusOr<std::unique_ptr<TextEncoder>> TextEncoder::Load(const EngineOptio
   RANKD_ASSIGN_OR_RETURN(auto file_settings, ModelSettings::FromModelDir(options.model_dir));
   RANKD_ASSIGN_OR_RETURN(e->settings_, ApplyPreset(file_settings.MergedWith(options.settings)));
   RANKD_ASSIGN_OR_RETURN(e->tokenizer_, tokenizer::LoadTokenizer(options.model_dir));
-  e->query_template_ = e->settings_.query_template.value_or("{query}");
-  e->item_template_ = e->settings_.item_template.value_or("{item}");
-  if (e->query_template_.find("{query}") == std::string::npos) {
+  e->query_template_ = e->settings_.query_template.value_or(std::string(kQueryPlaceholder));
+  e->item_template_ = e->settings_.item_template.value_or(std::string(kItemPlaceholder));
+  if (!absl::StrContains(e->query_template_, kQueryPlaceholder)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("query template '", e->query_template_, "' has no {query}"));
+        absl::StrCat("query template '", e->query_template_, "' has no ", kQueryPlaceholder));
   }
-  if (e->item_template_.find("{item}") == std::string::npos) {
+  if (!absl::StrContains(e->item_template_, kItemPlaceholder)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("item template '", e->item_template_, "' has no {item}"));
+        absl::StrCat("item template '", e->item_template_, "' has no ", kItemPlaceholder));
   }
   RANKD_ASSIGN_OR_RETURN(e->query_ends_, FindTemplateEnds(*e->tokenizer_, e->query_template_,
                                                           "query", /*add_special_tokens=*/true));

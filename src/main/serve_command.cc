@@ -13,9 +13,9 @@
 #include "rankd/common/status.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/identity.h"
-#include "rankd/server/config.h"
+#include "rankd/server/config/config.h"
 #include "rankd/server/serve.h"
-#include "rankd/server/worker_supervisor.h"
+#include "rankd/server/pool/worker_supervisor.h"
 #include "rankd/worker/worker.h"
 #include "spdlog/spdlog.h"
 #include "stop_signal.h"
@@ -196,13 +196,12 @@ int RunWorkerCommand(int argc, char** argv, int first) {
     if (absl::Status s = server::FinalizeServeConfig(&*config); !s.ok()) config = s;
   }
   if (!config.ok()) return FlagError("worker", config.status());
-  options.config = std::move(*config);
+  options.setup = server::WorkerSetupOf(*config);
   // The RANKD_CUDA_* switches, read once here (the worker inherits serve's environment).
-  if (absl::Status s = backend::ApplyBackendEnvironment(&options.config.model.engine.backend);
-      !s.ok()) {
+  if (absl::Status s = backend::ApplyBackendEnvironment(&options.setup.engine.backend); !s.ok()) {
     return FlagError("worker", s);
   }
-  const server::LoggingSection& log = options.config.logging;
+  const server::LoggingSection& log = config->logging;
   if (absl::Status s =
           SetUpCommandLogging(log.level, log.format, absl::StrCat("worker-", options.index));
       !s.ok()) {

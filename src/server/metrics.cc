@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "rankd/common/grpc_status.h"
+#include "rankd/backend/backend.h"
 #include "rankd/server/build_info.h"
 #include "rankd/server/process.h"
 
@@ -245,7 +246,7 @@ void ExportBuildInfo(MetricsRegistry* registry, const std::string& backend,
                  {{"version", kVersion},
                   {"commit", kCommit},
                   {"backend", backend},
-                  {"precision", backend == "cpu" ? "float32" : precision}})
+                  {"precision", backend == backend::kCpuBackend ? "float32" : precision}})
       ->Set(1);
 }
 

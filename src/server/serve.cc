@@ -26,16 +26,11 @@
 #include "rankd/common/work_queue.h"
 #include "rankd/model/config.h"
 #include "rankd/server/auth.h"
-#include "rankd/server/credentials.h"
-#include "rankd/server/http_api.h"
-#include "rankd/server/http_server.h"
-#include "rankd/server/listener_watchdog.h"
+#include "rankd/server/grpc/grpc.h"
+#include "rankd/server/http/http.h"
 #include "rankd/server/metrics.h"
+#include "rankd/server/pool/pool.h"
 #include "rankd/server/process.h"
-#include "rankd/server/scorer_service.h"
-#include "rankd/server/tokenize_service.h"
-#include "rankd/server/worker_plan.h"
-#include "rankd/server/worker_pool.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {
@@ -218,7 +213,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size,
                         model_config.max_position_embeddings};
   RANKD_ASSIGN_OR_RETURN(std::vector<WorkerSpec> specs,
-                         PlanWorkers(config.workers, config.model.engine.backend.kind == "cuda",
+                         PlanWorkers(config.workers, config.model.engine.backend.kind == backend::kCudaBackend,
                                      CountVisibleGpus(), AvailableCpus()));
 
   MetricsRegistry registry;

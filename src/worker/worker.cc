@@ -8,18 +8,18 @@
 #include <optional>
 #include <thread>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "rankd/backend/registry.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/moving_rate.h"
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/model/identity.h"
-#include "rankd/worker/protocol.h"
+#include "rankd/protocol/protocol.h"
 #include "rankd/worker/step_scheduler.h"
 #include "spdlog/spdlog.h"
 
@@ -35,11 +35,11 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The engine names items by their index in the list it was given ("items[3].text: ..."); a work
-// item's list starts at `begin` of the request.
+// The engine's errors name items by their index in the list it was given (FieldError::item); a
+// work item's list starts at `begin` of the request.
 absl::Status ShiftItemIndex(const absl::Status& s, int begin) {
   if (begin == 0) return s;
-  return absl::Status(s.code(), rankd::worker::ShiftItemIndex(s.message(), begin));
+  return MapItem(s, [begin](int i) { return i + begin; });
 }
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
@@ -62,25 +62,26 @@ constexpr size_t kTrimAfterTextBytes = size_t{1} << 20;
 
 }  // namespace
 
-absl::Status CheckModelIdentity(const server::ModelSection& model) {
-  RANKD_ASSIGN_OR_RETURN(const std::string found, model::ModelIdentity(model.engine.model_dir));
-  if (found == model.identity) return absl::OkStatus();
+absl::Status CheckModelIdentity(const protocol::WorkerSetup& setup) {
+  RANKD_ASSIGN_OR_RETURN(const std::string found, model::ModelIdentity(setup.engine.model_dir));
+  if (found == setup.model_identity) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "model.dir ", model.engine.model_dir, " now holds model ", found, ", not ", model.identity,
+      "model.dir ", setup.engine.model_dir, " now holds model ", found, ", not ",
+      setup.model_identity,
       ", the one rankd serve started with (the directory was rewritten while serving): refusing "
       "to serve it beside the workers that serve the other; restart rankd serve to serve the new "
       "model"));
 }
 
-engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config) {
-  engine::EngineOptions o = config.model.engine;
+engine::EngineOptions WorkerEngineOptions(const protocol::WorkerSetup& setup) {
+  engine::EngineOptions o = setup.engine;
   o.backend.device = 0;
   return o;
 }
 
 absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
                                                      const WorkItem& work,
-                                                     const server::Limits& limits) {
+                                                     const protocol::Limits& limits) {
   const rankd::v1::ScoreRequest& request = work.request();
   const int begin = work.begin(), end = work.end();
   if (begin < 0 || end > request.items_size() || begin >= end) {
@@ -88,15 +89,14 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                                                    ") is outside the request's ",
                                                    request.items_size(), " items"));
   }
-  // After a request with much text, the memory freed by its tokenization and copies goes back
-  // to the system (on every return, once the locals declared below are gone).
+  // After a request with much text, the memory freed by its tokenization goes back to the system
+  // (malloc_trim once the items are encoded, below).
   size_t text_bytes = request.query().size();
   for (int i = begin; i < end; ++i) text_bytes += request.items(i).text().size();
-  absl::Cleanup trim = [text_bytes] {};
   engine::ScoreRequest scoring;
   // TRUNCATE_END: what is over a limit is cut here, the one place for every query and item kind
   // (the front end lets it through); else refused.
-  const bool cut = TruncatesAtEnd(request, limits);
+  const bool cut = protocol::TruncatesAtEnd(request, limits);
   const bool from_ids = request.query_ids_size() > 0;
   std::vector<int32_t> prefix;
   if (from_ids) {
@@ -141,7 +141,7 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
             std::vector<float>(it.embedding().values().begin(), it.embedding().values().end())));
         break;
       case Item::CONTENT_NOT_SET:
-        return Invalid(absl::StrCat("items[", i, "]"), "no content");
+        return InvalidItemField(i, "", "no content");
     }
   }
   // Tokenize once to check the limits (and cut), then hand the engine the ids. Tokenization stops
@@ -184,9 +184,11 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                           : item.kind == engine::Item::Kind::kIds ? ".token_ids"
                                                                   : ".embedding";
       // A text's count is of the tokens seen before its tokenization stopped.
-      return Invalid(absl::StrCat("items[", begin + j, "]", field),
-                     absl::StrCat(text ? "at least " : "", length,
-                                  " tokens exceeds max_item_tokens=", limits.max_item_tokens));
+      return InvalidItemField(begin + j, field,
+                              absl::StrCat(text ? "at least " : "", length,
+                                           " tokens exceeds max_item_tokens=",
+                                           limits.max_item_tokens),
+                              "max_item_tokens");
     }
     if (item.kind == engine::Item::Kind::kText) {
       item = engine::Item::Ids(std::vector<int32_t>(encoded.begin(), encoded.end()));
@@ -214,7 +216,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   WorkerService(engine::Engine* engine, const WorkerOptions& options)
       : engine_(engine),
         options_(options),
-        token_budget_(std::max(1, options.config.model.engine.backend.max_batch_tokens)) {}
+        token_budget_(std::max(1, options.setup.engine.backend.max_batch_tokens)) {}
 
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context, const WorkItem* request,
                                   WorkResult* response) override {
@@ -243,7 +245,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
                                  const rankd::worker::v1::PingRequest*,
                                  rankd::worker::v1::PingResponse* response) override {
-    response->set_model(options_.config.model.name);
+    response->set_model(options_.setup.model_name);
     response->set_backend(std::string(engine_->backend().name()));
     const engine::PrefixCache::Stats cache = engine_->prefix_cache_stats();  // any thread
     rankd::worker::v1::PrefixCacheStats* out = response->mutable_prefix_cache();
@@ -359,9 +361,9 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       }
       if (!job.prepared) {
         absl::StatusOr<engine::ScoreRequest> prepared =
-            PrepareWorkItem(*engine_, *job.request, options_.config.limits);
+            PrepareWorkItem(*engine_, *job.request, options_.setup.limits);
         if (!prepared.ok()) {
-          Finish(job, ToGrpcStatus(prepared.status()));
+          Finish(job, protocol::ToWorkerStatus(prepared.status()));
           continue;
         }
         job.tokens = static_cast<int64_t>(prepared->query_ids->size());
@@ -418,7 +420,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       Job& job = step[i];
       answered_at[i] = Clock::now();
       if (!scored.ok()) {
-        Finish(job, ToGrpcStatus(ShiftItemIndex(scored.status(), job.request->begin() + job.next)));
+        Finish(job, protocol::ToWorkerStatus(
+                        ShiftItemIndex(scored.status(), job.request->begin() + job.next)));
         return;
       }
       scored_any = true;
@@ -484,10 +487,10 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
 absl::Status RunWorker(const WorkerOptions& options) {
   const Clock::time_point start = Clock::now();
   // Before and after the load: the directory may be rewritten while the weights are read.
-  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.config.model));
+  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.setup));
   RANKD_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::Engine> engine,
-      engine::Engine::Create(WorkerEngineOptions(options.config), backend::CreateBackend));
+      engine::Engine::Create(WorkerEngineOptions(options.setup), backend::CreateBackend));
   {
     // Warm-up: the first call pays for lazy initialization (thread pools, allocations).
     engine::ScoreRequest warm;
@@ -496,13 +499,13 @@ absl::Status RunWorker(const WorkerOptions& options) {
     absl::StatusOr<engine::ScoreResult> r = engine->Score(warm);
     if (!r.ok()) return Annotate(r.status(), "warm-up");
   }
-  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.config.model));
+  RANKD_RETURN_IF_ERROR(CheckModelIdentity(options.setup));
   WorkerService service(engine.get(), options);
   ::unlink(options.socket_path.c_str());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", options.socket_path),
                            grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(TransportMessageLimit(options.config.limits.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(protocol::TransportMessageLimit(options.setup.limits.max_message_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {

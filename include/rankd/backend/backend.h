@@ -10,6 +10,7 @@
 #ifndef RANKD_BACKEND_BACKEND_H_
 #define RANKD_BACKEND_BACKEND_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -106,17 +107,31 @@ class Backend {
   virtual absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups);
 };
 
+// The names BackendOptions' string fields take, their one home: the serve config's key table
+// (its choices and their error messages), the registry, the backends and the front end all spell
+// them from here.
+inline constexpr absl::string_view kCpuBackend = "cpu";
+inline constexpr absl::string_view kCudaBackend = "cuda";
+inline constexpr std::array<absl::string_view, 2> kBackendKinds = {kCpuBackend, kCudaBackend};
+inline constexpr absl::string_view kStrategyIbpc = "ibpc";
+inline constexpr absl::string_view kStrategyMultiItem = "multi-item";
+inline constexpr std::array<absl::string_view, 2> kStrategies = {kStrategyIbpc,
+                                                                 kStrategyMultiItem};
+inline constexpr absl::string_view kPrecisionBf16 = "bf16";
+inline constexpr absl::string_view kPrecisionFp8 = "fp8";
+inline constexpr std::array<absl::string_view, 2> kPrecisions = {kPrecisionBf16, kPrecisionFp8};
+
 struct BackendOptions {
-  std::string kind = "cpu";  // "cpu" or "cuda"
+  std::string kind = std::string(kCpuBackend);  // kBackendKinds: "cpu" or "cuda"
   int threads = 0;           // CPU threads (0: all cores)
   int device = 0;            // CUDA device index
   // CUDA strategy: "ibpc" (prefix KV computed once, items in batches) or "multi-item"
   // (prefix and items in one packed pass).
-  std::string strategy = "ibpc";
+  std::string strategy = std::string(kStrategyIbpc);
   bool cuda_graphs = true;
   // CUDA linear layers: "bf16" (bf16 weights and activations) or "fp8" (e4m3 weights with
   // per-output-channel scales, activations quantised per token; fp32 accumulation either way).
-  std::string precision = "bf16";
+  std::string precision = std::string(kPrecisionBf16);
   // The CUDA backend's diagnostics and tuning switches. Programs take them from the RANKD_CUDA_*
   // environment variables once, at start (ApplyBackendEnvironment, rankd/backend/registry.h;
   // docs/config.md lists them); the backend reads nothing from the environment itself.

@@ -1,6 +1,6 @@
 // The one rule by which rankd keeps a measured cost rate (seconds per token) up to date: the
 // worker's, which sizes its engine steps (src/worker/worker.cc), and deadline admission's
-// (rankd/server/cost_estimator.h).
+// (rankd/server/pool/cost_estimator.h).
 #ifndef RANKD_COMMON_MOVING_RATE_H_
 #define RANKD_COMMON_MOVING_RATE_H_
 

@@ -10,16 +10,23 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "rankd/backend/backend.h"
 
 namespace rankd::engine {
+
+// The placeholders a query template and an item template must hold (tokenizer::ApplyTemplate
+// replaces them), checked where a template is set (the serve config's key table) and where the
+// engine takes one (TextEncoder::Load), both from here.
+inline constexpr absl::string_view kQueryPlaceholder = "{query}";
+inline constexpr absl::string_view kItemPlaceholder = "{item}";
 
 // Model-level prompt and head settings. Unset fields fall back to rankd.yaml beside the weights,
 // then to the preset's (if a preset is named), then to the defaults: bare text templates; head
 // classifier:0 for *ForSequenceClassification, yes_no:yes,no for *ForCausalLM.
 struct ModelSettings {
-  std::optional<std::string> query_template;  // contains {query}
-  std::optional<std::string> item_template;   // contains {item}
+  std::optional<std::string> query_template;  // contains kQueryPlaceholder
+  std::optional<std::string> item_template;   // contains kItemPlaceholder
   std::optional<std::string> head;         // "classifier[:INDEX]" | "yes_no:YES,NO" | "logit:TOKEN"
   std::optional<std::string> preset;       // a PresetNames() entry, e.g. "qwen3-reranker"
   std::optional<std::string> instruction;  // the preset's task instruction, if it has one

@@ -1,6 +1,8 @@
 // The checks of model inputs that more than one layer applies (the front end before queueing, the
 // engine for `rankd score`, each backend at its boundary): one function and one message each, so
-// that a caller sees the same words for the same mistake whichever layer catches it.
+// that a caller sees the same words for the same mistake whichever layer catches it. Their errors
+// carry the field as data (rankd/common/field_error.h): called for one item with the field under
+// it (".ids"), AtItem makes the error about the item.
 #ifndef RANKD_MODEL_INPUT_CHECKS_H_
 #define RANKD_MODEL_INPUT_CHECKS_H_
 

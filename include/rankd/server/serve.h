@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "rankd/server/config.h"
+#include "rankd/server/config/config.h"
 
 namespace rankd::server {
 

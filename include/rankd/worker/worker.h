@@ -16,16 +16,17 @@
 #include "absl/status/statusor.h"
 #include "rankd/engine/engine.h"
 #include "rankd/internal/worker.pb.h"
-#include "rankd/server/config.h"
+#include "rankd/protocol/protocol.h"
 
 namespace rankd::worker {
 
-// What `rankd worker` is started with: its socket and index on the command line, everything else
-// in `config`, the front end's finalized ServeConfig (read from the file its --config names).
+// What `rankd worker` is started with: its socket and index on the command line, and what it
+// needs of the front end's finalized config (the file its --config names): the model, its engine
+// and the limits (protocol.h).
 struct WorkerOptions {
   std::string socket_path;
   int index = 0;
-  server::ServeConfig config;
+  protocol::WorkerSetup setup;
   // Waits up to `timeout` for a request to stop (SIGTERM / SIGINT); true when one came.
   std::function<bool(std::chrono::milliseconds timeout)> wait_for_stop;
 };
@@ -40,16 +41,17 @@ struct WorkerOptions {
 // tokenized once. max_request_tokens counts the items as cut.
 absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
                                                      const rankd::worker::v1::WorkItem& work,
-                                                     const server::Limits& limits);
+                                                     const protocol::Limits& limits);
 
-// OK when model.dir still holds model.identity (model::ModelIdentity), the model the front end
-// started with; else FAILED_PRECONDITION naming both: a worker that would load another model
-// refuses to serve (it exits with the error, and stays down while the directory holds it).
-absl::Status CheckModelIdentity(const server::ModelSection& model);
+// OK when the model directory (setup.engine.model_dir, model.dir) still holds
+// setup.model_identity (model::ModelIdentity), the model the front end started with; else
+// FAILED_PRECONDITION naming both: a worker that would load another model refuses to serve (it
+// exits with the error, and stays down while the directory holds it).
+absl::Status CheckModelIdentity(const protocol::WorkerSetup& setup);
 
-// The engine a worker builds from `config`: config.model.engine on device 0 (a worker sees only
-// its own GPU, through CUDA_VISIBLE_DEVICES).
-engine::EngineOptions WorkerEngineOptions(const server::ServeConfig& config);
+// The engine a worker builds from `setup`: setup.engine on device 0 (a worker sees only its own
+// GPU, through CUDA_VISIBLE_DEVICES).
+engine::EngineOptions WorkerEngineOptions(const protocol::WorkerSetup& setup);
 
 // Loads and warms up the engine, then serves on options.socket_path until wait_for_stop says so
 // (or the parent process is gone). Work queued at that point is answered UNAVAILABLE.

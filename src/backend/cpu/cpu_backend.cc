@@ -148,7 +148,7 @@ class CpuBackend final : public backend::Backend {
     return absl::OkStatus();
   }
 
-  absl::string_view name() const override { return "cpu"; }
+  absl::string_view name() const override { return backend::kCpuBackend; }
   const ModelConfig& config() const override { return config_; }
   const HeadSpec& head() const override { return head_; }
 
@@ -315,7 +315,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCpuBackend(
     const backend::HeadSpec& head) {
   // precision names the CUDA backend's linear-layer arithmetic; this backend is the float32
   // reference and has no other.
-  if (options.precision != "bf16") {
+  if (options.precision != backend::kPrecisionBf16) {
     return absl::InvalidArgumentError(absl::StrCat(
         "precision '", options.precision,
         "' is for the cuda backend; the cpu backend computes in float32 (leave precision bf16)"));

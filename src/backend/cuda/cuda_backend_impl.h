@@ -1,0 +1,251 @@
+// The CUDA backend's class (private to src/backend/cuda), whose members are defined by stage:
+// cuda_backend.cc (loading, the linear layers' GEMM choice, prefixes and score passes, creation),
+// cuda_workspace.cc (the workspace, staging and the per-pass metadata), cuda_forward.cc (a pass's
+// kernels, eager or captured into a graph, with the profiler's stage marks). Moved out of
+// cuda_backend.cc as it was.
+#ifndef RANKD_SRC_BACKEND_CUDA_CUDA_BACKEND_IMPL_H_
+#define RANKD_SRC_BACKEND_CUDA_CUDA_BACKEND_IMPL_H_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/hopper_gemm.cuh"
+#include "kernels/kv_layers.cuh"
+#include "kernels/qkv_rope.cuh"
+#include "rankd/backend/cuda/cuda_backend.h"
+#include "rankd/backend/cuda/cuda_weights.h"
+#include "rankd/backend/cuda/device_arena.h"
+#include "rankd/backend/cuda/gemm.h"
+#include "rankd/backend/cuda/graph_cache.h"
+#include "rankd/backend/cuda/pass_plan.h"
+#include "rankd/backend/cuda/stage_profiler.h"
+#include "spdlog/spdlog.h"
+#include "src/backend/cuda/device_context.h"
+
+namespace rankd::cuda::internal {
+
+// The counts of a pass, in device memory (part of the uploaded metadata).
+struct PassCounts {
+  int32_t rows = 0;   // live rows; the rest of the pass's rows are padding
+  int32_t items = 0;  // N
+  int32_t units = 0;  // attention work units (tiles x Nkv)
+  int32_t unused = 0;
+  KvLayers kv_out;  // encode: the prefix's cache, which RoPE fills; score: k = null
+};
+
+// The per-pass metadata, uploaded in one copy. Carved identically from the pinned staging block
+// and the device workspace for the pass's shape, so its device addresses depend on the shape alone
+// (a graph captured for the shape stays valid as long as the workspace does).
+struct Meta {
+  int32_t* tokens = nullptr;     // [Tb] vocab id, or -(r + 1) for embedding row r; 0: padding
+  int32_t* positions = nullptr;  // [Tb] RoPE positions
+  int32_t* seg_start = nullptr;  // [Tb] first row of each row's segment
+  int32_t* last_rows = nullptr;  // [Nb] row of each item's last token
+  KvLayers* contexts = nullptr;  // [Nb + 1] context K/V of each run
+  kernels::AttentionTile* tiles = nullptr;  // [MaxPassTiles(Tb, Nb, G)] work list
+  PassCounts* counts = nullptr;             // [1]
+  int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
+};
+
+class CudaBackend final : public backend::Backend {
+ public:
+  CudaBackend(ModelConfig config, HeadSpec head, Strategy strategy, Precision precision,
+              std::shared_ptr<DeviceContext> ctx, bool graphs,
+              backend::BackendOptions::CudaSwitches switches)
+      : config_(std::move(config)),
+        head_(head),
+        strategy_(strategy),
+        precision_(precision),
+        switches_(switches),
+        ctx_(std::move(ctx)),
+        graphs_(graphs) {}
+
+  ~CudaBackend() override {
+    // Queued work may still use the arenas that the members' destructors free.
+    cudaSetDevice(ctx_->device());
+    cudaStreamSynchronize(ctx_->stream());
+    graphs_.Clear();
+    if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
+    int own_shapes = 0;
+    for (const auto& [shape, own] : own_choice_) own_shapes += own.has_value();
+    const std::string line = absl::StrCat(
+        "cuda backend stats: ", graphs_.Summary(),
+        own_use_ == OwnUse::kTimed
+            ? absl::StrCat(", linear shapes timed: ", own_shapes, " on the Hopper GEMM, ",
+                           own_choice_.size() - own_shapes, " on cuBLASLt")
+            : "");
+    spdlog::info("{}", line);
+    if (switches_.stats || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
+    if (profiler_) std::fputs(profiler_->Table().c_str(), stderr);
+  }
+
+  absl::Status Load(const model::SafetensorsModel& st, int initial_tokens);
+
+  absl::string_view name() const override { return backend::kCudaBackend; }
+  const ModelConfig& config() const override { return config_; }
+  const HeadSpec& head() const override { return head_; }
+
+  absl::StatusOr<std::shared_ptr<const PrefixState>> EncodePrefix(
+      absl::Span<const int32_t> ids) override;
+  absl::Status ScoreItems(const PrefixState& prefix, const ItemBatch& items,
+                          absl::Span<float> scores) override;
+  absl::Status ScoreGroups(absl::Span<const ScoreGroup> groups) override;
+
+  size_t weight_bytes() const { return weights_.arena->capacity(); }
+  bool own_gemm() const { return own_use_ != OwnUse::kNever; }
+  CudaBackendStats Stats() {
+    std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
+    const GraphStats& stats = graphs_.stats();
+    CudaBackendStats s;
+    s.graphs_enabled = graphs_.enabled();
+    s.eager_passes = stats.eager_passes;
+    s.graph_replays = stats.graph_replays;
+    s.graph_captures = stats.graph_captures;
+    s.graph_fallbacks = stats.graph_fallbacks;
+    s.graphs_cached = static_cast<int64_t>(graphs_.size());
+    s.prefix_pool_used_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrUsedMemCurrent);
+    s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
+    s.own_gemm = own_gemm();
+    s.k_rope_in_gemm = k_rope_in_gemm_;
+    return s;
+  }
+
+ private:
+  int group() const { return config_.num_heads / config_.num_kv_heads; }
+  int qkv_width() const { return config_.q_width() + 2 * config_.kv_width(); }
+
+  Meta CarveMeta(Carver& c, int rows, int items) const;
+  // The planner's view of a pass's host metadata.
+  static PassArrays Arrays(const Meta& m, const PassShape& shape, int group);
+  absl::Status EnsureCapacity(int tokens, int rows);
+  // Waits until the previous pass's uploads have left the pinned staging block.
+  absl::Status AcquireStaging();
+  // Uploads the metadata of `shape` (and `num_rows` embedding rows).
+  absl::Status Upload(const PassShape& shape, int num_rows);
+  // Runs a pass: replays its graph, or runs it eagerly (and captures it for next time).
+  absl::Status Forward(const PassShape& shape, const PassWork& work);
+  // Launches every kernel of a pass on the stream (eagerly, or into a graph being captured).
+  absl::Status RunPass(const PassShape& shape, const PassWork& work);
+  absl::StatusOr<const CudaPrefix*> CheckPrefix(const PrefixState* prefix) const;
+  // How RANKD_CUDA_OWN_GEMM (switches_.own_gemm) applies here: kNever where the device, the
+  // build or the model does not take the Hopper GEMM (said in the log when it was asked for).
+  enum class OwnUse { kNever, kAlways, kTimed };
+  OwnUse OwnGemmUse() const;
+  // A configuration of the Hopper GEMM (HopperGemmPlan's choices): tile_n 0 and kAuto, cluster 0
+  // leave them to MakeHopperGemmPlan.
+  struct OwnVariant {
+    int tile_n = 0;
+    kernels::HopperSchedule schedule = kernels::HopperSchedule::kAuto;
+    int cluster = 0;
+    auto Key() const { return std::make_tuple(tile_n, static_cast<int>(schedule), cluster); }
+  };
+  // The Hopper GEMM's plan for these operands as `variant` (kStoreBf16Rope: the k heads of
+  // rotations_).
+  cudaError_t MakeOwnPlan(const bf16* x, const bf16* w, void* y, int rows, int in, int out,
+                          kernels::HopperEpilogue epilogue, const OwnVariant& variant,
+                          kernels::HopperGemmPlan* plan) const;
+  // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue`, as `variant`.
+  absl::Status OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
+                       kernels::HopperEpilogue epilogue, const OwnVariant& variant, void* y);
+  // The same layer's work on cuBLASLt: the GEMM, and for the gated epilogues the activation
+  // kernel after it (gate_up [rows, out] in `wide`, in the weights' gate_up layout; y [rows,
+  // out/2]).
+  absl::Status CublasLinear(const bf16* x, const bf16* w, int rows, int in, int out,
+                            kernels::HopperEpilogue epilogue, void* y, bf16* wide);
+  // The Hopper GEMM variant the layer shape runs on, or none for cuBLASLt (own_use_). kAlways: the
+  // plan's defaults. kTimed: the first time the shape runs outside graph capture, every variant of
+  // kOwnVariants and cuBLASLt run on scratch outputs and the fastest is kept; during a capture, a
+  // shape not timed yet takes cuBLASLt.
+  absl::StatusOr<std::optional<OwnVariant>> OwnFor(const bf16* x, const bf16* w, int rows, int in,
+                                                   int out, kernels::HopperEpilogue epilogue);
+  // y = x . w^T with `epilogue` (kStoreBf16, kAccumulateF32) on the GEMM OwnFor picks.
+  absl::Status Linear(const bf16* x, const bf16* w, int rows, int in, int out,
+                      kernels::HopperEpilogue epilogue, void* y);
+  // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
+  absl::Status Mark(Stage stage, double flops, double bytes) {
+    return profiler_ ? profiler_->Mark(stage, flops, bytes, ctx_->stream()) : absl::OkStatus();
+  }
+
+  ModelConfig config_;
+  HeadSpec head_;
+  Strategy strategy_;
+  Precision precision_;
+  const backend::BackendOptions::CudaSwitches switches_;  // read once by the program (RANKD_CUDA_*)
+  std::shared_ptr<DeviceContext> ctx_;  // its mutex: one pass at a time, workspace and staging
+  GraphCache graphs_;                   // captured passes, valid with this workspace
+
+  CudaWeights weights_;
+  std::unique_ptr<Gemm> gemm_;
+  // The pass being planned: its runs, requests and counts. Reused from pass to pass (under
+  // ctx_->mu()).
+  PassPlan plan_;
+  int attention_blocks_ = 0;  // persistent grid of the attention kernel
+  // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
+  // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
+  bool q_rope_in_attention_ = false;
+  // RoPE of k happens in the qkv GEMM's epilogue (kStoreBf16Rope) where the Hopper GEMM may run,
+  // q is rotated in attention, the head is 64 or 128 wide and the pass fills no cache: the QkvRope
+  // kernel then does not run (or runs inside CublasLinear, where cuBLASLt is the faster).
+  // RANKD_CUDA_FUSE_K_ROPE=1 turns it on (off by default until measured).
+  bool k_rope_in_gemm_ = false;
+  // The QkvRope launch that kStoreBf16Rope stands for (its qkv set to the output), for the layer
+  // being run: what CublasLinear runs after cuBLASLt's GEMM for that epilogue.
+  kernels::QkvRopeParams rope_unfused_;
+  // What token embeddings are multiplied by: the model's embedding scale rounded to bf16, as HF's
+  // bf16 Gemma rounds it (1 for the others).
+  float embed_scale_ = 1.0f;
+
+  // Workspace (device) and staging (pinned host), sized for `cap_` (Tc tokens, Rc embedding
+  // rows). The metadata regions are carved per pass shape from their bases.
+  struct Capacity {
+    int tokens = 0;
+    int rows = 0;
+  } cap_;
+  std::unique_ptr<Arena> workspace_;
+  std::unique_ptr<Arena> staging_;
+  char* dev_meta_ = nullptr;     // metadata region, MetaBytes(Tc) bytes
+  char* host_meta_ = nullptr;    // its pinned twin
+  float2* rotations_ = nullptr;  // [Tc, D/2] fp32 (cos, sin) of each row's RoPE angles
+  float* x_ = nullptr;           // [Tc, H] fp32 residual stream
+  bf16* normed_ = nullptr;       // [Tc, H]
+  bf16* wide_ = nullptr;         // [Tc, max(Q + 2KV, 2I)]: qkv (roped in place), later gate_up
+  bf16* attn_ = nullptr;         // [Tc, Q] attention output
+  bf16* act_ = nullptr;          // [Tc, I]
+  // Precision fp8: the input of the GEMM about to run, in e4m3, and its per-row scales (written
+  // by the input and post norms, the attention output's quantiser and the gated activation).
+  __nv_fp8_e4m3* gemm_in_fp8_ = nullptr;  // [Tc, max(H, Q, I)]
+  float* gemm_in_scale_ = nullptr;        // [Tc]
+  float* x_last_ = nullptr;       // [Tc, H] fp32 the items' last rows in the last layer (compact)
+  float* dev_rows_ = nullptr;     // [Rc, H] fp32 injected embedding rows
+  float* dev_scores_ = nullptr;   // [Tc] fp32 (N <= T)
+  float* host_rows_ = nullptr;    // [Rc, H] fp32 pinned
+  float* host_scores_ = nullptr;  // [Tc] fp32 pinned
+  cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of staging
+
+  std::unique_ptr<StageProfiler> profiler_;  // null unless switches_.profile
+
+  // Where the Hopper GEMM may run (OwnGemmUse), gate_up's weight is interleaved for its gated
+  // epilogue (and cuBLASLt's gate_up output then too: the activation kernel reads it so). The
+  // plans of the operands met so far (their TMA descriptors) and, kTimed, the choice per layer
+  // shape (epilogue, rows, in, out: true when the Hopper GEMM was faster), under ctx_->mu().
+  OwnUse own_use_ = OwnUse::kNever;
+  int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
+  std::map<std::tuple<kernels::HopperEpilogue, int, int, int>, std::optional<OwnVariant>>
+      own_choice_;
+  using OwnGemmKey = std::tuple<const void*, const void*, const void*, const void*, int, int, int,
+                                kernels::HopperEpilogue, std::tuple<int, int, int>>;
+  std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
+};
+
+}  // namespace rankd::cuda::internal
+
+#endif  // RANKD_SRC_BACKEND_CUDA_CUDA_BACKEND_IMPL_H_

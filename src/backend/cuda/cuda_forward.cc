@@ -1,0 +1,235 @@
+// The CUDA backend's forward pass: every kernel of a pass launched on the stream, eagerly or into
+// a graph being captured (cuda_backend_impl.h), with the profiler's stage marks (Mark; the table
+// is stage_profiler.h's). Moved out of cuda_backend.cc as it was.
+#include <algorithm>
+
+#include "kernels/embedding.cuh"
+#include "kernels/gather_rows.cuh"
+#include "kernels/prefix_attention.cuh"
+#include "kernels/qkv_rope.cuh"
+#include "kernels/quantize_fp8.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/score_head.cuh"
+#include "kernels/swiglu.cuh"
+#include "rankd/backend/cuda/cuda_status.h"
+#include "rankd/common/status.h"
+#include "spdlog/spdlog.h"
+#include "src/backend/cuda/cuda_backend_impl.h"
+
+namespace rankd::cuda::internal {
+
+// ---- graphs ------------------------------------------------------------------------------------
+
+absl::Status CudaBackend::Forward(const PassShape& shape, const PassWork& work) {
+  return graphs_.Run(shape, ctx_->stream(), [&] { return RunPass(shape, work); });
+}
+
+// ---- forward -----------------------------------------------------------------------------------
+
+absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) {
+  cudaStream_t s = ctx_->stream();
+  const int H = config_.hidden_size, Q = config_.q_width(), KV = config_.kv_width(),
+            I = config_.intermediate_size, W = qkv_width(), D = config_.head_dim;
+  const float eps = config_.rms_norm_eps;
+  const float norm_offset = config_.norm_unit_offset ? 1.0f : 0.0f;  // Gemma: (1 + w)
+  const bool encode = shape.kind == PassKind::kEncode;
+  Carver c(dev_meta_);
+  const Meta m = CarveMeta(c, shape.rows, shape.items);
+  const int Tb = shape.rows, Nb = shape.items;
+
+  // The linear layers: bf16, or with precision fp8 those that Fp8Linears names (their inputs'
+  // producers, the norms in front of qkv and gate_up, the attention output's quantiser and the
+  // gated activation, then write gemm_in_fp8_ and its row scales, which the GEMMs read instead of
+  // the bf16 input).
+  const bool fp8 = precision_ == Precision::kFp8;
+  const Fp8Linears& f8 = switches_.fp8_linears;
+  const bool fp8_qkv = fp8 && f8.qkv, fp8_o = fp8 && f8.o_proj, fp8_gate_up = fp8 && f8.gate_up,
+             fp8_down = fp8 && f8.down;
+  const Fp8Matrix gemm_in{gemm_in_fp8_, gemm_in_scale_};
+  auto norm = [&](const float* x, const bf16* w, int rows, bool to_fp8) -> absl::Status {
+    RANKD_CUDA_RETURN_IF_ERROR(
+        to_fp8 ? kernels::LaunchRmsNormFp8(x, w, norm_offset, eps, rows, H, gemm_in_fp8_,
+                                           gemm_in_scale_, s)
+               : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, s));
+    return absl::OkStatus();
+  };
+  // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused when `in_fp8`).
+  auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
+                    bf16* y, bool in_fp8) {
+    if (in_fp8) return gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s);
+    return Linear(x, w, rows, in, out, kernels::HopperEpilogue::kStoreBf16, y);
+  };
+  // y [rows, out] fp32 += input . w^T.
+  auto linear_add = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in,
+                        int out, float* y, bool in_fp8) {
+    if (in_fp8) return gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s);
+    return Linear(x, w, rows, in, out, kernels::HopperEpilogue::kAccumulateF32, y);
+  };
+
+  // The two numbers of every stage (for the profile): FLOPs, and the fewest bytes moved, for the
+  // live rows (the padding rows' work shows up as lower efficiency). `e` is the bytes of a GEMM
+  // operand element (weights and inputs), `sc` those of its per-row scales, by the GEMM's
+  // precision.
+  const double t = work.rows, n = work.items, h = H, q = Q, i = I, w3 = W, kv = KV;
+  auto e = [](bool in_fp8) { return in_fp8 ? 1.0 : 2.0; };
+  auto sc = [](double rows, bool in_fp8) { return in_fp8 ? 4 * rows : 0.0; };
+  auto norm_flops = [&](double rows) { return 4 * rows * h; };
+  auto norm_bytes = [&](double rows, bool to_fp8) {
+    return rows * h * (4 + e(to_fp8)) + 2 * h + sc(rows, to_fp8);
+  };
+
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_,
+                                                            H, embed_scale_, x_, s));
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, t * (4 + D * 4.0)));
+  RANKD_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, s));
+  const KvLayers own{wide_ + Q, wide_ + Q + KV, 0, W};
+  for (int l = 0; l < config_.num_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    const bool last = l == config_.num_layers - 1;
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t, fp8_qkv)));
+    RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb, fp8_qkv));
+    kernels::QkvRopeParams r;
+    r.qkv = wide_;
+    r.bias = w.bqkv;
+    r.q_norm = w.q_norm;
+    r.k_norm = w.k_norm;
+    r.rotations = rotations_;
+    r.num_rows = &m.counts->rows;
+    r.kv_out = &m.counts->kv_out;
+    r.layer = l;
+    r.skip_q = q_rope_in_attention_;
+    r.num_tokens = Tb;
+    r.num_q_heads = config_.num_heads;
+    r.num_kv_heads = config_.num_kv_heads;
+    r.head_dim = D;
+    r.eps = eps;
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kQkvGemm, 2 * t * h * w3,
+             e(fp8_qkv) * (t * h + w3 * h) + sc(t, fp8_qkv) + sc(w3, fp8_qkv) + 2 * t * w3));
+    if (k_rope_in_gemm_ && !encode && !fp8_qkv) {
+      // k rotated in the GEMM's epilogue (or, where cuBLASLt is the faster, by QkvRope right
+      // after it: the profile counts either in the qkv GEMM's stage).
+      rope_unfused_ = r;
+      RANKD_RETURN_IF_ERROR(
+          Linear(normed_, w.wqkv, Tb, H, W, kernels::HopperEpilogue::kStoreBf16Rope, wide_));
+    } else {
+      RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
+      RANKD_RETURN_IF_ERROR(
+          Mark(Stage::kQkvRope, 0,
+               4 * t * ((q_rope_in_attention_ ? 0 : q) + kv) + (encode ? 4 * t * kv : 0)));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
+    }
+    if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
+
+    kernels::PrefixAttentionParams a;
+    a.q = wide_;
+    a.q_row_stride = W;
+    a.q_rotations = q_rope_in_attention_ ? rotations_ : nullptr;
+    a.own = own;
+    a.contexts = m.contexts;
+    a.seg_start = m.seg_start;
+    a.tiles = m.tiles;
+    a.num_units = &m.counts->units;
+    a.unit_counter = m.unit_counters + l;
+    a.layer = l;
+    a.num_q_heads = config_.num_heads;
+    a.num_kv_heads = config_.num_kv_heads;
+    a.head_dim = D;
+    a.scale = config_.attn_scale;
+    a.softcap = config_.attn_logit_softcapping;
+    a.window = config_.window(l);
+    a.blocks = attention_blocks_;
+    a.out = attn_;
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, 4 * q * work.attended,
+                               2 * (2 * t * q + 2 * t * kv + 2 * work.ctx_rows * kv)));
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, s));
+
+    // After the last layer's attention only the items' last rows matter: its o_proj and MLP run
+    // on those rows alone, gathered into x_last_ (residual) and wide_ (attention output, free
+    // until gate_up overwrites it).
+    float* xr = x_;
+    const bf16* ar = attn_;
+    int rows = Tb;
+    double live = t;
+    if (last) {
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kGather, 0, 2 * n * (4 * h + 2 * q)));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(x_, m.last_rows, &m.counts->items, Nb,
+                                                           sizeof(float) * H, x_last_, s));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(attn_, m.last_rows, &m.counts->items, Nb,
+                                                           sizeof(bf16) * Q, wide_, s));
+      xr = x_last_;
+      ar = wide_;
+      rows = Nb;
+      live = n;
+    }
+    if (fp8_o) {
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, 0, live * q * 3 + sc(live, true)));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, s));
+    }
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kOProj, 2 * live * q * h,
+             e(fp8_o) * (live * q + q * h) + sc(live, fp8_o) + sc(h, fp8_o) + 8 * live * h));
+    // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
+    // and its norm is what the residual adds.
+    if (config_.sandwich_norms) {
+      RANKD_RETURN_IF_ERROR(linear(ar, w.wo, w.wo_fp8, rows, Q, H, normed_, fp8_o));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, s));
+    } else {
+      RANKD_RETURN_IF_ERROR(linear_add(ar, w.wo, w.wo_fp8, rows, Q, H, xr, fp8_o));
+    }
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live, fp8_gate_up)));
+    RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
+    const bool gelu = config_.activation == model::Activation::kGeluTanh;
+    const kernels::HopperEpilogue gated =
+        gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu;
+    std::optional<OwnVariant> own_gate_up;
+    if (!fp8_gate_up && !fp8_down) {
+      RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(normed_, w.w_gate_up, rows, H, 2 * I, gated));
+    }
+    // The Hopper GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
+    // memory, and there is no activation kernel (its stage's time is gate_up's).
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, 4 * live * h * i,
+                               e(fp8_gate_up) * (live * h + 2 * i * h) + sc(live, fp8_gate_up) +
+                                   sc(2 * i, fp8_gate_up) + (own_gate_up ? 2 : 4) * live * i));
+    if (own_gate_up) {
+      RANKD_RETURN_IF_ERROR(
+          OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
+    } else {
+      RANKD_RETURN_IF_ERROR(
+          fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)
+                      : gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
+      RANKD_RETURN_IF_ERROR(
+          Mark(Stage::kSwiGlu, 0, (4 + e(fp8_down)) * live * i + sc(live, fp8_down)));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          fp8_down
+              ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
+                      : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s))
+              : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s, gate_up_half_)
+                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, s, gate_up_half_)));
+    }
+    RANKD_RETURN_IF_ERROR(Mark(
+        Stage::kDown, 2 * live * i * h,
+        e(fp8_down) * (live * i + i * h) + sc(live, fp8_down) + sc(h, fp8_down) + 8 * live * h));
+    if (config_.sandwich_norms) {
+      RANKD_RETURN_IF_ERROR(linear(act_, w.w_down, w.w_down_fp8, rows, I, H, normed_, fp8_down));
+      RANKD_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, s));
+    } else {
+      RANKD_RETURN_IF_ERROR(linear_add(act_, w.w_down, w.w_down_fp8, rows, I, H, xr, fp8_down));
+    }
+  }
+  if (encode) return absl::OkStatus();
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kHead, 4 * n * h, 4 * n * h));
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
+      x_last_, nullptr, &m.counts->items, Nb, weights_.final_norm, norm_offset, weights_.head_rows,
+      static_cast<int>(head_.HeadRows().size()),
+      config_.head_kind == model::HeadKind::kCausalLm ? config_.final_logit_softcapping : 0.0f, eps,
+      H, dev_scores_, s));
+  return absl::OkStatus();
+}
+
+}  // namespace rankd::cuda::internal

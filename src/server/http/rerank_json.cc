@@ -1,0 +1,574 @@
+// The JSON of POST /v1/rerank and POST /rerank (rankd/server/http/rerank_json.h).
+#include "rankd/server/http/rerank_json.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "nlohmann/json.hpp"
+#include "rankd/common/status.h"
+
+namespace rankd::server {
+namespace {
+
+using Json = nlohmann::json;
+
+// Compact JSON; invalid UTF-8 in strings becomes U+FFFD.
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// A boolean request member of the schemas.
+Json Boolean(bool default_value, const char* description) {
+  return {{"type", "boolean"}, {"default", default_value}, {"description", description}};
+}
+
+// The request members both shapes read.
+void AddCommonMembers(Json* properties) {
+  (*properties)["raw_scores"] =
+      Boolean(false, "Scores as rankd computes them instead of their sigmoid (0..1).");
+  (*properties)["truncate"] =
+      Boolean(false,
+              "Cut over-long texts at the end instead of refusing them; false leaves the "
+              "server's limits.truncate to decide.");
+  (*properties)["priority"] = {{"type", "string"},
+                               {"enum", {"interactive", "batch"}},
+                               {"description", "rankd's scheduling class (default: interactive)."}};
+}
+
+absl::Status FieldError(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// What a shape's body holds: the top-level members the readers below read (RerankJsonSchemas
+// lists the same: openapi_test checks that each documented member is read), and of them, its list
+// of texts.
+struct BodyMembers {
+  absl::Span<const absl::string_view> members;
+  absl::string_view list;
+};
+BodyMembers MembersOf(RerankShape shape) {
+  static constexpr absl::string_view kCohere[] = {"query",    "documents",        "model",
+                                                  "top_n",    "return_documents", "raw_scores",
+                                                  "truncate", "priority"};
+  static constexpr absl::string_view kTei[] = {"query",      "texts",    "return_text",
+                                               "raw_scores", "truncate", "truncation_direction",
+                                               "priority"};
+  static constexpr absl::string_view kTokenize[] = {"inputs", "add_special_tokens", "template",
+                                                    "model"};
+  switch (shape) {
+    case RerankShape::kCohere:
+      return {kCohere, "documents"};
+    case RerankShape::kTei:
+      return {kTei, "texts"};
+    case RerankShape::kTokenize:
+      return {kTokenize, "inputs"};
+  }
+  return {};
+}
+
+// Builds the part of a body that `shape` reads, from nlohmann's SAX events: the top-level
+// object's members (MembersOf), the elements of its list (at most `max_items`: the parse stops at
+// the next one) and, in Cohere's document objects, "text". Every other value
+// is parsed (its syntax, nesting and keys checked) and dropped, and a container that is kept but
+// whose contents nobody reads (a list as "query") is kept empty. So a body's parse is linear in
+// its bytes and what it builds is bounded by the limits, whatever the body holds: many objects
+// in the list or elsewhere, members nobody reads.
+class BodyReader final : public Json::json_sax_t {
+ public:
+  BodyReader(RerankShape shape, int max_items)
+      : members_(MembersOf(shape).members),
+        list_(MembersOf(shape).list),
+        documents_(shape == RerankShape::kCohere),
+        max_items_(max_items) {}
+
+  Json& root() { return root_; }
+  const absl::Status& status() const { return status_; }
+
+  bool null() override { return Add(nullptr); }
+  bool boolean(bool value) override { return Add(value); }
+  bool number_integer(number_integer_t value) override { return Add(value); }
+  bool number_unsigned(number_unsigned_t value) override { return Add(value); }
+  bool number_float(number_float_t value, const string_t&) override { return Add(value); }
+  bool string(string_t& value) override { return Add(std::move(value)); }
+  bool binary(binary_t&) override { return Add(nullptr); }  // not in JSON text
+  bool start_object(std::size_t) override { return Open(Json::value_t::object); }
+  bool start_array(std::size_t) override { return Open(Json::value_t::array); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& key) override {
+    Frame& f = stack_.back();
+    if (!f.keys.insert(key).second) {
+      return Fail(FieldError(Dump(Json(key)), "appears twice in one object"));
+    }
+    f.key = std::move(key);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const Json::exception& e) override {
+    // e.g. "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error while
+    // parsing value - invalid string: ill-formed UTF-8 byte; last read: '"\xFF'", or
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'": the reason, and where.
+    std::string what = e.what();
+    if (const size_t at = what.find("] "); what[0] == '[' && at != std::string::npos) {
+      what.erase(0, at + 2);
+    }
+    return Fail(absl::InvalidArgumentError(absl::StrCat("body: not valid JSON: ", what)));
+  }
+
+ private:
+  // What an open container is to the shape.
+  enum class Place {
+    kRoot,      // the top-level object: members_ are kept
+    kList,      // its list: every element is kept, up to max_items_
+    kDocument,  // an object in Cohere's list: "text" is kept
+    kDropped,   // anything else: its contents are dropped
+  };
+  struct Frame {
+    Json* node = nullptr;  // the kept container (null: kDropped)
+    Place place = Place::kDropped;
+    absl::flat_hash_set<std::string> keys;  // an object's keys so far
+    std::string key;                        // an object's member being read
+    int count = 0;                          // a list's elements so far
+  };
+
+  bool Fail(absl::Status status) {
+    status_ = std::move(status);
+    return false;  // stops the parse
+  }
+
+  // Puts `value` (a scalar, or a container still empty) where it goes in the kept part (nowhere:
+  // dropped); returns its place there, and what it is as a container.
+  absl::StatusOr<std::pair<Json*, Place>> Put(Json value) {
+    const bool object = value.is_object(), array = value.is_array();
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return std::pair(&root_, object ? Place::kRoot : Place::kDropped);
+    }
+    Frame& f = stack_.back();
+    switch (f.place) {
+      case Place::kRoot:
+        if (absl::c_linear_search(members_, f.key)) {
+          Json* member = &((*f.node)[f.key] = std::move(value));
+          return std::pair(member, f.key == list_ && array ? Place::kList : Place::kDropped);
+        }
+        break;
+      case Place::kList:
+        if (++f.count > max_items_) {
+          return FieldError(list_, absl::StrCat("more than max_items=", max_items_, " items"));
+        }
+        f.node->push_back(std::move(value));
+        return std::pair(&f.node->back(),
+                         documents_ && object ? Place::kDocument : Place::kDropped);
+      case Place::kDocument:
+        if (f.key == "text")
+          return std::pair(&((*f.node)[f.key] = std::move(value)), Place::kDropped);
+        break;
+      case Place::kDropped:
+        break;
+    }
+    return std::pair<Json*, Place>(nullptr, Place::kDropped);
+  }
+
+  bool Add(Json value) {
+    if (absl::Status s = Put(std::move(value)).status(); !s.ok()) return Fail(std::move(s));
+    return true;
+  }
+
+  bool Open(Json::value_t type) {
+    if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("body: nesting deeper than ", kMaxJsonDepth, " levels")));
+    }
+    absl::StatusOr<std::pair<Json*, Place>> put = Put(Json(type));
+    if (!put.ok()) return Fail(put.status());
+    Frame& f = stack_.emplace_back();
+    f.place = put->second;
+    if (f.place != Place::kDropped) f.node = put->first;
+    return true;
+  }
+
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  const absl::Span<const absl::string_view> members_;
+  const absl::string_view list_;
+  const bool documents_;  // Cohere: the list's objects are documents
+  const int max_items_;
+  Json root_;
+  std::vector<Frame> stack_;  // the containers open, outermost first
+  absl::Status status_;
+};
+
+// Parses `body` as `shape` reads it (BodyReader): a JSON document within kMaxJsonDepth whose
+// objects repeat no key, with at most `max_items` elements in the shape's list.
+absl::StatusOr<Json> ParseBody(RerankShape shape, absl::string_view body, int max_items) {
+  BodyReader reader(shape, max_items);
+  try {
+    if (!Json::sax_parse(body.begin(), body.end(), &reader)) {
+      return reader.status().ok() ? absl::InvalidArgumentError("body: not valid JSON")
+                                  : reader.status();
+    }
+  } catch (const Json::exception& e) {
+    // BodyReader builds only what nlohmann takes without throwing; were it ever to throw, the
+    // call fails, not the process.
+    return absl::InternalError(absl::StrCat("body: ", e.what()));
+  }
+  return std::move(reader.root());
+}
+
+// The members of the top-level object that the shape reads; null counts as absent.
+class Members {
+ public:
+  explicit Members(const Json& object) : object_(object) {}
+  const Json* Get(const char* name) const {
+    auto it = object_.find(name);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+ private:
+  const Json& object_;
+};
+
+absl::Status ReadString(const Json* j, const char* name, std::string* out) {
+  if (j == nullptr) return absl::OkStatus();
+  if (!j->is_string()) return FieldError(name, "must be a string");
+  *out = j->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const Json* j, const char* name, bool* out) {
+  if (j == nullptr) return absl::OkStatus();
+  if (!j->is_boolean()) return FieldError(name, "must be true or false");
+  *out = j->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest* request) {
+  const absl::string_view name = MembersOf(shape).list;
+  if (j == nullptr) return FieldError(name, "required (a list of strings)");
+  if (!j->is_array()) return FieldError(name, "must be a list of strings");
+  request->mutable_items()->Reserve(static_cast<int>(std::min<size_t>(j->size(), INT32_MAX)));
+  for (size_t i = 0; i < j->size(); ++i) {
+    const Json& d = (*j)[i];
+    const std::string at = absl::StrCat(name, "[", i, "]");
+    if (d.is_string()) {
+      request->add_items()->set_text(d.get<std::string>());
+    } else if (shape == RerankShape::kCohere && d.is_object()) {
+      // Cohere's and Jina's document objects: {"text": ...} (other members ignored).
+      auto text = d.find("text");
+      if (text == d.end() || !text->is_string()) {
+        return FieldError(at + ".text", "required, a string");
+      }
+      request->add_items()->set_text(text->get<std::string>());
+    } else {
+      return FieldError(at, shape == RerankShape::kCohere ? "must be a string or {\"text\": string}"
+                                                          : "must be a string");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int max_items,
+                                rankd::v1::ScoreRequest* request, RerankOptions* options) {
+  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(shape, body, max_items));
+  if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  const Members m(j);
+  const bool cohere = shape == RerankShape::kCohere;
+  if (m.Get("query") == nullptr) return FieldError("query", "required (a string)");
+  RANKD_RETURN_IF_ERROR(ReadString(m.Get("query"), "query", request->mutable_query()));
+  RANKD_RETURN_IF_ERROR(ReadTexts(m.Get(cohere ? "documents" : "texts"), shape, request));
+  if (cohere) {
+    RANKD_RETURN_IF_ERROR(ReadString(m.Get("model"), "model", request->mutable_model()));
+    if (const Json* top_n = m.Get("top_n")) {
+      // JSON's non-negative integers parse as unsigned; anything else is no positive int32.
+      if (!top_n->is_number_unsigned() || top_n->get<uint64_t>() < 1 ||
+          top_n->get<uint64_t>() > INT32_MAX) {
+        return FieldError("top_n", "must be a positive integer");
+      }
+      options->top_n = top_n->get<int32_t>();
+    }
+    options->return_text = true;  // vLLM's and Jina's default
+    RANKD_RETURN_IF_ERROR(
+        ReadBool(m.Get("return_documents"), "return_documents", &options->return_text));
+  } else {
+    RANKD_RETURN_IF_ERROR(ReadBool(m.Get("return_text"), "return_text", &options->return_text));
+    if (const Json* direction = m.Get("truncation_direction")) {
+      if (!direction->is_string() ||
+          !absl::EqualsIgnoreCase(direction->get<std::string>(), "right")) {
+        return FieldError("truncation_direction", "only \"Right\" is supported (the end is cut)");
+      }
+    }
+  }
+  RANKD_RETURN_IF_ERROR(ReadBool(m.Get("raw_scores"), "raw_scores", &options->raw_scores));
+  request->set_apply_sigmoid(!options->raw_scores);
+  bool truncate = false;
+  RANKD_RETURN_IF_ERROR(ReadBool(m.Get("truncate"), "truncate", &truncate));
+  // false leaves the server's limits.truncate to decide, as TRUNCATE_NONE does over gRPC.
+  request->set_truncate(truncate ? rankd::v1::TRUNCATE_END : rankd::v1::TRUNCATE_NONE);
+  if (const Json* priority = m.Get("priority")) {
+    const std::string p = priority->is_string() ? priority->get<std::string>() : "";
+    if (p != "interactive" && p != "batch") {
+      return FieldError("priority", "must be \"interactive\" or \"batch\"");
+    }
+    request->set_priority(p == "batch" ? rankd::v1::PRIORITY_BATCH
+                                       : rankd::v1::PRIORITY_INTERACTIVE);
+  }
+  return absl::OkStatus();
+}
+
+std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest& request,
+                               const RerankOptions& options,
+                               const rankd::v1::ScoreResponse& response, absl::string_view id) {
+  std::vector<int> order;  // scored items (the depth controller may leave some unscored)
+  for (int i = 0; i < response.scores_size(); ++i) {
+    if (response.scores(i).scored()) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return response.scores(a).score() > response.scores(b).score();
+  });
+  if (options.top_n > 0 && static_cast<int>(order.size()) > options.top_n) {
+    order.resize(options.top_n);
+  }
+  const bool cohere = shape == RerankShape::kCohere;
+  Json results = Json::array();
+  for (int i : order) {
+    Json r = {{"index", i}, {cohere ? "relevance_score" : "score", response.scores(i).score()}};
+    if (options.return_text) {
+      const std::string& text = request.items(i).text();
+      if (cohere) {
+        r["document"] = {{"text", text}};
+      } else {
+        r["text"] = text;
+      }
+    }
+    results.push_back(std::move(r));
+  }
+  Json out;
+  if (cohere) {
+    out = {{"id", std::string(id)},
+           {"model", response.model()},
+           {"results", std::move(results)},
+           {"usage",
+            {{"total_tokens",
+              int64_t{response.usage().prefix_tokens()} + response.usage().item_tokens()}}}};
+  } else {
+    out = std::move(results);
+  }
+  return Dump(out);
+}
+
+absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
+                                  rankd::v1::TokenizeRequest* request) {
+  RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(RerankShape::kTokenize, body, max_items));
+  if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  const Members m(j);
+  const Json* inputs = m.Get("inputs");
+  if (inputs == nullptr) return FieldError("inputs", "required (a string or a list of strings)");
+  if (inputs->is_string()) {
+    request->add_texts(inputs->get<std::string>());
+  } else if (inputs->is_array()) {
+    request->mutable_texts()->Reserve(
+        static_cast<int>(std::min<size_t>(inputs->size(), INT32_MAX)));
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      const Json& t = (*inputs)[i];
+      if (!t.is_string()) return FieldError(absl::StrCat("inputs[", i, "]"), "must be a string");
+      request->add_texts(t.get<std::string>());
+    }
+  } else {
+    return FieldError("inputs", "must be a string or a list of strings");
+  }
+  bool special = true;  // TEI's default
+  RANKD_RETURN_IF_ERROR(ReadBool(m.Get("add_special_tokens"), "add_special_tokens", &special));
+  request->set_add_special_tokens(special);
+  if (const Json* t = m.Get("template")) {
+    const std::string name = t->is_string() ? t->get<std::string>() : "";
+    if (name == "query") {
+      request->set_template_(rankd::v1::TEMPLATE_QUERY);
+    } else if (name == "item") {
+      request->set_template_(rankd::v1::TEMPLATE_ITEM);
+    } else if (name != "none") {
+      return FieldError("template", "must be \"none\", \"query\" or \"item\"");
+    }
+  }
+  return ReadString(m.Get("model"), "model", request->mutable_model());
+}
+
+std::string TokenizeResponseJson(const rankd::v1::TokenizeResponse& response) {
+  Json out = Json::array();
+  for (const rankd::v1::TokenizedText& text : response.texts()) {
+    Json tokens = Json::array();
+    for (int32_t id : text.ids()) tokens.push_back({{"id", id}});
+    out.push_back(std::move(tokens));
+  }
+  return out.dump();
+}
+
+std::string TokenizeFieldMessage(absl::string_view message) {
+  constexpr absl::string_view kTexts = "texts";
+  if (!absl::StartsWith(message, kTexts)) return std::string(message);
+  return absl::StrCat(MembersOf(RerankShape::kTokenize).list, message.substr(kTexts.size()));
+}
+
+std::string ErrorJson(absl::string_view message, absl::string_view code) {
+  const Json j = {{"error", {{"message", std::string(message)}, {"code", std::string(code)}}}};
+  return Dump(j);
+}
+
+RerankSchemas RerankJsonSchemas(RerankShape shape) {
+  const Json string = {{"type", "string"}};
+  const Json index = {{"type", "integer"},
+                      {"minimum", 0},
+                      {"description", "The item's position in the request's list."}};
+  Json properties = {{"query", {{"type", "string"}, {"description", "The query."}}}};
+  switch (shape) {
+    case RerankShape::kCohere: {
+      properties["documents"] = {
+          {"type", "array"},
+          {"items",
+           {{"oneOf",
+             {string,
+              {{"type", "object"},
+               {"required", {"text"}},
+               {"properties", {{"text", string}}},
+               {"description", "Cohere's form (other members ignored)."}}}}}},
+          {"description", "The texts to score against the query."}};
+      properties["model"] = {
+          {"type", "string"},
+          {"description", "The served model's name (model.name); another name gets 404."}};
+      properties["top_n"] = {{"type", "integer"},
+                             {"minimum", 1},
+                             {"maximum", INT32_MAX},
+                             {"description", "Results to return, best first (default: all)."}};
+      properties["return_documents"] = Boolean(true, "Each result carries its document's text.");
+      AddCommonMembers(&properties);
+      const Json result = {
+          {"type", "object"},
+          {"required", {"index", "relevance_score"}},
+          {"properties",
+           {{"index", index},
+            {"relevance_score", {{"type", "number"}}},
+            {"document",
+             {{"type", "object"}, {"required", {"text"}}, {"properties", {{"text", string}}}}}}}};
+      const Json response = {
+          {"type", "object"},
+          {"required", {"id", "model", "results", "usage"}},
+          {"properties",
+           {{"id",
+             {{"type", "string"},
+              {"description", "The caller's X-Request-Id, else a fresh one (the access log's)."}}},
+            {"model", string},
+            {"results",
+             {{"type", "array"}, {"items", result}, {"description", "Sorted best first."}}},
+            {"usage",
+             {{"type", "object"},
+              {"required", {"total_tokens"}},
+              {"properties", {{"total_tokens", {{"type", "integer"}, {"minimum", 0}}}}}}}}}};
+      const Json example = {
+          {"query", "rust engineer in berlin"},
+          {"documents",
+           {"Barista, Lisbon", "Rust developer, Berlin", {{"text", "Go developer, Munich"}}}},
+          {"top_n", 2}};
+      return {.name = "CohereRerank",
+              .request = Dump({{"type", "object"},
+                               {"required", {"query", "documents"}},
+                               {"properties", properties}}),
+              .response = Dump(response),
+              .example = Dump(example)};
+    }
+    case RerankShape::kTei: {
+      properties["texts"] = {{"type", "array"},
+                             {"items", string},
+                             {"description", "The texts to score against the query."}};
+      properties["return_text"] = Boolean(false, "Each result carries its text.");
+      properties["truncation_direction"] = {
+          {"type", "string"},
+          {"enum", {"Right"}},
+          {"description", "Only Right (any case): rankd cuts the end."}};
+      AddCommonMembers(&properties);
+      const Json result = {
+          {"type", "object"},
+          {"required", {"index", "score"}},
+          {"properties", {{"index", index}, {"score", {{"type", "number"}}}, {"text", string}}}};
+      const Json example = {{"query", "rust engineer in berlin"},
+                            {"texts", {"Barista, Lisbon", "Rust developer, Berlin"}},
+                            {"return_text", true}};
+      return {
+          .name = "TeiRerank",
+          .request = Dump(
+              {{"type", "object"}, {"required", {"query", "texts"}}, {"properties", properties}}),
+          .response =
+              Dump({{"type", "array"}, {"items", result}, {"description", "Sorted best first."}}),
+          .example = Dump(example)};
+    }
+    case RerankShape::kTokenize: {  // ParseTokenizeRequest / TokenizeResponseJson
+      Json tp = {
+          {"inputs",
+           {{"oneOf", {string, {{"type", "array"}, {"items", string}}}},
+            {"description", "The text, or texts, to tokenize."}}},
+          {"add_special_tokens", Boolean(true, "Add the tokenizer's special tokens (a BOS).")},
+          {"template",
+           {{"type", "string"},
+            {"enum", {"none", "query", "item"}},
+            {"description",
+             "none (default): the text as it is; query / item: the model's query or item "
+             "template applied, as Score does. item with add_special_tokens is refused."}}},
+          {"model",
+           {{"type", "string"},
+            {"description", "The served model's name (model.name); another name gets 404."}}}};
+      const Json token = {{"type", "object"},
+                          {"required", {"id"}},
+                          {"properties", {{"id", {{"type", "integer"}, {"minimum", 0}}}}}};
+      const Json example = {{"inputs", {"rust engineer in berlin", "Barista, Lisbon"}},
+                            {"add_special_tokens", false}};
+      return {.name = "TeiTokenize",
+              .request = Dump({{"type", "object"}, {"required", {"inputs"}}, {"properties", tp}}),
+              .response = Dump({{"type", "array"},
+                                {"items", {{"type", "array"}, {"items", token}}},
+                                {"description", "One list of tokens per input, in order."}}),
+              .example = Dump(example)};
+    }
+  }
+  return {};
+}
+
+std::string ErrorJsonSchema() {
+  const Json string = {{"type", "string"}};
+  return Dump({{"type", "object"},
+               {"required", {"error"}},
+               {"properties",
+                {{"error",
+                  {{"type", "object"},
+                   {"required", {"message", "code"}},
+                   {"properties",
+                    {{"message",
+                      {{"type", "string"}, {"description", "What was wrong, naming the field."}}},
+                     {"code",
+                      {{"type", "string"},
+                       {"description",
+                        "The gRPC code's name (INVALID_ARGUMENT, ...) or the HTTP "
+                        "status's (PAYLOAD_TOO_LARGE, ...)."}}}}}}}}}});
+}
+
+std::string CallerFieldMessage(RerankShape shape, absl::string_view message) {
+  constexpr absl::string_view kItems = "items";
+  if (!absl::StartsWith(message, kItems)) return std::string(message);
+  std::string rest(message.substr(kItems.size()));
+  // items[3].text -> documents[3] / texts[3]: the caller's list holds the texts themselves.
+  if (const size_t close = rest.find(']');
+      !rest.empty() && rest[0] == '[' && close != std::string::npos &&
+      absl::StartsWith(absl::string_view(rest).substr(close + 1), ".text")) {
+    rest.erase(close + 1, 5);
+  }
+  return absl::StrCat(MembersOf(shape).list, rest);
+}
+
+}  // namespace rankd::server
