@@ -88,6 +88,9 @@ int RunServeCommand(int argc, char** argv, int first) {
   flags.String("http-listen", &http_listen,
                "HTTP address of the JSON API (POST /v1/rerank, POST /rerank); empty: off "
                "(server.http_listen)");
+  flags.Strings("served-model-name", &config.server.served_model_names,
+                "a name the model is served under, repeatable; the first is what answers report "
+                "(server.served_model_names; default: model.name)");
   flags.String("tls-cert", &tls.cert_file,
                "PEM certificate chain: TLS on the gRPC port (server.tls.cert_file)");
   flags.String("tls-key", &tls.key_file, "PEM private key of --tls-cert (server.tls.key_file)");

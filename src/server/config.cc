@@ -196,6 +196,70 @@ Field Bool(bool* v) {
       [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); },
       [v](YAML::Emitter& e) { e << YAML::TrueFalseBool << *v; }};
 }
+// A list of strings, each checked by `check_item` (its key "k[i]") and at most `max_items`.
+Field StringList(std::vector<std::string>* v, int max_items,
+                 std::function<absl::Status(const std::string& key, const std::string&)> check_item) {
+  return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
+            if (!n.IsSequence()) return KeyError(k, "must be a list of strings");
+            v->assign(n.size(), "");
+            for (size_t i = 0; i < n.size(); ++i) {
+              RANKD_RETURN_IF_ERROR(Scalar(n[i], absl::StrCat(k, "[", i, "]"), "a string", &(*v)[i]));
+            }
+            return absl::OkStatus();
+          },
+          [v](YAML::Emitter& e) {
+            e << YAML::Flow << YAML::BeginSeq;
+            for (const std::string& s : *v) e << YAML::DoubleQuoted << s;
+            e << YAML::EndSeq;
+          },
+          [v, max_items, check_item](const std::string& k) -> absl::Status {
+            if (static_cast<int>(v->size()) > max_items) {
+              return KeyError(k, absl::StrCat("at most ", max_items, " entries (got ", v->size(), ")"));
+            }
+            for (size_t i = 0; i < v->size(); ++i) {
+              RANKD_RETURN_IF_ERROR(check_item(absl::StrCat(k, "[", i, "]"), (*v)[i]));
+            }
+            return absl::OkStatus();
+          }};
+}
+
+// server.served_model_names[i]: 1..kMaxModelNameBytes bytes, no control characters (the
+// name is echoed in headers of no kind, but in logs and answers).
+absl::Status CheckModelName(const std::string& key, const std::string& name) {
+  if (name.empty() || name.size() > static_cast<size_t>(kMaxModelNameBytes)) {
+    return KeyError(key, absl::StrCat("must be 1 to ", kMaxModelNameBytes, " bytes (got ",
+                                      name.size(), ")"));
+  }
+  if (std::any_of(name.begin(), name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return KeyError(key, "must not contain control characters");
+  }
+  return absl::OkStatus();
+}
+
+// server.cors_allow_origins[i]: "*", or an origin as browsers send it: http:// or https://, a
+// host and an optional port, no path, no trailing slash, printable ASCII without spaces or commas
+// (it is sent back in Access-Control-Allow-Origin verbatim).
+absl::Status CheckCorsOrigin(const std::string& key, const std::string& origin) {
+  if (origin == "*") return absl::OkStatus();
+  const size_t scheme = origin.find("://");
+  const bool http = scheme != std::string::npos &&
+                    (origin.compare(0, scheme, "http") == 0 ||
+                     origin.compare(0, scheme, "https") == 0);
+  const std::string host = http ? origin.substr(scheme + 3) : "";
+  const bool clean = std::all_of(origin.begin(), origin.end(), [](char c) {
+    return c > ' ' && c < 0x7f && c != ',' && c != '"';
+  });
+  if (!http || host.empty() || host.find('/') != std::string::npos || !clean ||
+      origin.size() > 256) {
+    return KeyError(key, absl::StrCat("must be \"*\" or an origin such as https://app.example.com "
+                                      "or http://localhost:3000 (scheme, host, optional port; no "
+                                      "path), at most 256 bytes (got '",
+                                      origin.substr(0, 256), "')"));
+  }
+  return absl::OkStatus();
+}
+
 // Unset is written as null, which the parser reads back as unset.
 Field OptBool(std::optional<bool>* v) {
   return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
@@ -425,6 +489,11 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
             {"initial_seconds_per_item", Number(&s.initial_seconds_per_item, {0.0, 60.0})},
             {"max_buffered_answer_bytes",
              Number(&s.max_buffered_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
+            {"served_model_names",
+             StringList(&s.served_model_names, kMaxServedModelNames, CheckModelName)},
+            {"strict_model_name", Bool(&s.strict_model_name)},
+            {"cors_allow_origins",
+             StringList(&s.cors_allow_origins, kMaxCorsOrigins, CheckCorsOrigin)},
             {"tls", Section({{"cert_file", Path(&s.tls.cert_file, base)},
                              {"key_file", Path(&s.tls.key_file, base)},
                              {"client_ca_file", Path(&s.tls.client_ca_file, base)},
@@ -532,6 +601,7 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   if (dir.empty()) return KeyError("model.dir", "is required (or give --model)");
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().filename().string();
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  if (config->server.served_model_names.empty()) config->server.served_model_names = {m.name};
   if (eo.backend.precision == "fp8" && eo.backend.kind == "cpu") {
     return KeyError("model.precision",
                     "fp8 needs model.backend cuda (the cpu backend computes in float32)");

@@ -165,7 +165,7 @@ TEST(TokenizeTest, RpcAndHttpGiveTheIdsScoreFeedsTheModel) {
 
 TEST(TokenizeTest, LimitsAndBadRequestsAreRefusedNamingTheTextAndTheLimit) {
   const Golden g = LoadGolden("qwen3-reranker-tiny");
-  auto server = TestServer::Start(Config(g));
+  auto server = TestServer::Start(Config(g, "  strict_model_name: true\n"));
   ASSERT_NE(server, nullptr);
   TokenizeResponse response;
   using grpc::StatusCode;
