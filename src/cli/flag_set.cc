@@ -25,10 +25,10 @@ void FlagSet::Bool(const std::string& name, bool* value, std::string help) {
   Add(name, Type::kBool, value, std::move(help), *value ? "true" : "false");
 }
 
-void FlagSet::Strings(const std::string& name, std::vector<std::string>* values,
-                      std::string help) {
+void FlagSet::Strings(const std::string& name, std::vector<std::string>* values, std::string help) {
   std::string dflt;
-  for (const std::string& v : *values) absl::StrAppend(&dflt, dflt.empty() ? "" : " ", "\"", v, "\"");
+  for (const std::string& v : *values)
+    absl::StrAppend(&dflt, dflt.empty() ? "" : " ", "\"", v, "\"");
   Add(name, Type::kStrings, values, std::move(help), std::move(dflt));
 }
 
@@ -119,9 +119,10 @@ std::string FlagSet::Help() const {
   for (const auto& [name, flag] : flags_) {
     std::string head = absl::StrCat("  --", name);
     if (flag.type != Type::kBool)
-      absl::StrAppend(&head, "=", flag.type == Type::kString    ? "STR"
-                                  : flag.type == Type::kStrings ? "STR..."
-                                                                : "N");
+      absl::StrAppend(&head, "=",
+                      flag.type == Type::kString    ? "STR"
+                      : flag.type == Type::kStrings ? "STR..."
+                                                    : "N");
     absl::StrAppendFormat(&out, "%-28s %s", head, flag.help);
     if (!flag.default_text.empty()) absl::StrAppend(&out, " (default ", flag.default_text, ")");
     out += "\n";

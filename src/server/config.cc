@@ -197,38 +197,40 @@ Field Bool(bool* v) {
       [v](YAML::Emitter& e) { e << YAML::TrueFalseBool << *v; }};
 }
 // A list of strings, each checked by `check_item` (its key "k[i]") and at most `max_items`.
-Field StringList(std::vector<std::string>* v, int max_items,
-                 std::function<absl::Status(const std::string& key, const std::string&)> check_item) {
-  return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
-            if (!n.IsSequence()) return KeyError(k, "must be a list of strings");
-            v->assign(n.size(), "");
-            for (size_t i = 0; i < n.size(); ++i) {
-              RANKD_RETURN_IF_ERROR(Scalar(n[i], absl::StrCat(k, "[", i, "]"), "a string", &(*v)[i]));
-            }
-            return absl::OkStatus();
-          },
-          [v](YAML::Emitter& e) {
-            e << YAML::Flow << YAML::BeginSeq;
-            for (const std::string& s : *v) e << YAML::DoubleQuoted << s;
-            e << YAML::EndSeq;
-          },
-          [v, max_items, check_item](const std::string& k) -> absl::Status {
-            if (static_cast<int>(v->size()) > max_items) {
-              return KeyError(k, absl::StrCat("at most ", max_items, " entries (got ", v->size(), ")"));
-            }
-            for (size_t i = 0; i < v->size(); ++i) {
-              RANKD_RETURN_IF_ERROR(check_item(absl::StrCat(k, "[", i, "]"), (*v)[i]));
-            }
-            return absl::OkStatus();
-          }};
+Field StringList(
+    std::vector<std::string>* v, int max_items,
+    std::function<absl::Status(const std::string& key, const std::string&)> check_item) {
+  return {
+      [v](const YAML::Node& n, const std::string& k) -> absl::Status {
+        if (!n.IsSequence()) return KeyError(k, "must be a list of strings");
+        v->assign(n.size(), "");
+        for (size_t i = 0; i < n.size(); ++i) {
+          RANKD_RETURN_IF_ERROR(Scalar(n[i], absl::StrCat(k, "[", i, "]"), "a string", &(*v)[i]));
+        }
+        return absl::OkStatus();
+      },
+      [v](YAML::Emitter& e) {
+        e << YAML::Flow << YAML::BeginSeq;
+        for (const std::string& s : *v) e << YAML::DoubleQuoted << s;
+        e << YAML::EndSeq;
+      },
+      [v, max_items, check_item](const std::string& k) -> absl::Status {
+        if (static_cast<int>(v->size()) > max_items) {
+          return KeyError(k, absl::StrCat("at most ", max_items, " entries (got ", v->size(), ")"));
+        }
+        for (size_t i = 0; i < v->size(); ++i) {
+          RANKD_RETURN_IF_ERROR(check_item(absl::StrCat(k, "[", i, "]"), (*v)[i]));
+        }
+        return absl::OkStatus();
+      }};
 }
 
 // server.served_model_names[i]: 1..kMaxModelNameBytes bytes, no control characters (the
 // name is echoed in headers of no kind, but in logs and answers).
 absl::Status CheckModelName(const std::string& key, const std::string& name) {
   if (name.empty() || name.size() > static_cast<size_t>(kMaxModelNameBytes)) {
-    return KeyError(key, absl::StrCat("must be 1 to ", kMaxModelNameBytes, " bytes (got ",
-                                      name.size(), ")"));
+    return KeyError(
+        key, absl::StrCat("must be 1 to ", kMaxModelNameBytes, " bytes (got ", name.size(), ")"));
   }
   if (std::any_of(name.begin(), name.end(),
                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
@@ -243,9 +245,8 @@ absl::Status CheckModelName(const std::string& key, const std::string& name) {
 absl::Status CheckCorsOrigin(const std::string& key, const std::string& origin) {
   if (origin == "*") return absl::OkStatus();
   const size_t scheme = origin.find("://");
-  const bool http = scheme != std::string::npos &&
-                    (origin.compare(0, scheme, "http") == 0 ||
-                     origin.compare(0, scheme, "https") == 0);
+  const bool http = scheme != std::string::npos && (origin.compare(0, scheme, "http") == 0 ||
+                                                    origin.compare(0, scheme, "https") == 0);
   const std::string host = http ? origin.substr(scheme + 3) : "";
   const bool clean = std::all_of(origin.begin(), origin.end(), [](char c) {
     return c > ' ' && c < 0x7f && c != ',' && c != '"';
@@ -502,19 +503,18 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
             {"auth", Section({{"api_keys_file", Path(&s.auth.api_keys_file, base)},
                               {"protect_metrics", Bool(&s.auth.protect_metrics)}})},
             {"reflection", OptBool(&s.reflection)}})},
-      {"limits", Section({{"max_items", Number(&l.max_items, {1, kMaxCount})},
-                          {"max_query_tokens", Number(&l.max_query_tokens, {1, kMaxCount})},
-                          {"max_item_tokens", Number(&l.max_item_tokens, {1, kMaxCount})},
-                          {"max_request_tokens",
-                           Number(&l.max_request_tokens, {int64_t{1}, int64_t{1} << 40})},
-                          {"max_message_bytes", Number(&l.max_message_bytes, {1, kMaxBytes})},
-                          {"max_id_bytes",
-                           Number(&l.max_id_bytes, {int64_t{Limits::kMinIdBytes}, kMaxBytes})},
-                          {"max_answer_bytes",
-                           Number(&l.max_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
-                          {"max_item_bytes", Number(&l.max_item_bytes, {0, kMaxBytes})},
-                          {"max_query_bytes", Number(&l.max_query_bytes, {0, kMaxBytes})},
-                          {"truncate", TruncateMode(&l.truncate)}})},
+      {"limits",
+       Section(
+           {{"max_items", Number(&l.max_items, {1, kMaxCount})},
+            {"max_query_tokens", Number(&l.max_query_tokens, {1, kMaxCount})},
+            {"max_item_tokens", Number(&l.max_item_tokens, {1, kMaxCount})},
+            {"max_request_tokens", Number(&l.max_request_tokens, {int64_t{1}, int64_t{1} << 40})},
+            {"max_message_bytes", Number(&l.max_message_bytes, {1, kMaxBytes})},
+            {"max_id_bytes", Number(&l.max_id_bytes, {int64_t{Limits::kMinIdBytes}, kMaxBytes})},
+            {"max_answer_bytes", Number(&l.max_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
+            {"max_item_bytes", Number(&l.max_item_bytes, {0, kMaxBytes})},
+            {"max_query_bytes", Number(&l.max_query_bytes, {0, kMaxBytes})},
+            {"truncate", TruncateMode(&l.truncate)}})},
       {"workers", Section({{"count", Number(&w.count, {0, kMaxThreads})},
                            {"gpus", Gpus(&w)},
                            {"workers_per_gpu", Number(&w.workers_per_gpu, {1, kMaxThreads})},

@@ -1,14 +1,14 @@
 // The HTTP rerank and tokenize routes (rankd/server/http_api.h).
 #include "rankd/server/http_api.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <random>
 #include <utility>
-
-#include <zlib.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -194,9 +194,8 @@ absl::StatusOr<BodyEncoding> EncodingOf(const HttpRequest& request) {
   if (absl::EqualsIgnoreCase(e, "gzip") || absl::EqualsIgnoreCase(e, "x-gzip")) {
     return BodyEncoding::kGzip;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("Content-Encoding: only gzip (or identity) is accepted (got '",
-                   e.substr(0, 64), "')"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "Content-Encoding: only gzip (or identity) is accepted (got '", e.substr(0, 64), "')"));
 }
 
 // The gzip `body` inflated: at most `limit` bytes (limits.max_message_bytes, as a plain body's),
@@ -327,9 +326,8 @@ HttpServer::Handler GetHandler(ScorerService* service, const HttpApiRoute& route
       const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
-      body = ModelsResponseJson(model.names.empty() ? std::vector<std::string>{model.name}
-                                                    : model.names,
-                                created);
+      body = ModelsResponseJson(
+          model.names.empty() ? std::vector<std::string>{model.name} : model.names, created);
       break;
     }
     case RerankShape::kInfo: {
@@ -362,12 +360,10 @@ HttpServer::Handler GetHandler(ScorerService* service, const HttpApiRoute& route
              const HttpRequest&, HttpServer::Reply reply) {
     HttpResponse r{.status = 200, .content_type = kJson, .body = body};
     if (health) {
-      r = pool->ready() ? HttpResponse{.status = 200,
-                                       .content_type = kJson,
-                                       .body = HealthResponseJson()}
-                        : JsonError(503,
-                                    "not ready: no worker is up yet, or the server is draining",
-                                    "UNAVAILABLE");
+      r = pool->ready()
+              ? HttpResponse{.status = 200, .content_type = kJson, .body = HealthResponseJson()}
+              : JsonError(503, "not ready: no worker is up yet, or the server is draining",
+                          "UNAVAILABLE");
     }
     CountAnswer(registry, path, r.status);
     reply(std::move(r));
@@ -389,26 +385,28 @@ void RegisterOptions(HttpServer* http, MetricsRegistry* registry,
     absl::StrAppend(&a, method, ", ");
   }
   for (const std::string& path : paths) {
-    http->Handle("OPTIONS", path, [registry, origins, methods = allow[path] + "OPTIONS"](
-                                      const HttpRequest& request, HttpServer::Reply reply) {
-      HttpResponse r{.status = 204, .content_type = "text/plain", .body = ""};
-      std::string origin;
-      if (request.Header("origin") == nullptr) {
-        r.headers.emplace_back("Allow", methods);
-      } else if (AllowedOrigin(origins, request, &origin)) {
-        r.headers.emplace_back("Access-Control-Allow-Methods", methods);
-        r.headers.emplace_back("Access-Control-Allow-Headers", AllowedHeaders(request));
-        r.headers.emplace_back("Access-Control-Max-Age", absl::StrCat(kCorsMaxAgeSeconds));
-      } else {
-        r = JsonError(403,
-                      origins.empty()
-                          ? "CORS is off: server.cors_allow_origins is empty"
-                          : "Origin: not in server.cors_allow_origins (or sent more than once)",
-                      HttpCodeName(403));
-      }
-      CountAnswer(registry, "OPTIONS", r.status);
-      reply(std::move(r));
-    });
+    http->Handle(
+        "OPTIONS", path,
+        [registry, origins, methods = allow[path] + "OPTIONS"](const HttpRequest& request,
+                                                               HttpServer::Reply reply) {
+          HttpResponse r{.status = 204, .content_type = "text/plain", .body = ""};
+          std::string origin;
+          if (request.Header("origin") == nullptr) {
+            r.headers.emplace_back("Allow", methods);
+          } else if (AllowedOrigin(origins, request, &origin)) {
+            r.headers.emplace_back("Access-Control-Allow-Methods", methods);
+            r.headers.emplace_back("Access-Control-Allow-Headers", AllowedHeaders(request));
+            r.headers.emplace_back("Access-Control-Max-Age", absl::StrCat(kCorsMaxAgeSeconds));
+          } else {
+            r = JsonError(403,
+                          origins.empty()
+                              ? "CORS is off: server.cors_allow_origins is empty"
+                              : "Origin: not in server.cors_allow_origins (or sent more than once)",
+                          HttpCodeName(403));
+          }
+          CountAnswer(registry, "OPTIONS", r.status);
+          reply(std::move(r));
+        });
   }
 }
 
@@ -507,31 +505,31 @@ void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* ke
     // the HttpServer's (a body's parse costs time in proportion to its bytes).
     auto handle = [service, timeout_s, max_body_bytes, r, bodies, refuse, refusal](
                       HttpRequest request, HttpServer::Reply reply) {
-      absl::Status queued = bodies->Post([service, timeout_s, max_body_bytes, r, refuse, refusal,
-                                          request = std::move(request),
-                                          reply](const absl::Status& run) mutable {
-        if (!run.ok()) {
-          refuse(run, reply);
-          return;
-        }
-        if (*EncodingOf(request) == BodyEncoding::kGzip) {  // `check` accepted the encoding
-          absl::StatusOr<std::string> inflated = InflateBody(request.body, max_body_bytes);
-          if (!inflated.ok()) {
-            const bool too_large = absl::IsResourceExhausted(inflated.status());
-            reply(refusal(too_large ? 413 : 400, inflated.status().message(),
-                          HttpCodeName(too_large ? 413 : 400)));
-            return;
-          }
-          request.body = *std::move(inflated);
-        }
-        std::string request_id = *CallerRequestId(request);  // `check` accepted it
-        if (r->shape == RerankShape::kTokenize) {
-          StartHttpTokenize(service, *r, request, std::move(request_id), reply);
-        } else {
-          (new HttpRerankCall(service, *r, reply))
-              ->Start(request, std::move(request_id), timeout_s);
-        }
-      });
+      absl::Status queued =
+          bodies->Post([service, timeout_s, max_body_bytes, r, refuse, refusal,
+                        request = std::move(request), reply](const absl::Status& run) mutable {
+            if (!run.ok()) {
+              refuse(run, reply);
+              return;
+            }
+            if (*EncodingOf(request) == BodyEncoding::kGzip) {  // `check` accepted the encoding
+              absl::StatusOr<std::string> inflated = InflateBody(request.body, max_body_bytes);
+              if (!inflated.ok()) {
+                const bool too_large = absl::IsResourceExhausted(inflated.status());
+                reply(refusal(too_large ? 413 : 400, inflated.status().message(),
+                              HttpCodeName(too_large ? 413 : 400)));
+                return;
+              }
+              request.body = *std::move(inflated);
+            }
+            std::string request_id = *CallerRequestId(request);  // `check` accepted it
+            if (r->shape == RerankShape::kTokenize) {
+              StartHttpTokenize(service, *r, request, std::move(request_id), reply);
+            } else {
+              (new HttpRerankCall(service, *r, reply))
+                  ->Start(request, std::move(request_id), timeout_s);
+            }
+          });
       if (!queued.ok()) refuse(queued, reply);
     };
     http->Handle(route.method, route.path, std::move(handle), std::move(check));
@@ -542,8 +540,7 @@ void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* ke
 }
 
 HttpAnswerFn HttpApiAnswerHeaders(const ServerSection& server) {
-  return [origins = server.cors_allow_origins](const HttpRequest& request,
-                                                HttpResponse* response) {
+  return [origins = server.cors_allow_origins](const HttpRequest& request, HttpResponse* response) {
     auto add = [response](const char* name, std::string value) {
       if (response->Header(name) == nullptr) response->headers.emplace_back(name, std::move(value));
     };

@@ -57,8 +57,8 @@ BodyMembers MembersOf(RerankShape shape) {
                                                   "top_n",    "return_documents", "raw_scores",
                                                   "truncate", "priority"};
   static constexpr absl::string_view kCohereV2[] = {
-      "query", "documents", "model", "top_n", "max_tokens_per_doc", "raw_scores", "truncate",
-      "priority"};
+      "query",      "documents", "model",   "top_n", "max_tokens_per_doc",
+      "raw_scores", "truncate",  "priority"};
   static constexpr absl::string_view kTei[] = {"query",      "texts",    "return_text",
                                                "raw_scores", "truncate", "truncation_direction",
                                                "priority"};
@@ -386,7 +386,8 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
   }
   Json out;
   if (cohere) {
-    const int64_t tokens = int64_t{response.usage().prefix_tokens()} + response.usage().item_tokens();
+    const int64_t tokens =
+        int64_t{response.usage().prefix_tokens()} + response.usage().item_tokens();
     const int documents = request.items_size();
     out = {{"id", std::string(id)},
            {"model", response.model()},
@@ -394,8 +395,8 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
            {"meta",
             {{"api_version", {{"version", shape == RerankShape::kCohere ? "1" : "2"}}},
              {"billed_units",
-              {{"search_units", std::max(1, (documents + kDocumentsPerSearchUnit - 1) /
-                                                kDocumentsPerSearchUnit)}}},
+              {{"search_units",
+                std::max(1, (documents + kDocumentsPerSearchUnit - 1) / kDocumentsPerSearchUnit)}}},
              {"tokens", {{"input_tokens", tokens}}}}}};
     if (shape == RerankShape::kCohere) out["usage"] = {{"total_tokens", tokens}};
   } else {
@@ -407,7 +408,8 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
 std::string ModelsResponseJson(const std::vector<std::string>& names, int64_t created) {
   Json data = Json::array();
   for (const std::string& name : names) {
-    data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "rankd"}});
+    data.push_back(
+        {{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "rankd"}});
   }
   return Dump({{"object", "list"}, {"data", std::move(data)}});
 }
@@ -609,12 +611,13 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
            "Documents are cut at the end to limits.max_item_tokens (GET /info's "
            "max_item_tokens); a smaller value is refused."}};
       AddCommonMembers(&properties);
-      properties["truncate"] =
-          Boolean(true, "Cut over-long texts at the end (Cohere v2's default); false refuses them.");
+      properties["truncate"] = Boolean(
+          true, "Cut over-long texts at the end (Cohere v2's default); false refuses them.");
       properties["priority"] = cohere_priority;
-      const Json result = {{"type", "object"},
-                           {"required", {"index", "relevance_score"}},
-                           {"properties", {{"index", index}, {"relevance_score", {{"type", "number"}}}}}};
+      const Json result = {
+          {"type", "object"},
+          {"required", {"index", "relevance_score"}},
+          {"properties", {{"index", index}, {"relevance_score", {{"type", "number"}}}}}};
       const Json response = {
           {"type", "object"},
           {"required", {"id", "model", "results", "meta"}},
@@ -637,25 +640,27 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
               .example = Dump(example)};
     }
     case RerankShape::kModels: {
-      const Json model = {{"type", "object"},
-                          {"required", {"id", "object", "created", "owned_by"}},
-                          {"properties",
-                           {{"id", string},
-                            {"object", {{"type", "string"}, {"enum", {"model"}}}},
-                            {"created", {{"type", "integer"}, {"description", "Server start, Unix seconds."}}},
-                            {"owned_by", string}}}};
-      return {.name = "Models",
-              .request = "",
-              .response = Dump({{"type", "object"},
-                                {"required", {"object", "data"}},
-                                {"properties",
-                                 {{"object", {{"type", "string"}, {"enum", {"list"}}}},
-                                  {"data",
-                                   {{"type", "array"},
-                                    {"items", model},
-                                    {"description",
-                                     "One per server.served_model_names, the reported first."}}}}}}),
-              .example = ""};
+      const Json model = {
+          {"type", "object"},
+          {"required", {"id", "object", "created", "owned_by"}},
+          {"properties",
+           {{"id", string},
+            {"object", {{"type", "string"}, {"enum", {"model"}}}},
+            {"created", {{"type", "integer"}, {"description", "Server start, Unix seconds."}}},
+            {"owned_by", string}}}};
+      return {
+          .name = "Models",
+          .request = "",
+          .response = Dump(
+              {{"type", "object"},
+               {"required", {"object", "data"}},
+               {"properties",
+                {{"object", {{"type", "string"}, {"enum", {"list"}}}},
+                 {"data",
+                  {{"type", "array"},
+                   {"items", model},
+                   {"description", "One per server.served_model_names, the reported first."}}}}}}),
+          .example = ""};
     }
     case RerankShape::kInfo: {
       const Json integer = {{"type", "integer"}, {"minimum", 0}};
@@ -672,7 +677,8 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
                 {{"model_id", {{"type", "string"}, {"description", "The name answers report."}}},
                  {"served_model_names", {{"type", "array"}, {"items", string}}},
                  {"model_dir_name", {{"type", "string"}, {"description", "model.name."}}},
-                 {"model_sha", {{"type", "string"}, {"nullable", true}, {"description", "model.identity."}}},
+                 {"model_sha",
+                  {{"type", "string"}, {"nullable", true}, {"description", "model.identity."}}},
                  {"model_dtype", {{"type", "string"}, {"enum", {"float32", "bf16", "fp8"}}}},
                  {"backend", {{"type", "string"}, {"enum", {"cpu", "cuda"}}}},
                  {"max_input_length",
@@ -681,21 +687,24 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
                  {"max_query_tokens", integer},
                  {"max_item_tokens", integer},
                  {"max_request_tokens", integer},
-                 {"max_client_batch_size", {{"type", "integer"}, {"description", "limits.max_items."}}},
+                 {"max_client_batch_size",
+                  {{"type", "integer"}, {"description", "limits.max_items."}}},
                  {"max_message_bytes", integer},
                  {"max_batch_tokens", integer},
-                 {"auto_truncate", {{"type", "boolean"}, {"description", "limits.truncate is end."}}},
+                 {"auto_truncate",
+                  {{"type", "boolean"}, {"description", "limits.truncate is end."}}},
                  {"version", string},
                  {"sha", nullable_string}}}}),
           .example = ""};
     }
     case RerankShape::kHealth:
-      return {.name = "Health",
-              .request = "",
-              .response = Dump({{"type", "object"},
-                                {"required", {"status"}},
-                                {"properties", {{"status", {{"type", "string"}, {"enum", {"ok"}}}}}}}),
-              .example = ""};
+      return {
+          .name = "Health",
+          .request = "",
+          .response = Dump({{"type", "object"},
+                            {"required", {"status"}},
+                            {"properties", {{"status", {{"type", "string"}, {"enum", {"ok"}}}}}}}),
+          .example = ""};
     case RerankShape::kTei: {
       properties["texts"] = {{"type", "array"},
                              {"items", string},

@@ -46,9 +46,9 @@ absl::Status CheckModel(const std::string& name, const ModelInfo& model) {
       name.size() <= kQuotedNameBytes
           ? absl::StrCat("'", name, "'")
           : absl::StrCat("'", name.substr(0, kQuotedNameBytes), "'... (", name.size(), " bytes)");
-  return absl::NotFoundError(absl::StrCat("model: ", quoted, " is not served here (this server serves '",
-                                          absl::StrJoin(names, "', '"),
-                                          "'; server.strict_model_name is on)"));
+  return absl::NotFoundError(
+      absl::StrCat("model: ", quoted, " is not served here (this server serves '",
+                   absl::StrJoin(names, "', '"), "'; server.strict_model_name is on)"));
 }
 
 // A request over limits.max_message_bytes, whichever its kind.

@@ -176,7 +176,8 @@ TEST(RankdScoreBinaryTest, KeepsTheItemsIds) {
     std::ofstream in(in_path);
     in << R"({"query": "q", "items": [{"text": "a", "id": "first"}, "b", {"ids": [5], "id": "x\u00e9"}]})"
        << "\n";
-    in << R"({"query": "q", "items": ["a", "b"]})" << "\n";
+    in << R"({"query": "q", "items": ["a", "b"]})"
+       << "\n";
   }
   auto r = RunRankd("score --model " + g.model_dir + " --input " + in_path + " --threads 1");
   fs::remove(in_path);

@@ -441,9 +441,10 @@ TEST(ServeConfigTest, ServedModelNamesAndCorsOriginsAreChecked) {
     absl::Status s = FinalizeServeConfig(&*c);
     return s.ok() ? std::string("ok") : std::string(s.message());
   };
-  EXPECT_EQ(error("server:\n  served_model_names: [rerank-v3.5, m]\n  strict_model_name: true\n"
-                  "  cors_allow_origins: ['http://localhost:3000', 'https://a.example.com', '*']\n"),
-            "ok");
+  EXPECT_EQ(
+      error("server:\n  served_model_names: [rerank-v3.5, m]\n  strict_model_name: true\n"
+            "  cors_allow_origins: ['http://localhost:3000', 'https://a.example.com', '*']\n"),
+      "ok");
   EXPECT_THAT(error("server:\n  served_model_names: rerank\n"),
               HasSubstr("server.served_model_names: must be a list of strings"));
   EXPECT_THAT(error("server:\n  served_model_names: [a, '']\n"),

@@ -81,14 +81,9 @@ Answer Send(const TestServer& server, const std::string& method, const std::stri
             const std::string& body = "", httplib::Headers headers = {}) {
   httplib::Client client("127.0.0.1", server.http_port());
   client.set_read_timeout(60);
-  httplib::Result res;
-  if (method == "POST") {
-    res = client.Post(path, headers, body, "application/json");
-  } else if (method == "OPTIONS") {
-    res = client.Options(path, headers);
-  } else {
-    res = client.Get(path, headers);
-  }
+  httplib::Result res = method == "POST"      ? client.Post(path, headers, body, "application/json")
+                        : method == "OPTIONS" ? client.Options(path, headers)
+                                              : client.Get(path, headers);
   if (!res) return {};
   return {res->status, Json::parse(res->body, nullptr, false), res->headers};
 }
@@ -99,16 +94,15 @@ Answer Post(const TestServer& server, const std::string& path, const Json& body,
 }
 
 const Json kDocuments = {"Barista, Lisbon", "Rust developer, Berlin", "Go developer, Munich"};
-const Json kV2 = {{"model", "rerank-v3.5"},
-                  {"query", "rust engineer in berlin"},
-                  {"documents", kDocuments}};
+const Json kV2 = {
+    {"model", "rerank-v3.5"}, {"query", "rust engineer in berlin"}, {"documents", kDocuments}};
 
 // `text` gzipped (one gzip member).
 std::string Gzip(const std::string& text) {
   z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9,
-                         Z_DEFAULT_STRATEGY),
-            Z_OK);
+  EXPECT_EQ(
+      deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY),
+      Z_OK);
   std::string out(deflateBound(&zs, text.size()), '\0');
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
   zs.avail_in = static_cast<uInt>(text.size());
@@ -204,9 +198,9 @@ TEST(HttpMannersTest, CohereV2AndMetaAnyModelNameByDefaultTheServedNameReported)
 }
 
 TEST(HttpMannersTest, ServedModelNamesModelsInfoHealthAndStrictNames) {
-  auto server = StartReady(Config("  strict_model_name: true\n"),
-                           {"--served-model-name", "rerank-english-v3.0", "--served-model-name",
-                            "llama-cls"});
+  auto server = StartReady(
+      Config("  strict_model_name: true\n"),
+      {"--served-model-name", "rerank-english-v3.0", "--served-model-name", "llama-cls"});
   ASSERT_NE(server, nullptr);
   // The first name is reported; with strict names, each served one is accepted, others 404.
   Json body = kV2;
@@ -310,12 +304,14 @@ TEST(HttpMannersTest, RetryAfterWwwAuthenticateAndRequestIdsOnEveryAnswer) {
     std::optional<StoppedWorkers> stopped(std::in_place, server->WorkerPids());
     std::vector<std::future<Answer>> calls;
     for (int i = 0; i < 2; ++i) {
-      calls.push_back(std::async(std::launch::async, [&] {
+      calls.push_back(std::async(std::launch::async, [&, i] {
         Json b = kV2;
         b["query"] = absl::StrCat("held call ", i);  // not from the cache
         return Post(*server, "/v1/rerank", b, key);
       }));
-      if (i == 0) ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 1, kLiveness));
+      if (i == 0) {  // the first one held by the worker, the second one queued
+        ASSERT_TRUE(server->WaitForMetric("rankd_calls_in_flight", 1, kLiveness));
+      }
     }
     ASSERT_TRUE(server->WaitForMetric("rankd_queue_depth", 1, kLiveness));
     Json b = kV2;
@@ -428,8 +424,8 @@ TEST(HttpMannersTest, GzipBodiesAreInflatedWithinTheMessageLimit) {
   EXPECT_EQ(a.body["results"], plain.body["results"]);
   // Two gzip members are one body (RFC 1952).
   const std::string text = kV2.dump();
-  a = Send(*server, "POST", "/v2/rerank",
-           Gzip(text.substr(0, 10)) + Gzip(text.substr(10)), {{"Content-Encoding", "GZIP"}});
+  a = Send(*server, "POST", "/v2/rerank", Gzip(text.substr(0, 10)) + Gzip(text.substr(10)),
+           {{"Content-Encoding", "GZIP"}});
   EXPECT_EQ(a.status, 200) << a.body.dump();
   // Not gzip, cut short, trailing bytes, empty: 400 saying so.
   auto expect_400 = [&](const std::string& body, const std::string& message) {

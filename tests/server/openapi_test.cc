@@ -36,6 +36,7 @@ std::string Violation(const Json& doc, const Json& schema, const Json& value,
     for (const Json& s : schema["oneOf"]) matches += Violation(doc, s, value, at).empty();
     return matches == 1 ? "" : absl::StrCat(at, ": matches ", matches, " of oneOf");
   }
+  if (value.is_null() && schema.value("nullable", false)) return "";  // OpenAPI 3.0's null
   const std::string type = schema.value("type", "");
   const bool typed =
       type.empty() || (type == "object" && value.is_object()) ||
@@ -221,9 +222,10 @@ TEST_F(OpenApiTest, EveryDocumentedMemberIsReadAndItsConstraintsChecked) {
         EXPECT_THAT(std::string(s.message()), StartsWith(name)) << value;
       };
       // A value of another type (a member of several types, a oneOf: a boolean, which none is).
-      expect_refused(!schema.contains("type")     ? Json(true)
-                     : schema["type"] == "string" ? Json(7)
-                                                  : Json("not-a-" + schema["type"].get<std::string>()));
+      expect_refused(!schema.contains("type") ? Json(true)
+                     : schema["type"] == "string"
+                         ? Json(7)
+                         : Json("not-a-" + schema["type"].get<std::string>()));
       if (schema.contains("enum")) {
         expect_refused("none-of-the-enum");
         for (const Json& value : schema["enum"]) {
@@ -269,13 +271,14 @@ TEST_F(OpenApiTest, GetAnswersConformToTheirSchemas) {
   const Json models = Json::parse(ModelsResponseJson({"rerank-v3.5", "tiny"}, 1764800000));
   EXPECT_EQ(Violation(doc_, schema("/v1/models"), models), "") << models.dump();
   EXPECT_EQ(models["data"][1]["id"], "tiny");
-  ServerInfo info{.names = {"tiny"},
-                  .model_dir_name = "tiny",
-                  .dtype = "bf16",
-                  .backend = "cuda",
-                  .max_query_tokens = 32,
-                  .max_item_tokens = 64,
-                  .version = "0.1.0"};
+  ServerInfo info;
+  info.names = {"tiny"};
+  info.model_dir_name = "tiny";
+  info.backend = "cuda";
+  info.dtype = "bf16";
+  info.max_query_tokens = 32;
+  info.max_item_tokens = 64;
+  info.version = "0.1.0";
   Json answer = Json::parse(InfoResponseJson(info));
   EXPECT_EQ(Violation(doc_, schema("/info"), answer), "") << answer.dump();
   EXPECT_EQ(answer["max_input_length"], 96);

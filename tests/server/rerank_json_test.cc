@@ -120,7 +120,10 @@ TEST(RerankJsonTest, HostileBodiesGetAnErrorNamingTheField) {
        "raw_scores: must be true or false"},
       {R"({"query": "q", "documents": ["a"], "truncate": "END"})",
        "truncate: must be true or false"},
-      {R"({"query": "q", "documents": ["a"], "priority": 1})", "priority: must be \"interactive\""},
+      {R"({"query": "q", "documents": ["a"], "priority": 1.5})",
+       "priority: must be \"interactive\""},
+      {R"({"query": "q", "documents": ["a"], "priority": -1})",
+       "priority: must be \"interactive\""},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(CohereError(c.body), HasSubstr(c.message)) << c.body;
@@ -219,8 +222,8 @@ TEST(RerankJsonTest, CohereAnswerIsSortedBestFirstAndCutToTopN) {
 TEST(RerankJsonTest, CohereAnswersCarryMetaAndV2IsItsOwnShape) {
   ScoreRequest r;
   RerankOptions o;
-  ASSERT_TRUE(Parse(RerankShape::kCohere, R"({"query": "q", "documents": ["a", "b"]})", &r, &o)
-                  .ok());
+  ASSERT_TRUE(
+      Parse(RerankShape::kCohere, R"({"query": "q", "documents": ["a", "b"]})", &r, &o).ok());
   Json j = Json::parse(RerankResponseJson(RerankShape::kCohere, r, o, Scores({0.1f, 0.9f}), "x"));
   EXPECT_EQ(j["meta"], Json::parse(R"({"api_version": {"version": "1"},
       "billed_units": {"search_units": 1}, "tokens": {"input_tokens": 17}})"));
@@ -248,10 +251,10 @@ TEST(RerankJsonTest, CohereAnswersCarryMetaAndV2IsItsOwnShape) {
                   .ok());
   EXPECT_EQ(r.truncate(), rankd::v1::TRUNCATE_NONE);
   EXPECT_EQ(r.priority(), rankd::v1::PRIORITY_INTERACTIVE);
-  EXPECT_EQ(std::string(Parse(RerankShape::kCohereV2,
-                              R"({"query": "q", "documents": [{"text": "a"}]})")
-                            .message()),
-            "documents[0]: must be a string");
+  EXPECT_EQ(
+      std::string(Parse(RerankShape::kCohereV2, R"({"query": "q", "documents": [{"text": "a"}]})")
+                      .message()),
+      "documents[0]: must be a string");
   EXPECT_EQ(std::string(Parse(RerankShape::kCohereV2,
                               R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": 0})")
                             .message()),

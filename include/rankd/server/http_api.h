@@ -1,9 +1,9 @@
 // The HTTP JSON API of `rankd serve` (server.http_listen): the rerank routes that reranking
 // clients (Cohere's SDKs v1 and v2, the AI SDK, LangChain, LlamaIndex, Haystack, Dify, ...) call,
 // in the shapes vLLM, TEI and Cohere serve, on rankd's own HttpServer, and what such clients ask
-// a server besides (GET /v1/models, /info, /health). Each call is a ScoreCall (scorer_service.h), so it goes
-// through the same validation, result cache, depth, queue, priorities, deadline admission,
-// metrics and access log as gRPC's Score; API keys (server.auth) apply as
+// a server besides (GET /v1/models, /info, /health). Each call is a ScoreCall (scorer_service.h),
+// so it goes through the same validation, result cache, depth, queue, priorities, deadline
+// admission, metrics and access log as gRPC's Score; API keys (server.auth) apply as
 // `Authorization: Bearer KEY`. POST /tokenize (TEI's shape) goes to the TokenizeService
 // (tokenize_service.h) instead. Bodies and answers are rerank_json.h's.
 //

@@ -27,7 +27,7 @@ enum class RerankShape {
   // POST /v2/rerank (Cohere's v2): {"query", "documents": [string], "top_n"?,
   // "max_tokens_per_doc"?, ...} -> {"id", "results": [{"index", "relevance_score"}], "meta"}.
   kCohereV2,
-  kTei,     // POST /rerank: {"query", "texts", ...} -> [{"index", "score", "text"?}]
+  kTei,  // POST /rerank: {"query", "texts", ...} -> [{"index", "score", "text"?}]
   // POST /tokenize (TEI's): {"inputs", ...} -> [[{"id"}, ...], ...]; a TokenizeRequest, not a
   // ScoreRequest: its functions are the Tokenize ones below, not the rerank ones.
   kTokenize,
@@ -75,19 +75,19 @@ std::string ModelsResponseJson(const std::vector<std::string>& names, int64_t cr
 
 // What GET /info tells (TEI's /info, with rankd's limits).
 struct ServerInfo {
-  std::vector<std::string> names;  // server.served_model_names; the first is model_id
-  std::string model_dir_name;      // model.name
-  std::string identity;            // model.identity ("sha256:..."), may be empty
-  std::string backend;             // model.backend
-  std::string dtype;               // float32 (cpu) | bf16 | fp8 (model.precision on cuda)
+  std::vector<std::string> names;   // server.served_model_names; the first is model_id
+  std::string model_dir_name;       // model.name
+  std::string identity;             // model.identity ("sha256:..."), may be empty
+  std::string backend;              // model.backend
+  std::string dtype;                // float32 (cpu) | bf16 | fp8 (model.precision on cuda)
   int max_position_embeddings = 0;  // the model's context; 0: its config gives none
   int max_query_tokens = 0, max_item_tokens = 0;
   int64_t max_request_tokens = 0;
   int max_items = 0;  // limits.max_items: TEI's max_client_batch_size
   int64_t max_message_bytes = 0;
-  int max_batch_tokens = 0;         // model.max_batch_tokens
-  bool auto_truncate = false;       // limits.truncate: end
-  std::string version, commit;      // the build's
+  int max_batch_tokens = 0;     // model.max_batch_tokens
+  bool auto_truncate = false;   // limits.truncate: end
+  std::string version, commit;  // the build's
 };
 std::string InfoResponseJson(const ServerInfo& info);
 
