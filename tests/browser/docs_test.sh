@@ -45,8 +45,9 @@ allowed_origin=http://localhost:9
 refused_origin=http://localhost:10
 "$rankd" serve --print-default-config |
   sed -e "s|^  dir: \.\./|  dir: $root/|" \
-      -e "s|^server:\$|server:\n  cors_allow_origins: ['$allowed_origin']|" >"$run/config.yaml"
-grep -q "cors_allow_origins" "$run/config.yaml" || { echo "docs_test: could not set cors_allow_origins" >&2; exit 1; }
+      -e "s|^  cors_allow_origins: \[\]\$|  cors_allow_origins: ['$allowed_origin']|" >"$run/config.yaml"
+grep -qF "cors_allow_origins: ['$allowed_origin']" "$run/config.yaml" ||
+  { echo "docs_test: could not set server.cors_allow_origins in the default config" >&2; exit 1; }
 "$rankd" serve --config "$run/config.yaml" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --http-listen 127.0.0.1:0 --workers 1 --api-keys-file "$run/keys" --ready-file "$run/ready.json" \
   2>"$run/server.log" &
