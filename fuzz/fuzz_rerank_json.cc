@@ -1,6 +1,6 @@
-// Fuzz target: a POST /v1/rerank or /rerank body (the first byte picks the shape), through the
-// rerank JSON parser, the front end's validation, and the answer made from made-up scores. An
-// error naming the field or an answer; never a crash.
+// Fuzz target: a POST /v1/rerank, /v2/rerank or /rerank body (the first byte picks the shape),
+// through the rerank JSON parser, the front end's validation, and the answer made from made-up
+// scores. An error naming the field or an answer; never a crash.
 #include <cstddef>
 #include <cstdint>
 
@@ -9,8 +9,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto shape =
-      data[0] % 2 == 0 ? rankd::server::RerankShape::kCohere : rankd::server::RerankShape::kTei;
+  constexpr rankd::server::RerankShape kShapes[] = {rankd::server::RerankShape::kCohere,
+                                                    rankd::server::RerankShape::kTei,
+                                                    rankd::server::RerankShape::kCohereV2};
+  const auto shape = kShapes[data[0] % 3];
   const absl::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   static const rankd::server::Limits limits = [] {
     rankd::server::Limits l;

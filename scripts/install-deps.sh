@@ -8,12 +8,14 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libsentencepiece-dev libpcre2-dev libicu-dev libopenblas-dev libcpp-httplib-dev libssl-dev
-  libexpat1-dev openssl libboost-dev
+  libexpat1-dev openssl libboost-dev zlib1g-dev
 )
 # RANKD_NO_TEST_DEPS=1 (the Docker images, built with -DRANKD_TESTS=OFF): without the test libraries.
 if [[ -z "${RANKD_NO_TEST_DEPS:-}" ]]; then
   # python3: tests/demo's generator test; liblzma-dev: the real tokenizer files (xz) in tests/data
   PACKAGES+=(libgtest-dev libgmock-dev python3 liblzma-dev)
+  # curl: the README's examples (readme_examples_test) call the HTTP API with it
+  PACKAGES+=(curl)
   # npm: swagger-ui-dist for GET /docs and playwright-core for its browser test (any npm will do;
   # Debian's only where none is on PATH, e.g. not over a nodesource nodejs that brings its own).
   command -v npm >/dev/null || PACKAGES+=(npm)

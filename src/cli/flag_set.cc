@@ -25,6 +25,13 @@ void FlagSet::Bool(const std::string& name, bool* value, std::string help) {
   Add(name, Type::kBool, value, std::move(help), *value ? "true" : "false");
 }
 
+void FlagSet::Strings(const std::string& name, std::vector<std::string>* values, std::string help) {
+  std::string dflt;
+  for (const std::string& v : *values)
+    absl::StrAppend(&dflt, dflt.empty() ? "" : " ", "\"", v, "\"");
+  Add(name, Type::kStrings, values, std::move(help), std::move(dflt));
+}
+
 absl::Status FlagSet::Assign(const std::string& name, Flag& flag, const std::string& text) {
   bool ok = true;
   switch (flag.type) {
@@ -40,6 +47,12 @@ absl::Status FlagSet::Assign(const std::string& name, Flag& flag, const std::str
     case Type::kBool:
       ok = absl::SimpleAtob(text, static_cast<bool*>(flag.value));
       break;
+    case Type::kStrings: {
+      auto* values = static_cast<std::vector<std::string>*>(flag.value);
+      if (!flag.set) values->clear();  // the first occurrence replaces the default list
+      values->push_back(text);
+      break;
+    }
   }
   if (!ok) return absl::InvalidArgumentError(absl::StrCat("--", name, ": bad value '", text, "'"));
   flag.set = true;
@@ -106,7 +119,10 @@ std::string FlagSet::Help() const {
   for (const auto& [name, flag] : flags_) {
     std::string head = absl::StrCat("  --", name);
     if (flag.type != Type::kBool)
-      absl::StrAppend(&head, "=", flag.type == Type::kString ? "STR" : "N");
+      absl::StrAppend(&head, "=",
+                      flag.type == Type::kString    ? "STR"
+                      : flag.type == Type::kStrings ? "STR..."
+                                                    : "N");
     absl::StrAppendFormat(&out, "%-28s %s", head, flag.help);
     if (!flag.default_text.empty()) absl::StrAppend(&out, " (default ", flag.default_text, ")");
     out += "\n";

@@ -107,11 +107,28 @@ class Progress {
   std::chrono::steady_clock::time_point last_{};
 };
 
-// One input line on its way: its parsed request, or the error that ends it.
+// One input line on its way: its parsed request, or the error that ends it, and its items' ids
+// (empty when no item has one).
 struct PendingLine {
   int64_t number = 0;
   absl::StatusOr<engine::ScoreRequest> request;
+  std::vector<std::string> ids = {};
 };
+
+// Parses `line` into `pending`: the engine's request and the items' ids.
+void ParseInto(absl::string_view line, PendingLine* pending) {
+  absl::StatusOr<RequestLine> parsed = ParseRequestLine(line);
+  if (!parsed.ok()) {
+    pending->request = parsed.status();
+    return;
+  }
+  const bool any_id = std::any_of(parsed->items.begin(), parsed->items.end(),
+                                  [](const RequestItem& item) { return !item.id.empty(); });
+  if (any_id) {
+    for (const RequestItem& item : parsed->items) pending->ids.push_back(item.id);
+  }
+  pending->request = ToEngineRequest(*std::move(parsed));
+}
 
 }  // namespace
 
@@ -150,7 +167,9 @@ ScoreRunStats ScoreStream(engine::Engine& engine, std::istream& in, std::ostream
         out << Json{{"error", msg}}.dump() << "\n";
       } else {
         stats.items += static_cast<int64_t>(results[i]->scores.size());
-        out << Json{{"scores", results[i]->scores}}.dump() << "\n";
+        Json answer = {{"scores", results[i]->scores}};
+        if (!window[i].ids.empty()) answer["ids"] = window[i].ids;  // as the request gave them
+        out << answer.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
       }
     }
     window.clear();
@@ -161,7 +180,7 @@ ScoreRunStats ScoreStream(engine::Engine& engine, std::istream& in, std::ostream
     bytes += line.size() + 1;
     ++stats.lines;
     PendingLine pending{stats.lines, absl::InvalidArgumentError("empty line")};
-    if (!absl::StripAsciiWhitespace(line).empty()) pending.request = ParseScoreLine(line);
+    if (!absl::StripAsciiWhitespace(line).empty()) ParseInto(line, &pending);
     window.push_back(std::move(pending));
     if (window.size() == jobs) {
       flush();
@@ -180,7 +199,8 @@ int RunScoreCommand(int argc, char** argv, int first) {
       "rankd score --model DIR [--backend cpu|cuda] [--input FILE|-] [--output FILE|-] [flags]\n"
       "Scores request lines (README.md, \"Request lines\"), e.g. {\"query\": \"q\", \"items\": "
       "[\"a\", {\"ids\": [5, 6]}]},\n"
-      "and writes one line {\"scores\": [..]} (or {\"error\": ..}) per input line.");
+      "and writes one line {\"scores\": [..]} (with \"ids\": [..], the items' ids in order, when "
+      "any item has an \"id\"; or {\"error\": ..}) per input line.");
   EngineFlags engine_flags;
   AddEngineFlags(flags, &engine_flags);
   std::string input = "-", output = "-", log_level = "info";

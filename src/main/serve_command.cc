@@ -65,9 +65,10 @@ int RunServeCommand(int argc, char** argv, int first) {
   FlagSet flags(
       "rankd serve [--config FILE] [--model DIR] [--backend cpu|cuda] [--listen HOST:PORT]\n"
       "            [--metrics-listen HOST:PORT] [--http-listen HOST:PORT] [--workers N] [flags]\n"
-      "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC, and POST /v1/rerank and\n"
-      "POST /rerank over HTTP, with a pool of worker processes. Without --config it uses the\n"
-      "embedded default (configs/tiny-cpu.yaml: the bundled demo reranker, CPU backend, 2 workers);\n"
+      "Serves rankd.v1.Scorer (proto/rankd/v1/scorer.proto) over gRPC, and POST /v1/rerank,\n"
+      "POST /v2/rerank and POST /rerank over HTTP, with a pool of worker processes. Without\n"
+      "--config it uses the embedded default (configs/tiny-cpu.yaml: the bundled demo reranker,\n"
+      "CPU backend, 2 workers); "
       "flags override the file (the defaults below are the file's values). SIGTERM drains. "
       "Settings: docs/config.md.");
   EngineFlags engine_flags(m.engine);
@@ -86,8 +87,11 @@ int RunServeCommand(int argc, char** argv, int first) {
   flags.String("metrics-listen", &metrics_listen,
                "HTTP address of /metrics, /healthz, /readyz; empty: off (server.metrics_listen)");
   flags.String("http-listen", &http_listen,
-               "HTTP address of the JSON API (POST /v1/rerank, POST /rerank); empty: off "
-               "(server.http_listen)");
+               "HTTP address of the JSON API (POST /v1/rerank, /v2/rerank, /rerank, ...); empty: "
+               "off (server.http_listen)");
+  flags.Strings("served-model-name", &config.server.served_model_names,
+                "a name the model is served under, repeatable; the first is what answers report "
+                "(server.served_model_names; default: model.name)");
   flags.String("tls-cert", &tls.cert_file,
                "PEM certificate chain: TLS on the gRPC port (server.tls.cert_file)");
   flags.String("tls-key", &tls.key_file, "PEM private key of --tls-cert (server.tls.key_file)");

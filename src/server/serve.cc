@@ -62,7 +62,9 @@ absl::Status StartHttp(HttpServer* http, const std::string& address,
                [registry, metrics_keys](const HttpRequest& request, HttpServer::Reply reply) {
                  if (metrics_keys != nullptr) {
                    if (absl::Status s = CheckHttpApiKey(*metrics_keys, request); !s.ok()) {
-                     reply({.status = 401, .body = absl::StrCat(s.message(), "\n")});
+                     reply({.status = 401,
+                            .body = absl::StrCat(s.message(), "\n"),
+                            .headers = {{"WWW-Authenticate", "Bearer realm=\"rankd\""}}});
                      return;
                    }
                  }
@@ -210,8 +212,10 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   RANKD_RETURN_IF_ERROR(ProvideFileDescriptors(config.server));
   RANKD_ASSIGN_OR_RETURN(model::ModelConfig model_config,
                          model::ModelConfig::FromHfDir(config.model.engine.model_dir));
-  const ModelInfo model{config.model.name, model_config.vocab_size, model_config.hidden_size,
-                        model_config.max_position_embeddings};
+  ModelInfo model = ServedModel(config);
+  model.vocab_size = model_config.vocab_size;
+  model.hidden_size = model_config.hidden_size;
+  model.max_position_embeddings = model_config.max_position_embeddings;
   RANKD_ASSIGN_OR_RETURN(std::vector<WorkerSpec> specs,
                          PlanWorkers(config.workers, config.model.engine.backend.kind == backend::kCudaBackend,
                                      CountVisibleGpus(), AvailableCpus()));
@@ -279,6 +283,7 @@ absl::Status RunServer(const ServeConfig& config, const ServeOptions& options) {
   http_options.max_buffered_bytes = config.server.http_max_buffered_bytes;
   http_options.name = "server.http_listen";
   http_options.error_response = HttpApiErrors(&registry);
+  http_options.finish_answer = HttpApiAnswerHeaders(config.server);
   HttpServer api(http_options);
   absl::Status http_started;
   if (!config.server.metrics_listen.empty()) {

@@ -1,10 +1,12 @@
 // The page half of tests/browser/docs_test.sh: drives headless chromium through Swagger UI on
-// rankd's GET /docs. Arguments: API base URL, readiness URL, API key, screenshot path.
+// rankd's GET /docs, then calls the API from a browser app on another origin (a CORS preflight:
+// allowed for server.cors_allow_origins' origin, refused for another). Arguments: API base URL,
+// readiness URL, API key, screenshot path, the allowed origin, a refused one.
 // Exits non-zero, saying why, on any failure (the browser not starting included).
 'use strict';
 const { chromium } = require('playwright-core');
 
-const [base, readyUrl, apiKey, shot] = process.argv.slice(2);
+const [base, readyUrl, apiKey, shot, allowedOrigin, refusedOrigin] = process.argv.slice(2);
 const request = {
   query: 'rust engineer in berlin',
   documents: ['Barista, Lisbon', 'Rust developer, Berlin', 'Go developer, Munich'],
@@ -38,10 +40,14 @@ async function main() {
     const docs = await page.goto(`${base}/docs`);
     check(docs.status() === 200, `GET /docs answered ${docs.status()}: ${await docs.text()}`);
 
-    // Both routes, as Swagger UI lists them from /openapi.json.
-    const route = (path) => page.locator(`.opblock-post:has(.opblock-summary-path[data-path="${path}"])`);
-    for (const path of ['/v1/rerank', '/rerank']) {
+    // Every route, as Swagger UI lists them from /openapi.json.
+    const route = (path, method = 'post') =>
+      page.locator(`.opblock-${method}:has(.opblock-summary-path[data-path="${path}"])`);
+    for (const path of ['/v1/rerank', '/v2/rerank', '/rerank', '/tokenize']) {
       await route(path).waitFor({ timeout: 30000 });
+    }
+    for (const path of ['/v1/models', '/info', '/health']) {
+      await route(path, 'get').waitFor({ timeout: 30000 });
     }
 
     // The API key, through the Authorize dialog (the Bearer scheme of the document).
@@ -76,7 +82,54 @@ async function main() {
       fullPage: true,
       clip: { x: 0, y: top, width: 900, height: answer.y + answer.height - top },
     });
-    console.log(`docs_test: /docs lists both routes; Try it out on /v1/rerank answered 200, scores ${scores.join(', ')}; screenshot ${shot}`);
+    console.log(`docs_test: /docs lists every route; Try it out on /v1/rerank answered 200, scores ${scores.join(', ')}; screenshot ${shot}`);
+
+    // A browser app on another origin calls POST /v2/rerank with a key and JSON: a request that
+    // is not "simple", so chromium sends a CORS preflight (OPTIONS) first. The apps' pages are
+    // made up here (page.route); their calls reach rankd.
+    const call = async (origin) => {
+      // A page on a public origin that calls a loopback server needs the user's permission
+      // (chromium's Local Network Access prompt): granted, as a user of the app would, to both, so
+      // that what refuses the second is CORS.
+      const context = await browser.newContext();
+      await context.grantPermissions(['local-network-access'], { origin });
+      const app = await context.newPage();
+      const console = [];  // chromium says there why it refused a call
+      app.on('console', (m) => console.push(m.text()));
+      await app.route(`${origin}/**`, (r) => r.fulfill({ status: 200, contentType: 'text/html', body: '<p>app</p>' }));
+      await app.goto(`${origin}/app.html`);
+      // With routes on, chromium's requests go through the interception, which answers CORS
+      // preflights itself: off again, so that the preflight reaches rankd.
+      await app.unrouteAll();
+      const result = await app.evaluate(async ([url, key]) => {
+        try {
+          const r = await fetch(`${url}/v2/rerank`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}`, 'X-Request-Id': 'browser-app-1' },
+            body: JSON.stringify({ model: 'rerank-v3.5', query: 'rust engineer in berlin', documents: ['Barista, Lisbon', 'Rust developer, Berlin'] }),
+          });
+          return { status: r.status, id: r.headers.get('X-Request-Id'), body: await r.json() };
+        } catch (e) {
+          return { error: String(e) };  // what a refused preflight looks like to the app
+        }
+      }, [base, apiKey]);
+      await context.close();
+      return { ...result, console };
+    };
+    const allowed = await call(allowedOrigin);
+    check(allowed.status === 200, `the call from ${allowedOrigin}: ${JSON.stringify(allowed)}`);
+    check(allowed.id === 'browser-app-1', `X-Request-Id not readable across origins: ${JSON.stringify(allowed)}`);
+    check(allowed.body.results.length === 2 && allowed.body.meta.api_version.version === '2',
+          `the answer: ${JSON.stringify(allowed.body)}`);
+    const refused = await call(refusedOrigin);
+    check(refused.error !== undefined, `the call from ${refusedOrigin} was not refused: ${JSON.stringify(refused)}`);
+    // The server saw both preflights: one answered 204, one 403.
+    const metrics = await (await fetch(readyUrl.replace(/\/readyz$/, '/metrics'))).text();
+    for (const code of ['204', '403']) {
+      check(metrics.includes(`rankd_http_requests_total{route="OPTIONS",code="${code}"} 1`),
+            `no preflight answered ${code}: ${metrics.split('\n').filter((l) => l.includes('rankd_http_requests_total')).join('; ')}`);
+    }
+    console.log(`docs_test: CORS: ${allowedOrigin}'s call answered 200 after its preflight; ${refusedOrigin}'s was refused (${refused.error})`);
   } finally {
     await browser.close();
   }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The browser test of GET /docs (ctest docs_browser_test, label `browser`): headless Debian
-# chromium driven by playwright-core (npm) loads Swagger UI from a live `rankd serve` (the tiny CPU
-# model, API keys on), finds both rerank routes, authorizes with the key, runs "Try it out" on
-# POST /v1/rerank, checks the answer in the page, and saves a screenshot of it.
+# chromium driven by playwright-core (npm) loads Swagger UI from a live `rankd serve` (the embedded
+# default, API keys on, server.cors_allow_origins set), finds every route, authorizes with the
+# key, runs "Try it out" on POST /v1/rerank, checks the answer in the page, and saves a screenshot
+# of it; then a browser app on an allowed origin calls the API through a CORS preflight, and one
+# on another origin is refused.
 # Installs chromium (apt-get, through scripts/install-deps.sh) and playwright-core (npm, into
 # WORK_DIR) when missing, so that a fresh machine runs it; fails loudly when either is unavailable.
 #
@@ -37,8 +39,18 @@ cleanup() {
 trap cleanup EXIT
 key=docs-test-key-0123
 echo "$key" >"$run/keys"
-"$rankd" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-  --workers 1 --api-keys-file "$run/keys" --ready-file "$run/ready.json" 2>"$run/server.log" &
+# The embedded default with CORS for one origin (loopback, as the page's app is: no private-network
+# rules apply between them); its model path made absolute.
+allowed_origin=http://localhost:9
+refused_origin=http://localhost:10
+"$rankd" serve --print-default-config |
+  sed -e "s|^  dir: \.\./|  dir: $root/|" \
+      -e "s|^  cors_allow_origins: \[\]\$|  cors_allow_origins: ['$allowed_origin']|" >"$run/config.yaml"
+grep -qF "cors_allow_origins: ['$allowed_origin']" "$run/config.yaml" ||
+  { echo "docs_test: could not set server.cors_allow_origins in the default config" >&2; exit 1; }
+"$rankd" serve --config "$run/config.yaml" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  --http-listen 127.0.0.1:0 --workers 1 --api-keys-file "$run/keys" --ready-file "$run/ready.json" \
+  2>"$run/server.log" &
 server_pid=$!
 for _ in $(seq 600); do
   [[ -s $run/ready.json ]] && break
@@ -51,7 +63,8 @@ port() { node -p "JSON.parse(require('fs').readFileSync('$run/ready.json'))['$1'
 mkdir -p "$(dirname "$shot")"
 status=0
 NODE_PATH="$work/node_modules" CHROMIUM=${CHROMIUM:-/usr/bin/chromium} node "$root/tests/browser/docs_test.js" \
-  "http://127.0.0.1:$(port http_port)" "http://127.0.0.1:$(port metrics_port)/readyz" "$key" "$shot" || status=$?
+  "http://127.0.0.1:$(port http_port)" "http://127.0.0.1:$(port metrics_port)/readyz" "$key" "$shot" \
+  "$allowed_origin" "$refused_origin" || status=$?
 if ((status != 0)); then
   echo "docs_test: FAILED; the server's log:" >&2
   cat "$run/server.log" >&2

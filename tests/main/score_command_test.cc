@@ -166,6 +166,32 @@ TEST(RankdScoreBinaryTest, JobsKeepTheOutputAndProgressAndSummaryGoToStderr) {
   EXPECT_EQ(RunRankd("score" + model + " --jobs 257").exit_code, 2);
 }
 
+// Items' ids come back beside their scores, in order ("" for an item without one), as the
+// server echoes them; a line without any id keeps the plain {"scores"} line.
+TEST(RankdScoreBinaryTest, KeepsTheItemsIds) {
+  const auto g = rankd::testing::LoadGolden("llama-cls");
+  const std::string in_path =
+      fs::temp_directory_path() / ("rankd_cli_ids_" + std::to_string(::getpid()));
+  {
+    std::ofstream in(in_path);
+    in << R"({"query": "q", "items": [{"text": "a", "id": "first"}, "b", {"ids": [5], "id": "x\u00e9"}]})"
+       << "\n";
+    in << R"({"query": "q", "items": ["a", "b"]})"
+       << "\n";
+  }
+  auto r = RunRankd("score --model " + g.model_dir + " --input " + in_path + " --threads 1");
+  fs::remove(in_path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<Json> out;
+  for (std::string l; std::getline(lines, l);) out.push_back(Json::parse(l));
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  EXPECT_EQ(out[0]["ids"], Json::array({"first", "", "x\u00e9"})) << r.out;
+  EXPECT_EQ(out[0]["scores"].size(), 3u);
+  EXPECT_FALSE(out[1].contains("ids")) << r.out;
+  EXPECT_EQ(out[1]["scores"].size(), 2u);
+}
+
 TEST(RankdScoreBinaryTest, FlagErrors) {
   EXPECT_EQ(RunRankd("score --modle x").exit_code, 2);
   EXPECT_EQ(RunRankd("score").exit_code, 2);  // --model is required

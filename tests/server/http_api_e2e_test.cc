@@ -212,7 +212,7 @@ TEST(HttpApiTest, TruncateCutsLongTextsAsTruncateEndDoes) {
 TEST(HttpApiTest, BadCallsGetTheirHttpCodeAndAJsonErrorNamingTheField) {
   const Golden golden = LoadGolden("llama-cls");
   const GoldenCase& c = golden.cases[1];
-  auto server = StartReady(Config(2), 2);
+  auto server = StartReady(Config(2, "  strict_model_name: true\n"), 2);
   ASSERT_NE(server, nullptr);
   const Json good = {{"query", c.query}, {"documents", Texts(c)}};
   Json body = good;
@@ -231,7 +231,7 @@ TEST(HttpApiTest, BadCallsGetTheirHttpCodeAndAJsonErrorNamingTheField) {
   body["model"] = "other";
   ExpectError(Post(*server, "/v1/rerank", body.dump()), 404, "NOT_FOUND",
               "model: 'other' is not served here");
-  ExpectError(Post(*server, "/v2/rerank", good.dump()), 404, "NOT_FOUND", "no such path");
+  ExpectError(Post(*server, "/v3/rerank", good.dump()), 404, "NOT_FOUND", "no such path");
   ExpectError(Post(*server, "/v1/rerank", good.dump(), {{"X-Request-Id", std::string(200, 'x')}}),
               400, "INVALID_ARGUMENT", "X-Request-Id: must be printable ASCII");
   ExpectError(Post(*server, "/v1/rerank", good.dump(), {}, "text/plain"), 415,

@@ -51,6 +51,7 @@ constexpr milliseconds kLiveness = seconds(60);
 struct MainOptions {
   std::string model_settings;   // more lines of the model section
   std::string worker_settings;  // more lines of the workers section
+  std::string server_settings;  // more lines of the server section
   int max_query_tokens = 32;
   int max_item_tokens = 128;
   int max_inflight = 4;  // several calls per worker: its scheduler scores them together
@@ -68,7 +69,8 @@ std::string MainConfig(const std::string& model, const MainOptions& o = {}) {
                       "  threads: 1\n"
                       "server:\n"
                       "  queue_size: 64\n"
-                      "  stream_chunk_items: 3\n"
+                      "  stream_chunk_items: 3\n",
+                      o.server_settings,
                       "limits:\n"
                       "  max_items: 64\n"
                       "  max_query_tokens: ",
@@ -802,7 +804,9 @@ TEST(ServeTest, BadInputGetsItsCodeAndAMessageNamingTheFieldAndTheServerKeepsSer
   const Golden golden = LoadGolden("llama-cls");
   const GoldenCase& good_case = golden.cases[2];
   const ScoreRequest good = TextRequest(good_case);
-  auto server = StartReady(MainConfig("llama-cls"));
+  MainOptions strict;  // an unknown model is NOT_FOUND
+  strict.server_settings = "  strict_model_name: true\n";
+  auto server = StartReady(MainConfig("llama-cls", strict));
   ASSERT_NE(server, nullptr);
   const int hidden = HiddenSize("llama-cls");
 

@@ -165,7 +165,7 @@ TEST(TokenizeTest, RpcAndHttpGiveTheIdsScoreFeedsTheModel) {
 
 TEST(TokenizeTest, LimitsAndBadRequestsAreRefusedNamingTheTextAndTheLimit) {
   const Golden g = LoadGolden("qwen3-reranker-tiny");
-  auto server = TestServer::Start(Config(g));
+  auto server = TestServer::Start(Config(g, "  strict_model_name: true\n"));
   ASSERT_NE(server, nullptr);
   TokenizeResponse response;
   using grpc::StatusCode;
@@ -200,7 +200,8 @@ TEST(TokenizeTest, LimitsAndBadRequestsAreRefusedNamingTheTextAndTheLimit) {
   TokenizeRequest other = Request({"a"}, item, false);
   other.set_model("other");
   ExpectGrpcError(Tokenize(*server, other, &response), StatusCode::NOT_FOUND,
-                  "model: 'other' is not served here (this server serves 'qwen3-tiny')");
+                  "model: 'other' is not served here (this server serves 'qwen3-tiny'; "
+                  "server.strict_model_name is on)");
   TokenizeRequest unknown = Request({"a"}, item, false);
   unknown.set_template_(static_cast<rankd::v1::Template>(7));
   ExpectGrpcError(Tokenize(*server, unknown, &response), StatusCode::INVALID_ARGUMENT,
@@ -243,7 +244,8 @@ TEST(TokenizeTest, LimitsAndBadRequestsAreRefusedNamingTheTextAndTheLimit) {
   expect_http(R"({"inputs": "\ud800"})", 400, "body: not valid JSON: ");
   expect_http(R"({"inputs": "\ud800"})", 400, "surrogate U+D800..U+DBFF");
   expect_http(R"({"inputs": "a", "model": "other"})", 404,
-              "model: 'other' is not served here (this server serves 'qwen3-tiny')");
+              "model: 'other' is not served here (this server serves 'qwen3-tiny'; "
+              "server.strict_model_name is on)");
   // And it keeps answering.
   const Answer a = Post(*server, R"({"inputs": "a job"})");
   EXPECT_EQ(a.status, 200) << a.body.dump();

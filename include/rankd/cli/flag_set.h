@@ -27,6 +27,9 @@ class FlagSet {
   void Int(const std::string& name, int* value, std::string help);
   void Double(const std::string& name, double* value, std::string help);
   void Bool(const std::string& name, bool* value, std::string help);
+  // A repeatable flag: its first occurrence replaces `values` (e.g. the config file's list), each
+  // one appends its value.
+  void Strings(const std::string& name, std::vector<std::string>* values, std::string help);
 
   // Parses argv[first..argc). Non-flag arguments go to `positional` (an error if null).
   // Returns Cancelled after printing the help for --help / -h.
@@ -35,7 +38,7 @@ class FlagSet {
   std::string Help() const;
 
  private:
-  enum class Type { kString, kInt, kDouble, kBool };
+  enum class Type { kString, kInt, kDouble, kBool, kStrings };
   struct Flag {
     Type type;
     void* value;

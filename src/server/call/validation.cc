@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/message.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
@@ -29,11 +31,24 @@ absl::Status CheckTextBytes(const std::string& text, absl::string_view field, ab
   return Invalid(field, absl::StrCat(text.size(), " bytes exceeds ", key, "=", limit));
 }
 
-// `name` (a request's model field): empty or the served model's, else NOT_FOUND.
+// `name` (a request's model field): any without model.strict_name; with it, empty or one of the
+// served names, else NOT_FOUND. The message quotes at most kQuotedNameBytes of the name (a caller's
+// bytes: its length is bounded only by the message's).
+constexpr size_t kQuotedNameBytes = 128;
 absl::Status CheckModel(const std::string& name, const ModelInfo& model) {
-  if (name.empty() || name == model.name) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat(
-      "model: '", name, "' is not served here (this server serves '", model.name, "')"));
+  if (!model.strict_name || name.empty() || name == model.name ||
+      absl::c_linear_search(model.names, name)) {
+    return absl::OkStatus();
+  }
+  const std::vector<std::string>& names =
+      model.names.empty() ? std::vector<std::string>{model.name} : model.names;
+  const std::string quoted =
+      name.size() <= kQuotedNameBytes
+          ? absl::StrCat("'", name, "'")
+          : absl::StrCat("'", name.substr(0, kQuotedNameBytes), "'... (", name.size(), " bytes)");
+  return absl::NotFoundError(
+      absl::StrCat("model: ", quoted, " is not served here (this server serves '",
+                   absl::StrJoin(names, "', '"), "'; server.strict_model_name is on)"));
 }
 
 // A request over limits.max_message_bytes, whichever its kind.
@@ -48,6 +63,15 @@ absl::Status CheckMessageBytes(const google::protobuf::Message& request, const L
 }
 
 }  // namespace
+
+ModelInfo ServedModel(const ServeConfig& config) {
+  ModelInfo model;
+  const std::vector<std::string>& names = config.server.served_model_names;
+  model.name = names.empty() ? config.model.name : names[0];
+  model.names = names.empty() ? std::vector<std::string>{model.name} : names;
+  model.strict_name = config.server.strict_model_name;
+  return model;
+}
 
 int ItemsToScore(const rankd::v1::ScoreRequest& request, int default_depth) {
   const int n = request.items_size();

@@ -202,6 +202,71 @@ Field Bool(bool* v) {
       [v](const YAML::Node& n, const std::string& k) { return Scalar(n, k, "true or false", v); },
       [v](YAML::Emitter& e) { e << YAML::TrueFalseBool << *v; }};
 }
+// A list of strings, each checked by `check_item` (its key "k[i]") and at most `max_items`.
+Field StringList(
+    std::vector<std::string>* v, int max_items,
+    std::function<absl::Status(const std::string& key, const std::string&)> check_item) {
+  return {
+      [v](const YAML::Node& n, const std::string& k) -> absl::Status {
+        if (!n.IsSequence()) return KeyError(k, "must be a list of strings");
+        v->assign(n.size(), "");
+        for (size_t i = 0; i < n.size(); ++i) {
+          RANKD_RETURN_IF_ERROR(Scalar(n[i], absl::StrCat(k, "[", i, "]"), "a string", &(*v)[i]));
+        }
+        return absl::OkStatus();
+      },
+      [v](YAML::Emitter& e) {
+        e << YAML::Flow << YAML::BeginSeq;
+        for (const std::string& s : *v) e << YAML::DoubleQuoted << s;
+        e << YAML::EndSeq;
+      },
+      [v, max_items, check_item](const std::string& k) -> absl::Status {
+        if (static_cast<int>(v->size()) > max_items) {
+          return KeyError(k, absl::StrCat("at most ", max_items, " entries (got ", v->size(), ")"));
+        }
+        for (size_t i = 0; i < v->size(); ++i) {
+          RANKD_RETURN_IF_ERROR(check_item(absl::StrCat(k, "[", i, "]"), (*v)[i]));
+        }
+        return absl::OkStatus();
+      }};
+}
+
+// server.served_model_names[i]: 1..kMaxModelNameBytes bytes, no control characters (the
+// name is echoed in headers of no kind, but in logs and answers).
+absl::Status CheckModelName(const std::string& key, const std::string& name) {
+  if (name.empty() || name.size() > static_cast<size_t>(kMaxModelNameBytes)) {
+    return KeyError(
+        key, absl::StrCat("must be 1 to ", kMaxModelNameBytes, " bytes (got ", name.size(), ")"));
+  }
+  if (std::any_of(name.begin(), name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return KeyError(key, "must not contain control characters");
+  }
+  return absl::OkStatus();
+}
+
+// server.cors_allow_origins[i]: "*", or an origin as browsers send it: http:// or https://, a
+// host and an optional port, no path, no trailing slash, printable ASCII without spaces or commas
+// (it is sent back in Access-Control-Allow-Origin verbatim).
+absl::Status CheckCorsOrigin(const std::string& key, const std::string& origin) {
+  if (origin == "*") return absl::OkStatus();
+  const size_t scheme = origin.find("://");
+  const bool http = scheme != std::string::npos && (origin.compare(0, scheme, "http") == 0 ||
+                                                    origin.compare(0, scheme, "https") == 0);
+  const std::string host = http ? origin.substr(scheme + 3) : "";
+  const bool clean = std::all_of(origin.begin(), origin.end(), [](char c) {
+    return c > ' ' && c < 0x7f && c != ',' && c != '"';
+  });
+  if (!http || host.empty() || host.find('/') != std::string::npos || !clean ||
+      origin.size() > 256) {
+    return KeyError(key, absl::StrCat("must be \"*\" or an origin such as https://app.example.com "
+                                      "or http://localhost:3000 (scheme, host, optional port; no "
+                                      "path), at most 256 bytes (got '",
+                                      origin.substr(0, 256), "')"));
+  }
+  return absl::OkStatus();
+}
+
 // Unset is written as null, which the parser reads back as unset.
 Field OptBool(std::optional<bool>* v) {
   return {[v](const YAML::Node& n, const std::string& k) -> absl::Status {
@@ -397,22 +462,23 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
   constexpr int64_t kMaxBytes = int64_t{1} << 29;  // 512 MiB: gRPC's int limit, doubled, fits
   return {
       {"model",
-       Section({{"dir", Path(&eo.model_dir, base)},
-                {"name", String(&m.name)},
-                {"identity", Identity(&m.identity)},
-                {"backend", Choice(&eo.backend.kind, Names(backend::kBackendKinds))},
-                {"head", OptString(&eo.settings.head)},
-                {"query_template", Template(&eo.settings.query_template, engine::kQueryPlaceholder)},
-                {"item_template", Template(&eo.settings.item_template, engine::kItemPlaceholder)},
-                {"preset", OptString(&eo.settings.preset)},
-                {"instruction", OptString(&eo.settings.instruction)},
-                {"threads", Number(&eo.backend.threads, {0, kMaxThreads})},
-                {"tokenizer_threads", Number(&eo.tokenizer_threads, {1, kMaxThreads})},
-                {"max_batch_tokens", Number(&eo.backend.max_batch_tokens, {1, kMaxCount})},
-                {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes, {0, int64_t{1} << 30})},
-                {"cuda_strategy", Choice(&eo.backend.strategy, Names(backend::kStrategies))},
-                {"cuda_graphs", Bool(&eo.backend.cuda_graphs)},
-                {"precision", Choice(&eo.backend.precision, Names(backend::kPrecisions))}})},
+       Section(
+           {{"dir", Path(&eo.model_dir, base)},
+            {"name", String(&m.name)},
+            {"identity", Identity(&m.identity)},
+            {"backend", Choice(&eo.backend.kind, Names(backend::kBackendKinds))},
+            {"head", OptString(&eo.settings.head)},
+            {"query_template", Template(&eo.settings.query_template, engine::kQueryPlaceholder)},
+            {"item_template", Template(&eo.settings.item_template, engine::kItemPlaceholder)},
+            {"preset", OptString(&eo.settings.preset)},
+            {"instruction", OptString(&eo.settings.instruction)},
+            {"threads", Number(&eo.backend.threads, {0, kMaxThreads})},
+            {"tokenizer_threads", Number(&eo.tokenizer_threads, {1, kMaxThreads})},
+            {"max_batch_tokens", Number(&eo.backend.max_batch_tokens, {1, kMaxCount})},
+            {"prefix_cache_mb", MebiBytes(&eo.prefix_cache_bytes, {0, int64_t{1} << 30})},
+            {"cuda_strategy", Choice(&eo.backend.strategy, Names(backend::kStrategies))},
+            {"cuda_graphs", Bool(&eo.backend.cuda_graphs)},
+            {"precision", Choice(&eo.backend.precision, Names(backend::kPrecisions))}})},
       {"server",
        Section(
            {{"listen", String(&s.listen)},
@@ -431,6 +497,11 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
             {"initial_seconds_per_item", Number(&s.initial_seconds_per_item, {0.0, 60.0})},
             {"max_buffered_answer_bytes",
              Number(&s.max_buffered_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
+            {"served_model_names",
+             StringList(&s.served_model_names, kMaxServedModelNames, CheckModelName)},
+            {"strict_model_name", Bool(&s.strict_model_name)},
+            {"cors_allow_origins",
+             StringList(&s.cors_allow_origins, kMaxCorsOrigins, CheckCorsOrigin)},
             {"tls", Section({{"cert_file", Path(&s.tls.cert_file, base)},
                              {"key_file", Path(&s.tls.key_file, base)},
                              {"client_ca_file", Path(&s.tls.client_ca_file, base)},
@@ -439,19 +510,18 @@ Schema ServeSchema(ServeConfig& c, const std::string& base) {
             {"auth", Section({{"api_keys_file", Path(&s.auth.api_keys_file, base)},
                               {"protect_metrics", Bool(&s.auth.protect_metrics)}})},
             {"reflection", OptBool(&s.reflection)}})},
-      {"limits", Section({{"max_items", Number(&l.max_items, {1, kMaxCount})},
-                          {"max_query_tokens", Number(&l.max_query_tokens, {1, kMaxCount})},
-                          {"max_item_tokens", Number(&l.max_item_tokens, {1, kMaxCount})},
-                          {"max_request_tokens",
-                           Number(&l.max_request_tokens, {int64_t{1}, int64_t{1} << 40})},
-                          {"max_message_bytes", Number(&l.max_message_bytes, {1, kMaxBytes})},
-                          {"max_id_bytes",
-                           Number(&l.max_id_bytes, {int64_t{Limits::kMinIdBytes}, kMaxBytes})},
-                          {"max_answer_bytes",
-                           Number(&l.max_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
-                          {"max_item_bytes", Number(&l.max_item_bytes, {0, kMaxBytes})},
-                          {"max_query_bytes", Number(&l.max_query_bytes, {0, kMaxBytes})},
-                          {"truncate", TruncateMode(&l.truncate)}})},
+      {"limits",
+       Section(
+           {{"max_items", Number(&l.max_items, {1, kMaxCount})},
+            {"max_query_tokens", Number(&l.max_query_tokens, {1, kMaxCount})},
+            {"max_item_tokens", Number(&l.max_item_tokens, {1, kMaxCount})},
+            {"max_request_tokens", Number(&l.max_request_tokens, {int64_t{1}, int64_t{1} << 40})},
+            {"max_message_bytes", Number(&l.max_message_bytes, {1, kMaxBytes})},
+            {"max_id_bytes", Number(&l.max_id_bytes, {int64_t{Limits::kMinIdBytes}, kMaxBytes})},
+            {"max_answer_bytes", Number(&l.max_answer_bytes, {int64_t{1024}, int64_t{1} << 40})},
+            {"max_item_bytes", Number(&l.max_item_bytes, {0, kMaxBytes})},
+            {"max_query_bytes", Number(&l.max_query_bytes, {0, kMaxBytes})},
+            {"truncate", TruncateMode(&l.truncate)}})},
       {"workers", Section({{"count", Number(&w.count, {0, kMaxThreads})},
                            {"gpus", Gpus(&w)},
                            {"workers_per_gpu", Number(&w.workers_per_gpu, {1, kMaxThreads})},
@@ -538,6 +608,7 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
   if (dir.empty()) return KeyError("model.dir", "is required (or give --model)");
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().filename().string();
   if (m.name.empty()) m.name = fs::path(dir).lexically_normal().parent_path().filename().string();
+  if (config->server.served_model_names.empty()) config->server.served_model_names = {m.name};
   if (eo.backend.precision == backend::kPrecisionFp8 && eo.backend.kind == backend::kCpuBackend) {
     return KeyError("model.precision",
                     "fp8 needs model.backend cuda (the cpu backend computes in float32)");
@@ -573,8 +644,8 @@ absl::Status FinalizeServeConfig(ServeConfig* config) {
 
   WorkersSection& w = config->workers;
   if (w.max_inflight == 0) {
-    w.max_inflight = eo.backend.kind == backend::kCudaBackend ? kDefaultMaxInflightCuda
-                                                              : kDefaultMaxInflightCpu;
+    w.max_inflight =
+        eo.backend.kind == backend::kCudaBackend ? kDefaultMaxInflightCuda : kDefaultMaxInflightCpu;
   }
   // count 0 is one worker per GPU (x workers_per_gpu), the listed GPUs or, with no list, every
   // visible one (PlanWorkers, which also holds min_ready to the count it plans): only the cuda

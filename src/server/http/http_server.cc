@@ -31,10 +31,14 @@ const char* Reason(int status) {
   switch (status) {
     case 200:
       return "OK";
+    case 204:
+      return "No Content";
     case 400:
       return "Bad Request";
     case 401:
       return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -43,6 +47,8 @@ const char* Reason(int status) {
       return "Content Too Large";
     case 429:
       return "Too Many Requests";
+    case 415:
+      return "Unsupported Media Type";
     case 431:
       return "Request Header Fields Too Large";
     case 500:
@@ -90,6 +96,7 @@ struct HttpServer::Connection {
   std::string in;  // received, not yet parsed: the headers so far, or one read's bytes
   HttpRequestParser parser;
   const Route* route = nullptr;  // the request's, once its headers are accepted
+  HttpRequest head;              // its line and headers (no body): for Options::finish_answer
   int64_t reserved = 0;          // its body's bytes, counted in buffered_bytes_ until the answer
   // The answer being written; while reading, a 100 Continue not yet sent whole.
   std::string out;
@@ -112,6 +119,13 @@ struct HttpServer::Replies {
     (void)!write(wake_fd, &one, sizeof(one));
   }
 };
+
+const std::string* HttpResponse::Header(absl::string_view name) const {
+  for (const auto& [n, value] : headers) {
+    if (absl::EqualsIgnoreCase(n, name)) return &value;
+  }
+  return nullptr;
+}
 
 HttpResponse HttpServer::Error(int status, std::string message) const {
   if (options_.error_response) return options_.error_response(status, std::move(message));
@@ -327,6 +341,8 @@ void HttpServer::Parse(Connection& c) {
         return;
       case HttpRequestParser::Step::kError:
         c.close_after = true;
+        c.head = c.parser.request();  // what was parsed of it
+        c.head.body.clear();
         Respond(c, Error(c.parser.error_status(), c.parser.error_message()));
         return;
       case HttpRequestParser::Step::kHeaders:
@@ -347,6 +363,7 @@ void HttpServer::Parse(Connection& c) {
 
 bool HttpServer::AcceptHeaders(Connection& c) {
   const HttpRequest& request = c.parser.request();
+  c.head = request;  // no body yet
   const int64_t body = c.parser.body_bytes();
   c.close_after = !c.parser.keep_alive() || ++c.served >= options_.max_requests_per_connection;
   const Route* route = nullptr;
@@ -400,19 +417,25 @@ void HttpServer::TakeReplies() {
   for (auto& [id, response] : ready) {
     auto it = connections_.find(id);  // gone when the client left meanwhile
     if (it != connections_.end() && it->second->state == Connection::State::kHandling) {
-      Respond(*it->second, response);
+      Respond(*it->second, std::move(response));
     }
   }
 }
 
-void HttpServer::Respond(Connection& c, const HttpResponse& response) {
+void HttpServer::Respond(Connection& c, HttpResponse response) {
   buffered_bytes_ -= c.reserved;
   c.reserved = 0;
+  if (options_.finish_answer) options_.finish_answer(c.head, &response);
+  std::string headers;
+  for (const auto& [name, value] : response.headers) {
+    absl::StrAppend(&headers, name, ": ", value, "\r\n");
+  }
   c.out = absl::StrCat(
       absl::string_view(c.out).substr(c.written),  // what is left of a 100 Continue
       "HTTP/1.1 ", response.status, " ", Reason(response.status),
       "\r\nContent-Type: ", response.content_type, "\r\nContent-Length: ", response.body.size(),
-      "\r\nConnection: ", c.close_after ? "close" : "keep-alive", "\r\n\r\n", response.body);
+      "\r\nConnection: ", c.close_after ? "close" : "keep-alive", "\r\n", headers, "\r\n",
+      response.body);
   c.written = 0;
   c.state = Connection::State::kWriting;
   c.deadline = Clock::now() + options_.read_timeout;

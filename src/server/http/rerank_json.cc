@@ -56,6 +56,9 @@ BodyMembers MembersOf(RerankShape shape) {
   static constexpr absl::string_view kCohere[] = {"query",    "documents",        "model",
                                                   "top_n",    "return_documents", "raw_scores",
                                                   "truncate", "priority"};
+  static constexpr absl::string_view kCohereV2[] = {
+      "query",      "documents", "model",   "top_n", "max_tokens_per_doc",
+      "raw_scores", "truncate",  "priority"};
   static constexpr absl::string_view kTei[] = {"query",      "texts",    "return_text",
                                                "raw_scores", "truncate", "truncation_direction",
                                                "priority"};
@@ -64,12 +67,22 @@ BodyMembers MembersOf(RerankShape shape) {
   switch (shape) {
     case RerankShape::kCohere:
       return {kCohere, "documents"};
+    case RerankShape::kCohereV2:
+      return {kCohereV2, "documents"};
     case RerankShape::kTei:
       return {kTei, "texts"};
     case RerankShape::kTokenize:
       return {kTokenize, "inputs"};
+    case RerankShape::kModels:
+    case RerankShape::kInfo:
+    case RerankShape::kHealth:
+      break;  // no body
   }
   return {};
+}
+
+bool IsCohere(RerankShape shape) {
+  return shape == RerankShape::kCohere || shape == RerankShape::kCohereV2;
 }
 
 // Builds the part of a body that `shape` reads, from nlohmann's SAX events: the top-level
@@ -269,7 +282,7 @@ absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest
       request->add_items()->set_text(text->get<std::string>());
     } else {
       return FieldError(at, shape == RerankShape::kCohere ? "must be a string or {\"text\": string}"
-                                                          : "must be a string");
+                                                          : "must be a string");  // v2: strings
     }
   }
   return absl::OkStatus();
@@ -282,10 +295,22 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
   RANKD_ASSIGN_OR_RETURN(const Json j, ParseBody(shape, body, max_items));
   if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
   const Members m(j);
-  const bool cohere = shape == RerankShape::kCohere;
+  const bool cohere = IsCohere(shape);
   if (m.Get("query") == nullptr) return FieldError("query", "required (a string)");
   RANKD_RETURN_IF_ERROR(ReadString(m.Get("query"), "query", request->mutable_query()));
   RANKD_RETURN_IF_ERROR(ReadTexts(m.Get(cohere ? "documents" : "texts"), shape, request));
+  // Cohere v2 cuts long documents (to max_tokens_per_doc, default 4096) instead of refusing them:
+  // so does rankd's v2 route, at limits.max_item_tokens, unless "truncate": false.
+  bool truncate = shape == RerankShape::kCohereV2;
+  if (shape == RerankShape::kCohereV2) {
+    if (const Json* max_tokens = m.Get("max_tokens_per_doc")) {
+      if (!max_tokens->is_number_unsigned() || max_tokens->get<uint64_t>() < 1 ||
+          max_tokens->get<uint64_t>() > INT32_MAX) {
+        return FieldError("max_tokens_per_doc", "must be a positive integer");
+      }
+      options->max_tokens_per_doc = max_tokens->get<int32_t>();
+    }
+  }
   if (cohere) {
     RANKD_RETURN_IF_ERROR(ReadString(m.Get("model"), "model", request->mutable_model()));
     if (const Json* top_n = m.Get("top_n")) {
@@ -296,7 +321,8 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
       }
       options->top_n = top_n->get<int32_t>();
     }
-    options->return_text = true;  // vLLM's and Jina's default
+    // v1: vLLM's and Jina's default; v2's results carry no documents.
+    options->return_text = shape == RerankShape::kCohere;
     RANKD_RETURN_IF_ERROR(
         ReadBool(m.Get("return_documents"), "return_documents", &options->return_text));
   } else {
@@ -310,14 +336,20 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
   }
   RANKD_RETURN_IF_ERROR(ReadBool(m.Get("raw_scores"), "raw_scores", &options->raw_scores));
   request->set_apply_sigmoid(!options->raw_scores);
-  bool truncate = false;
   RANKD_RETURN_IF_ERROR(ReadBool(m.Get("truncate"), "truncate", &truncate));
   // false leaves the server's limits.truncate to decide, as TRUNCATE_NONE does over gRPC.
   request->set_truncate(truncate ? rankd::v1::TRUNCATE_END : rankd::v1::TRUNCATE_NONE);
   if (const Json* priority = m.Get("priority")) {
-    const std::string p = priority->is_string() ? priority->get<std::string>() : "";
+    // rankd's names, or (Cohere's routes) Cohere's integer, lower first: 0 is interactive, more
+    // is batch work.
+    const bool number = cohere && priority->is_number_unsigned();
+    const std::string p = number ? (priority->get<uint64_t>() == 0 ? "interactive" : "batch")
+                          : priority->is_string() ? priority->get<std::string>()
+                                                  : "";
     if (p != "interactive" && p != "batch") {
-      return FieldError("priority", "must be \"interactive\" or \"batch\"");
+      return FieldError("priority", cohere ? "must be \"interactive\", \"batch\" or a "
+                                             "non-negative integer (Cohere's: 0 interactive)"
+                                           : "must be \"interactive\" or \"batch\"");
     }
     request->set_priority(p == "batch" ? rankd::v1::PRIORITY_BATCH
                                        : rankd::v1::PRIORITY_INTERACTIVE);
@@ -338,7 +370,7 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
   if (options.top_n > 0 && static_cast<int>(order.size()) > options.top_n) {
     order.resize(options.top_n);
   }
-  const bool cohere = shape == RerankShape::kCohere;
+  const bool cohere = IsCohere(shape);
   Json results = Json::array();
   for (int i : order) {
     Json r = {{"index", i}, {cohere ? "relevance_score" : "score", response.scores(i).score()}};
@@ -354,17 +386,58 @@ std::string RerankResponseJson(RerankShape shape, const rankd::v1::ScoreRequest&
   }
   Json out;
   if (cohere) {
+    const int64_t tokens =
+        int64_t{response.usage().prefix_tokens()} + response.usage().item_tokens();
+    const int documents = request.items_size();
     out = {{"id", std::string(id)},
            {"model", response.model()},
            {"results", std::move(results)},
-           {"usage",
-            {{"total_tokens",
-              int64_t{response.usage().prefix_tokens()} + response.usage().item_tokens()}}}};
+           {"meta",
+            {{"api_version", {{"version", shape == RerankShape::kCohere ? "1" : "2"}}},
+             {"billed_units",
+              {{"search_units",
+                std::max(1, (documents + kDocumentsPerSearchUnit - 1) / kDocumentsPerSearchUnit)}}},
+             {"tokens", {{"input_tokens", tokens}}}}}};
+    if (shape == RerankShape::kCohere) out["usage"] = {{"total_tokens", tokens}};
   } else {
     out = std::move(results);
   }
   return Dump(out);
 }
+
+std::string ModelsResponseJson(const std::vector<std::string>& names, int64_t created) {
+  Json data = Json::array();
+  for (const std::string& name : names) {
+    data.push_back(
+        {{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "rankd"}});
+  }
+  return Dump({{"object", "list"}, {"data", std::move(data)}});
+}
+
+std::string InfoResponseJson(const ServerInfo& info) {
+  Json out = {
+      {"model_id", info.names.empty() ? info.model_dir_name : info.names[0]},
+      {"served_model_names", info.names},
+      {"model_dir_name", info.model_dir_name},
+      {"model_sha", info.identity.empty() ? Json(nullptr) : Json(info.identity)},
+      {"model_dtype", info.dtype},
+      {"backend", info.backend},
+      {"max_input_length", info.max_query_tokens + info.max_item_tokens},
+      {"max_position_embeddings",
+       info.max_position_embeddings > 0 ? Json(info.max_position_embeddings) : Json(nullptr)},
+      {"max_query_tokens", info.max_query_tokens},
+      {"max_item_tokens", info.max_item_tokens},
+      {"max_request_tokens", info.max_request_tokens},
+      {"max_client_batch_size", info.max_items},
+      {"max_message_bytes", info.max_message_bytes},
+      {"max_batch_tokens", info.max_batch_tokens},
+      {"auto_truncate", info.auto_truncate},
+      {"version", info.version},
+      {"sha", info.commit.empty() ? Json(nullptr) : Json(info.commit)}};
+  return Dump(out);
+}
+
+std::string HealthResponseJson() { return Dump({{"status", "ok"}}); }
 
 absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
                                   rankd::v1::TokenizeRequest* request) {
@@ -423,12 +496,51 @@ std::string ErrorJson(absl::string_view message, absl::string_view code) {
   return Dump(j);
 }
 
+// The `meta` of Cohere's answers (what the Cohere SDKs read of it).
+Json CohereMetaSchema() {
+  const Json count = {{"type", "integer"}, {"minimum", 0}};
+  return {{"type", "object"},
+          {"required", {"api_version", "billed_units"}},
+          {"properties",
+           {{"api_version",
+             {{"type", "object"},
+              {"required", {"version"}},
+              {"properties", {{"version", {{"type", "string"}, {"enum", {"1", "2"}}}}}}}},
+            {"billed_units",
+             {{"type", "object"},
+              {"required", {"search_units"}},
+              {"properties",
+               {{"search_units",
+                 {{"type", "integer"},
+                  {"minimum", 1},
+                  {"description", "ceil(documents / 100), as Cohere bills a search."}}}}}}},
+            {"tokens",
+             {{"type", "object"},
+              {"properties", {{"input_tokens", count}}},
+              {"description", "Tokens scored, query prefix and documents."}}}}}};
+}
+
 RerankSchemas RerankJsonSchemas(RerankShape shape) {
   const Json string = {{"type", "string"}};
   const Json index = {{"type", "integer"},
                       {"minimum", 0},
                       {"description", "The item's position in the request's list."}};
+  const Json model_member = {
+      {"type", "string"},
+      {"description",
+       "Any name is accepted, the answer naming the served model, unless "
+       "server.strict_model_name is on: then one of server.served_model_names, else 404."}};
+  const Json answer_id = {
+      {"type", "string"},
+      {"description", "The caller's X-Request-Id, else a fresh one (the access log's)."}};
   Json properties = {{"query", {{"type", "string"}, {"description", "The query."}}}};
+  const Json cohere_priority = {
+      {"oneOf",
+       {{{"type", "string"}, {"enum", {"interactive", "batch"}}},
+        {{"type", "integer"}, {"minimum", 0}}}},
+      {"description",
+       "rankd's scheduling class (default: interactive), or Cohere's integer: 0 interactive, "
+       "more batch."}};
   switch (shape) {
     case RerankShape::kCohere: {
       properties["documents"] = {
@@ -441,15 +553,14 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
                {"properties", {{"text", string}}},
                {"description", "Cohere's form (other members ignored)."}}}}}},
           {"description", "The texts to score against the query."}};
-      properties["model"] = {
-          {"type", "string"},
-          {"description", "The served model's name (model.name); another name gets 404."}};
+      properties["model"] = model_member;
       properties["top_n"] = {{"type", "integer"},
                              {"minimum", 1},
                              {"maximum", INT32_MAX},
                              {"description", "Results to return, best first (default: all)."}};
       properties["return_documents"] = Boolean(true, "Each result carries its document's text.");
       AddCommonMembers(&properties);
+      properties["priority"] = cohere_priority;
       const Json result = {
           {"type", "object"},
           {"required", {"index", "relevance_score"}},
@@ -460,14 +571,13 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
              {{"type", "object"}, {"required", {"text"}}, {"properties", {{"text", string}}}}}}}};
       const Json response = {
           {"type", "object"},
-          {"required", {"id", "model", "results", "usage"}},
+          {"required", {"id", "model", "results", "meta", "usage"}},
           {"properties",
-           {{"id",
-             {{"type", "string"},
-              {"description", "The caller's X-Request-Id, else a fresh one (the access log's)."}}},
+           {{"id", answer_id},
             {"model", string},
             {"results",
              {{"type", "array"}, {"items", result}, {"description", "Sorted best first."}}},
+            {"meta", CohereMetaSchema()},
             {"usage",
              {{"type", "object"},
               {"required", {"total_tokens"}},
@@ -484,6 +594,117 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
               .response = Dump(response),
               .example = Dump(example)};
     }
+    case RerankShape::kCohereV2: {
+      properties["documents"] = {{"type", "array"},
+                                 {"items", string},
+                                 {"description", "The texts to score against the query."}};
+      properties["model"] = model_member;
+      properties["top_n"] = {{"type", "integer"},
+                             {"minimum", 1},
+                             {"maximum", INT32_MAX},
+                             {"description", "Results to return, best first (default: all)."}};
+      properties["max_tokens_per_doc"] = {
+          {"type", "integer"},
+          {"minimum", 1},
+          {"maximum", INT32_MAX},
+          {"description",
+           "Documents are cut at the end to limits.max_item_tokens (GET /info's "
+           "max_item_tokens); a smaller value is refused."}};
+      AddCommonMembers(&properties);
+      properties["truncate"] = Boolean(
+          true, "Cut over-long texts at the end (Cohere v2's default); false refuses them.");
+      properties["priority"] = cohere_priority;
+      const Json result = {
+          {"type", "object"},
+          {"required", {"index", "relevance_score"}},
+          {"properties", {{"index", index}, {"relevance_score", {{"type", "number"}}}}}};
+      const Json response = {
+          {"type", "object"},
+          {"required", {"id", "model", "results", "meta"}},
+          {"properties",
+           {{"id", answer_id},
+            {"model", string},
+            {"results",
+             {{"type", "array"}, {"items", result}, {"description", "Sorted best first."}}},
+            {"meta", CohereMetaSchema()}}}};
+      const Json example = {
+          {"model", "rerank-v3.5"},
+          {"query", "rust engineer in berlin"},
+          {"documents", {"Barista, Lisbon", "Rust developer, Berlin", "Go developer, Munich"}},
+          {"top_n", 2}};
+      return {.name = "CohereV2Rerank",
+              .request = Dump({{"type", "object"},
+                               {"required", {"query", "documents"}},
+                               {"properties", properties}}),
+              .response = Dump(response),
+              .example = Dump(example)};
+    }
+    case RerankShape::kModels: {
+      const Json model = {
+          {"type", "object"},
+          {"required", {"id", "object", "created", "owned_by"}},
+          {"properties",
+           {{"id", string},
+            {"object", {{"type", "string"}, {"enum", {"model"}}}},
+            {"created", {{"type", "integer"}, {"description", "Server start, Unix seconds."}}},
+            {"owned_by", string}}}};
+      return {
+          .name = "Models",
+          .request = "",
+          .response = Dump(
+              {{"type", "object"},
+               {"required", {"object", "data"}},
+               {"properties",
+                {{"object", {{"type", "string"}, {"enum", {"list"}}}},
+                 {"data",
+                  {{"type", "array"},
+                   {"items", model},
+                   {"description", "One per server.served_model_names, the reported first."}}}}}}),
+          .example = ""};
+    }
+    case RerankShape::kInfo: {
+      const Json integer = {{"type", "integer"}, {"minimum", 0}};
+      const Json nullable_string = {{"type", "string"}, {"nullable", true}};
+      return {
+          .name = "Info",
+          .request = "",
+          .response = Dump(
+              {{"type", "object"},
+               {"required",
+                {"model_id", "served_model_names", "model_dtype", "max_input_length",
+                 "max_client_batch_size", "version"}},
+               {"properties",
+                {{"model_id", {{"type", "string"}, {"description", "The name answers report."}}},
+                 {"served_model_names", {{"type", "array"}, {"items", string}}},
+                 {"model_dir_name", {{"type", "string"}, {"description", "model.name."}}},
+                 {"model_sha",
+                  {{"type", "string"}, {"nullable", true}, {"description", "model.identity."}}},
+                 {"model_dtype", {{"type", "string"}, {"enum", {"float32", "bf16", "fp8"}}}},
+                 {"backend", {{"type", "string"}, {"enum", {"cpu", "cuda"}}}},
+                 {"max_input_length",
+                  {{"type", "integer"}, {"description", "max_query_tokens + max_item_tokens."}}},
+                 {"max_position_embeddings", {{"type", "integer"}, {"nullable", true}}},
+                 {"max_query_tokens", integer},
+                 {"max_item_tokens", integer},
+                 {"max_request_tokens", integer},
+                 {"max_client_batch_size",
+                  {{"type", "integer"}, {"description", "limits.max_items."}}},
+                 {"max_message_bytes", integer},
+                 {"max_batch_tokens", integer},
+                 {"auto_truncate",
+                  {{"type", "boolean"}, {"description", "limits.truncate is end."}}},
+                 {"version", string},
+                 {"sha", nullable_string}}}}),
+          .example = ""};
+    }
+    case RerankShape::kHealth:
+      return {
+          .name = "Health",
+          .request = "",
+          .response = Dump({{"type", "object"},
+                            {"required", {"status"}},
+                            {"properties", {{"status", {{"type", "string"}, {"enum", {"ok"}}}}}}}),
+          .example = ""};
     case RerankShape::kTei: {
       properties["texts"] = {{"type", "array"},
                              {"items", string},
@@ -521,9 +742,7 @@ RerankSchemas RerankJsonSchemas(RerankShape shape) {
             {"description",
              "none (default): the text as it is; query / item: the model's query or item "
              "template applied, as Score does. item with add_special_tokens is refused."}}},
-          {"model",
-           {{"type", "string"},
-            {"description", "The served model's name (model.name); another name gets 404."}}}};
+          {"model", model_member}};
       const Json token = {{"type", "object"},
                           {"required", {"id"}},
                           {"properties", {{"id", {{"type", "integer"}, {"minimum", 0}}}}}};

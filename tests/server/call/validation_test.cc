@@ -119,7 +119,20 @@ TEST_F(ValidationTest, ModelPriorityDepthAndSize) {
   r.set_model("tiny");
   EXPECT_EQ(Check(r), "ok");
   r.set_model("big");
-  EXPECT_EQ(Check(r), "NOT_FOUND: model: 'big' is not served here (this server serves 'tiny')");
+  EXPECT_EQ(Check(r), "ok");  // server.strict_model_name off: any name
+  model_.strict_name = true;
+  EXPECT_EQ(Check(r),
+            "NOT_FOUND: model: 'big' is not served here (this server serves 'tiny'; "
+            "server.strict_model_name is on)");
+  model_.names = {"tiny", "rerank-v3.5"};
+  r.set_model("rerank-v3.5");
+  EXPECT_EQ(Check(r), "ok");
+  r.set_model(std::string(1000, '\xff'));  // a caller's bytes: quoted only in part
+  EXPECT_EQ(Check(r), absl::StrCat("NOT_FOUND: model: '", std::string(128, '\xff'),
+                                   "'... (1000 bytes) is not served here (this server serves "
+                                   "'tiny', 'rerank-v3.5'; server.strict_model_name is on)"));
+  model_.strict_name = false;
+  model_.names.clear();
   r = good_;
   r.set_priority(static_cast<rankd::v1::Priority>(9));
   EXPECT_EQ(Check(r), "INVALID_ARGUMENT: priority: unknown value 9");

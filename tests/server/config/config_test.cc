@@ -186,6 +186,9 @@ TEST(ServeConfigTest, YamlRoundTripsEverySetting) {
                   .refresh_interval_s = 5};
   c.server.auth = {.api_keys_file = "/etc/rankd/keys", .protect_metrics = true};
   c.server.reflection = false;
+  c.server.served_model_names = {"rerank-v3.5", "yes", "caf\u00e9 \"x\""};
+  c.server.strict_model_name = true;
+  c.server.cors_allow_origins = {"https://app.example.com", "*"};
   c.limits.max_items = 3;
   c.limits.max_request_tokens = int64_t{1} << 40;
   c.limits.max_id_bytes = 300;
@@ -425,6 +428,43 @@ TEST(ServeConfigTest, ModelNameDefaultsToTheDirectoryName) {
   c.model.engine.model_dir = "/models/qwen3-reranker/";
   ASSERT_TRUE(FinalizeServeConfig(&c).ok());
   EXPECT_EQ(c.model.name, "qwen3-reranker");
+  // The served names default to it; strict names and CORS are off.
+  EXPECT_EQ(c.server.served_model_names, std::vector<std::string>{"qwen3-reranker"});
+  EXPECT_FALSE(c.server.strict_model_name);
+  EXPECT_TRUE(c.server.cors_allow_origins.empty());
+}
+
+TEST(ServeConfigTest, ServedModelNamesAndCorsOriginsAreChecked) {
+  auto error = [](const std::string& section) {
+    absl::StatusOr<ServeConfig> c = ParseServeConfig("model:\n  dir: /m\n" + section, "/", "f");
+    if (!c.ok()) return std::string(c.status().message());
+    absl::Status s = FinalizeServeConfig(&*c);
+    return s.ok() ? std::string("ok") : std::string(s.message());
+  };
+  EXPECT_EQ(
+      error("server:\n  served_model_names: [rerank-v3.5, m]\n  strict_model_name: true\n"
+            "  cors_allow_origins: ['http://localhost:3000', 'https://a.example.com', '*']\n"),
+      "ok");
+  EXPECT_THAT(error("server:\n  served_model_names: rerank\n"),
+              HasSubstr("server.served_model_names: must be a list of strings"));
+  EXPECT_THAT(error("server:\n  served_model_names: [a, '']\n"),
+              HasSubstr("server.served_model_names[1]: must be 1 to 256 bytes (got 0)"));
+  EXPECT_THAT(error("server:\n  served_model_names: [\"a\\tb\"]\n"),
+              HasSubstr("server.served_model_names[0]: must not contain control characters"));
+  EXPECT_THAT(error(absl::StrCat("server:\n  served_model_names: [", std::string(257, 'x'), "]\n")),
+              HasSubstr("server.served_model_names[0]: must be 1 to 256 bytes (got 257)"));
+  std::string many = "server:\n  served_model_names: [";
+  for (int i = 0; i < 17; ++i) absl::StrAppend(&many, i == 0 ? "" : ", ", "m", i);
+  EXPECT_THAT(error(many + "]\n"),
+              HasSubstr("server.served_model_names: at most 16 entries (got 17)"));
+  for (const char* bad : {"app.example.com", "https://", "https://a.example.com/", "ftp://a",
+                          "https://a.example.com, https://b", "null", "https://a b"}) {
+    EXPECT_THAT(error(absl::StrCat("server:\n  cors_allow_origins: ['", bad, "']\n")),
+                HasSubstr("server.cors_allow_origins[0]: must be \"*\" or an origin"))
+        << bad;
+  }
+  EXPECT_THAT(error("server:\n  strict_model_name: maybe\n"),
+              HasSubstr("server.strict_model_name: must be true or false"));
 }
 
 TEST(ServeConfigTest, LoadsAFileRelativeToItsDirectory) {

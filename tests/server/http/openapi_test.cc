@@ -36,6 +36,7 @@ std::string Violation(const Json& doc, const Json& schema, const Json& value,
     for (const Json& s : schema["oneOf"]) matches += Violation(doc, s, value, at).empty();
     return matches == 1 ? "" : absl::StrCat(at, ": matches ", matches, " of oneOf");
   }
+  if (value.is_null() && schema.value("nullable", false)) return "";  // OpenAPI 3.0's null
   const std::string type = schema.value("type", "");
   const bool typed =
       type.empty() || (type == "object" && value.is_object()) ||
@@ -103,9 +104,11 @@ class OpenApiTest : public ::testing::Test {
                : schema;
   }
 
+  // The routes with a request body (the POST ones).
   std::vector<Operation> Operations() const {
     std::vector<Operation> ops;
     for (const HttpApiRoute& route : HttpApiRoutes()) {
+      if (std::string(route.method) != "POST") continue;
       const Json& op = doc_.at("paths").at(route.path).at(absl::AsciiStrToLower(route.method));
       const Json& body = op["requestBody"]["content"]["application/json"];
       ops.push_back({route, Resolve(body["schema"]), body["example"],
@@ -157,8 +160,18 @@ TEST_F(OpenApiTest, EveryRouteIsDocumentedAndNothingElse) {
     const Json& op = doc_.at("paths").at(route.path).at(absl::AsciiStrToLower(route.method));
     EXPECT_EQ(op["summary"], route.summary) << route.path;
     EXPECT_TRUE(op["responses"].contains("200")) << route.path;
-    EXPECT_TRUE(op["responses"].contains("400")) << route.path;
+    // A body can be refused; a GET has none.
+    const bool post = std::string(route.method) == "POST";
+    EXPECT_EQ(op["responses"].contains("400"), post) << route.path;
+    EXPECT_EQ(op.contains("requestBody"), post) << route.path;
   }
+  for (const char* path : {"/v1/rerank", "/v2/rerank", "/rerank", "/tokenize"}) {
+    EXPECT_TRUE(doc_["paths"][path].contains("post")) << path;
+  }
+  for (const char* path : {"/v1/models", "/info", "/health"}) {
+    EXPECT_TRUE(doc_["paths"][path].contains("get")) << path;
+  }
+  EXPECT_TRUE(doc_["paths"]["/health"]["get"]["responses"].contains("503"));
   EXPECT_EQ(doc_["openapi"], "3.0.3");
 }
 
@@ -208,8 +221,9 @@ TEST_F(OpenApiTest, EveryDocumentedMemberIsReadAndItsConstraintsChecked) {
         EXPECT_TRUE(absl::IsInvalidArgument(s)) << name << "=" << value << ": " << s;
         EXPECT_THAT(std::string(s.message()), StartsWith(name)) << value;
       };
-      // A value of another type (a member of several types, a oneOf: a number, which none is).
-      expect_refused(!schema.contains("type") || schema["type"] == "string"
+      // A value of another type (a member of several types, a oneOf: a boolean, which none is).
+      expect_refused(!schema.contains("type") ? Json(true)
+                     : schema["type"] == "string"
                          ? Json(7)
                          : Json("not-a-" + schema["type"].get<std::string>()));
       if (schema.contains("enum")) {
@@ -241,9 +255,39 @@ TEST_F(OpenApiTest, TheBearerSchemeIsDeclaredExactlyWhenKeysAreOn) {
   EXPECT_EQ(keyed["security"], Json::parse(R"([{"bearer": []}])"));
   for (const HttpApiRoute& route : HttpApiRoutes()) {
     const std::string method = absl::AsciiStrToLower(route.method);
-    EXPECT_TRUE(keyed["paths"][route.path][method]["responses"].contains("401"));
+    // GET /health needs no key (a probe's).
+    const bool open = route.shape == RerankShape::kHealth;
+    EXPECT_EQ(keyed["paths"][route.path][method]["responses"].contains("401"), !open);
+    EXPECT_EQ(keyed["paths"][route.path][method].contains("security"), open);
     EXPECT_FALSE(doc_.at("paths").at(route.path).at(method)["responses"].contains("401"));
   }
+}
+
+// The GET routes' answers against their schemas.
+TEST_F(OpenApiTest, GetAnswersConformToTheirSchemas) {
+  auto schema = [&](const char* path) {
+    return doc_["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+  };
+  const Json models = Json::parse(ModelsResponseJson({"rerank-v3.5", "tiny"}, 1764800000));
+  EXPECT_EQ(Violation(doc_, schema("/v1/models"), models), "") << models.dump();
+  EXPECT_EQ(models["data"][1]["id"], "tiny");
+  ServerInfo info;
+  info.names = {"tiny"};
+  info.model_dir_name = "tiny";
+  info.backend = "cuda";
+  info.dtype = "bf16";
+  info.max_query_tokens = 32;
+  info.max_item_tokens = 64;
+  info.version = "0.1.0";
+  Json answer = Json::parse(InfoResponseJson(info));
+  EXPECT_EQ(Violation(doc_, schema("/info"), answer), "") << answer.dump();
+  EXPECT_EQ(answer["max_input_length"], 96);
+  EXPECT_EQ(answer["model_sha"], nullptr);
+  info.dtype = "int4";  // no dtype rankd has
+  answer = Json::parse(InfoResponseJson(info));
+  EXPECT_NE(Violation(doc_, schema("/info"), answer), "");
+  const Json health = Json::parse(HealthResponseJson());
+  EXPECT_EQ(Violation(doc_, schema("/health"), health), "");
 }
 
 }  // namespace

@@ -120,7 +120,10 @@ TEST(RerankJsonTest, HostileBodiesGetAnErrorNamingTheField) {
        "raw_scores: must be true or false"},
       {R"({"query": "q", "documents": ["a"], "truncate": "END"})",
        "truncate: must be true or false"},
-      {R"({"query": "q", "documents": ["a"], "priority": 1})", "priority: must be \"interactive\""},
+      {R"({"query": "q", "documents": ["a"], "priority": 1.5})",
+       "priority: must be \"interactive\""},
+      {R"({"query": "q", "documents": ["a"], "priority": -1})",
+       "priority: must be \"interactive\""},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(CohereError(c.body), HasSubstr(c.message)) << c.body;
@@ -214,6 +217,60 @@ TEST(RerankJsonTest, CohereAnswerIsSortedBestFirstAndCutToTopN) {
   EXPECT_EQ(j["results"][2]["index"], 2);
   EXPECT_EQ(j["results"][0]["relevance_score"].get<float>(), 0.9f);
   EXPECT_EQ(j["results"][2]["document"]["text"], "c");
+}
+
+TEST(RerankJsonTest, CohereAnswersCarryMetaAndV2IsItsOwnShape) {
+  ScoreRequest r;
+  RerankOptions o;
+  ASSERT_TRUE(
+      Parse(RerankShape::kCohere, R"({"query": "q", "documents": ["a", "b"]})", &r, &o).ok());
+  Json j = Json::parse(RerankResponseJson(RerankShape::kCohere, r, o, Scores({0.1f, 0.9f}), "x"));
+  EXPECT_EQ(j["meta"], Json::parse(R"({"api_version": {"version": "1"},
+      "billed_units": {"search_units": 1}, "tokens": {"input_tokens": 17}})"));
+  // v2: strings only, max_tokens_per_doc read, truncation on by default, no documents echoed.
+  r.Clear();
+  o = {};
+  ASSERT_TRUE(Parse(RerankShape::kCohereV2,
+                    R"({"model": "rerank-v3.5", "query": "q", "documents": ["a", "b"],
+                        "max_tokens_per_doc": 512, "priority": 3, "return_documents": true})",
+                    &r, &o)
+                  .ok());
+  EXPECT_EQ(o.max_tokens_per_doc, 512);
+  EXPECT_EQ(r.truncate(), rankd::v1::TRUNCATE_END);
+  EXPECT_EQ(r.priority(), rankd::v1::PRIORITY_BATCH);  // Cohere's integer: above 0 is batch
+  EXPECT_EQ(r.model(), "rerank-v3.5");
+  j = Json::parse(RerankResponseJson(RerankShape::kCohereV2, r, o, Scores({0.1f, 0.9f}), "y"));
+  EXPECT_EQ(j["results"], Json::parse(R"([{"index": 1, "relevance_score": 0.8999999761581421},
+      {"index": 0, "relevance_score": 0.10000000149011612}])"));
+  EXPECT_EQ(j["meta"]["api_version"]["version"], "2");
+  EXPECT_FALSE(j.contains("usage"));
+  r.Clear();
+  ASSERT_TRUE(Parse(RerankShape::kCohereV2, R"({"query": "q", "documents": ["a"], "truncate": false,
+                        "priority": 0})",
+                    &r, &o)
+                  .ok());
+  EXPECT_EQ(r.truncate(), rankd::v1::TRUNCATE_NONE);
+  EXPECT_EQ(r.priority(), rankd::v1::PRIORITY_INTERACTIVE);
+  EXPECT_EQ(
+      std::string(Parse(RerankShape::kCohereV2, R"({"query": "q", "documents": [{"text": "a"}]})")
+                      .message()),
+      "documents[0]: must be a string");
+  EXPECT_EQ(std::string(Parse(RerankShape::kCohereV2,
+                              R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": 0})")
+                            .message()),
+            "max_tokens_per_doc: must be a positive integer");
+  EXPECT_EQ(std::string(Parse(RerankShape::kCohereV2,
+                              R"({"query": "q", "documents": ["a"], "priority": -1})")
+                            .message()),
+            "priority: must be \"interactive\", \"batch\" or a non-negative integer (Cohere's: 0 "
+            "interactive)");
+  // 201 documents are three search units.
+  r.Clear();
+  for (int i = 0; i < 201; ++i) r.add_items()->set_text("d");
+  ScoreResponse many;
+  many.set_model("tiny");
+  j = Json::parse(RerankResponseJson(RerankShape::kCohereV2, r, o, many, "z"));
+  EXPECT_EQ(j["meta"]["billed_units"]["search_units"], 3);
 }
 
 TEST(RerankJsonTest, TeiAnswerIsAListWithTextsOnlyWhenAsked) {

@@ -13,6 +13,7 @@
 #define RANKD_SERVER_VALIDATION_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "rankd/server/config/config.h"
@@ -22,11 +23,20 @@ namespace rankd::server {
 
 // What validation needs to know of the served model.
 struct ModelInfo {
+  // What answers report: server.served_model_names' first (ServedModel).
   std::string name;
   int vocab_size = 0;
   int hidden_size = 0;
   int max_position_embeddings = 0;  // 0: the model's config.json gives none
+  // The names a request's `model` may give with `strict_name` (server.served_model_names); without
+  // it any name is accepted (server.strict_model_name). Empty: {name}.
+  std::vector<std::string> names = {};
+  bool strict_name = false;
 };
+
+// The ModelInfo names of `config` (finalized): name, names and strict_name; the sizes are the
+// model directory's, for the caller to fill.
+ModelInfo ServedModel(const ServeConfig& config);
 
 absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const Limits& limits,
                                   const ModelInfo& model);

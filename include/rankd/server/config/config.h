@@ -89,6 +89,18 @@ struct ServerSection {
   double initial_seconds_per_item = 0.001;
   // Bytes the answers of all calls in progress may hold, reserved at admission (AnswerBudget).
   int64_t max_buffered_answer_bytes = int64_t{256} << 20;
+  // The names the model is served under: the first is the one answers report (the `model` of
+  // Score's and the HTTP routes' answers, GET /v1/models' first entry). Empty: FinalizeServeConfig
+  // makes it {model.name}. Each 1..kMaxModelNameBytes bytes, printable ASCII or UTF-8 without
+  // control characters, at most kMaxServedModelNames.
+  std::vector<std::string> served_model_names;
+  // A request's `model` must be one of served_model_names (else NOT_FOUND). false: any name is
+  // accepted (rankd serves one model; clients send their own defaults, as TEI accepts them), the
+  // answer naming the model that scored.
+  bool strict_model_name = false;
+  // Origins whose browsers may call the HTTP API (CORS): exact "scheme://host[:port]" values, or
+  // "*" for any. Empty: off (no Access-Control-* headers, preflights refused).
+  std::vector<std::string> cors_allow_origins;
   TlsSection tls;
   AuthSection auth;
   // Server reflection. Unset: on when `listen` is a loopback address (FinalizeServeConfig
@@ -130,6 +142,10 @@ struct WorkersSection {
 
   bool operator==(const WorkersSection&) const = default;
 };
+
+inline constexpr int kMaxServedModelNames = 16;
+inline constexpr int kMaxModelNameBytes = 256;
+inline constexpr int kMaxCorsOrigins = 64;
 
 inline constexpr int kDefaultMaxInflightCuda = 4;
 inline constexpr int kDefaultMaxInflightCpu = 1;

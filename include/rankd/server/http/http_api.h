@@ -1,8 +1,9 @@
 // The HTTP JSON API of `rankd serve` (server.http_listen): the rerank routes that reranking
-// clients (LangChain, LlamaIndex, Haystack, Dify, ...) call, in the shapes vLLM, TEI and Cohere
-// serve, on rankd's own HttpServer. Each call is a ScoreCall (scorer_service.h), so it goes
-// through the same validation, result cache, depth, queue, priorities, deadline admission,
-// metrics and access log as gRPC's Score; API keys (server.auth) apply as
+// clients (Cohere's SDKs v1 and v2, the AI SDK, LangChain, LlamaIndex, Haystack, Dify, ...) call,
+// in the shapes vLLM, TEI and Cohere serve, on rankd's own HttpServer, and what such clients ask
+// a server besides (GET /v1/models, /info, /health). Each call is a ScoreCall (scorer_service.h),
+// so it goes through the same validation, result cache, depth, queue, priorities, deadline
+// admission, metrics and access log as gRPC's Score; API keys (server.auth) apply as
 // `Authorization: Bearer KEY`. POST /tokenize (TEI's shape) goes to the TokenizeService
 // (tokenize_service.h) instead. Bodies and answers are rerank_json.h's.
 //
@@ -29,7 +30,7 @@ namespace rankd::server {
 // One route of the API. HttpApiRoutes() is the one list of them: RegisterHttpApi serves it, and
 // the API's documentation is made from it.
 struct HttpApiRoute {
-  const char* method;   // "POST"
+  const char* method;   // "POST" (a JSON body) or "GET" (none)
   const char* path;     // "/v1/rerank"
   RerankShape shape;    // its request and answer JSON
   const char* summary;  // one line
@@ -46,12 +47,22 @@ inline constexpr size_t kMaxRequestIdBytes = Limits::kMinIdBytes;
 // 500 otherwise.
 int HttpStatusOf(grpc::StatusCode code);
 
+// Retry-After (seconds) of every 429 and 503 answer of the API port: a queue full or a server
+// not ready now is worth a retry soon, with the client's own backoff beyond.
+inline constexpr int kRetryAfterSeconds = 1;
+// Access-Control-Max-Age of a preflight's answer: how long a browser may reuse it.
+inline constexpr int kCorsMaxAgeSeconds = 600;
+
 // The WorkQueue of the API's bodies (RegisterHttpApi): its threads, and how many bodies may wait
 // for them (429 beyond). A body's parse is linear in its bytes (limits.max_message_bytes at most).
 inline constexpr int kHttpBodyThreads = 2;
 inline constexpr int kMaxQueuedHttpBodies = 256;
 
-// Serves HttpApiRoutes() on `http` through `service`, and their documentation: GET /openapi.json
+// Serves HttpApiRoutes() on `http` through `service`: the POST routes' bodies may come gzipped
+// (Content-Encoding: gzip; inflated on `bodies`' threads to limits.max_message_bytes at most,
+// 413 beyond; another encoding is 415), the GET routes need no body and GET /health no key; and
+// OPTIONS on every path (CORS preflights, server.cors_allow_origins), and their documentation:
+// GET /openapi.json
 // (openapi.h) and GET /docs, Swagger UI on it (api_docs.h; a build without it answers 404 saying
 // so). The documentation is open without a key: it holds no secret, and the page's Authorize
 // button takes the key for its calls. `keys`: the API keys every call must bring (null: none).
@@ -59,6 +70,14 @@ inline constexpr int kMaxQueuedHttpBodies = 256;
 // Every answer counts in rankd_http_requests_total{route, code}.
 void RegisterHttpApi(HttpServer* http, ScorerService* service, const ApiKeys* keys,
                      WorkQueue* bodies);
+
+// The headers every answer of the API port gets (HttpServer::Options::finish_answer): Retry-After
+// on 429 and 503, `WWW-Authenticate: Bearer` on 401, the caller's X-Request-Id echoed (the rerank
+// and tokenize routes send theirs, a fresh one when the caller gave none), and with
+// server.cors_allow_origins, for a request from an allowed Origin, Access-Control-Allow-Origin
+// (the origin, or * when "*" is listed) and Access-Control-Expose-Headers, with `Vary: Origin` on
+// every answer.
+HttpAnswerFn HttpApiAnswerHeaders(const ServerSection& server);
 
 // server.auth's check of an HTTP request (the API's routes, and /metrics with
 // auth.protect_metrics): ApiKeys::Check of every Authorization header it carries.

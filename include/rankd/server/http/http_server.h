@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "rankd/server/http/http_request_parser.h"
 
 namespace rankd::server {
@@ -36,7 +37,17 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain";
   std::string body;
+  // More header lines (name, value), written as given: values must hold no CR or LF.
+  std::vector<std::pair<std::string, std::string>> headers = {};
+
+  // The value of the header named `name` (ASCII case ignored), or null.
+  const std::string* Header(absl::string_view name) const;
 };
+
+// Adds headers to an answer (CORS, Retry-After, ...) from its request's line and headers (never
+// its body): run on the server's thread for every answer, the server's own errors too. A request
+// that could not be parsed may come with only part of its headers.
+using HttpAnswerFn = std::function<void(const HttpRequest& request, HttpResponse* response)>;
 
 // The server's own error answers (400 malformed, 404, 405, 413, 431, 501, 503): from the status
 // and a message naming what was wrong.
@@ -60,6 +71,7 @@ class HttpServer {
     std::string name = "http";  // for messages: the config key of the address
     // Makes the server's own error answers (runs on the server's thread); null: plain text.
     HttpErrorFn error_response = nullptr;
+    HttpAnswerFn finish_answer = nullptr;  // null: answers go as made
   };
   // A handler answers by calling its Reply once, at once or later (the connection waits, with no
   // read timeout, meanwhile: a handler bounds its own work).
@@ -99,7 +111,7 @@ class HttpServer {
   void Parse(Connection& c);
   // After a request's headers: false when it was refused (answered).
   bool AcceptHeaders(Connection& c);
-  void Respond(Connection& c, const HttpResponse& response);
+  void Respond(Connection& c, HttpResponse response);
   HttpResponse Error(int status, std::string message) const;
   void Close(uint64_t id);
   void SetInterest(const Connection& c, uint32_t events);
