@@ -337,7 +337,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="processes generating and tokenizing the data")
-    ap.add_argument("--eval-every", type=int, default=0, help="steps (0: 250, smoke: 100)")
+    ap.add_argument("--eval-every", type=int, default=0, help="steps (0: 500, smoke: 100)")
     ap.add_argument("--tokenizer", default=os.path.join(MODEL_DIR, "tokenizer.model"))
     a = ap.parse_args()
     import sentencepiece as spm
@@ -374,7 +374,7 @@ def main():
                 else torch.autocast("cpu", enabled=False))
     order, pos, step, best, log = [], 0, 0, None, []
     t_start = time.time()
-    eval_every = a.eval_every or (100 if a.smoke else 250)
+    eval_every = a.eval_every or (100 if a.smoke else 500)
     losses = []
     while True:
         elapsed = time.time() - t_start
