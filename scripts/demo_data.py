@@ -23,7 +23,7 @@ tests/demo/requests.jsonl is a third, hand-written set (not from this generator)
 
   scripts/demo_data.py jsonl --split heldout --queries 1000 --out FILE   # {"query","items","grades"}
   scripts/demo_data.py cases --out tests/demo/cases.jsonl   # rankd's test: relevant vs hard negative
-  scripts/demo_data.py tokenizer --out DIR   # trains DIR/tokenizer.model (needs sentencepiece)
+  scripts/demo_data.py tokenizer --out scripts/demo_vocab   # trains tokenizer.model (sentencepiece)
   scripts/demo_data.py vocab   # rewrites demo_vocab/words.txt and places.txt (wamerican, tzdata)
 """
 import argparse
@@ -41,6 +41,10 @@ SPLIT_SEEDS = {"train": 1, "validation": 2, "test": 3, "heldout": 4}
 CANDIDATES = 24
 CHUNK = 250  # queries per independently seeded chunk (examples() may generate chunks in parallel)
 TOKENIZER_VOCAB = 4096
+# The tokenizer the model is trained with (train_tokenizer() writes it; the trainer copies it
+# into the model folder). Committed, so that every host trains with the same pieces whatever its
+# sentencepiece version.
+TOKENIZER = os.path.join(VOCAB_DIR, "tokenizer.model")
 
 
 def _h(text, mod):

@@ -9,9 +9,9 @@
 #   $OUT/demo-jobs-reranker/{config.json,model.safetensors,tokenizer.model,rankd.yaml,
 #                            train_log.json,hf_check.json}
 #   $OUT/log.txt    the training and evaluation output (the evaluation's JSON report at the end)
-# Then, where rankd is built: copy config.json, model.safetensors, train_log.json and
-# hf_check.json into models/demo-jobs-reranker (tokenizer.model and rankd.yaml are the repo's
-# own) and run scripts/eval_demo_model.py --rankd build/bin/rankd --update-card.
+# Then, where rankd is built: copy the six files into models/demo-jobs-reranker (tokenizer.model
+# is scripts/demo_vocab/tokenizer.model, rankd.yaml the templates) and run
+# scripts/eval_demo_model.py --rankd build/bin/rankd --update-card.
 #
 # Time: data generation and tokenization (--workers processes) about a minute, then training for
 # TRAIN_SECONDS (validation included), then the evaluation (torch on the GPU, transformers on

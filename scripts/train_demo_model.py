@@ -338,7 +338,7 @@ def main():
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="processes generating and tokenizing the data")
     ap.add_argument("--eval-every", type=int, default=0, help="steps (0: 500, smoke: 100)")
-    ap.add_argument("--tokenizer", default=os.path.join(MODEL_DIR, "tokenizer.model"))
+    ap.add_argument("--tokenizer", default=demo_data.TOKENIZER, help="copied into --out")
     a = ap.parse_args()
     import sentencepiece as spm
 

@@ -137,7 +137,7 @@ class DemoDataTest(unittest.TestCase):
             demo_data.train_tokenizer(tmp)
             with open(os.path.join(tmp, "tokenizer.model"), "rb") as f:
                 made = f.read()
-        with open(os.path.join(ROOT, "models", "demo-jobs-reranker", "tokenizer.model"), "rb") as f:
+        with open(demo_data.TOKENIZER, "rb") as f:
             self.assertEqual(made, f.read())
 
 
