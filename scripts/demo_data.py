@@ -4,7 +4,8 @@
 Deterministic (stdlib only): the same arguments give the same bytes. A query asks for a job
 (one of ~370 hand-written families of real occupations in scripts/demo_vocab/occupations.txt, or,
 in training only, a made-up "<dictionary word> <role>" job) or only a skill, and optionally a
-seniority, a skill and a place (~470 cities from tzdata and a hand-written list, or remote).
+seniority, a skill and a place (436 cities from tzdata and a hand-written list, in training also
+made-up ones, or remote).
 Each query comes with 24 candidate postings: full matches, hard negatives that miss one or two of
 the asked attributes (the right job elsewhere or at another level; another job that shares a
 word with the asked title and has the asked skill and place), and unrelated postings. Each
@@ -176,6 +177,19 @@ class Family:
         self.category, self.titles, self.key = category, titles, titles[0]
 
 
+MADE_UP_PLACES = ["{w}", "{w}ton", "{w}ville", "Port {w}", "{w} City", "{w}burg", "New {w}",
+                  "{w} Springs", "San {w}", "{w}stad"]
+
+
+def draw_place(r, held):
+    """A city of the split; in training one in five is made up from a dictionary word ("Port
+    Marmot"), so that matching a place name it never saw is learned as such."""
+    vocab = VOCAB[held]
+    if not held and r.random() < 0.2:
+        return r.choice(MADE_UP_PLACES).format(w=r.choice(vocab["words"]).title())
+    return r.choice(vocab["places"])[0]
+
+
 def made_up_family(r, vocab):
     role = r.choice(sorted(ROLES))
     return Family(ROLES[role], [r.choice(vocab["words"]) + " " + role])
@@ -205,7 +219,7 @@ def make_query(r, held):
     if r.random() < 0.1:
         q["place"] = "remote"
     elif r.random() < 0.65:
-        q["place"] = r.choice(vocab["places"])[0]
+        q["place"] = draw_place(r, held)
     words = []
     if q["seniority"]:
         words.append(r.choice(SENIORITY_QUERY[q["seniority"]]))
@@ -274,9 +288,11 @@ def posting_attrs(r, q, misses, exact):
     if q["place"] and "place" not in misses:
         p["place"] = q["place"]
     else:
-        p["place"] = r.choice(["remote"] + [x[0] for x in vocab["places"] if x[0] != q["place"]]
-                              if r.random() < 0.1 and q["place"] != "remote" else
-                              [x[0] for x in vocab["places"] if x[0] != q["place"]])
+        p["place"] = q["place"]
+        if q["place"] != "remote" and r.random() < 0.1:
+            p["place"] = "remote"
+        while p["place"] == q["place"]:
+            p["place"] = draw_place(r, held)
     p["company"] = r.choice(vocab["words"]).title() + " " + r.choice(COMPANY_SUFFIX)
     return p
 
@@ -296,6 +312,7 @@ def grade(q, p):
 
 
 COUNTRY = {city: country for city, country in PLACES}
+TRAIN_COUNTRIES = sorted({country for _, country in VOCAB[False]["places"]})
 
 
 def posting_text(r, p, held, short):
@@ -313,7 +330,8 @@ def posting_text(r, p, held, short):
     if p["place"] == "remote":
         parts.append(r.choice(REMOTE[held]))
     else:
-        parts.append(r.choice(LOCATIONS[held]).format(p=place, country=COUNTRY.get(p["place"], "")))
+        country = COUNTRY.get(p["place"]) or r.choice(TRAIN_COUNTRIES)  # a made-up place's
+        parts.append(r.choice(LOCATIONS[held]).format(p=place, country=country))
     parts.append(r.choice(SKILL_LINES[held]).format(s=", ".join(p["skills"])))
     if r.random() < 0.6:
         parts.append(r.choice(EXTRAS[held]))
