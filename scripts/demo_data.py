@@ -38,6 +38,9 @@ import sys
 import tempfile
 
 VOCAB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_vocab")
+# The task's name, recorded in a trained model's train_log.json ("task"): weights trained before
+# this generator (the 24-family one) have none.
+TASK = "broad-vocabulary jobs, heldout split (scripts/demo_data.py)"
 SPLIT_SEEDS = {"train": 1, "validation": 2, "test": 3, "heldout": 4}
 CANDIDATES = 24
 CHUNK = 250  # queries per independently seeded chunk (examples() may generate chunks in parallel)

@@ -429,7 +429,8 @@ def main():
     model.load_state_dict(best[1])
     write_model(model, config, a.out, a.tokenizer)
     with open(os.path.join(a.out, "train_log.json"), "w") as f:
-        json.dump({"args": vars(a), "torch": torch.__version__, "device": str(device),
+        json.dump({"task": demo_data.TASK, "args": vars(a), "torch": torch.__version__,
+                   "device": str(device),
                    "parameters": params, "steps": step, "best": best[0], "validation": log},
                   f, indent=1)
         f.write("\n")
