@@ -84,11 +84,15 @@ def rankd_scores(binary, model_dir, examples, extra_args):
                     for line in f]
 
 
-def hf_scores(model_dir, encoded):
-    """Hugging Face's LlamaForSequenceClassification on the folder, float32, one query a batch."""
+def hf_model(model_dir):
+    """Hugging Face's LlamaForSequenceClassification on the folder, float32."""
     from transformers import LlamaForSequenceClassification
-    m = LlamaForSequenceClassification.from_pretrained(
+    return LlamaForSequenceClassification.from_pretrained(
         model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+
+
+def hf_scores(m, encoded):
+    """hf_model()'s scores, one query a batch."""
     out = []
     with torch.no_grad():
         for seqs in encoded:
@@ -193,9 +197,10 @@ def main():
         hf_check = {"transformers": transformers.__version__, "torch": torch.__version__,
                     "weights_sha256": weights, "set_sizes": sizes, "hf_queries": a.hf_queries,
                     "sets": {}}
+        hfm = hf_model(a.model)
         for s in list(SETS) + ["readme"]:
             n = a.hf_queries if s in ("test", "heldout") else len(sets[s])
-            hs = hf_scores(a.model, encoded[s][:n])
+            hs = hf_scores(hfm, encoded[s][:n])
             entry = {"queries": n, "max_abs_diff_vs_torch": max_diff(hs, scores["torch"][s][:n])}
             if s in SETS:
                 entry["metrics"] = demo_data.ranking_metrics(hs, [ex["grades"] for ex in sets[s][:n]])
