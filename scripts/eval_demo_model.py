@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""Held-out MRR@10 and NDCG@10 of the demo reranker, scored by rankd itself.
+"""MRR@10 and NDCG@10 of the demo reranker on three query sets, scored by rankd itself.
 
-Scores the test split of scripts/demo_data.py (queries never seen in training) three or four
-ways: `rankd score --model DIR` (the numbers of the model card), the training code's torch model
-on the same bf16 weights (their largest difference to rankd's is reported), Hugging Face's
-LlamaForSequenceClassification when transformers is importable, and a BM25 baseline over words.
---update-card rewrites the metrics section of DIR/README.md. A run with transformers writes
-DIR/hf_check.json; a later run without it (where rankd is built) carries that check into the card
-when it was made on the same weights and queries.
+Sets (each beside a BM25 baseline over words):
+  test      held-out queries of the training distribution (scripts/demo_data.py --split test)
+  heldout   held-out vocabulary and templates: job families, places, skills, company words and
+            query and posting phrasings that training never saw (demo_data.py --split heldout)
+  requests  tests/demo/requests.jsonl: ordinary job-search requests written by hand, not by the
+            generator, one relevant posting among ten
+and the README's short examples (example.jsonl; "rust engineer in berlin" against "Barista,
+Lisbon", ...): which posting comes first.
+
+Scorers: `rankd score --model DIR` (the numbers of the model card), the training code's torch
+model on the same bf16 weights (their largest difference to rankd's is reported), Hugging Face's
+LlamaForSequenceClassification when transformers is importable (on the first --hf-queries of each
+set), and BM25. --update-card rewrites the metrics section of DIR/README.md. A run with
+transformers writes DIR/hf_check.json; a later run without it (where rankd is built) carries that
+check into the card when it was made on the same weights and queries.
 
   scripts/eval_demo_model.py --rankd build/bin/rankd --update-card
   scripts/eval_demo_model.py --no-rankd          # a host without a rankd build: torch and HF only
@@ -29,8 +37,38 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import demo_data  # noqa: E402
 import train_demo_model as tdm  # noqa: E402
 
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+REQUESTS = os.path.join(ROOT, "tests", "demo", "requests.jsonl")
 CARD_BEGIN = "<!-- metrics:begin (scripts/eval_demo_model.py --update-card writes this section) -->"
 CARD_END = "<!-- metrics:end -->"
+SETS = ("test", "heldout", "requests")
+SET_NAMES = {"test": "held-out queries", "heldout": "held-out vocabulary and templates",
+             "requests": "hand-written requests"}
+# The README's short examples besides example.jsonl: (query, documents, the matching one).
+README_CASES = [
+    ("rust engineer in berlin", ["Barista, Lisbon", "Rust developer, Berlin", "Go developer, Munich"],
+     "Rust developer, Berlin"),
+    ("rust engineer in berlin", ["Barista, Lisbon", "Rust developer, Berlin"], "Rust developer, Berlin"),
+]
+
+
+def readme_cases(model_dir):
+    """[(query, items, index of the match)]: example.jsonl's (id "match") and README_CASES."""
+    cases = []
+    with open(os.path.join(model_dir, "example.jsonl")) as f:
+        for line in f:
+            ex = json.loads(line)
+            items = [it["text"] for it in ex["items"]]
+            cases.append((ex["query"], items, [it["id"] for it in ex["items"]].index("match")))
+    return cases + [(q, items, items.index(m)) for q, items, m in README_CASES]
+
+
+def load_set(name, n):
+    """[{"query", "items", "grades"}] of one set (n queries; all of requests.jsonl)."""
+    if name == "requests":
+        with open(REQUESTS) as f:
+            return [json.loads(line) for line in f]
+    return demo_data.examples(name, n)
 
 
 def rankd_scores(binary, model_dir, examples, extra_args):
@@ -42,14 +80,19 @@ def rankd_scores(binary, model_dir, examples, extra_args):
         subprocess.run([binary, "score", "--model", model_dir, "--input", inp, "--output", out,
                         *extra_args], check=True)
         with open(out) as f:
-            return [json.loads(line)["scores"] for line in f]
+            return [[s["score"] if isinstance(s, dict) else s for s in json.loads(line)["scores"]]
+                    for line in f]
 
 
-def hf_scores(model_dir, encoded):
-    """Hugging Face's LlamaForSequenceClassification on the folder, float32, one query a batch."""
+def hf_model(model_dir):
+    """Hugging Face's LlamaForSequenceClassification on the folder, float32."""
     from transformers import LlamaForSequenceClassification
-    m = LlamaForSequenceClassification.from_pretrained(
+    return LlamaForSequenceClassification.from_pretrained(
         model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+
+
+def hf_scores(m, encoded):
+    """hf_model()'s scores, one query a batch."""
     out = []
     with torch.no_grad():
         for seqs in encoded:
@@ -59,9 +102,13 @@ def hf_scores(model_dir, encoded):
     return out
 
 
+def words(s):
+    return re.findall(r"\w+", s.lower())
+
+
 def bm25_scores(examples, k1=1.2, b=0.75):
-    """BM25 of each posting for its query's words; document frequencies over all test postings."""
-    words = lambda s: re.findall(r"\w+", s.lower())
+    """BM25 of each posting for its query's words; document frequencies over all the set's
+    postings."""
     docs = [[words(it) for it in ex["items"]] for ex in examples]
     df = collections.Counter(w for ds in docs for d in ds for w in set(d))
     n = sum(len(ds) for ds in docs)
@@ -82,9 +129,18 @@ def max_diff(a, b):
     return max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
 
 
-def card_section(rows, notes):
-    lines = [CARD_BEGIN, "", "| scored by | MRR@10 | NDCG@10 |", "|---|---|---|"]
-    lines += [f"| {name} | {m['mrr@10']:.4f} | {m['ndcg@10']:.4f} |" for name, m in rows]
+def card_section(rows, notes, readme):
+    head = " | ".join(f"{SET_NAMES[s]}: MRR@10 | NDCG@10" for s in SETS)
+    lines = [CARD_BEGIN, "", f"| scored by | {head} |", "|---|" + "---|---|" * len(SETS)]
+    for name, m in rows:
+        cells = " | ".join(f"{m[s]['mrr@10']:.4f} | {m[s]['ndcg@10']:.4f}" if s in m else "- | -"
+                           for s in SETS)
+        lines.append(f"| {name} | {cells} |")
+    lines += ["", "The README's short examples (rankd's scores, the top posting first):", ""]
+    for c in readme:
+        mark = "the match first" if c["top"] == c["match"] else "NOT the match first"
+        ranked = ", ".join(f"{json.dumps(c['items'][i])} {c['scores'][i]:.3f}" for i in c["order"])
+        lines.append(f"- {json.dumps(c['query'])}: {ranked} ({mark})")
     lines += [""] + [f"- {n}" for n in notes] + ["", CARD_END]
     return "\n".join(lines)
 
@@ -102,11 +158,13 @@ def update_card(path, section):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=tdm.MODEL_DIR)
-    ap.add_argument("--queries", type=int, default=1000, help="test queries (24 postings each)")
+    ap.add_argument("--queries", type=int, default=1000, help="test and heldout queries (24 postings each)")
+    ap.add_argument("--hf-queries", type=int, default=200, help="queries per set for transformers")
     ap.add_argument("--rankd", default="build/bin/rankd", help="the rankd binary")
     ap.add_argument("--rankd-args", default="", help="more `rankd score` flags, e.g. '--backend cuda'")
     ap.add_argument("--no-rankd", action="store_true", help="skip rankd (no card update then)")
     ap.add_argument("--no-hf", action="store_true", help="skip transformers even if importable")
+    ap.add_argument("--device", default="cpu", help="the torch scores' device (float32)")
     ap.add_argument("--update-card", action="store_true", help="rewrite the card's metrics section")
     ap.add_argument("--json", help="write the results here too")
     a = ap.parse_args()
@@ -114,22 +172,21 @@ def main():
         sys.exit("--update-card needs rankd's scores (leave out --no-rankd)")
     import sentencepiece as spm
 
-    test = demo_data.examples("test", a.queries)
-    grades = [ex["grades"] for ex in test]
     sp = spm.SentencePieceProcessor(model_file=os.path.join(a.model, "tokenizer.model"))
-    encoded = tdm.encode_examples(sp, test)
-    torch_s = tdm.score_examples(tdm.load_model(a.model), encoded, "cpu")
-    results = {"torch": demo_data.ranking_metrics(torch_s, grades),
-               "bm25": demo_data.ranking_metrics(bm25_scores(test), grades)}
-    diffs = {}
+    model = tdm.load_model(a.model, a.device)
+    sets = {s: load_set(s, a.queries) for s in SETS}
+    readme = readme_cases(a.model)
+    sets["readme"] = [{"query": q, "items": items} for q, items, _ in readme]
+    encoded = {s: tdm.encode_examples(sp, exs) for s, exs in sets.items()}
+    scores = {"torch": {s: tdm.score_examples(model, encoded[s], a.device) for s in sets},
+              "bm25": {s: bm25_scores(sets[s]) for s in SETS}}
     if not a.no_rankd:
-        rankd_s = rankd_scores(a.rankd, a.model, test, a.rankd_args.split())
-        results["rankd"] = demo_data.ranking_metrics(rankd_s, grades)
-        diffs["rankd_vs_torch"] = max_diff(rankd_s, torch_s)
+        scores["rankd"] = {s: rankd_scores(a.rankd, a.model, sets[s], a.rankd_args.split()) for s in sets}
     with open(os.path.join(a.model, "model.safetensors"), "rb") as f:
         weights = hashlib.sha256(f.read()).hexdigest()
+    sizes = {s: len(sets[s]) for s in SETS}
     hf_path = os.path.join(a.model, "hf_check.json")
-    hf = False
+    hf, hf_check = False, None
     if not a.no_hf:
         try:
             import transformers
@@ -137,24 +194,49 @@ def main():
         except ImportError:
             print("transformers is not importable: no Hugging Face check", file=sys.stderr)
     if hf:
-        hf_s = hf_scores(a.model, encoded)
-        results["hf"] = demo_data.ranking_metrics(hf_s, grades)
-        diffs["hf_vs_torch"] = max_diff(hf_s, torch_s)
+        hf_check = {"transformers": transformers.__version__, "torch": torch.__version__,
+                    "weights_sha256": weights, "set_sizes": sizes, "hf_queries": a.hf_queries,
+                    "sets": {}}
+        hfm = hf_model(a.model)
+        for s in list(SETS) + ["readme"]:
+            n = a.hf_queries if s in ("test", "heldout") else len(sets[s])
+            hs = hf_scores(hfm, encoded[s][:n])
+            entry = {"queries": n, "max_abs_diff_vs_torch": max_diff(hs, scores["torch"][s][:n])}
+            if s in SETS:
+                entry["metrics"] = demo_data.ranking_metrics(hs, [ex["grades"] for ex in sets[s][:n]])
+                entry["torch_metrics"] = demo_data.ranking_metrics(
+                    scores["torch"][s][:n], [ex["grades"] for ex in sets[s][:n]])
+            else:
+                entry["scores"] = hs
+            hf_check["sets"][s] = entry
         with open(hf_path, "w") as f:
-            json.dump({"transformers": transformers.__version__, "torch": torch.__version__,
-                       "test_queries": len(test), "weights_sha256": weights,
-                       "metrics": results["hf"], "max_abs_diff_vs_torch": diffs["hf_vs_torch"]},
-                      f, indent=1)
+            json.dump(hf_check, f, indent=1)
             f.write("\n")
     elif os.path.exists(hf_path):
         with open(hf_path) as f:
             earlier = json.load(f)
-        if earlier["weights_sha256"] == weights and earlier["test_queries"] == len(test):
-            results["hf"] = earlier["metrics"]
-            diffs["hf_vs_torch"] = earlier["max_abs_diff_vs_torch"]
+        if (earlier.get("weights_sha256") == weights and earlier.get("set_sizes") == sizes and
+                "sets" in earlier):
+            hf_check = earlier
             hf = f"hf_check.json, transformers {earlier['transformers']}"
-    report = {"test_queries": len(test), "candidates": sum(len(g) for g in grades),
-              "metrics": results, "max_abs_diff": diffs, "weights_sha256": weights}
+    results = {k: {s: demo_data.ranking_metrics(v[s], [ex["grades"] for ex in sets[s]])
+                   for s in SETS} for k, v in scores.items()}
+    ref = "rankd" if "rankd" in scores else "torch"
+    readme_out = []
+    for (q, items, match), sc in zip(readme, scores[ref]["readme"]):
+        order = sorted(range(len(items)), key=lambda i: -sc[i])
+        readme_out.append({"query": q, "items": items, "scores": sc, "order": order,
+                           "top": order[0], "match": match})
+    diffs = {}
+    if "rankd" in scores:
+        diffs["rankd_vs_torch"] = max(max_diff(scores["rankd"][s], scores["torch"][s]) for s in sets)
+    if hf_check:
+        diffs["hf_vs_torch"] = max(e["max_abs_diff_vs_torch"] for e in hf_check["sets"].values())
+    report = {"set_sizes": sizes, "metrics": results, "readme": readme_out,
+              "readme_match_first": all(c["top"] == c["match"] for c in readme_out),
+              "max_abs_diff": diffs, "weights_sha256": weights}
+    if hf_check:
+        report["hf"] = {s: e.get("metrics") for s, e in hf_check["sets"].items() if s in SETS}
     print(json.dumps(report, indent=1))
     if a.json:
         with open(a.json, "w") as f:
@@ -162,16 +244,19 @@ def main():
     if a.update_card:
         rankd_cmd = " ".join(["rankd score", *a.rankd_args.split()])
         names = {"rankd": f"rankd (`{rankd_cmd}`)", "torch": "training code (torch, float32)",
-                 "hf": f"transformers LlamaForSequenceClassification ({hf})",
                  "bm25": "BM25 baseline (words)"}
-        rows = [(names[k], results[k]) for k in ("rankd", "torch", "hf", "bm25") if k in results]
-        notes = [f"{len(test)} held-out test queries ({report['candidates']} postings, graded 0-3): "
-                 "`scripts/demo_data.py jsonl --split test`; MRR@10 counts the first grade-3 "
-                 "posting, NDCG@10 gains 2^grade - 1.",
+        rows = [(names[k], results[k]) for k in ("rankd", "torch", "bm25")]
+        notes = [f"test: {sizes['test']} queries of `scripts/demo_data.py jsonl --split test`, "
+                 f"heldout: {sizes['heldout']} of `--split heldout`, 24 postings each, graded 0-3; "
+                 f"requests: the {sizes['requests']} hand-written requests of "
+                 "tests/demo/requests.jsonl, 10 postings each, one relevant. MRR@10 counts the "
+                 "first grade-3 posting, NDCG@10 gains 2^grade - 1.",
                  f"largest |rankd - torch| score difference: {diffs['rankd_vs_torch']:.2e}" +
-                 (f"; |transformers - torch|: {diffs['hf_vs_torch']:.2e}" if hf else ""),
+                 (f"; |transformers - torch| ({hf}, on the first {hf_check['hf_queries']} queries "
+                  f"of test and heldout and all of the rest): {diffs['hf_vs_torch']:.2e}" if hf_check else
+                  "; no transformers check on these weights"),
                  f"model.safetensors sha256 {weights[:16]}"]
-        update_card(os.path.join(a.model, "README.md"), card_section(rows, notes))
+        update_card(os.path.join(a.model, "README.md"), card_section(rows, notes, readme_out))
 
 
 if __name__ == "__main__":

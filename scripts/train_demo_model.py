@@ -11,12 +11,19 @@ pointwise term that keeps sigmoid(score) near grade / 3. The checkpoint with the
 validation NDCG@10 is written, in bf16, with config.json (transformers 5.x style), a
 safetensors file, tokenizer.model and rankd.yaml (the templates).
 
-  scripts/train_demo_model.py --device cuda --max-seconds 200 --out models/demo-jobs-reranker
-  scripts/train_demo_model.py --device cpu --smoke --threads 1 --max-seconds 400 --lr 3e-3 --out DIR
+The validation split (the training vocabulary, held-out queries) picks the checkpoint; the
+heldout split (vocabulary and templates training never sees) is scored beside it for the log only.
+Training data is generated and tokenized by --workers processes (deterministic: the same data
+for any number of workers).
+
+  scripts/gpu_train_demo.sh    # on one H200: this with --device cuda, then the checks
+  scripts/train_demo_model.py --device cpu --smoke --threads 2 --max-seconds 600 --out DIR
 """
 import argparse
+import itertools
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
@@ -228,6 +235,38 @@ def encode_examples(sp, examples):
     return out
 
 
+_SP = None
+
+
+def _encoded_chunk(args):
+    """A process pool's task: chunk k of a split, generated and tokenized."""
+    global _SP
+    split, k, tokenizer = args
+    if _SP is None:
+        import sentencepiece as spm
+        _SP = spm.SentencePieceProcessor(model_file=tokenizer)
+    exs = demo_data.chunk_examples(split, k)
+    return [(ex, enc) for ex, enc in zip(exs, encode_examples(_SP, exs))]
+
+
+def encoded_examples(split, n, tokenizer, workers):
+    """n examples of `split` (as demo_data.examples gives them) and their encode_examples() ids,
+    generated and tokenized by `workers` processes."""
+    if workers <= 1:
+        import sentencepiece as spm
+        exs = demo_data.examples(split, n)
+        return exs, encode_examples(spm.SentencePieceProcessor(model_file=tokenizer), exs)
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        def map_fn(_, args):
+            got = pool.map(_encoded_chunk, [(sp, k, tokenizer) for sp, k in args])
+            for chunk in got:
+                for ex, enc in chunk:
+                    ex["ids"] = enc
+            return [[ex for ex, _ in chunk] for chunk in got]
+        exs = demo_data.examples(split, n, map_fn=map_fn)
+    return exs, [ex.pop("ids") for ex in exs]
+
+
 def pack(seqs, device):
     """Lists of ids -> right-padded [b, n] ids and [b] lengths on `device`."""
     n = max(len(s) for s in seqs)
@@ -237,16 +276,20 @@ def pack(seqs, device):
     return ids.to(device), torch.tensor([len(s) for s in seqs], device=device)
 
 
-def pack_examples(encoded, chunk=1000):
+def pack_examples(encoded):
     """Every example's candidates, right-padded: ids [examples, candidates, n] (int32) and
     lengths [examples, candidates]; all examples have the same number of candidates."""
-    n = max(len(s) for ex in encoded for s in ex)
-    ids = torch.full((len(encoded), len(encoded[0]), n), PAD, dtype=torch.int32)
-    for i in range(0, len(encoded), chunk):
-        rows = [[s + [PAD] * (n - len(s)) for s in ex] for ex in encoded[i:i + chunk]]
-        ids[i:i + len(rows)] = torch.tensor(rows, dtype=torch.int32)
-    lengths = torch.tensor([[len(s) for s in ex] for ex in encoded])
-    return ids, lengths
+    seqs = [s for ex in encoded for s in ex]
+    lengths = torch.tensor([len(s) for s in seqs])
+    n = int(lengths.max())
+    flat = torch.tensor(list(itertools.chain.from_iterable(seqs)), dtype=torch.int32)
+    rows = torch.repeat_interleave(torch.arange(len(seqs)), lengths)
+    starts = torch.cumsum(lengths, 0) - lengths
+    cols = torch.arange(len(flat)) - torch.repeat_interleave(starts, lengths)
+    ids = torch.full((len(seqs), n), PAD, dtype=torch.int32)
+    ids[rows, cols] = flat
+    c = len(encoded[0])
+    return ids.view(len(encoded), c, n), lengths.view(len(encoded), c)
 
 
 @torch.no_grad()
@@ -286,12 +329,16 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="small shape and data (CPU test runs)")
     ap.add_argument("--max-seconds", type=float, default=200, help="training time bound")
     ap.add_argument("--max-steps", type=int, default=0, help="step bound (0: none)")
-    ap.add_argument("--train-queries", type=int, default=0, help="0: 40000 (smoke: 4000)")
+    ap.add_argument("--train-queries", type=int, default=0, help="0: 120000 (smoke: 6000)")
+    ap.add_argument("--val-queries", type=int, default=0, help="0: 500 (smoke: 200), each split")
     ap.add_argument("--batch-queries", type=int, default=0, help="queries per step (0: 64, smoke: 8)")
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=0, help="peak learning rate (0: 1e-3, smoke: 3e-3)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
-    ap.add_argument("--tokenizer", default=os.path.join(MODEL_DIR, "tokenizer.model"))
+    ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
+                    help="processes generating and tokenizing the data")
+    ap.add_argument("--eval-every", type=int, default=0, help="steps (0: 500, smoke: 100)")
+    ap.add_argument("--tokenizer", default=demo_data.TOKENIZER, help="copied into --out")
     a = ap.parse_args()
     import sentencepiece as spm
 
@@ -304,15 +351,18 @@ def main():
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     sp = spm.SentencePieceProcessor(model_file=a.tokenizer)
-    n_train = a.train_queries or (4000 if a.smoke else 40000)
+    n_train = a.train_queries or (6000 if a.smoke else 120000)
+    n_val = a.val_queries or (200 if a.smoke else 500)
     bq = a.batch_queries or (8 if a.smoke else 64)
-    train = demo_data.examples("train", n_train)
-    val = demo_data.examples("validation", 100 if a.smoke else 500)
-    val_enc = encode_examples(sp, val)
-    train_ids, train_lengths = (t.to(device) for t in pack_examples(encode_examples(sp, train)))
+    a.lr = a.lr or (3e-3 if a.smoke else 1e-3)
+    # Data first: the pool forks before CUDA starts.
+    train, train_enc = encoded_examples("train", n_train, a.tokenizer, a.workers)
+    evals = {s: encoded_examples(s, n_val, a.tokenizer, a.workers) for s in ("validation", "heldout")}
+    train_ids, train_lengths = (t.to(device) for t in pack_examples(train_enc))
     train_grades = torch.tensor([ex["grades"] for ex in train], dtype=torch.float32, device=device)
-    print(f"data: {n_train} train / {len(val)} validation queries, "
-          f"{time.time() - t0:.1f}s", flush=True)
+    del train_enc
+    print(f"data: {n_train} train / {n_val} validation / {n_val} heldout queries, "
+          f"longest sequence {train_ids.shape[-1]}, {time.time() - t0:.1f}s", flush=True)
 
     config = hf_config(SHAPES["smoke" if a.smoke else "full"], sp.get_piece_size())
     model = Reranker(config).to(device)
@@ -324,19 +374,29 @@ def main():
                 else torch.autocast("cpu", enabled=False))
     order, pos, step, best, log = [], 0, 0, None, []
     t_start = time.time()
-    eval_every = 100 if a.smoke else 250
+    eval_every = a.eval_every or (100 if a.smoke else 500)
+    losses = []
     while True:
         elapsed = time.time() - t_start
         done = elapsed >= a.max_seconds or (a.max_steps and step >= a.max_steps)
         if step % eval_every == 0 or done:
             model.eval()
-            m = demo_data.ranking_metrics(score_examples(model, val_enc, device), [ex["grades"] for ex in val])
+            m = {s: demo_data.ranking_metrics(score_examples(model, enc, device),
+                                              [ex["grades"] for ex in exs])
+                 for s, (exs, enc) in evals.items()}
             model.train()
-            log.append({"step": step, "seconds": round(elapsed, 1), **m})
-            print(f"step {step} {elapsed:.0f}s validation mrr@10 {m['mrr@10']:.4f} "
-                  f"ndcg@10 {m['ndcg@10']:.4f}", flush=True)
-            if best is None or m["ndcg@10"] > best[0]["ndcg@10"]:
-                best = (dict(m, step=step), {k: v.detach().clone() for k, v in model.state_dict().items()})
+            loss_avg = sum(losses) / len(losses) if losses else None
+            losses = []
+            log.append({"step": step, "seconds": round(elapsed, 1), "train_loss": loss_avg,
+                        **m["validation"], "heldout": m["heldout"]})
+            print(f"step {step} {elapsed:.0f}s " + ("" if loss_avg is None else f"loss {loss_avg:.4f} ") +
+                  f"validation mrr@10 {m['validation']['mrr@10']:.4f} ndcg@10 "
+                  f"{m['validation']['ndcg@10']:.4f}, heldout mrr@10 {m['heldout']['mrr@10']:.4f} "
+                  f"ndcg@10 {m['heldout']['ndcg@10']:.4f}", flush=True)
+            # The checkpoint is picked on validation (training vocabulary) alone.
+            if best is None or m["validation"]["ndcg@10"] > best[0]["ndcg@10"]:
+                best = (dict(m["validation"], step=step, heldout=m["heldout"]),
+                        {k: v.detach().clone() for k, v in model.state_dict().items()})
         if done:
             break
         if pos + bq > len(order):
@@ -363,13 +423,14 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        if step % 50 == 0:
-            print(f"step {step} loss {loss.item():.4f} lr {lr:.2e}", flush=True)
+        if step % 10 == 0:
+            losses.append(loss.item())
 
     model.load_state_dict(best[1])
     write_model(model, config, a.out, a.tokenizer)
     with open(os.path.join(a.out, "train_log.json"), "w") as f:
-        json.dump({"args": vars(a), "torch": torch.__version__, "device": str(device),
+        json.dump({"task": demo_data.TASK, "args": vars(a), "torch": torch.__version__,
+                   "device": str(device),
                    "parameters": params, "steps": step, "best": best[0], "validation": log},
                   f, indent=1)
         f.write("\n")

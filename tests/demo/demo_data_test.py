@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""scripts/demo_data.py: the same seed gives the same bytes, held-out splits are disjoint from
-training, grades are consistent, and tests/demo/cases.jsonl is what the generator makes."""
+"""scripts/demo_data.py: the same seed gives the same bytes, held-out queries are disjoint from
+training, the heldout split's vocabulary and templates never occur in training, grades are
+consistent, tests/demo/cases.jsonl is what the generator makes, tests/demo/requests.jsonl is
+well formed, and (where sentencepiece is importable) the committed tokenizer is what the
+generator trains."""
 import hashlib
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import demo_data  # noqa: E402
 
-# sha256 of `demo_data.py jsonl --split test --queries 30`. A change here changes the task the
-# demo model was trained and measured on: retrain it, re-run scripts/eval_demo_model.py, and
-# update this hash.
-TEST_SPLIT_SHA256 = "b8fd36deb8bc6be856fb7f3b93dfd86d436b5eb7da25a0af4fc5ec346594e27b"
+# sha256 of `demo_data.py jsonl --split S --queries 30`. A change here changes the task the demo
+# model was trained and measured on: retrain it, re-run scripts/eval_demo_model.py, and update
+# these hashes.
+SPLIT_SHA256 = {
+    "test": "c9756edf2b566378f73382cf09eabceff7eac1182475b61e5a91860671a71707",
+    "heldout": "d95708ec0c3905156ca7a7947b2f6174b2d9685aa52dda624da4b1a854840360",
+}
 
 
 def generate(*args):
@@ -23,15 +32,40 @@ def generate(*args):
                           check=True, capture_output=True).stdout
 
 
+def has_phrase(text, phrase):
+    return re.search(r"(?<!\w)" + re.escape(phrase) + r"(?!\w)", text) is not None
+
+
 class DemoDataTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.train = demo_data.examples("train", 800)
+        cls.train_text = "\n".join(t for ex in cls.train for t in [ex["query"]] + ex["items"]).lower()
+        train = demo_data.VOCAB[False]
+        cls.known = " | ".join([t for _, ts in train["families"] for t in ts] +
+                               [s for ss in train["skills"].values() for s in ss] +
+                               [c for p in train["places"] for c in p] + train["words"]).lower()
+
     def test_same_seed_same_bytes(self):
-        a = generate("jsonl", "--split", "test", "--queries", "30")
-        self.assertEqual(a, generate("jsonl", "--split", "test", "--queries", "30"))
-        self.assertEqual(hashlib.sha256(a).hexdigest(), TEST_SPLIT_SHA256)
+        for split, sha in SPLIT_SHA256.items():
+            a = generate("jsonl", "--split", split, "--queries", "30")
+            self.assertEqual(a, generate("jsonl", "--split", split, "--queries", "30"))
+            self.assertEqual(hashlib.sha256(a).hexdigest(), sha, split)
+
+    def test_any_number_of_workers_gives_the_same_examples(self):
+        chunks = {}
+
+        def map_fn(fn, args):  # out of order, as a pool may compute them
+            args = list(args)
+            for a in reversed(args):
+                chunks[a] = fn(a)
+            return [chunks[a] for a in args]
+        self.assertEqual(demo_data.examples("test", 60, map_fn=map_fn), demo_data.examples("test", 60))
 
     def test_splits_are_disjoint(self):
         queries = {s: {ex["query"] for ex in demo_data.examples(s, n)}
-                   for s, n in (("train", 1000), ("validation", 100), ("test", 200))}
+                   for s, n in (("validation", 100), ("test", 200))}
+        queries["train"] = {ex["query"] for ex in self.train}
         self.assertEqual(len(queries["test"]), 200)
         self.assertFalse(queries["train"] & queries["test"])
         self.assertFalse(queries["train"] & queries["validation"])
@@ -39,12 +73,43 @@ class DemoDataTest(unittest.TestCase):
         for split, qs in queries.items():
             self.assertTrue(all(demo_data.split_of(q) == split for q in qs), split)
 
+    def test_heldout_vocabulary_never_occurs_in_training(self):
+        held, known = demo_data.VOCAB[True], self.known
+        # Held-out titles and places that are not also part of a training name (a held-out
+        # "teacher" is inside a training "music teacher", a held-out "Panama" is a training
+        # city's country; such words occur in training text).
+        titles = [t for _, ts in held["families"] for t in ts if not has_phrase(known, t)]
+        places = [c.lower() for c, _ in held["places"] if not has_phrase(known, c.lower())]
+        self.assertGreater(len(titles), 100)
+        self.assertGreater(len(places), 50)
+        for name in titles + places:
+            self.assertFalse(has_phrase(self.train_text, name), name)  # not assertNotIn: long text
+
+    def test_heldout_templates_never_occur_in_training(self):
+        pairs = [demo_data.QUERY_TEMPLATES, demo_data.REMOTE_QUERY, demo_data.OPENERS,
+                 demo_data.LOCATIONS, demo_data.REMOTE, demo_data.SKILL_LINES, demo_data.EXTRAS,
+                 demo_data.SHORT]
+        # Each held-out template's longest literal part, unless a training template or name has
+        # it too ("employment" is in the skill "employment law").
+        train_literal = " | ".join(t for train, _ in pairs for t in train).lower()
+        checked = 0
+        for _, held in pairs:
+            for t in held:
+                fragment = max((f.strip() for f in re.split(r"\{\w+\}", t)), key=len).lower()
+                if len(fragment) < 6 or fragment in train_literal or has_phrase(self.known, fragment):
+                    continue
+                checked += 1
+                self.assertFalse(fragment in self.train_text, t)
+        self.assertGreater(checked, 20)
+
     def test_every_query_has_graded_candidates(self):
-        for ex in demo_data.examples("validation", 200):
-            self.assertEqual(len(ex["items"]), len(ex["grades"]))
-            self.assertIn(3, ex["grades"], ex["query"])
-            self.assertIn(0, ex["grades"], ex["query"])
-            self.assertTrue(set(ex["grades"]) <= {0, 1, 2, 3})
+        for split in ("validation", "heldout"):
+            for ex in demo_data.examples(split, 200):
+                self.assertEqual(len(ex["items"]), demo_data.CANDIDATES)
+                self.assertEqual(len(ex["items"]), len(ex["grades"]))
+                self.assertIn(3, ex["grades"], ex["query"])
+                self.assertIn(0, ex["grades"], ex["query"])
+                self.assertTrue(set(ex["grades"]) <= {0, 1, 2, 3})
 
     def test_metrics_of_a_perfect_and_a_reversed_ranking(self):
         grades = [[0, 3, 1, 2]]
@@ -58,6 +123,25 @@ class DemoDataTest(unittest.TestCase):
         with open(os.path.join(ROOT, "tests", "demo", "cases.jsonl")) as f:
             committed = [json.loads(line) for line in f]
         self.assertEqual(committed, demo_data.fixed_cases())
+
+    def test_hand_written_requests_have_one_relevant_posting_among_ten(self):
+        with open(os.path.join(ROOT, "tests", "demo", "requests.jsonl")) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertGreaterEqual(len(lines), 30)
+        for line in lines:
+            self.assertEqual(len(line["items"]), 10, line["query"])
+            self.assertEqual(len(line["grades"]), 10, line["query"])
+            self.assertEqual(line["grades"].count(3), 1, line["query"])
+
+    @unittest.skipUnless(importlib.util.find_spec("sentencepiece"),
+                         "sentencepiece is not importable (Debian: python3-sentencepiece)")
+    def test_committed_tokenizer_is_the_generators(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            demo_data.train_tokenizer(tmp)
+            with open(os.path.join(tmp, "tokenizer.model"), "rb") as f:
+                made = f.read()
+        with open(demo_data.TOKENIZER, "rb") as f:
+            self.assertEqual(made, f.read())
 
 
 if __name__ == "__main__":
