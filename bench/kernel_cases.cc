@@ -50,6 +50,8 @@ const char* GemmLayerName(GemmLayer l) {
       return "gate_up+swiglu";
     case GemmLayer::kDown:
       return "down+=";
+    case GemmLayer::kQkvRope:
+      return "qkv+krope";
   }
   return "?";
 }
@@ -171,10 +173,13 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
     for (const auto& [layer, n, k] : {std::tuple{GemmLayer::kQkv, s.qkv_width(), s.hidden},
                                       {GemmLayer::kOProj, s.hidden, s.q_width()},
                                       {GemmLayer::kGateUp, 2 * s.intermediate, s.hidden},
-                                      {GemmLayer::kDown, s.hidden, s.intermediate}}) {
-      const double out_bytes = layer == GemmLayer::kGateUp ? 2.0 * M * n / 2
-                               : layer == GemmLayer::kQkv  ? 2.0 * M * n
-                                                           : 8.0 * M * n;
+                                      {GemmLayer::kDown, s.hidden, s.intermediate},
+                                      {GemmLayer::kQkvRope, s.qkv_width(), s.hidden}}) {
+      // qkv+krope also reads the rows' (cos, sin) table once: [M, head_dim / 2] fp32 pairs.
+      const double out_bytes = layer == GemmLayer::kGateUp    ? 2.0 * M * n / 2
+                               : layer == GemmLayer::kQkv     ? 2.0 * M * n
+                               : layer == GemmLayer::kQkvRope ? 2.0 * M * n + 4.0 * M * s.head_dim
+                                                              : 8.0 * M * n;
       // own: ping-pong (128 x 128 tiles), cooperative at 128 x 128, 128 x 256 and 256 x 128,
       // alone and in clusters of 2 CTAs ("c2": W's tile multicast to both).
       for (const auto& [impl, tile_n, schedule, cluster, name] :

@@ -75,7 +75,9 @@ AttentionLayout MakeAttentionLayout(AttentionPass pass, const KernelWorkload& w)
 
 // The linear layers, each with its fused epilogue: qkv (bf16 out), o_proj and down (accumulated
 // into the fp32 residual), gate_up with SwiGLU (cuBLASLt: gate_up bf16, then kernels/swiglu.cu).
-enum class GemmLayer { kQkv, kOProj, kGateUp, kDown };
+// kQkvRope: qkv with its k heads rotated (RoPE), fused into the own kernel's epilogue
+// (kStoreBf16Rope) or, after cuBLASLt, by kernels/qkv_rope.cu as the unfused pass does.
+enum class GemmLayer { kQkv, kOProj, kGateUp, kDown, kQkvRope };
 // kernels/hopper_gemm (own, at a given tile N) or cuBLASLt through rankd::cuda::Gemm, tuned.
 enum class GemmImpl { kOwn, kCublasLt };
 // The own kernel's schedule (kernels/hopper_gemm.cuh's HopperSchedule, which this header, built
@@ -98,7 +100,7 @@ struct KernelCase {
   GemmLayer gemm_layer = GemmLayer::kQkv;          // gemm: the layer, its [N, K] weight
   GemmImpl gemm_impl = GemmImpl::kOwn;
   int gemm_n = 0, gemm_k = 0;
-  int gemm_tile_n = 0;  // own: 128 or 256
+  int gemm_tile_n = 0;                                      // own: 128 or 256
   GemmSchedule gemm_schedule = GemmSchedule::kCooperative;  // own
   int gemm_cluster = 1;  // own: CTAs a cluster, 1 or 2 (W's tile multicast to both)
   double bytes = 0, flops = 0;

@@ -135,7 +135,8 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
   RANKD_ASSIGN_OR_RETURN(bf16 * w, m.Bf16(static_cast<size_t>(N) * K, 0.05f));
   void* y = nullptr;
   switch (c.gemm_layer) {
-    case GemmLayer::kQkv: {
+    case GemmLayer::kQkv:
+    case GemmLayer::kQkvRope: {
       RANKD_ASSIGN_OR_RETURN(y, m.Alloc<bf16>(out));
       p->out_count = out;
       p->out_bf16 = true;
@@ -155,6 +156,23 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     }
   }
   p->out = y;
+  // kQkvRope: the rows' rotations and the unfused pass's QkvRope launch (k heads only: q is
+  // rotated in attention).
+  const float2* rotations = nullptr;
+  kernels::QkvRopeParams rope;
+  if (c.gemm_layer == GemmLayer::kQkvRope) {
+    const KernelModelShape& s = c.shape;
+    RANKD_ASSIGN_OR_RETURN(rotations, m.Rotations(static_cast<size_t>(M) * (s.head_dim / 2)));
+    RANKD_ASSIGN_OR_RETURN(const int32_t* live, m.Upload(std::vector<int32_t>{M}));
+    rope.qkv = static_cast<bf16*>(y);
+    rope.rotations = rotations;
+    rope.num_rows = live;
+    rope.skip_q = true;
+    rope.num_tokens = M;
+    rope.num_q_heads = s.q_width() / s.head_dim;
+    rope.num_kv_heads = s.kv_width() / s.head_dim;
+    rope.head_dim = s.head_dim;
+  }
   if (c.gemm_impl == GemmImpl::kOwn) {
     HopperEpilogue e = HopperEpilogue::kStoreBf16;
     if (c.gemm_layer == GemmLayer::kOProj || c.gemm_layer == GemmLayer::kDown) {
@@ -166,6 +184,8 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
           kernels::InterleaveGateUp(w, N / 2, K * sizeof(bf16), wi, nullptr));
       w = wi;
       e = HopperEpilogue::kSwiGlu;
+    } else if (c.gemm_layer == GemmLayer::kQkvRope) {
+      e = HopperEpilogue::kStoreBf16Rope;
     }
     kernels::HopperGemmPlan plan;
     cudaError_t err = kernels::MakeHopperGemmPlan(
@@ -174,6 +194,11 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
         : c.gemm_schedule == GemmSchedule::kTall   ? kernels::HopperSchedule::kCooperativeTall
                                                    : kernels::HopperSchedule::kCooperative,
         c.gemm_cluster);
+    if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {
+      const int q = c.shape.q_width();
+      err =
+          kernels::SetHopperGemmRope(&plan, rotations, q, q + c.shape.kv_width(), c.shape.head_dim);
+    }
     p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, st); };
     if (err == cudaSuccess) err = p->launch(nullptr);
     if (err == cudaErrorNotSupported) {
@@ -194,6 +219,13 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
       switch (layer) {
         case GemmLayer::kQkv:
           return ToCudaError(gemm->Linear(x, w, M, K, N, static_cast<bf16*>(y), st));
+        case GemmLayer::kQkvRope:
+          if (const cudaError_t err =
+                  ToCudaError(gemm->Linear(x, w, M, K, N, static_cast<bf16*>(y), st));
+              err != cudaSuccess) {
+            return err;
+          }
+          return kernels::LaunchQkvRope(rope, st);
         case GemmLayer::kOProj:
         case GemmLayer::kDown:
           return ToCudaError(gemm->LinearAccumulate(x, w, M, K, N, static_cast<float*>(y), st));

@@ -36,12 +36,16 @@ struct Preset {
   int hidden, layers, heads, kv_heads, head_dim, intermediate, vocab;
 };
 
-// 379m is ARCHITECTURE.md's standard workload model; tiny matches tests/data's llama-cls shape.
+// 379m is ARCHITECTURE.md's standard workload model; tiny matches tests/data's llama-cls shape;
+// tiny-h64 and tiny-h128 are Llamas at test size with the heads of 379m and of Qwen3-0.6B (64 and
+// 128 dims; what the Hopper GEMM's RoPE epilogue takes) and an intermediate size it takes too.
 // qwen3-0.6b is Qwen3-Reranker-0.6B's config.json; qwen3-tiny the same family at test size. Both
 // qwen3 presets have Qwen3's vocabulary (151,669 ids: the tokenizer's 151,643 plus its specials).
 constexpr Preset kPresets[] = {
     {"379m", Family::kLlama, 1024, 24, 16, 16, 64, 3328, 32000},
     {"tiny", Family::kLlama, 64, 2, 4, 4, 16, 176, 1024},
+    {"tiny-h64", Family::kLlama, 128, 2, 2, 2, 64, 256, 1024},
+    {"tiny-h128", Family::kLlama, 256, 2, 4, 2, 128, 320, 1024},
     {"qwen3-0.6b", Family::kQwen3, 1024, 28, 16, 8, 128, 3072, 151669},
     {"qwen3-tiny", Family::kQwen3, 64, 2, 4, 2, 32, 160, 151669},
 };
@@ -177,7 +181,8 @@ nlohmann::json ModelConfigJson(const Preset& p, bool causal_lm, DType dtype) {
 
 int RunMakeModel(int argc, char** argv, int first) {
   cli::FlagSet flags(
-      "rankd-bench make-model --preset 379m|tiny|qwen3-0.6b|qwen3-tiny --out DIR [--dtype "
+      "rankd-bench make-model --preset 379m|tiny|tiny-h64|tiny-h128|qwen3-0.6b|qwen3-tiny --out "
+      "DIR [--dtype "
       "bf16|f32]\n"
       "                       [--seed N]\n"
       "Writes a random-weight model in HF layout: config.json, model.safetensors and the "
@@ -189,7 +194,7 @@ int RunMakeModel(int argc, char** argv, int first) {
   std::string preset_name = "379m", out, dtype_name = "bf16", tokenizer_from;
   int seed = 1;
   bool causal_lm = false;
-  flags.String("preset", &preset_name, "379m, tiny, qwen3-0.6b or qwen3-tiny");
+  flags.String("preset", &preset_name, "379m, tiny, tiny-h64, tiny-h128, qwen3-0.6b or qwen3-tiny");
   flags.String("out", &out, "output directory (created)");
   flags.String("dtype", &dtype_name, "bf16 or f32");
   flags.Int("seed", &seed, "random seed");
@@ -207,7 +212,8 @@ int RunMakeModel(int argc, char** argv, int first) {
   }
   if (preset == nullptr || out.empty() || (dtype_name != "bf16" && dtype_name != "f32")) {
     std::fprintf(stderr,
-                 "make-model: need --preset 379m|tiny|qwen3-0.6b|qwen3-tiny, --out DIR, --dtype "
+                 "make-model: need --preset 379m|tiny|tiny-h64|tiny-h128|qwen3-0.6b|qwen3-tiny, "
+                 "--out DIR, --dtype "
                  "bf16|f32\n");
     return 2;
   }

@@ -24,7 +24,8 @@
 //     then one thread issues the boxes' TMA stores (kAccumulateF32: TMA reduce-adds, so the
 //     residual is read and written in L2, not by the threads) and moves on; the buffer is written
 //     again only after the copy engine has read it (cp.async.bulk.wait_group.read). A tile larger
-//     than the buffer goes out in rounds.
+//     than the buffer goes out in rounds. kStoreBf16Rope first rotates the accumulators of the
+//     rope columns in registers (RopeBlock): a head's dims i and i + D/2 sit in the same thread.
 // Phases: the i-th use of stage s (i = it / kStages, `it` counting K blocks over all of a CTA's
 // tiles) waits full[s] for parity i & 1 and, in the producer, empty[s] for parity (i & 1) ^ 1
 // (a fresh barrier counts as having completed the phase of parity 1, so the first round passes).
@@ -36,6 +37,7 @@
 #include <utility>
 
 #include "kernels/activations.cuh"
+#include "kernels/common.cuh"
 #include "kernels/hopper_gemm.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -50,7 +52,7 @@ namespace {
 constexpr int kBK = kHopperTileK;
 constexpr int kConsumers = 2;  // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
-constexpr int kSwizzleAlign = 1024;     // 8 rows of 128 bytes: one swizzle atom
+constexpr int kSwizzleAlign = 1024;  // 8 rows of 128 bytes: one swizzle atom
 // The ring's and the epilogue buffers' shared memory together (the rest of the 227 KB a CTA may
 // have goes to alignment and the barriers).
 constexpr int kSmemBudget = 224 * 1024;
@@ -71,7 +73,8 @@ struct Cfg {
   // W tile), and each loads 1/CM of W's tile by TMA multicast into all of them.
   static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs");
   // The tile's rows: 256 for kCooperativeTall (128 a consumer), else 128.
-  static constexpr int kBM = S == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
+  static constexpr int kBM =
+      S == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
   static_assert(BN == 128 || BN == 256, "wgmma m64nBNk16 with one TMA box of BN rows");
   static constexpr int kABytes = kBM * kBK * 2;  // X tile, bf16: kBM rows of 128 bytes
   static constexpr int kBBytes = BN * kBK * 2;   // W tile
@@ -183,8 +186,10 @@ __device__ __forceinline__ void MbarArriveCluster(uint32_t bar, uint32_t cta) {
 
 // Every thread of every CTA of the cluster.
 __device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;" ::
+          : "memory");
 }
 
 // wgmma shared-memory matrix descriptor of a K-major tile in the 128-byte swizzle that TMA's
@@ -347,6 +352,48 @@ __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// RoPE of a consumer's kHalves x 64 rows x BN block d (the wgmma fragment: d[hf][4j + q] is row
+// 64 hf + 16 w + l/4 + 8 (q/2), column 8j + 2 (l%4) + q%2) for heads of D = 16 kHalfJ dims: column
+// group j of a head's first half (j % 2kHalfJ < kHalfJ) pairs with group j + kHalfJ in the same
+// thread, and the pair's angles i, i + 1 (i = 8j % D + 2 (l%4)) are one float4 of the table.
+// Only column groups inside [col_lo, col_hi) and rows below m (the table's rows) are rotated.
+// Requires out0 % D == 0 (BN is a multiple of D).
+template <int BN, int kHalves, int kHalfJ>
+__device__ __forceinline__ void RopeBlock(float (&d)[kHalves][BN / 2], const HopperRope& rope,
+                                          int m, int row0, int out0, int w, int l) {
+  constexpr int kD = 16 * kHalfJ;
+  static_assert(BN % kD == 0, "whole heads in a block");
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    if (j % (2 * kHalfJ) >= kHalfJ) continue;  // compile-time once unrolled
+    const int col = out0 + 8 * j;
+    if (col < rope.col_lo || col >= rope.col_hi) continue;
+    const int i0 = 8 * j % kD + 2 * (l % 4);
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        if (row >= m) continue;
+        const float4 cs = *reinterpret_cast<const float4*>(
+            rope.rotations + static_cast<int64_t>(row) * (kD / 2) + i0);
+        const int q = 4 * j + 2 * h, p = 4 * (j + kHalfJ) + 2 * h;
+        // Rounded to bf16 first: the unfused path rotates the GEMM's bf16 output.
+        float x0 = __bfloat162float(__float2bfloat16(d[hf][q]));
+        float y0 = __bfloat162float(__float2bfloat16(d[hf][p]));
+        float x1 = __bfloat162float(__float2bfloat16(d[hf][q + 1]));
+        float y1 = __bfloat162float(__float2bfloat16(d[hf][p + 1]));
+        RotatePair(x0, y0, cs.x, cs.y);
+        RotatePair(x1, y1, cs.z, cs.w);
+        d[hf][q] = x0;
+        d[hf][p] = y0;
+        d[hf][q + 1] = x1;
+        d[hf][p + 1] = y1;
+      }
+    }
+  }
+}
+
 // The epilogue of one consumer's kRows x BN block (d[h]: rows 64h..64h+63, the wgmma fragment)
 // into Y at rows row0.., output columns out0.. (gated: the block's BN/2 outputs). Each round: the
 // buffer free (thread 0 waits for its last stores to have read it), the round's boxes written in
@@ -354,11 +401,20 @@ __device__ __forceinline__ void FenceProxyAsync() {
 // rows a store land in 8 different chunks, no bank conflicts), a proxy fence, then thread 0 issues
 // the boxes' TMA stores and does not wait for them.
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
-__device__ __forceinline__ void Epilogue(const float (&d)[Cfg<E, BN, S, CM>::kHalves][BN / 2],
-                                         const CUtensorMap* y_map, int row0, int out0,
-                                         uint8_t* buf, int c) {
+__device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM>::kHalves][BN / 2],
+                                         const CUtensorMap* y_map, const HopperRope& rope, int m,
+                                         int row0, int out0, uint8_t* buf, int c) {
   using C = Cfg<E, BN, S, CM>;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  if constexpr (E == HopperEpilogue::kStoreBf16Rope) {
+    if (out0 < rope.col_hi && out0 + BN > rope.col_lo) {  // uniform: the block has rope columns
+      if (rope.head_dim == 64) {
+        RopeBlock<BN, C::kHalves, 4>(d, rope, m, row0, out0, w, l);
+      } else {
+        RopeBlock<BN, C::kHalves, 8>(d, rope, m, row0, out0, w, l);
+      }
+    }
+  }
 #pragma unroll
   for (int round = 0; round < C::kRounds; ++round) {
     if (t == 0) BulkWait<true>();
@@ -381,8 +437,9 @@ __device__ __forceinline__ void Epilogue(const float (&d)[Cfg<E, BN, S, CM>::kHa
             *reinterpret_cast<float2*>(p) = make_float2(d[hf][q], d[hf][q + 1]);
           } else if constexpr (IsGated(E)) {
             // d[q] (gate) and d[q + BN/4] (up) are the same row and output column.
-            *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(
-                Gated<E>(d[hf][q], d[hf][q + BN / 4]), Gated<E>(d[hf][q + 1], d[hf][q + 1 + BN / 4]));
+            *reinterpret_cast<__nv_bfloat162*>(p) =
+                __floats2bfloat162_rn(Gated<E>(d[hf][q], d[hf][q + BN / 4]),
+                                      Gated<E>(d[hf][q + 1], d[hf][q + 1 + BN / 4]));
           } else {
             *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(d[hf][q], d[hf][q + 1]);
           }
@@ -409,7 +466,8 @@ template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
 __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
-                     const __grid_constant__ CUtensorMap y_map, int m, int n, int k) {
+                     const __grid_constant__ CUtensorMap y_map, const HopperRope rope, int m, int n,
+                     int k) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM>;
   constexpr bool kPingPong = C::kPingPong;
@@ -461,8 +519,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (CM == 1) {
           TmaLoad2d(b_base + s * C::kBBytes, &w_map, kb * kBK, tn * BN, full_base + 8 * s);
         } else {
-          TmaLoad2dMulticast(b_base + s * C::kBBytes + rank * C::kBLoadRows * 128, &w_map,
-                             kb * kBK, tn * BN + rank * C::kBLoadRows, full_base + 8 * s,
+          TmaLoad2dMulticast(b_base + s * C::kBBytes + rank * C::kBLoadRows * 128, &w_map, kb * kBK,
+                             tn * BN + rank * C::kBLoadRows, full_base + 8 * s,
                              uint16_t{(1u << CM) - 1});
         }
       }
@@ -542,7 +600,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (num_k > 0) release((it - 1) % C::kStages);
     const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
     const int out0 = tn * C::kOutCols;
-    Epilogue<E, BN, S, CM>(d, &y_map, row0, out0, buf, c);
+    Epilogue<E, BN, S, CM>(d, &y_map, rope, m, row0, out0, buf, c);
   }
   // The shared memory must outlive the copy engine's reads of it, and the stores must be done
   // when the kernel is.
@@ -551,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Not built for sm_90a: this static shared memory (the sm_90a body has none) is the marker that
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
-  reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] = m + n + k;
+  reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] = m + n + k + rope.head_dim;
 #endif
 }
 
@@ -660,8 +718,8 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
   config.stream = stream;
   config.attrs = cluster_attr;
   config.numAttrs = CM > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, plan.x_map, plan.w_map, plan.y_map, plan.m, plan.n,
-                            plan.k);
+  return cudaLaunchKernelEx(&config, kernel, plan.x_map, plan.w_map, plan.y_map, plan.rope, plan.m,
+                            plan.n, plan.k);
 }
 
 template <HopperEpilogue E, int BN, HopperSchedule S>
@@ -731,15 +789,16 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
     // The tile whose waves take less time, a 256-wide tile costing kTile256Cost 128-wide ones.
     const int64_t waves128 = (Tiles(m, n, tile_m, 128) + sms - 1) / sms;
     const int64_t waves256 = (Tiles(m, n, tile_m, 256) + sms - 1) / sms;
-    tile_n = !gated && schedule == HopperSchedule::kCooperative &&
-                     waves256 * kTile256Cost < waves128
-                 ? 256
-                 : 128;
+    tile_n =
+        !gated && schedule == HopperSchedule::kCooperative && waves256 * kTile256Cost < waves128
+            ? 256
+            : 128;
   }
   plan->m = m;
   plan->n = n;
   plan->k = k;
   plan->epilogue = epilogue;
+  plan->rope = HopperRope{};
   if (cluster == 0) cluster = kHopperDefaultCluster;
   plan->tile_n = tile_n;
   plan->schedule = schedule;
@@ -747,8 +806,9 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   // An empty X (m == 0) launches nothing; its descriptors would be invalid (a zero dimension).
   // W's boxes: the rows a CTA loads, tile_n / cluster.
   const int w_box_rows = tile_n / cluster;
-  if (m == 0) return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, w_box_rows,
-                                  &plan->w_map);
+  if (m == 0)
+    return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, w_box_rows,
+                        &plan->w_map);
   const bool f32_out = epilogue == HopperEpilogue::kAccumulateF32;
   // The output's boxes: the rows of a consumer's block (64 cooperative, 128 ping-pong and tall).
   const int y_box_rows = ping_pong ? tile_m : tile_m / kConsumers;
@@ -762,6 +822,17 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
                                 &plan->y_map)
                  : EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, y, m,
                                 gated ? n / 2 : n, y_box_rows, &plan->y_map);
+}
+
+cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int col_lo, int col_hi,
+                              int head_dim) {
+  if (plan == nullptr || plan->epilogue != HopperEpilogue::kStoreBf16Rope || rotations == nullptr ||
+      !Aligned16(rotations) || (head_dim != 64 && head_dim != 128) || col_lo < 0 ||
+      col_lo > col_hi || col_hi > plan->n || col_lo % head_dim != 0 || col_hi % head_dim != 0) {
+    return cudaErrorInvalidValue;
+  }
+  plan->rope = HopperRope{rotations, col_lo, col_hi, head_dim};
+  return cudaSuccess;
 }
 
 cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, cudaStream_t stream) {
@@ -778,6 +849,9 @@ cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, cudaStream_t stream) {
       return LaunchTile<HopperEpilogue::kSwiGlu>(plan, sms, stream);
     case HopperEpilogue::kGeGlu:
       return LaunchTile<HopperEpilogue::kGeGlu>(plan, sms, stream);
+    case HopperEpilogue::kStoreBf16Rope:
+      if (plan.rope.rotations == nullptr) return cudaErrorInvalidValue;
+      return LaunchTile<HopperEpilogue::kStoreBf16Rope>(plan, sms, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -12,6 +12,9 @@
 //                                                          o_proj, down_proj, done in L2)
 //   kSwiGlu/kGeGlu  Y [M, N/2] bf16 = act(gate) * up     (gate_up with its rows interleaved by
 //                   InterleaveGateUp: gate and up stay in registers, never in memory)
+//   kStoreBf16Rope  Y [M, N] bf16  = acc, the columns of HopperRope's range rotated by RoPE
+//                   (rotate_half within heads, row r by rotations[r]): qkv with its k heads
+//                   rotated as kernels/qkv_rope.cu would, without the pass over k in memory
 // The gated epilogues round gate and up to bf16 before the activation, as the unfused path
 // (cuBLASLt's bf16 gate_up, then kernels/swiglu.cu) does, and use the same fp32 activation.
 // cuBLASLt (rankd/backend/cuda/gemm.h) remains the fallback: every launcher reports
@@ -27,8 +30,8 @@
 
 namespace rankd::kernels {
 
-enum class HopperEpilogue { kStoreBf16, kAccumulateF32, kSwiGlu, kGeGlu };
-// For messages: "store", "residual add", "SwiGLU", "GeGLU".
+enum class HopperEpilogue { kStoreBf16, kAccumulateF32, kSwiGlu, kGeGlu, kStoreBf16Rope };
+// For messages: "store", "residual add", "SwiGLU", "GeGLU", "store + RoPE".
 inline const char* HopperEpilogueName(HopperEpilogue e) {
   switch (e) {
     case HopperEpilogue::kStoreBf16:
@@ -39,6 +42,8 @@ inline const char* HopperEpilogueName(HopperEpilogue e) {
       return "SwiGLU";
     case HopperEpilogue::kGeGlu:
       return "GeGLU";
+    case HopperEpilogue::kStoreBf16Rope:
+      return "store + RoPE";
   }
   return "?";
 }
@@ -58,6 +63,17 @@ inline constexpr int kHopperGluHalf = kHopperGluTileN / 2;
 // both, so W's L2 traffic is halved; 1 runs every CTA alone.
 inline constexpr int kHopperDefaultCluster = 1;
 
+// kStoreBf16Rope's rotation: output columns [col_lo, col_hi) are heads of head_dim dims (64 or
+// 128), each rotated in rotate_half layout: dims i and i + head_dim/2 of row r by the angle whose
+// (cos, sin) is rotations[r * head_dim/2 + i] (kernels/qkv_rope.cuh's LaunchRopeRotations table),
+// after the accumulators are rounded to bf16, in fp32, then rounded again: bit for bit what the
+// GEMM's bf16 output followed by LaunchQkvRope gives those columns.
+struct HopperRope {
+  const float2* rotations = nullptr;  // [M, head_dim / 2] fp32 (cos, sin), 16-byte aligned
+  int col_lo = 0, col_hi = 0;         // multiples of head_dim, 0 <= col_lo <= col_hi <= N
+  int head_dim = 0;
+};
+
 // One launch's TMA descriptors and shape: X [m, k] and W [n, k], both bf16 row-major, the output
 // Y, the epilogue, the tile's N and the schedule. Building it costs one host-side driver call per
 // tensor (no GPU work); a caller that launches the same operands repeatedly (a weight and
@@ -72,6 +88,7 @@ struct HopperGemmPlan {
   int tile_n = 128;
   HopperSchedule schedule = HopperSchedule::kPingPong;
   int cluster = 1;  // CTAs a cluster, 1 or 2
+  HopperRope rope;  // kStoreBf16Rope only (SetHopperGemmRope)
 };
 
 // Fills `plan` for y (16-byte aligned): bf16 [m, n] for kStoreBf16, fp32 [m, n] (read and
@@ -87,6 +104,12 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
                                int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
                                int tile_n = 0, HopperSchedule schedule = HopperSchedule::kAuto,
                                int cluster = 0);
+
+// Sets a kStoreBf16Rope plan's rotation (HopperRope above). cudaErrorInvalidValue for another
+// epilogue, a head_dim other than 64 or 128, a range that is not whole heads inside [0, N], or
+// rotations that are null or not 16-byte aligned. A kStoreBf16Rope plan launches only once set.
+cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int col_lo, int col_hi,
+                              int head_dim);
 
 // Launches `plan`. cudaErrorNotSupported on a device that is not sm_90 or when this build has no
 // sm_90a code for the kernel (the caller falls back to cuBLASLt). m == 0 launches nothing. Never

@@ -62,7 +62,8 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
   for (auto [name, value] :
        {std::pair{"RANKD_CUDA_STATS", &c.stats}, std::pair{"RANKD_CUDA_PROFILE", &c.profile},
         std::pair{"RANKD_CUDA_GEMM_TUNE", &c.gemm_tune},
-        std::pair{"RANKD_CUDA_FUSE_Q_ROPE", &c.fuse_q_rope}}) {
+        std::pair{"RANKD_CUDA_FUSE_Q_ROPE", &c.fuse_q_rope},
+        std::pair{"RANKD_CUDA_FUSE_K_ROPE", &c.fuse_k_rope}}) {
     if (absl::Status s = flag(name, value); !s.ok()) return s;
   }
   if (const char* v = getenv("RANKD_CUDA_OWN_GEMM"); v != nullptr) {
@@ -73,6 +74,15 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
           absl::StrCat("RANKD_CUDA_OWN_GEMM: '", s, "' is not 0, 1 or auto"));
     }
     c.own_gemm = s == "auto" ? OwnGemm::kAuto : s == "1" ? OwnGemm::kOn : OwnGemm::kOff;
+  }
+  if (const char* v = getenv("RANKD_CUDA_OWN_GEMM_VARIANTS"); v != nullptr) {
+    using OwnVariants = BackendOptions::CudaSwitches::OwnVariants;
+    const std::string s(v);
+    if (s != "pingpong" && s != "all") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RANKD_CUDA_OWN_GEMM_VARIANTS: '", s, "' is not pingpong or all"));
+    }
+    c.own_gemm_variants = s == "all" ? OwnVariants::kAll : OwnVariants::kPingPong;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
   if (const char* v = getenv("RANKD_CUDA_FP8_LINEARS"); v != nullptr) {

@@ -40,7 +40,9 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_GEMM_TUNE", "0"},
                                                {"RANKD_CUDA_GEMM_CANDIDATES", "16"},
                                                {"RANKD_CUDA_FUSE_Q_ROPE", "0"},
+                                               {"RANKD_CUDA_FUSE_K_ROPE", "1"},
                                                {"RANKD_CUDA_OWN_GEMM", "1"},
+                                               {"RANKD_CUDA_OWN_GEMM_VARIANTS", "all"},
                                                {"RANKD_CUDA_FP8_LINEARS", "qkv, down"}}))
                   .ok());
   EXPECT_FALSE(o.cuda_graphs);
@@ -50,7 +52,13 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.gemm_tune);
   EXPECT_EQ(o.cuda.gemm_candidates, 16);
   EXPECT_FALSE(o.cuda.fuse_q_rope);
+  EXPECT_TRUE(o.cuda.fuse_k_rope);
   EXPECT_EQ(o.cuda.own_gemm, BackendOptions::CudaSwitches::OwnGemm::kOn);
+  EXPECT_EQ(o.cuda.own_gemm_variants, BackendOptions::CudaSwitches::OwnVariants::kAll);
+  // Not yet measured on a GPU: off, and ping-pong alone, unless set.
+  EXPECT_FALSE(BackendOptions{}.cuda.fuse_k_rope);
+  EXPECT_EQ(BackendOptions{}.cuda.own_gemm_variants,
+            BackendOptions::CudaSwitches::OwnVariants::kPingPong);
   EXPECT_TRUE(o.cuda.fp8_linears.qkv);
   EXPECT_FALSE(o.cuda.fp8_linears.o_proj);
   EXPECT_FALSE(o.cuda.fp8_linears.gate_up);
@@ -90,7 +98,11 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_GEMM_CANDIDATES", "eight"}}));
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_GEMM_CANDIDATES: 'eight'"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_OWN_GEMM", "yes"}}));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_OWN_GEMM: 'yes' is not 0, 1 or auto"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_OWN_GEMM: 'yes' is not 0, 1 or auto"));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_OWN_GEMM_VARIANTS", "some"}}));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_OWN_GEMM_VARIANTS: 'some' is not pingpong or all"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_PROFILE_SKIP", "-1"}}));
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_PROFILE_SKIP"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_FP8_LINEARS", "qkv,attention"}}));

@@ -125,11 +125,17 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
 }
 
-// (3 layers x 9 implementations + gate_up x 7) x 2 token counts; X, W and the output once (fp32
-// read and written for o_proj and down, the gated product for gate_up); 2 M N K FLOPs.
+// (4 layers x 9 implementations + gate_up x 7) x 2 token counts; X, W and the output once (fp32
+// read and written for o_proj and down, the gated product for gate_up, qkv+krope's rotation
+// table too); 2 M N K FLOPs.
 TEST(KernelCasesTest, GemmsOfQwen3) {
   const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
-  EXPECT_EQ(cases.size(), 68u);
+  EXPECT_EQ(cases.size(), 86u);
+  const KernelCase& rope = Find(cases, Kernel::kGemm, "qkv+krope owntallc2 T=512");
+  EXPECT_EQ(rope.gemm_layer, GemmLayer::kQkvRope);
+  EXPECT_EQ(rope.gemm_cluster, 2);
+  EXPECT_DOUBLE_EQ(rope.bytes,
+                   512.0 * 1024 * 2 + 4096.0 * 1024 * 2 + 512.0 * 4096 * 2 + 512.0 * 128 * 4);
   const KernelCase& qkv = Find(cases, Kernel::kGemm, "qkv own256 T=7500");
   EXPECT_EQ(qkv.gemm_tile_n, 256);
   EXPECT_EQ(qkv.gemm_schedule, GemmSchedule::kCooperative);
@@ -179,8 +185,8 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs.
-  EXPECT_EQ(cases->size(), 14u + 6u + 38u + 38u);
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 86 each).
+  EXPECT_EQ(cases->size(), 14u + 6u + 86u + 86u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());

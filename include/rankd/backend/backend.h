@@ -142,6 +142,15 @@ struct BackendOptions {
     bool gemm_tune = true;    // RANKD_CUDA_GEMM_TUNE=0: cuBLASLt's first heuristic pick
     int gemm_candidates = 0;  // RANKD_CUDA_GEMM_CANDIDATES: candidates timed (0: the default, 8)
     bool fuse_q_rope = true;  // RANKD_CUDA_FUSE_Q_ROPE=0: RoPE of q in its own kernel
+    // RANKD_CUDA_FUSE_K_ROPE=1: RoPE of k in the qkv GEMM's epilogue (the Hopper GEMM's
+    // kStoreBf16Rope) instead of its own kernel. Off until an H200 A/B has measured it.
+    bool fuse_k_rope = false;
+    // RANKD_CUDA_OWN_GEMM_VARIANTS: the Hopper GEMM variants that RANKD_CUDA_OWN_GEMM=auto times
+    // against cuBLASLt per layer shape: "pingpong" (the default) or "all" (ping-pong, cooperative
+    // and tall, each alone and in clusters of 2 CTAs). The default stays until an H200 A/B has
+    // measured "all".
+    enum class OwnVariants { kPingPong, kAll };
+    OwnVariants own_gemm_variants = OwnVariants::kPingPong;
     // RANKD_CUDA_OWN_GEMM: which GEMM runs the bf16 linear layers on sm_90a. rankd's Hopper GEMM
     // (kernels/hopper_gemm: SwiGLU/GeGLU fused into gate_up, the residual adds into o_proj and
     // down) or cuBLASLt (the epilogues in kernels of their own). "auto" (unset): per layer shape

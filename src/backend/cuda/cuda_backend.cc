@@ -1,14 +1,38 @@
 #include "rankd/backend/cuda/cuda_backend.h"
 
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kernels/embedding.cuh"
+#include "kernels/gather_rows.cuh"
+#include "kernels/hopper_gemm.cuh"
+#include "kernels/kv_layers.cuh"
 #include "kernels/prefix_attention.cuh"
+#include "kernels/qkv_rope.cuh"
+#include "kernels/quantize_fp8.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
 #include "rankd/backend/cuda/cuda_status.h"
+#include "rankd/backend/cuda/cuda_weights.h"
+#include "rankd/backend/cuda/device_arena.h"
+#include "rankd/backend/cuda/gemm.h"
+#include "rankd/backend/cuda/graph_cache.h"
+#include "rankd/backend/cuda/pass_plan.h"
+#include "rankd/backend/cuda/stage_profiler.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/safetensors.h"
@@ -46,18 +70,31 @@ CudaBackend::OwnUse CudaBackend::OwnGemmUse() const {
   return OwnUse::kNever;
 }
 
+cudaError_t CudaBackend::MakeOwnPlan(const bf16* x, const bf16* w, void* y, int rows, int in,
+                                     int out, kernels::HopperEpilogue epilogue,
+                                     const OwnVariant& variant,
+                                     kernels::HopperGemmPlan* plan) const {
+  cudaError_t e = kernels::MakeHopperGemmPlan(x, w, y, rows, out, in, epilogue, plan,
+                                              variant.tile_n, variant.schedule, variant.cluster);
+  if (e == cudaSuccess && epilogue == kernels::HopperEpilogue::kStoreBf16Rope) {
+    const int q = config_.q_width();
+    e = kernels::SetHopperGemmRope(plan, rotations_, q, q + config_.kv_width(), config_.head_dim);
+  }
+  return e;
+}
+
 absl::Status CudaBackend::OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
-                                  kernels::HopperEpilogue epilogue, void* y) {
+                                  kernels::HopperEpilogue epilogue, const OwnVariant& variant,
+                                  void* y) {
   if (rows == 0) return absl::OkStatus();
-  // Keyed by the operands' addresses and shape: the same key is the same descriptors.
+  // Keyed by the operands' addresses, shape and variant: the same key is the same descriptors.
   constexpr size_t kMaxOwnPlans = 4096;
-  const OwnGemmKey key{x, w, y, rows, in, out, epilogue};
+  const OwnGemmKey key{x, w, y, rotations_, rows, in, out, epilogue, variant.Key()};
   auto it = own_plans_.find(key);
   if (it == own_plans_.end()) {
     if (own_plans_.size() >= kMaxOwnPlans) own_plans_.clear();
     kernels::HopperGemmPlan plan;
-    RANKD_CUDA_RETURN_IF_ERROR(
-        kernels::MakeHopperGemmPlan(x, w, y, rows, out, in, epilogue, &plan));
+    RANKD_CUDA_RETURN_IF_ERROR(MakeOwnPlan(x, w, y, rows, in, out, epilogue, variant, &plan));
     it = own_plans_.emplace(key, plan).first;
   }
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(it->second, ctx_->stream()));
@@ -70,6 +107,13 @@ absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, i
   switch (epilogue) {
     case kernels::HopperEpilogue::kStoreBf16:
       return gemm_->Linear(x, w, rows, in, out, static_cast<bf16*>(y), s);
+    case kernels::HopperEpilogue::kStoreBf16Rope: {
+      RANKD_RETURN_IF_ERROR(gemm_->Linear(x, w, rows, in, out, static_cast<bf16*>(y), s));
+      kernels::QkvRopeParams r = rope_unfused_;
+      r.qkv = static_cast<bf16*>(y);
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
+      return absl::OkStatus();
+    }
     case kernels::HopperEpilogue::kAccumulateF32:
       return gemm_->LinearAccumulate(x, w, rows, in, out, static_cast<float*>(y), s);
     case kernels::HopperEpilogue::kSwiGlu:
@@ -85,25 +129,47 @@ absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, i
   return absl::InternalError("unknown GEMM epilogue");
 }
 
-absl::StatusOr<bool> CudaBackend::OwnFor(const bf16* x, const bf16* w, int rows, int in, int out,
-                                         kernels::HopperEpilogue epilogue) {
-  if (own_use_ != OwnUse::kTimed || rows == 0) return own_use_ == OwnUse::kAlways;
+// The Hopper GEMM variants that kTimed tries on each layer shape: ping-pong alone (the first,
+// what RANKD_CUDA_OWN_GEMM_VARIANTS=pingpong times), or each schedule alone and in clusters of 2
+// (W's tile multicast to both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for
+// its waves (128 or 256; 128 for the gated epilogues). bench/RESULTS.md (2026-12-02, per-layer
+// table): which schedule wins differs by layer and model.
+constexpr struct {
+  kernels::HopperSchedule schedule;
+  int cluster;
+  const char* name;
+} kOwnVariants[] = {
+    {kernels::HopperSchedule::kPingPong, 1, "ping-pong"},
+    {kernels::HopperSchedule::kPingPong, 2, "ping-pong c2"},
+    {kernels::HopperSchedule::kCooperative, 1, "cooperative"},
+    {kernels::HopperSchedule::kCooperative, 2, "cooperative c2"},
+    {kernels::HopperSchedule::kCooperativeTall, 1, "tall"},
+    {kernels::HopperSchedule::kCooperativeTall, 2, "tall c2"},
+};
+constexpr int kNumOwnVariants = sizeof(kOwnVariants) / sizeof(kOwnVariants[0]);
+
+absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
+    const bf16* x, const bf16* w, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
+  if (own_use_ == OwnUse::kNever || rows == 0) return std::nullopt;
+  if (own_use_ == OwnUse::kAlways) return OwnVariant{};
   const auto key = std::make_tuple(epilogue, rows, in, out);
-  if (auto it = own_faster_.find(key); it != own_faster_.end()) return it->second;
+  if (auto it = own_choice_.find(key); it != own_choice_.end()) return it->second;
   cudaStream_t s = ctx_->stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(s, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return false;
+  if (capture != cudaStreamCaptureStatusNone) return std::nullopt;
   // Scratch outputs (and gate_up's bf16 product for cuBLASLt), so that the timed runs write
   // nothing the pass reads: y [rows, out] fp32 or bf16 ([rows, out/2] gated), then wide.
-  const bool gated = epilogue == kernels::HopperEpilogue::kSwiGlu ||
-                     epilogue == kernels::HopperEpilogue::kGeGlu;
+  const bool gated =
+      epilogue == kernels::HopperEpilogue::kSwiGlu || epilogue == kernels::HopperEpilogue::kGeGlu;
   const size_t y_bytes = static_cast<size_t>(rows) * out *
                          (epilogue == kernels::HopperEpilogue::kAccumulateF32 ? 4 : 2);
   const size_t wide_offset = (y_bytes + 255) / 256 * 256;
   const size_t bytes = wide_offset + (gated ? static_cast<size_t>(rows) * out * 2 : 0);
   char* scratch = nullptr;
-  cudaEvent_t marks[3] = {};
+  // marks[v] .. marks[v + 1] time candidate v: the variants of kOwnVariants, then cuBLASLt.
+  constexpr int kCandidates = kNumOwnVariants + 1;
+  cudaEvent_t marks[kCandidates + 1] = {};
   absl::Cleanup release = [&] {
     for (cudaEvent_t e : marks) {
       if (e != nullptr) cudaEventDestroy(e);
@@ -113,42 +179,70 @@ absl::StatusOr<bool> CudaBackend::OwnFor(const bf16* x, const bf16* w, int rows,
   RANKD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&scratch), bytes, s));
   RANKD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, bytes, s));
   for (cudaEvent_t& e : marks) RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
-  kernels::HopperGemmPlan plan;
-  RANKD_CUDA_RETURN_IF_ERROR(
-      kernels::MakeHopperGemmPlan(x, w, scratch, rows, out, in, epilogue, &plan));
   bf16* wide = reinterpret_cast<bf16*>(scratch + wide_offset);
-  auto own = [&]() -> absl::Status {
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(plan, s));
-    return absl::OkStatus();
-  };
+  // A variant the device or build cannot run (cudaErrorNotSupported from its plan or its first
+  // launch, e.g. no cluster of 2 fits) is left out; any other error is the pass's.
+  kernels::HopperGemmPlan plans[kNumOwnVariants];
+  bool runs[kNumOwnVariants] = {};
+  const int variants =
+      switches_.own_gemm_variants == backend::BackendOptions::CudaSwitches::OwnVariants::kAll
+          ? kNumOwnVariants
+          : 1;
+  for (int v = 0; v < variants; ++v) {
+    cudaError_t e = MakeOwnPlan(x, w, scratch, rows, in, out, epilogue,
+                                {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster}, &plans[v]);
+    if (e == cudaSuccess) e = kernels::LaunchHopperGemm(plans[v], s);
+    if (e == cudaErrorNotSupported) continue;
+    RANKD_CUDA_RETURN_IF_ERROR(e);
+    runs[v] = true;
+  }
   auto theirs = [&] { return CublasLinear(x, w, rows, in, out, epilogue, scratch, wide); };
-  // One untimed run each (cuBLASLt tunes its algorithm on its first), then kRuns each.
+  // One untimed run each (above; cuBLASLt tunes its algorithm on its first), then kRuns each.
   constexpr int kRuns = 5;
-  RANKD_RETURN_IF_ERROR(own());
   RANKD_RETURN_IF_ERROR(theirs());
-  RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[0], s));
-  for (int r = 0; r < kRuns; ++r) RANKD_RETURN_IF_ERROR(own());
-  RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[1], s));
-  for (int r = 0; r < kRuns; ++r) RANKD_RETURN_IF_ERROR(theirs());
-  RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[2], s));
-  RANKD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks[2]));
-  float own_ms = 0, theirs_ms = 0;
-  RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&own_ms, marks[0], marks[1]));
-  RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&theirs_ms, marks[1], marks[2]));
-  const bool faster = own_ms < theirs_ms;
-  own_faster_.emplace(key, faster);
+  for (int v = 0; v < kCandidates; ++v) {
+    RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[v], s));
+    for (int r = 0; r < kRuns; ++r) {
+      if (v == kNumOwnVariants) {
+        RANKD_RETURN_IF_ERROR(theirs());
+      } else if (runs[v]) {
+        RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(plans[v], s));
+      }
+    }
+  }
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[kCandidates], s));
+  RANKD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(marks[kCandidates]));
+  float ms[kCandidates] = {};
+  for (int v = 0; v < kCandidates; ++v) {
+    RANKD_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms[v], marks[v], marks[v + 1]));
+  }
+  int best = kNumOwnVariants;  // cuBLASLt unless a variant is faster
+  std::string times;
+  for (int v = 0; v < kNumOwnVariants; ++v) {
+    if (!runs[v]) continue;
+    absl::StrAppend(&times, kOwnVariants[v].name, " ", absl::StrFormat("%.1f", 1e3 * ms[v] / kRuns),
+                    " us, ");
+    if (ms[v] < ms[best]) best = v;
+  }
+  std::optional<OwnVariant> choice;
+  if (best < kNumOwnVariants) {
+    choice = OwnVariant{plans[best].tile_n, plans[best].schedule, plans[best].cluster};
+  }
+  own_choice_.emplace(key, choice);
   spdlog::info(
-      "cuda backend: the {} GEMM of {} rows, {} -> {}: Hopper GEMM {:.1f} us, cuBLASLt {:.1f} us "
+      "cuda backend: the {} GEMM of {} rows, {} -> {}: Hopper GEMM {}cuBLASLt {:.1f} us "
       "(epilogue included): {} for this shape",
-      kernels::HopperEpilogueName(epilogue), rows, in, out, 1e3 * own_ms / kRuns,
-      1e3 * theirs_ms / kRuns, faster ? "the Hopper GEMM" : "cuBLASLt");
-  return faster;
+      kernels::HopperEpilogueName(epilogue), rows, in, out, times,
+      1e3 * ms[kNumOwnVariants] / kRuns,
+      choice ? absl::StrCat("the Hopper GEMM (", kOwnVariants[best].name, ")") : "cuBLASLt");
+  return choice;
 }
 
 absl::Status CudaBackend::Linear(const bf16* x, const bf16* w, int rows, int in, int out,
                                  kernels::HopperEpilogue epilogue, void* y) {
-  RANKD_ASSIGN_OR_RETURN(const bool own, OwnFor(x, w, rows, in, out, epilogue));
-  return own ? OwnGemm(x, w, rows, in, out, epilogue, y)
+  RANKD_ASSIGN_OR_RETURN(const std::optional<OwnVariant> own,
+                         OwnFor(x, w, rows, in, out, epilogue));
+  return own ? OwnGemm(x, w, rows, in, out, epilogue, *own, y)
              : CublasLinear(x, w, rows, in, out, epilogue, y, wide_);
 }
 
@@ -157,13 +251,16 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   gate_up_half_ = own_use_ == OwnUse::kNever ? 0 : kernels::kHopperGluHalf;
   RANKD_ASSIGN_OR_RETURN(
       weights_,
-      UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_, switches_.fp8_linears,
-                    own_use_ != OwnUse::kNever ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
+      UploadWeights(
+          config_, head_, st, kGemmWorkspaceBytes, precision_, switches_.fp8_linears,
+          own_use_ != OwnUse::kNever ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
+  k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && own_use_ != OwnUse::kNever &&
+                    (config_.head_dim == 64 || config_.head_dim == 128);
   embed_scale_ = model::Bf16ToF32(model::F32ToBf16(config_.embedding_scale()));
   if (attention_blocks_ <= 0) {
     return absl::InternalError("cannot size the attention kernel's grid on this device");
@@ -382,11 +479,13 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   spdlog::info(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
-      "fuse_q_rope {}, own_gemm {} ({}){}",
+      "fuse_q_rope {}, fuse_k_rope {}, own_gemm {} ({}, variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
-      sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope,
+      sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
       OwnGemmName(sw.own_gemm), backend->own_gemm() ? "may run" : "not in use",
+      sw.own_gemm_variants == backend::BackendOptions::CudaSwitches::OwnVariants::kAll ? "all"
+                                                                                       : "pingpong",
       precision == Precision::kFp8 ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears))
                                    : "");
   return backend;

@@ -13,12 +13,14 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/hopper_gemm.cuh"
 #include "kernels/kv_layers.cuh"
+#include "kernels/qkv_rope.cuh"
 #include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/backend/cuda/cuda_weights.h"
 #include "rankd/backend/cuda/device_arena.h"
@@ -74,12 +76,12 @@ class CudaBackend final : public backend::Backend {
     graphs_.Clear();
     if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
     int own_shapes = 0;
-    for (const auto& [shape, own] : own_faster_) own_shapes += own;
+    for (const auto& [shape, own] : own_choice_) own_shapes += own.has_value();
     const std::string line = absl::StrCat(
         "cuda backend stats: ", graphs_.Summary(),
         own_use_ == OwnUse::kTimed
             ? absl::StrCat(", linear shapes timed: ", own_shapes, " on the Hopper GEMM, ",
-                           own_faster_.size() - own_shapes, " on cuBLASLt")
+                           own_choice_.size() - own_shapes, " on cuBLASLt")
             : "");
     spdlog::info("{}", line);
     if (switches_.stats || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
@@ -113,6 +115,7 @@ class CudaBackend final : public backend::Backend {
     s.prefix_pool_used_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrUsedMemCurrent);
     s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
     s.own_gemm = own_gemm();
+    s.k_rope_in_gemm = k_rope_in_gemm_;
     return s;
   }
 
@@ -137,19 +140,33 @@ class CudaBackend final : public backend::Backend {
   // build or the model does not take the Hopper GEMM (said in the log when it was asked for).
   enum class OwnUse { kNever, kAlways, kTimed };
   OwnUse OwnGemmUse() const;
-  // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue`.
+  // A configuration of the Hopper GEMM (HopperGemmPlan's choices): tile_n 0 and kAuto, cluster 0
+  // leave them to MakeHopperGemmPlan.
+  struct OwnVariant {
+    int tile_n = 0;
+    kernels::HopperSchedule schedule = kernels::HopperSchedule::kAuto;
+    int cluster = 0;
+    auto Key() const { return std::make_tuple(tile_n, static_cast<int>(schedule), cluster); }
+  };
+  // The Hopper GEMM's plan for these operands as `variant` (kStoreBf16Rope: the k heads of
+  // rotations_).
+  cudaError_t MakeOwnPlan(const bf16* x, const bf16* w, void* y, int rows, int in, int out,
+                          kernels::HopperEpilogue epilogue, const OwnVariant& variant,
+                          kernels::HopperGemmPlan* plan) const;
+  // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue`, as `variant`.
   absl::Status OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
-                       kernels::HopperEpilogue epilogue, void* y);
+                       kernels::HopperEpilogue epilogue, const OwnVariant& variant, void* y);
   // The same layer's work on cuBLASLt: the GEMM, and for the gated epilogues the activation
   // kernel after it (gate_up [rows, out] in `wide`, in the weights' gate_up layout; y [rows,
   // out/2]).
   absl::Status CublasLinear(const bf16* x, const bf16* w, int rows, int in, int out,
                             kernels::HopperEpilogue epilogue, void* y, bf16* wide);
-  // Whether the layer shape runs on the Hopper GEMM (own_use_). kTimed: the first time the shape
-  // runs outside graph capture, both run on scratch outputs and the faster is kept; during a
-  // capture, a shape not timed yet takes cuBLASLt.
-  absl::StatusOr<bool> OwnFor(const bf16* x, const bf16* w, int rows, int in, int out,
-                              kernels::HopperEpilogue epilogue);
+  // The Hopper GEMM variant the layer shape runs on, or none for cuBLASLt (own_use_). kAlways: the
+  // plan's defaults. kTimed: the first time the shape runs outside graph capture, every variant of
+  // kOwnVariants and cuBLASLt run on scratch outputs and the fastest is kept; during a capture, a
+  // shape not timed yet takes cuBLASLt.
+  absl::StatusOr<std::optional<OwnVariant>> OwnFor(const bf16* x, const bf16* w, int rows, int in,
+                                                   int out, kernels::HopperEpilogue epilogue);
   // y = x . w^T with `epilogue` (kStoreBf16, kAccumulateF32) on the GEMM OwnFor picks.
   absl::Status Linear(const bf16* x, const bf16* w, int rows, int in, int out,
                       kernels::HopperEpilogue epilogue, void* y);
@@ -175,6 +192,14 @@ class CudaBackend final : public backend::Backend {
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
   bool q_rope_in_attention_ = false;
+  // RoPE of k happens in the qkv GEMM's epilogue (kStoreBf16Rope) where the Hopper GEMM may run,
+  // q is rotated in attention, the head is 64 or 128 wide and the pass fills no cache: the QkvRope
+  // kernel then does not run (or runs inside CublasLinear, where cuBLASLt is the faster).
+  // RANKD_CUDA_FUSE_K_ROPE=1 turns it on (off by default until measured).
+  bool k_rope_in_gemm_ = false;
+  // The QkvRope launch that kStoreBf16Rope stands for (its qkv set to the output), for the layer
+  // being run: what CublasLinear runs after cuBLASLt's GEMM for that epilogue.
+  kernels::QkvRopeParams rope_unfused_;
   // What token embeddings are multiplied by: the model's embedding scale rounded to bf16, as HF's
   // bf16 Gemma rounds it (1 for the others).
   float embed_scale_ = 1.0f;
@@ -214,9 +239,10 @@ class CudaBackend final : public backend::Backend {
   // shape (epilogue, rows, in, out: true when the Hopper GEMM was faster), under ctx_->mu().
   OwnUse own_use_ = OwnUse::kNever;
   int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
-  std::map<std::tuple<kernels::HopperEpilogue, int, int, int>, bool> own_faster_;
-  using OwnGemmKey =
-      std::tuple<const void*, const void*, const void*, int, int, int, kernels::HopperEpilogue>;
+  std::map<std::tuple<kernels::HopperEpilogue, int, int, int>, std::optional<OwnVariant>>
+      own_choice_;
+  using OwnGemmKey = std::tuple<const void*, const void*, const void*, const void*, int, int, int,
+                                kernels::HopperEpilogue, std::tuple<int, int, int>>;
   std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
 };
 

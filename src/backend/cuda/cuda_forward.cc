@@ -90,10 +90,6 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     const bool last = l == config_.num_layers - 1;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t, fp8_qkv)));
     RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb, fp8_qkv));
-    RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kQkvGemm, 2 * t * h * w3,
-             e(fp8_qkv) * (t * h + w3 * h) + sc(t, fp8_qkv) + sc(w3, fp8_qkv) + 2 * t * w3));
-    RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
     kernels::QkvRopeParams r;
     r.qkv = wide_;
     r.bias = w.bqkv;
@@ -110,9 +106,21 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     r.head_dim = D;
     r.eps = eps;
     RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kQkvRope, 0,
-             4 * t * ((q_rope_in_attention_ ? 0 : q) + kv) + (encode ? 4 * t * kv : 0)));
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
+        Mark(Stage::kQkvGemm, 2 * t * h * w3,
+             e(fp8_qkv) * (t * h + w3 * h) + sc(t, fp8_qkv) + sc(w3, fp8_qkv) + 2 * t * w3));
+    if (k_rope_in_gemm_ && !encode && !fp8_qkv) {
+      // k rotated in the GEMM's epilogue (or, where cuBLASLt is the faster, by QkvRope right
+      // after it: the profile counts either in the qkv GEMM's stage).
+      rope_unfused_ = r;
+      RANKD_RETURN_IF_ERROR(
+          Linear(normed_, w.wqkv, Tb, H, W, kernels::HopperEpilogue::kStoreBf16Rope, wide_));
+    } else {
+      RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
+      RANKD_RETURN_IF_ERROR(
+          Mark(Stage::kQkvRope, 0,
+               4 * t * ((q_rope_in_attention_ ? 0 : q) + kv) + (encode ? 4 * t * kv : 0)));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
+    }
     if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
 
     kernels::PrefixAttentionParams a;
@@ -178,7 +186,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
     const kernels::HopperEpilogue gated =
         gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu;
-    bool own_gate_up = false;
+    std::optional<OwnVariant> own_gate_up;
     if (!fp8_gate_up && !fp8_down) {
       RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(normed_, w.w_gate_up, rows, H, 2 * I, gated));
     }
@@ -188,7 +196,8 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
                                e(fp8_gate_up) * (live * h + 2 * i * h) + sc(live, fp8_gate_up) +
                                    sc(2 * i, fp8_gate_up) + (own_gate_up ? 2 : 4) * live * i));
     if (own_gate_up) {
-      RANKD_RETURN_IF_ERROR(OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I, gated, act_));
+      RANKD_RETURN_IF_ERROR(
+          OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
     } else {
       RANKD_RETURN_IF_ERROR(
           fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)

@@ -36,6 +36,9 @@
 #include "rankd/tokenizer/tokenizer.h"
 #include "tests/backend/cuda/cuda_test_util.h"
 #include "tests/common/golden.h"
+#ifdef RANKD_TEST_MAKE_MODEL
+#include "make_model.h"
+#endif
 
 namespace rankd::cuda {
 namespace {
@@ -460,38 +463,45 @@ TEST_P(CudaGoldenTest, Fp8OnSomeLinearLayersOnly) {
 }
 
 // RANKD_CUDA_OWN_GEMM=1 (kernels/hopper_gemm for the bf16 linear layers, SwiGLU/GeGLU fused into
-// gate_up, the residual adds into o_proj and down): the golden scores within the tolerance the
-// cuBLASLt path meets, and the RMS error no larger than HF's bf16. It runs on the models whose
-// intermediate_size the gated epilogue takes (a multiple of 64: gemma2-tiny, llama-gqa-yesno,
-// llama3-tokjson-cls, qwen3-cls-wide) on an sm_90 device with sm_90a code; elsewhere the backend
-// must say that it is not in use.
+// gate_up, the residual adds into o_proj and down), and =auto with every variant timed
+// (RANKD_CUDA_OWN_GEMM_VARIANTS=all: the schedules alone and in clusters of 2): the golden scores
+// within the tolerance the cuBLASLt path meets, and the RMS error no larger than HF's bf16. It
+// runs on the models whose intermediate_size the gated epilogue takes (a multiple of 64:
+// gemma2-tiny, llama-gqa-yesno, llama3-tokjson-cls, qwen3-cls-wide) on an sm_90 device with
+// sm_90a code; elsewhere the backend must say that it is not in use.
 TEST_P(CudaGoldenTest, OwnGemmMatchesGolden) {
-  ScopedEnv own("RANKD_CUDA_OWN_GEMM", "1");
   auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
   ASSERT_TRUE(config.ok()) << config.status();
-  auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_);
-  ASSERT_TRUE(b.ok()) << b.status();
-  const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
-  ASSERT_TRUE(stats.has_value());
-  const bool usable = kernels::HopperGemmSupported() == cudaSuccess &&
-                      config->intermediate_size % kernels::kHopperGluHalf == 0;
-  ASSERT_EQ(stats->own_gemm, usable);
-  if (!usable) GTEST_SKIP() << "the own GEMM takes neither this model nor this device";
-  Stats st{Tag("own gemm golden ids")}, vs{Tag("own gemm vs cuBLASLt")};
-  for (const auto& c : golden_.cases) {
-    const std::vector<float> got = Score(**b, c.prefix_ids, IdItems(c));
-    const std::vector<float> lt = Score(*backend_, c.prefix_ids, IdItems(c));
-    for (size_t i = 0; i < c.items.size(); ++i) {
-      const auto& it = c.items[i];
-      st.Add(got[i], it.score, it.score_bf16_cuda);
-      vs.Add(got[i], lt[i]);
-      EXPECT_PRED3(WithinGoldenTolerance, got[i], it, hf_rms_)
-          << "query '" << c.query << "' item " << i << ": got " << got[i] << ", cuBLASLt " << lt[i]
-          << ", ref " << it.score;
+  for (const auto& [own_gemm, variants] : {std::pair{"1", "pingpong"}, std::pair{"auto", "all"}}) {
+    SCOPED_TRACE(::testing::Message() << "RANKD_CUDA_OWN_GEMM=" << own_gemm
+                                      << " RANKD_CUDA_OWN_GEMM_VARIANTS=" << variants);
+    ScopedEnv own("RANKD_CUDA_OWN_GEMM", own_gemm);
+    ScopedEnv all("RANKD_CUDA_OWN_GEMM_VARIANTS", variants);
+    auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_);
+    ASSERT_TRUE(b.ok()) << b.status();
+    const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+    ASSERT_TRUE(stats.has_value());
+    const bool usable = kernels::HopperGemmSupported() == cudaSuccess &&
+                        config->intermediate_size % kernels::kHopperGluHalf == 0;
+    ASSERT_EQ(stats->own_gemm, usable);
+    if (!usable) GTEST_SKIP() << "the own GEMM takes neither this model nor this device";
+    Stats st{Tag(absl::StrCat("own gemm ", own_gemm, " ", variants, " golden ids"))};
+    Stats vs{Tag(absl::StrCat("own gemm ", own_gemm, " ", variants, " vs cuBLASLt"))};
+    for (const auto& c : golden_.cases) {
+      const std::vector<float> got = Score(**b, c.prefix_ids, IdItems(c));
+      const std::vector<float> lt = Score(*backend_, c.prefix_ids, IdItems(c));
+      for (size_t i = 0; i < c.items.size(); ++i) {
+        const auto& it = c.items[i];
+        st.Add(got[i], it.score, it.score_bf16_cuda);
+        vs.Add(got[i], lt[i]);
+        EXPECT_PRED3(WithinGoldenTolerance, got[i], it, hf_rms_)
+            << "query '" << c.query << "' item " << i << ": got " << got[i] << ", cuBLASLt "
+            << lt[i] << ", ref " << it.score;
+      }
     }
+    EXPECT_GT(st.n, 0);
+    EXPECT_LE(st.rms(), st.hf_rms()) << "RMS error over the model above HF's own bf16 error";
   }
-  EXPECT_GT(st.n, 0);
-  EXPECT_LE(st.rms(), st.hf_rms()) << "RMS error over the model above HF's own bf16 error";
 }
 
 // An fp8 checkpoint (F8_E4M3 linear weights with per-channel weight_scale, quantization_config in
@@ -842,6 +852,71 @@ TEST_P(CudaRandomTest, ScoreGroupsMatchesScoreItemsPerGroup) {
 INSTANTIATE_TEST_SUITE_P(AllModels, CudaRandomTest,
                          ::testing::ValuesIn(rankd::testing::GoldenModelNames()),
                          [](const auto& info) { return Name(info.param); });
+
+#ifdef RANKD_TEST_MAKE_MODEL
+// RoPE of k in the qkv GEMM's epilogue (the Hopper GEMM's kStoreBf16Rope), on random Llamas with
+// the heads it takes (64 and 128 dims, from rankd-bench make-model): with the Hopper GEMM on every
+// layer (RANKD_CUDA_OWN_GEMM=1), the fused pass scores bit for bit as the unfused one
+// (RANKD_CUDA_FUSE_K_ROPE=0: QkvRope after the same GEMM), in both strategies, graphs on, and
+// both match the CPU backend. Skips where the Hopper GEMM cannot run.
+TEST(CudaKRopeInGemmTest, FusedScoresAsUnfusedAndAsTheCpu) {
+  RANKD_SKIP_WITHOUT_GPU();
+  if (kernels::HopperGemmSupported() != cudaSuccess) GTEST_SKIP() << "no Hopper GEMM here";
+  test_util::Rng rng;
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  for (const char* preset : {"tiny-h64", "tiny-h128"}) {
+    SCOPED_TRACE(preset);
+    const std::string dir = ::testing::TempDir() + "/rankd-" + preset;
+    const std::string tok = rankd::testing::ModelDir("llama-cls");
+    std::vector<std::string> args = {"rankd-bench",
+                                     "make-model",
+                                     "--preset",
+                                     preset,
+                                     "--out",
+                                     dir,
+                                     "--tokenizer-from",
+                                     tok,
+                                     "--seed",
+                                     std::to_string(rng.Int(1, 1 << 30))};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    ASSERT_EQ(rankd::bench::RunMakeModel(static_cast<int>(argv.size()), argv.data(), 2), 0);
+    auto config = model::ModelConfig::FromHfDir(dir);
+    ASSERT_TRUE(config.ok()) << config.status();
+    std::vector<int32_t> prefix(rng.Int(1, 90));
+    for (int32_t& id : prefix) id = rng.Int(0, config->vocab_size - 1);
+    ItemBatch batch;
+    for (int i = 0; i < 17; ++i) {
+      std::vector<int32_t> ids(rng.Int(1, 150));
+      for (int32_t& id : ids) id = rng.Int(0, config->vocab_size - 1);
+      batch.AddIds(ids);
+    }
+    auto cpu = MakeBackend(dir, "classifier:0", "cpu", "ibpc");
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const std::vector<float> ref = Score(**cpu, prefix, batch);
+    ScopedEnv own("RANKD_CUDA_OWN_GEMM", "1");
+    for (const std::string& strategy : kStrategies) {
+      SCOPED_TRACE(strategy);
+      std::vector<float> got[2];
+      for (const bool fused : {true, false}) {
+        ScopedEnv fuse("RANKD_CUDA_FUSE_K_ROPE", fused ? "1" : "0");
+        auto b = MakeBackend(dir, "classifier:0", "cuda", strategy);
+        ASSERT_TRUE(b.ok()) << b.status();
+        const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+        ASSERT_TRUE(stats.has_value());
+        EXPECT_EQ(stats->k_rope_in_gemm, fused);
+        // Twice: the second pass of each shape replays its graph.
+        got[fused] = Score(**b, prefix, batch);
+        EXPECT_EQ(Score(**b, prefix, batch), got[fused]) << "graph replay";
+        EXPECT_LT(test_util::RelNormError(got[fused], ref), kVsCpu)
+            << (fused ? "fused" : "unfused") << " vs the CPU backend";
+      }
+      EXPECT_EQ(got[1], got[0]) << "fused vs unfused";
+    }
+  }
+}
+
+#endif  // RANKD_TEST_MAKE_MODEL
 
 TEST(CudaBackendOptions, UnknownStrategyIsRejected) {
   const std::string dir = rankd::testing::ModelDir("llama-cls");

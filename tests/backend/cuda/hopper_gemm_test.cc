@@ -14,12 +14,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "kernels/qkv_rope.cuh"
 #include "kernels/swiglu.cuh"
 #include "rankd/backend/cuda/gemm.h"
 #include "tests/backend/cuda/cuda_test_util.h"
@@ -127,8 +129,9 @@ std::vector<int> RowsToCheck(int M) {
 }
 
 // Runs every epilogue of X [M, K] . W [N, K]^T and checks it against the reference, the
-// non-gated ones with either tile_n, every schedule alone and in clusters of 2 CTAs. For the gated epilogues W is taken as gate_up [N = 2I, K]
-// (gate rows, then up rows) and interleaved on the device first.
+// non-gated ones with either tile_n, every schedule alone and in clusters of 2 CTAs. For the gated
+// epilogues W is taken as gate_up [N = 2I, K] (gate rows, then up rows) and interleaved on the
+// device first.
 void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
   const std::vector<float> x = rng.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
@@ -193,8 +196,8 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
         {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPong, 2},
         {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kCooperative, 1}}) {
     const bool swiglu = e == HopperEpilogue::kSwiGlu;
-    SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule) << " cluster "
-                                      << cluster);
+    SCOPED_TRACE(::testing::Message()
+                 << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
     DeviceArray<bf16> y(static_cast<size_t>(M) * I);
     y.Poison();
     RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e,
@@ -360,10 +363,9 @@ TEST_F(HopperGemmTest, LaunchesInsideStreamCapture) {
     cudaGraphExec_t exec = nullptr;
     RANKD_EXPECT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     kernels::HopperGemmPlan plan;
-    cudaError_t launched =
-        kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
-                                    HopperEpilogue::kStoreBf16, &plan, 0,
-                                    kernels::HopperSchedule::kPingPong, cluster);
+    cudaError_t launched = kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                                       HopperEpilogue::kStoreBf16, &plan, 0,
+                                                       kernels::HopperSchedule::kPingPong, cluster);
     if (launched == cudaSuccess) launched = kernels::LaunchHopperGemm(plan, stream);
     RANKD_EXPECT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
     RANKD_EXPECT_CUDA_OK(launched);
@@ -384,7 +386,9 @@ TEST_F(HopperGemmTest, InterleaveGateUpOnTheDevice) {
   // Row r's signature: its low 7 bits (even columns) and the rest (odd columns), each plus the
   // column, every value a small integer that bf16 holds exactly (r + k / 8 did not: bf16 keeps 8
   // significant bits, so 32.125 was 32).
-  auto value = [](int r, int k) { return static_cast<float>((k % 2 == 0 ? r % 128 : r / 128) + k); };
+  auto value = [](int r, int k) {
+    return static_cast<float>((k % 2 == 0 ? r % 128 : r / 128) + k);
+  };
   for (int r = 0; r < 2 * I; ++r) {
     for (int k = 0; k < K; ++k) gate_up[r * K + k] = value(r, k);
   }
@@ -423,8 +427,9 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kPingPong),
             cudaErrorInvalidValue)
       << "ping-pong with tile_n 256";
-  EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kCooperativeTall),
-            cudaErrorInvalidValue)
+  EXPECT_EQ(
+      make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kCooperativeTall),
+      cudaErrorInvalidValue)
       << "tall with tile_n 256";
   for (const int cluster : {-1, 3, 4}) {
     EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 0, nullptr, kernels::HopperSchedule::kAuto, cluster),
@@ -435,6 +440,137 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   EXPECT_EQ(make(buf, buf, 8, 256, 64, kSwiGlu, 256), cudaErrorInvalidValue) << "gated tile_n";
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
       << "I not a multiple of " << kernels::kHopperGluHalf;
+}
+
+// (cos, sin) of random angles: the table LaunchRopeRotations makes, [M, D/2] fp32 pairs.
+std::vector<float2> RandomRotations(Rng& rng, int M, int D) {
+  const std::vector<float> angle = rng.Floats(static_cast<size_t>(M) * (D / 2), 100.0f);
+  std::vector<float2> rot(angle.size());
+  for (size_t i = 0; i < angle.size(); ++i) rot[i] = {std::cos(angle[i]), std::sin(angle[i])};
+  return rot;
+}
+
+// kStoreBf16Rope: against the CPU (the bf16-rounded product, its rope columns rotated in fp32 as
+// RotatePair does, fmaf for the pairs' products) on every schedule and cluster, with head dims
+// 64 and 128 and a rope range that starts and ends inside a tile; and bit for bit against the
+// unfused path it replaces (the same variant's kStoreBf16, then LaunchQkvRope on the k heads).
+TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
+  using kernels::HopperSchedule;
+  struct Case {
+    int M, D, q_heads, kv_heads;  // N = (q_heads + 2 kv_heads) D: q, k, v heads
+    int lo, hi;                   // the rope columns (k's: q_heads D .. (q_heads + kv_heads) D)
+  };
+  const std::vector<Case> cases = {
+      {1000, 64, 16, 16, 1024, 2048},  // the 379M model's qkv
+      {129, 128, 16, 8, 2048, 3072},   // Qwen3-Reranker-0.6B's
+      {7, 64, 3, 2, 192, 320},         // a range that starts and ends inside 128-wide tiles
+      {300, 128, 1, 1, 128, 256},
+  };
+  for (const Case& c : cases) {
+    const int N = (c.q_heads + 2 * c.kv_heads) * c.D, K = 256;
+    SCOPED_TRACE(::testing::Message() << "M=" << c.M << " D=" << c.D << " N=" << N << " rope ["
+                                      << c.lo << ", " << c.hi << ")");
+    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(c.M) * K, 1.0f);
+    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+    std::vector<int> rows(c.M);
+    for (int r = 0; r < c.M; ++r) rows[r] = r;
+    const std::vector<float> acc = ReferenceAcc(x, w, c.M, N, K, rows);
+    const std::vector<float2> rot = RandomRotations(rng_, c.M, c.D);
+    std::vector<float> ref(acc.size());
+    for (size_t i = 0; i < acc.size(); ++i) ref[i] = RoundBf16(acc[i]);
+    for (int r = 0; r < c.M; ++r) {
+      for (int col = c.lo; col < c.hi; ++col) {
+        const int dim = col % c.D;
+        if (dim >= c.D / 2) continue;
+        const float2 cs = rot[static_cast<size_t>(r) * (c.D / 2) + dim];
+        float& a = ref[static_cast<size_t>(r) * N + col];
+        float& b = ref[static_cast<size_t>(r) * N + col + c.D / 2];
+        const float na = std::fma(a, cs.x, -(b * cs.y)), nb = std::fma(b, cs.x, a * cs.y);
+        a = na;
+        b = nb;
+      }
+    }
+    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+    DeviceArray<float2> d_rot(rot);
+    const bool qkv_layout = c.lo == c.q_heads * c.D && c.hi == (c.q_heads + c.kv_heads) * c.D;
+    DeviceArray<int32_t> d_rows(std::vector<int32_t>{c.M});
+    for (const auto& [schedule, cluster] :
+         {std::pair{HopperSchedule::kPingPong, 1}, std::pair{HopperSchedule::kPingPong, 2},
+          std::pair{HopperSchedule::kCooperative, 1}, std::pair{HopperSchedule::kCooperative, 2},
+          std::pair{HopperSchedule::kCooperativeTall, 1},
+          std::pair{HopperSchedule::kCooperativeTall, 2}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
+      DeviceArray<bf16> fused(static_cast<size_t>(c.M) * N), unfused(fused.size());
+      fused.Poison();
+      unfused.Poison();
+      kernels::HopperGemmPlan plan;
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), fused.get(), c.M, N, K,
+                                                       HopperEpilogue::kStoreBf16Rope, &plan, 0,
+                                                       schedule, cluster));
+      EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorInvalidValue)
+          << "a rope plan without its rotation";
+      RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmRope(&plan, d_rot.get(), c.lo, c.hi, c.D));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+      Sync();
+      const std::vector<float> got = FromBf16(fused.Download());
+      ExpectClose(got, ref, N, rows, kBf16Tolerance, "kStoreBf16Rope vs CPU");
+      if (!qkv_layout) continue;
+      kernels::HopperGemmPlan store;
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), unfused.get(), c.M, N,
+                                                       K, HopperEpilogue::kStoreBf16, &store,
+                                                       plan.tile_n, schedule, cluster));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
+      kernels::QkvRopeParams r;
+      r.qkv = unfused.get();
+      r.rotations = d_rot.get();
+      r.num_rows = d_rows.get();
+      r.skip_q = true;
+      r.num_tokens = c.M;
+      r.num_q_heads = c.q_heads;
+      r.num_kv_heads = c.kv_heads;
+      r.head_dim = c.D;
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+      Sync();
+      const std::vector<float> want = FromBf16(unfused.Download());
+      int64_t differ = 0, first = -1;
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+      }
+      EXPECT_EQ(differ, 0) << "elements that differ from kStoreBf16 + LaunchQkvRope; first at row "
+                           << first / N << " column " << first % N << ": " << got[first] << " vs "
+                           << want[first];
+    }
+  }
+}
+
+TEST_F(HopperGemmTest, RopePlansAreCheckedAtTheirSetting) {
+  DeviceArray<bf16> x(64 * 64), w(256 * 64), y(64 * 256);
+  DeviceArray<float2> rot(64 * 32);
+  kernels::HopperGemmPlan plan;
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x.get(), w.get(), y.get(), 64, 256, 64,
+                                                   HopperEpilogue::kStoreBf16Rope, &plan));
+  RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmRope(&plan, rot.get(), 64, 256, 64));
+  EXPECT_EQ(kernels::SetHopperGemmRope(&plan, nullptr, 64, 256, 64), cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::SetHopperGemmRope(&plan, rot.get(), 64, 256, 32), cudaErrorInvalidValue)
+      << "head_dim 32";
+  EXPECT_EQ(kernels::SetHopperGemmRope(&plan, rot.get(), 32, 256, 64), cudaErrorInvalidValue)
+      << "not whole heads";
+  EXPECT_EQ(kernels::SetHopperGemmRope(&plan, rot.get(), 128, 320, 64), cudaErrorInvalidValue)
+      << "past N";
+  EXPECT_EQ(kernels::SetHopperGemmRope(&plan, rot.get(), 128, 64, 64), cudaErrorInvalidValue)
+      << "lo > hi";
+  EXPECT_EQ(
+      kernels::SetHopperGemmRope(
+          &plan, reinterpret_cast<const float2*>(reinterpret_cast<const char*>(rot.get()) + 8), 0,
+          64, 64),
+      cudaErrorInvalidValue)
+      << "unaligned rotations";
+  kernels::HopperGemmPlan store;
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x.get(), w.get(), y.get(), 64, 256, 64,
+                                                   HopperEpilogue::kStoreBf16, &store));
+  EXPECT_EQ(kernels::SetHopperGemmRope(&store, rot.get(), 0, 64, 64), cudaErrorInvalidValue)
+      << "another epilogue";
 }
 
 // GateUpSourceRow is a permutation of [0, 2I) that puts gate row j and up row j of each tile's
