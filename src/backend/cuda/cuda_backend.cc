@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
