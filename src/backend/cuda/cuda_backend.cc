@@ -1,18 +1,39 @@
 #include "rankd/backend/cuda/cuda_backend.h"
 
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kernels/embedding.cuh"
+#include "kernels/gather_rows.cuh"
+#include "kernels/hopper_gemm.cuh"
+#include "kernels/kv_layers.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
+#include "kernels/quantize_fp8.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/score_head.cuh"
 #include "kernels/swiglu.cuh"
 #include "rankd/backend/cuda/cuda_status.h"
+#include "rankd/backend/cuda/cuda_weights.h"
+#include "rankd/backend/cuda/device_arena.h"
+#include "rankd/backend/cuda/gemm.h"
+#include "rankd/backend/cuda/graph_cache.h"
+#include "rankd/backend/cuda/pass_plan.h"
+#include "rankd/backend/cuda/stage_profiler.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
 #include "rankd/model/safetensors.h"
