@@ -38,7 +38,7 @@ compose=(docker-compose -p rankd-fleet-smoke -f docker/compose.yaml --profile fl
 # The balancer on free loopback ports (others may use 50053, 8082 or 8404 here).
 export RANKD_FLEET_GRPC_PORT=127.0.0.1: RANKD_FLEET_HTTP_PORT=127.0.0.1:
 export RANKD_FLEET_STATS_PORT=127.0.0.1:
-export RANKD_API_KEYS=$work/api-keys RANKD_API_KEY=smoke-$RANDOM$RANDOM  # rankd-bench's key
+export RANKD_API_KEYS=$work/api-keys RANKD_API_KEY=smoke-$(od -An -N12 -tx1 /dev/urandom | tr -d " \n")  # rankd-bench's key (the keys file takes 16 characters at least)
 echo "$RANKD_API_KEY" >"$RANKD_API_KEYS"
 chmod 0444 "$RANKD_API_KEYS"
 passed=0
