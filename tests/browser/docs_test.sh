@@ -27,18 +27,9 @@ if [[ $installed != "$PLAYWRIGHT_CORE_VERSION" ]]; then
 fi
 
 # The server: free ports (--ready-file tells them), one worker, an API key.
-run=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$run"
-}
-trap cleanup EXIT
+source "$root/tests/common/rankd_test_server.sh"
 key=docs-test-key-0123
-echo "$key" >"$run/keys"
+rankd_test_server_init docs_test "$key"
 # The embedded default with CORS for one origin (loopback, as the page's app is: no private-network
 # rules apply between them); its model path made absolute.
 allowed_origin=http://localhost:9
@@ -48,25 +39,13 @@ refused_origin=http://localhost:10
       -e "s|^  cors_allow_origins: \[\]\$|  cors_allow_origins: ['$allowed_origin']|" >"$run/config.yaml"
 grep -qF "cors_allow_origins: ['$allowed_origin']" "$run/config.yaml" ||
   { echo "docs_test: could not set server.cors_allow_origins in the default config" >&2; exit 1; }
-"$rankd" serve --config "$run/config.yaml" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-  --http-listen 127.0.0.1:0 --workers 1 --api-keys-file "$run/keys" --ready-file "$run/ready.json" \
-  2>"$run/server.log" &
-server_pid=$!
-for _ in $(seq 600); do
-  [[ -s $run/ready.json ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$run/server.log" >&2; echo "docs_test: rankd serve exited" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -s $run/ready.json ]] || { cat "$run/server.log" >&2; echo "docs_test: rankd serve did not start" >&2; exit 1; }
-port() { node -p "JSON.parse(require('fs').readFileSync('$run/ready.json'))['$1']"; }
+rankd_test_server_start "$rankd" --config "$run/config.yaml"
+port() { rankd_test_server_port "$1"; }
 
 mkdir -p "$(dirname "$shot")"
 status=0
 NODE_PATH="$work/node_modules" CHROMIUM=${CHROMIUM:-/usr/bin/chromium} node "$root/tests/browser/docs_test.js" \
   "http://127.0.0.1:$(port http_port)" "http://127.0.0.1:$(port metrics_port)/readyz" "$key" "$shot" \
   "$allowed_origin" "$refused_origin" || status=$?
-if ((status != 0)); then
-  echo "docs_test: FAILED; the server's log:" >&2
-  cat "$run/server.log" >&2
-fi
+((status == 0)) || rankd_test_server_failed
 exit "$status"

@@ -24,28 +24,11 @@ if ! cmp -s "$here/package-lock.json" "$work/package-lock.json" || [[ ! -d $work
 fi
 
 # The server: free ports (--ready-file tells them), one worker, an API key.
-run=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$run"
-}
-trap cleanup EXIT
+source "$here/../common/rankd_test_server.sh"
 key=clients-test-key-0123
-echo "$key" >"$run/keys"
-"$rankd" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-  --workers 1 --api-keys-file "$run/keys" --ready-file "$run/ready.json" 2>"$run/server.log" &
-server_pid=$!
-for _ in $(seq 600); do
-  [[ -s $run/ready.json ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$run/server.log" >&2; echo "clients_test: rankd serve exited" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -s $run/ready.json ]] || { cat "$run/server.log" >&2; echo "clients_test: rankd serve did not start" >&2; exit 1; }
-port() { node -p "JSON.parse(require('fs').readFileSync('$run/ready.json'))['$1']"; }
+rankd_test_server_init clients_test "$key"
+rankd_test_server_start "$rankd"
+port() { rankd_test_server_port "$1"; }
 # Ready to score (a worker up) before the clients call.
 readyz="http://127.0.0.1:$(port metrics_port)/readyz"
 for _ in $(seq 600); do
@@ -55,8 +38,5 @@ done
 
 status=0
 NODE_PATH="$work/node_modules" node "$here/clients_test.js" "http://127.0.0.1:$(port http_port)" "$key" || status=$?
-if ((status != 0)); then
-  echo "clients_test: FAILED; the server's log:" >&2
-  cat "$run/server.log" >&2
-fi
+((status == 0)) || rankd_test_server_failed
 exit "$status"
