@@ -29,10 +29,52 @@ log="$OUT/log.txt"
   "$py" -c 'import torch, sentencepiece, transformers; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "transformers", transformers.__version__, "sentencepiece", sentencepiece.__version__)'
 } 2>&1 | tee "$log"
 workers=$(( $(nproc) > 16 ? 16 : $(nproc) ))
-PYTHONDONTWRITEBYTECODE=1 "$py" scripts/train_demo_model.py --device cuda --max-seconds "$secs" \
-  --workers "$workers" --out "$model" 2>&1 | tee -a "$log"
+# TRAIN_VARIANTS: '|'-separated sets of trainer flags, each trained in parallel on the one GPU from
+# one data generation (e.g. "-|--lr 2e-3 --batch-queries 128|--shape wide"; '-' for none). The
+# variant with the best validation NDCG@10 (the training vocabulary; the heldout split plays no
+# part in the choice) is the model written to $OUT; every variant's log is in log.txt.
+IFS='|' read -r -a variants <<< "${TRAIN_VARIANTS:--}"
+work=$(mktemp -d)
+cache="$work/data.pt"
+if (( ${#variants[@]} > 1 )); then  # generate once, before the trainers start
+  PYTHONDONTWRITEBYTECODE=1 "$py" scripts/train_demo_model.py --device cpu --data-only \
+    --workers "$workers" --data-cache "$cache" --out "$work/warm" > "$work/warm.log" 2>&1 ||
+    { cat "$work/warm.log" | tee -a "$log"; exit 1; }
+  grep '^data:' "$work/warm.log" | tee -a "$log"
+fi
+pids=()
+for i in "${!variants[@]}"; do
+  v=${variants[$i]}; [[ $v == - ]] && v=""
+  echo "== variant $i: ${v:-(defaults)}" | tee -a "$log"
+  # shellcheck disable=SC2086  # the variant's flags split on purpose
+  PYTHONDONTWRITEBYTECODE=1 "$py" scripts/train_demo_model.py --device cuda --max-seconds "$secs" \
+    --workers "$workers" --data-cache "$cache" --out "$work/v$i" $v > "$work/v$i.log" 2>&1 &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || echo "variant $i failed" | tee -a "$log"
+  { echo "== variant $i log"; cat "$work/v$i.log"; } >> "$log"
+done
+best=$("$py" - "$work" "${#variants[@]}" <<'PY'
+import json, os, sys
+work, n = sys.argv[1], int(sys.argv[2])
+got = []
+for i in range(n):
+    f = os.path.join(work, f"v{i}", "train_log.json")
+    if os.path.exists(f):
+        b = json.load(open(f))["best"]
+        got.append((b["ndcg@10"], i))
+        print(f"variant {i}: validation ndcg@10 {b['ndcg@10']:.4f} mrr@10 {b['mrr@10']:.4f}, "
+              f"heldout mrr@10 {b['heldout']['mrr@10']:.4f} (step {b['step']})", file=sys.stderr)
+print(max(got)[1] if got else -1)
+PY
+) 2> >(tee -a "$log" >&2)
+[[ $best == -1 ]] && { echo "no variant trained" | tee -a "$log"; exit 1; }
+echo "== chosen: variant $best (best validation ndcg@10)" | tee -a "$log"
+cp "$work/v$best"/* "$model/"
 echo "== $(date -u +%FT%TZ) evaluation" | tee -a "$log"
 PYTHONDONTWRITEBYTECODE=1 "$py" scripts/eval_demo_model.py --model "$model" --no-rankd \
   --device cuda 2>&1 | tee -a "$log"
 echo "== $(date -u +%FT%TZ) done" | tee -a "$log"
 ls -la "$model" | tee -a "$log"
+rm -rf "$work"

@@ -45,6 +45,8 @@ BOS, PAD = 1, 3
 SHAPES = {  # hidden, layers, heads, kv heads, intermediate
     "full": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=2, intermediate_size=768),
+    "wide": dict(hidden_size=384, num_hidden_layers=4, num_attention_heads=6,
+                 num_key_value_heads=2, intermediate_size=1024),
     "smoke": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, intermediate_size=192),
 }
@@ -339,6 +341,12 @@ def main():
                     help="processes generating and tokenizing the data")
     ap.add_argument("--eval-every", type=int, default=0, help="steps (0: 500, smoke: 100)")
     ap.add_argument("--tokenizer", default=demo_data.TOKENIZER, help="copied into --out")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="",
+                    help="model shape (default: full, smoke with --smoke)")
+    ap.add_argument("--data-cache", default="",
+                    help="file of the generated and tokenized data: read if it exists, else "
+                         "written (several trainers in parallel share one generation)")
+    ap.add_argument("--data-only", action="store_true", help="stop once --data-cache is written")
     a = ap.parse_args()
     import sentencepiece as spm
 
@@ -356,15 +364,32 @@ def main():
     bq = a.batch_queries or (8 if a.smoke else 64)
     a.lr = a.lr or (3e-3 if a.smoke else 1e-3)
     # Data first: the pool forks before CUDA starts.
-    train, train_enc = encoded_examples("train", n_train, a.tokenizer, a.workers)
-    evals = {s: encoded_examples(s, n_val, a.tokenizer, a.workers) for s in ("validation", "heldout")}
-    train_ids, train_lengths = (t.to(device) for t in pack_examples(train_enc))
-    train_grades = torch.tensor([ex["grades"] for ex in train], dtype=torch.float32, device=device)
-    del train_enc
+    key = {"n_train": n_train, "n_val": n_val, "tokenizer": a.tokenizer, "task": demo_data.TASK}
+    cached = torch.load(a.data_cache, weights_only=False) if a.data_cache and os.path.exists(a.data_cache) else None
+    if cached is not None and cached["key"] != key:
+        sys.exit(f"{a.data_cache} holds other data ({cached['key']}), not {key}")
+    if cached is None:
+        train, train_enc = encoded_examples("train", n_train, a.tokenizer, a.workers)
+        evals = {s: encoded_examples(s, n_val, a.tokenizer, a.workers) for s in ("validation", "heldout")}
+        packed = pack_examples(train_enc)
+        grades = [ex["grades"] for ex in train]
+        del train, train_enc
+        if a.data_cache:
+            tmp = a.data_cache + ".tmp"
+            torch.save({"key": key, "packed": packed, "grades": grades, "evals": evals}, tmp)
+            os.replace(tmp, a.data_cache)
+    else:
+        packed, grades, evals = cached["packed"], cached["grades"], cached["evals"]
+    if a.data_only:
+        print(f"data: {n_train} train / {n_val} validation / {n_val} heldout queries in "
+              f"{a.data_cache}, {time.time() - t0:.1f}s", flush=True)
+        return
+    train_ids, train_lengths = (t.to(device) for t in packed)
+    train_grades = torch.tensor(grades, dtype=torch.float32, device=device)
     print(f"data: {n_train} train / {n_val} validation / {n_val} heldout queries, "
           f"longest sequence {train_ids.shape[-1]}, {time.time() - t0:.1f}s", flush=True)
 
-    config = hf_config(SHAPES["smoke" if a.smoke else "full"], sp.get_piece_size())
+    config = hf_config(SHAPES[a.shape or ("smoke" if a.smoke else "full")], sp.get_piece_size())
     model = Reranker(config).to(device)
     params = sum(p.numel() for p in model.parameters())
     print(f"model: {params / 1e6:.2f}M parameters, torch {torch.__version__}, {device}", flush=True)
