@@ -366,7 +366,7 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   std::fill(m.unit_counters, m.unit_counters + config_.num_layers, 0);
   RANKD_RETURN_IF_ERROR(Upload(shape, R));
   RANKD_RETURN_IF_ERROR(Forward(shape, plan_.work));
-  RANKD_RETURN_IF_ERROR(Mark(Stage::kDownload, 0, 4.0 * N));
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kDownload, {0, 4.0 * N}));
   RANKD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_scores_, dev_scores_, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
   if (profiler_) RANKD_RETURN_IF_ERROR(profiler_->EndPass(s));

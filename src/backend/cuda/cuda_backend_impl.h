@@ -26,6 +26,7 @@
 #include "rankd/backend/cuda/device_arena.h"
 #include "rankd/backend/cuda/gemm.h"
 #include "rankd/backend/cuda/graph_cache.h"
+#include "rankd/backend/cuda/pass_costs.h"
 #include "rankd/backend/cuda/pass_plan.h"
 #include "rankd/backend/cuda/stage_profiler.h"
 #include "spdlog/spdlog.h"
@@ -170,9 +171,11 @@ class CudaBackend final : public backend::Backend {
   // y = x . w^T with `epilogue` (kStoreBf16, kAccumulateF32) on the GEMM OwnFor picks.
   absl::Status Linear(const bf16* x, const bf16* w, int rows, int in, int out,
                       kernels::HopperEpilogue epilogue, void* y);
-  // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes.
-  absl::Status Mark(Stage stage, double flops, double bytes) {
-    return profiler_ ? profiler_->Mark(stage, flops, bytes, ctx_->stream()) : absl::OkStatus();
+  // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes
+  // (pass_costs.h).
+  absl::Status Mark(Stage stage, const StageCost& cost) {
+    return profiler_ ? profiler_->Mark(stage, cost.flops, cost.bytes, ctx_->stream())
+                     : absl::OkStatus();
   }
 
   ModelConfig config_;

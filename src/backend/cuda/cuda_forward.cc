@@ -1,6 +1,6 @@
 // The CUDA backend's forward pass: every kernel of a pass launched on the stream, eagerly or into
-// a graph being captured (cuda_backend_impl.h), with the profiler's stage marks (Mark; the table
-// is stage_profiler.h's). Moved out of cuda_backend.cc as it was.
+// a graph being captured (cuda_backend_impl.h), with the profiler's stage marks (Mark: the stage's
+// costs are pass_costs.h's, the table stage_profiler.h's).
 #include <algorithm>
 
 #include "kernels/embedding.cuh"
@@ -66,29 +66,20 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     return Linear(x, w, rows, in, out, kernels::HopperEpilogue::kAccumulateF32, y);
   };
 
-  // The two numbers of every stage (for the profile): FLOPs, and the fewest bytes moved, for the
-  // live rows (the padding rows' work shows up as lower efficiency). `e` is the bytes of a GEMM
-  // operand element (weights and inputs), `sc` those of its per-row scales, by the GEMM's
-  // precision.
-  const double t = work.rows, n = work.items, h = H, q = Q, i = I, w3 = W, kv = KV;
-  auto e = [](bool in_fp8) { return in_fp8 ? 1.0 : 2.0; };
-  auto sc = [](double rows, bool in_fp8) { return in_fp8 ? 4 * rows : 0.0; };
-  auto norm_flops = [&](double rows) { return 4 * rows * h; };
-  auto norm_bytes = [&](double rows, bool to_fp8) {
-    return rows * h * (4 + e(to_fp8)) + 2 * h + sc(rows, to_fp8);
-  };
+  // The profile's two numbers of every stage (pass_costs.h).
+  const PassCosts cost({H, Q, KV, W, I, D}, work, {fp8_qkv, fp8_o, fp8_gate_up, fp8_down});
 
-  RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, 0, 6 * t * h));
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, cost.Embed()));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_,
                                                             H, embed_scale_, x_, s));
-  RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, 0, t * (4 + D * 4.0)));
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, cost.RopeTable()));
   RANKD_CUDA_RETURN_IF_ERROR(
       kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, s));
   const KvLayers own{wide_ + Q, wide_ + Q + KV, 0, W};
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     const bool last = l == config_.num_layers - 1;
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(t), norm_bytes(t, fp8_qkv)));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(cost.Rows(), fp8_qkv)));
     RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb, fp8_qkv));
     kernels::QkvRopeParams r;
     r.qkv = wide_;
@@ -105,9 +96,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     r.num_kv_heads = config_.num_kv_heads;
     r.head_dim = D;
     r.eps = eps;
-    RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kQkvGemm, 2 * t * h * w3,
-             e(fp8_qkv) * (t * h + w3 * h) + sc(t, fp8_qkv) + sc(w3, fp8_qkv) + 2 * t * w3));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvGemm, cost.QkvGemm()));
     if (k_rope_in_gemm_ && !encode && !fp8_qkv) {
       // k rotated in the GEMM's epilogue (or, where cuBLASLt is the faster, by QkvRope right
       // after it: the profile counts either in the qkv GEMM's stage).
@@ -116,9 +105,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
           Linear(normed_, w.wqkv, Tb, H, W, kernels::HopperEpilogue::kStoreBf16Rope, wide_));
     } else {
       RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
-      RANKD_RETURN_IF_ERROR(
-          Mark(Stage::kQkvRope, 0,
-               4 * t * ((q_rope_in_attention_ ? 0 : q) + kv) + (encode ? 4 * t * kv : 0)));
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, cost.QkvRope(q_rope_in_attention_, encode)));
       RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
     }
     if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
@@ -142,8 +129,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.window = config_.window(l);
     a.blocks = attention_blocks_;
     a.out = attn_;
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, 4 * q * work.attended,
-                               2 * (2 * t * q + 2 * t * kv + 2 * work.ctx_rows * kv)));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, s));
 
     // After the last layer's attention only the items' last rows matter: its o_proj and MLP run
@@ -152,9 +138,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     float* xr = x_;
     const bf16* ar = attn_;
     int rows = Tb;
-    double live = t;
+    double live = cost.Rows();
     if (last) {
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kGather, 0, 2 * n * (4 * h + 2 * q)));
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kGather, cost.Gather()));
       RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(x_, m.last_rows, &m.counts->items, Nb,
                                                            sizeof(float) * H, x_last_, s));
       RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(attn_, m.last_rows, &m.counts->items, Nb,
@@ -162,16 +148,14 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       xr = x_last_;
       ar = wide_;
       rows = Nb;
-      live = n;
+      live = cost.Items();
     }
     if (fp8_o) {
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, 0, live * q * 3 + sc(live, true)));
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, cost.QuantizeRows(live)));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, s));
     }
-    RANKD_RETURN_IF_ERROR(
-        Mark(Stage::kOProj, 2 * live * q * h,
-             e(fp8_o) * (live * q + q * h) + sc(live, fp8_o) + sc(h, fp8_o) + 8 * live * h));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kOProj, cost.OProj(live)));
     // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
     // and its norm is what the residual adds.
     if (config_.sandwich_norms) {
@@ -181,7 +165,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     } else {
       RANKD_RETURN_IF_ERROR(linear_add(ar, w.wo, w.wo_fp8, rows, Q, H, xr, fp8_o));
     }
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, norm_flops(live), norm_bytes(live, fp8_gate_up)));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(live, fp8_gate_up)));
     RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
     const kernels::HopperEpilogue gated =
@@ -192,9 +176,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     }
     // The Hopper GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
     // memory, and there is no activation kernel (its stage's time is gate_up's).
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, 4 * live * h * i,
-                               e(fp8_gate_up) * (live * h + 2 * i * h) + sc(live, fp8_gate_up) +
-                                   sc(2 * i, fp8_gate_up) + (own_gate_up ? 2 : 4) * live * i));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, own_gate_up.has_value())));
     if (own_gate_up) {
       RANKD_RETURN_IF_ERROR(
           OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
@@ -202,8 +184,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       RANKD_RETURN_IF_ERROR(
           fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)
                       : gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
-      RANKD_RETURN_IF_ERROR(
-          Mark(Stage::kSwiGlu, 0, (4 + e(fp8_down)) * live * i + sc(live, fp8_down)));
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, cost.SwiGlu(live)));
       RANKD_CUDA_RETURN_IF_ERROR(
           fp8_down
               ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
@@ -211,9 +192,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
               : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s, gate_up_half_)
                       : kernels::LaunchSwiGlu(wide_, rows, I, act_, s, gate_up_half_)));
     }
-    RANKD_RETURN_IF_ERROR(Mark(
-        Stage::kDown, 2 * live * i * h,
-        e(fp8_down) * (live * i + i * h) + sc(live, fp8_down) + sc(h, fp8_down) + 8 * live * h));
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, cost.Down(live)));
     if (config_.sandwich_norms) {
       RANKD_RETURN_IF_ERROR(linear(act_, w.w_down, w.w_down_fp8, rows, I, H, normed_, fp8_down));
       RANKD_CUDA_RETURN_IF_ERROR(
@@ -223,7 +202,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     }
   }
   if (encode) return absl::OkStatus();
-  RANKD_RETURN_IF_ERROR(Mark(Stage::kHead, 4 * n * h, 4 * n * h));
+  RANKD_RETURN_IF_ERROR(Mark(Stage::kHead, cost.Head()));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchScoreHead(
       x_last_, nullptr, &m.counts->items, Nb, weights_.final_norm, norm_offset, weights_.head_rows,
       static_cast<int>(head_.HeadRows().size()),

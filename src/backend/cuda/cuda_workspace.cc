@@ -100,7 +100,7 @@ absl::Status CudaBackend::Upload(const PassShape& shape, int num_rows) {
   Carver layout;
   CarveMeta(layout, shape.rows, shape.items);
   RANKD_RETURN_IF_ERROR(
-      Mark(Stage::kUpload, 0, layout.bytes() + 4.0 * num_rows * config_.hidden_size));
+      Mark(Stage::kUpload, {0, layout.bytes() + 4.0 * num_rows * config_.hidden_size}));
   RANKD_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dev_meta_, host_meta_, layout.bytes(), cudaMemcpyHostToDevice, s));
   if (num_rows > 0) {

@@ -38,7 +38,9 @@ struct PassShape {
 struct PassWork {
   double rows = 0;      // live rows
   double items = 0;     // N
-  double attended = 0;  // sum over query rows (token x query head) of the keys each attends to
+  // Sum over the attention tiles' rows (token x the G query heads of one kv head) of the keys each
+  // attends to: the keys of all query heads over num_kv_heads.
+  double attended = 0;
   double ctx_rows = 0;  // context rows read (prefix caches)
 };
 
