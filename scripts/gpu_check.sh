@@ -47,7 +47,8 @@
 #              top-1, RMS error; fidelity.md (the Markdown table) and fidelity.json in $OUT
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
-# Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
+# TEST_TIMEOUT (600) bounds each GPU test binary, RUN_TIMEOUT (300) each variants and gemm run (a
+# kernel that hangs then costs that, not the call). Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
 # The bundle must hold rankd, rankd-client, rankd-bench and the GPU test binaries.
 #
 #   scripts/gpu_check.sh [PHASE...]
@@ -188,7 +189,7 @@ for phase in "${phases[@]}"; do
   case $phase in
     tests)
       for t in "${GPU_TESTS[@]}"; do
-        run "test $t" "$OUT/tests.log" 600 "$BIN/$t" --gtest_color=no
+        run "test $t" "$OUT/tests.log" "${TEST_TIMEOUT:-600}" "$BIN/$t" --gtest_color=no
         grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran' "$OUT/tests.log" | tail -n 3 |
           sed 's/^/    /' | tee -a "$SUMMARY"
       done
@@ -314,7 +315,8 @@ PY
             envs=()
             [[ $v != - ]] && read -r -a envs <<<"$v"
             for strategy in ${VARIANT_STRATEGIES:-multi-item ibpc}; do
-              run "variant $preset [$v] $strategy round $round" "$OUT/variants.log" 300 \
+              run "variant $preset [$v] $strategy round $round" "$OUT/variants.log" \
+                "${RUN_TIMEOUT:-300}" \
                 env "${envs[@]}" "$BIN/rankd-bench" engine --backend cuda --model "$model" \
                 --tq 50 --ti 150 --ni 50 --iters 30 --strategy $strategy --graphs &&
                 grep -A1 '^backend' "$OUT/variants.log" | tail -n 1 | sed 's/^/    /' |
@@ -325,7 +327,8 @@ PY
       done
       ;;
     gemm)
-      run "rankd-bench kernels --filter gemm" "$OUT/gemm.log" 300 "$BIN/rankd-bench" kernels \
+      run "rankd-bench kernels --filter gemm" "$OUT/gemm.log" "${RUN_TIMEOUT:-300}" \
+        "$BIN/rankd-bench" kernels \
         --filter gemm --json "$OUT/gemm.json"
       cat "$OUT/gemm.log" >>"$SUMMARY"
       ;;
