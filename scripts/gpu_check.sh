@@ -13,6 +13,9 @@
 #              "-"), each run twice, interleaved, so that clock drift shows as spread, on each
 #              model of $VARIANT_MODELS (make-model presets; default 379m) and strategy of
 #              $VARIANT_STRATEGIES (default "multi-item ibpc")
+#   shapes     issue 25's shapes on 379M (multi-item, graphs on): Tq=50 Ti=150 Ni 50 and 250, Ti=32,
+#              Ti=16 at --concurrency 8, Tq=1024, embedding items Ni=250; once per entry of
+#              $VARIANTS as the variants phase does (two interleaved rounds)
 #   gemm       `rankd-bench kernels --filter gemm`: every linear layer of both model shapes at the
 #              pass's rows and 512, the own GEMM (ping-pong, cooperative 128 and 256) vs cuBLASLt
 #   ab         A/B(/C) of builds: the standard workload (Ni=50 both strategies, Ni=250 multi-item,
@@ -322,6 +325,26 @@ PY
                 grep -A1 '^backend' "$OUT/variants.log" | tail -n 1 | sed 's/^/    /' |
                 tee -a "$SUMMARY"
             done
+          done
+        done
+      done
+      ;;
+    shapes)
+      make_model
+      IFS='|' read -r -a variants <<<"${VARIANTS:--}"
+      for round in 1 2; do
+        for shape in "--tq 50 --ti 150 --ni 50" "--tq 50 --ti 150 --ni 250" \
+            "--tq 50 --ti 32 --ni 50" "--tq 50 --ti 16 --ni 50 --concurrency 8" \
+            "--tq 1024 --ti 150 --ni 50" "--tq 50 --ni 250 --items embedding"; do
+          for v in "${variants[@]}"; do
+            envs=()
+            [[ $v != - ]] && read -r -a envs <<<"$v"
+            # shellcheck disable=SC2086  # the shape's flags split on purpose
+            run "shape [$shape] [$v] round $round" "$OUT/shapes.log" "${RUN_TIMEOUT:-300}" \
+              env "${envs[@]}" "$BIN/rankd-bench" engine --backend cuda --model "$MODEL_379M" \
+              --iters 30 --strategy multi-item --graphs $shape &&
+              grep -A1 '^backend' "$OUT/shapes.log" | tail -n 1 | sed 's/^/    /' |
+              tee -a "$SUMMARY"
           done
         done
       done
