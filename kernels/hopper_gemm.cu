@@ -176,12 +176,17 @@ __device__ __forceinline__ uint32_t ClusterRank() {
   return r;
 }
 
-// Arrives on the mbarrier at `bar` (this CTA's shared-memory address) of the cluster's CTA `cta`.
+// Arrives on the mbarrier at `bar` (this CTA's shared-memory address) of the cluster's CTA `cta`,
+// with the arrive's default semantics (release at CTA scope), as CUTLASS's ClusterBarrier does. The
+// consumers arrive so to free a stage that their wgmmas have finished reading (wgmma.wait_group):
+// no memory of theirs needs ordering before the producer's TMA overwrites it, so no cluster-scope
+// release, which costs a fence each arrive: with .release.cluster the clusters of 2 ran 1.4x to
+// 2.7x slower than single CTAs, their consumers stalled on memory barriers 7.2 cycles an issued
+// instruction (Nsight Compute, bench/RESULTS.md 2026-12-04).
 __device__ __forceinline__ void MbarArriveCluster(uint32_t bar, uint32_t cta) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
 // Every thread of every CTA of the cluster.
