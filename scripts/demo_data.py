@@ -3,9 +3,11 @@
 
 Deterministic (stdlib only): the same arguments give the same bytes. A query asks for a job
 (one of ~370 hand-written families of real occupations in scripts/demo_vocab/occupations.txt, or,
-in training only, a made-up "<dictionary word> <role>" job) or only a skill, and optionally a
-seniority, a skill and a place (436 cities from tzdata and a hand-written list, in training also
-made-up ones, or remote).
+in training only, a made-up job of dictionary words: "quilt technician", "otter") or only a
+skill, and optionally a seniority, a skill and a place (436 cities from tzdata and a hand-written
+list, or remote). In training, jobs, skills and places are often made up (MADE_UP: 40% of jobs,
+30% of asked skills, 35% of places), and made-up ones appear among the negatives too, so that
+what pays is matching the query's words to the posting's, not recognising the lists' names.
 Each query comes with 24 candidate postings: full matches, hard negatives that miss one or two of
 the asked attributes (the right job elsewhere or at another level; another job that shares a
 word with the asked title and has the asked skill and place), and unrelated postings. Each
@@ -105,6 +107,19 @@ VOCAB = {False: split_vocab(False), True: split_vocab(True)}
 ALL_FAMILIES = FAMILIES
 
 
+def _name_words(v):
+    return ({w for _, ts in v["families"] for t in ts for w in t.split()} |
+            {w for ss in v["skills"].values() for s in ss for w in s.split()} |
+            {w.lower() for c, _ in v["places"] for w in c.split()})
+
+
+# A training dictionary word that is also a word of a held-out title, skill or place and of no
+# training one ("musician", "forestry") would bring that held-out word into training as a made-up
+# job, skill, place or company word: such words are not drawn in training.
+HELDOUT_ONLY_WORDS = _name_words(VOCAB[True]) - _name_words(VOCAB[False])
+VOCAB[False]["words"] = [w for w in VOCAB[False]["words"] if w not in HELDOUT_ONLY_WORDS]
+
+
 def _word_index(families):
     """title word -> indices of the families with a title that has it."""
     index = {}
@@ -133,34 +148,40 @@ QUERY_TEMPLATES = (
     ["{c}", "{c} jobs", "{c} in {p}", "{c} {p}", "{c} jobs in {p}", "{c} job {p}",
      "jobs for {c} in {p}", "{c} near {p}", "{c} vacancies {p}", "hiring {c} {p}",
      "looking for {c} work in {p}", "{p} {c}", "{c} roles in {p}", "{c} position {p}",
-     "{c} jobs near {p}", "work as {c} in {p}", "{c} openings"],
+     "{c} jobs near {p}", "work as {c} in {p}", "{c} openings", "{c} vacancy in {p}",
+     "{c} hiring in {p}", "{c} work {p}", "searching {c} jobs {p}", "new {c} jobs", "{c} job",
+     "{c} roles", "{c} jobs {p} full time", "is anyone hiring a {c} in {p}"],
     ["{c} positions around {p}", "need a {c} job in {p}", "any {c} openings in {p}",
      "{c} wanted {p}", "find me {c} roles in {p}", "{c} employment {p}", "{p} area {c} jobs",
      "{c} opportunities in {p}", "{c} careers", "i want to work as {c} in {p}"])
-REMOTE_QUERY = (["remote {c}", "{c} remote", "{c} work from home", "remote {c} jobs"],
+REMOTE_QUERY = (["remote {c}", "{c} remote", "{c} work from home", "remote {c} jobs",
+                 "{c} remote work", "remote job as {c}"],
                 ["{c} wfh", "{c} from home", "fully remote {c} role"])
 SKILL_QUERY = (["{s} {t}", "{t} {s}", "{t} with {s}"], ["{t} who knows {s}", "{t} ({s})"])
 SKILL_ONLY = ([" jobs", " roles", "", " work"], [" positions", " openings"])
 OPENERS = (["We are hiring {a} {t}", "Join {co} as {a} {t}", "{t} wanted", "{co} is looking for {a} {t}",
             "Open role: {t}", "Our client seeks {a} {t}", "{t} needed", "Vacancy: {t}",
-            "{co} - {t}", "Job title: {t}", "{co} needs {a} {t}"],
+            "{co} - {t}", "Job title: {t}", "{co} needs {a} {t}", "Role: {t}",
+            "{co} recruits {a} {t}", "Hiring now - {t}", "{t} at {co}"],
            ["Now recruiting: {t}", "{co} has an opening for {a} {t}", "Position available: {t}",
             "Be our next {t}", "Career opportunity - {t} at {co}", "Apply today: {t}"])
 LOCATIONS = (["Location: {p}.", "Based in {p}.", "{p}.", "Office in {p}.", "{p}, {country}.",
-              "Job location: {p}."],
+              "Job location: {p}.", "City: {p}.", "You will work in {p}."],
              ["Where: {p}.", "The role sits in {p}.", "Work site: {p}.", "Placed at our {p} branch."])
 REMOTE = (["Fully remote.", "Location: Remote.", "Remote, any time zone.", "Work from home."],
           ["100% remote role.", "Home-based position.", "Distributed team, no office."])
-SKILL_LINES = (["Skills: {s}.", "Requirements: {s}.", "You know {s}.", "Experience with {s}."],
+SKILL_LINES = (["Skills: {s}.", "Requirements: {s}.", "You know {s}.", "Experience with {s}.",
+                "Key skills: {s}.", "Knowledge of {s} expected."],
                ["Must have: {s}.", "Ideally you bring {s}.", "Tools: {s}."])
 EXTRAS = (["Competitive salary.", "Hybrid, 3 days a week in the office.", "Visa sponsorship.",
            "Full time, permanent.", "Part time possible.", "Benefits: health, dental, pension.",
            "Fast-paced team.", "Night shifts available.", "Great team, flat hierarchy.",
            "Immediate start.", "Weekend work required.", "Training provided.",
-           "Temporary contract, 6 months.", "Apply with your CV."],
+           "Temporary contract, 6 months.", "Apply with your CV.", "Friendly team.",
+           "Car allowance.", "Permanent role, 40 hours.", "Start date: next month."],
           ["Generous holiday allowance.", "Flexible hours.", "Overtime paid.",
            "Relocation package offered.", "Interviews this week."])
-SHORT = (["{t}, {p}", "{t} - {p}", "{t} ({p})", "{t} | {co} | {p}"],
+SHORT = (["{t}, {p}", "{t} - {p}", "{t} ({p})", "{t} | {co} | {p}", "{t} in {p}", "{co}: {t}, {p}"],
          ["{p}: {t}", "{t} @ {co}, {p}", "{t} / {p}"])
 COMPANY_SUFFIX = ["Ltd", "Group", "Inc", "Health", "Logistics", "Labs", "Partners", "& Co",
                   "Systems", "Foods", "Services", "Works"]
@@ -176,8 +197,16 @@ def split_of(query):
 class Family:
     """One job: its titles (synonyms) and category; made-up jobs have one title."""
 
-    def __init__(self, category, titles):
+    def __init__(self, category, titles, made_up=False):
         self.category, self.titles, self.key = category, titles, titles[0]
+        self.made_up = made_up
+
+
+# Training only: how often a query's job, place or skill is made up from dictionary words
+# ("quilt technician", "Port Marmot", "otter"), so that most of what the model learns is to
+# match the query's words to the posting's, words it has never seen among them, rather than to
+# recognise the training lists' names (a held-out name is, to the model, a made-up one).
+MADE_UP = {"family": 0.4, "place": 0.35, "skill": 0.3, "posting_skill": 0.3, "negative": 0.15}
 
 
 MADE_UP_PLACES = ["{w}", "{w}ton", "{w}ville", "Port {w}", "{w} City", "{w}burg", "New {w}",
@@ -185,17 +214,54 @@ MADE_UP_PLACES = ["{w}", "{w}ton", "{w}ville", "Port {w}", "{w} City", "{w}burg"
 
 
 def draw_place(r, held):
-    """A city of the split; in training one in five is made up from a dictionary word ("Port
-    Marmot"), so that matching a place name it never saw is learned as such."""
+    """A city of the split; in training MADE_UP["place"] of them are made up from a dictionary
+    word ("Port Marmot"), so that matching a place name it never saw is learned as such."""
     vocab = VOCAB[held]
-    if not held and r.random() < 0.2:
+    if not held and r.random() < MADE_UP["place"]:
         return r.choice(MADE_UP_PLACES).format(w=r.choice(vocab["words"]).title())
     return r.choice(vocab["places"])[0]
 
 
+CATEGORIES = sorted(set(ROLES.values()))
+
+
 def made_up_family(r, vocab):
-    role = r.choice(sorted(ROLES))
-    return Family(ROLES[role], [r.choice(vocab["words"]) + " " + role])
+    """A made-up job (training only): "<word> <role>", "<word> <word> <role>" or one or two bare
+    words, as real titles are one to four words."""
+    words, k = vocab["words"], r.random()
+    if k < 0.75:
+        role = r.choice(sorted(ROLES))
+        lead = r.choice(words) if k < 0.55 else r.choice(words) + " " + r.choice(words)
+        return Family(ROLES[role], [lead + " " + role], made_up=True)
+    title = r.choice(words) if k < 0.9 else r.choice(words) + " " + r.choice(words)
+    return Family(r.choice(CATEGORIES), [title], made_up=True)
+
+
+def made_up_variant(r, fam, vocab):
+    """Another made-up job one word away from `fam` (a made-up one): a role swapped for another
+    role, or a word for another word ("quilt technician" -> "quilt analyst", "otter technician")."""
+    parts = fam.key.split()
+    while True:
+        i = r.randrange(len(parts))
+        new, category = list(parts), fam.category
+        if parts[i] in ROLES:
+            new[i] = r.choice(sorted(ROLES))
+            category = ROLES[new[i]]
+        else:
+            new[i] = r.choice(vocab["words"])
+        if new != parts and not set(parts) <= set(new):
+            return Family(category, [" ".join(new)], made_up=True)
+
+
+def made_up_skill(r, vocab):
+    return r.choice(vocab["words"]) if r.random() < 0.7 else r.choice(vocab["words"]) + " " + r.choice(vocab["words"])
+
+
+def draw_skill(r, skills, held):
+    """A skill for a query: of the job's category, in training MADE_UP["skill"] made up."""
+    if not held and r.random() < MADE_UP["skill"]:
+        return made_up_skill(r, VOCAB[held])
+    return r.choice(skills)
 
 
 def title_words(t):
@@ -205,7 +271,7 @@ def title_words(t):
 def make_query(r, held):
     """A query's attributes and its text."""
     vocab = VOCAB[held]
-    if not held and r.random() < 0.15:
+    if not held and r.random() < MADE_UP["family"]:
         fam = made_up_family(r, vocab)
     else:
         fam = Family(*r.choice(vocab["families"]))
@@ -214,9 +280,9 @@ def make_query(r, held):
          "place": None, "held": held}
     if r.random() < 0.1:
         q["title"] = None
-        q["skill"] = r.choice(skills)
+        q["skill"] = draw_skill(r, skills, held)
     elif r.random() < 0.35:
-        q["skill"] = r.choice(skills)
+        q["skill"] = draw_skill(r, skills, held)
     if q["title"] and r.random() < 0.35:
         q["seniority"] = r.choice(sorted(SENIORITY_QUERY))
     if r.random() < 0.1:
@@ -256,14 +322,15 @@ def other_family(r, q, held):
         near = sorted({i for w in asked for i in index.get(w, [])})
         near = [pool[i] for i in near if pool[i][1][0] != fam.key]
         near = [f for f in near if not any(asked <= title_words(t) for t in f[1])]
-        if len(fam.titles) == 1 and not held and r.random() < 0.5:  # made up: same word, other role
-            word = fam.key.rsplit(" ", 1)[0]
-            role = r.choice([x for x in sorted(ROLES) if x not in asked])
-            return Family(ROLES[role], [word + " " + role])
+        if fam.made_up and r.random() < 0.5:  # one word away: "quilt analyst", "otter technician"
+            return made_up_variant(r, fam, VOCAB[held])
         if near:
             return Family(*r.choice(near))
     while True:
-        f = Family(*r.choice(VOCAB[held]["families"] if r.random() < 0.5 else pool))
+        if not held and r.random() < MADE_UP["negative"]:  # made-up jobs are not all relevant
+            f = made_up_family(r, VOCAB[held])
+        else:
+            f = Family(*r.choice(VOCAB[held]["families"] if r.random() < 0.5 else pool))
         if f.key != fam.key and not any(asked <= title_words(t) for t in f.titles):
             return f
 
@@ -280,6 +347,10 @@ def posting_attrs(r, q, misses, exact):
                       r.choice([s for s in sorted(SENIORITY) if s != q["seniority"]]))
     pool = vocab["skills"][fam.category] or VOCAB[False]["skills"][fam.category]
     skills = r.sample(pool, min(len(pool), r.randint(2, 4)))
+    if not held and r.random() < MADE_UP["posting_skill"]:  # made-up skills are not all asked for
+        extra = made_up_skill(r, vocab)
+        if extra != q["skill"]:
+            skills[r.randrange(len(skills))] = extra
     if q["skill"]:
         if "skill" in misses:
             skills = [s for s in skills if s != q["skill"]]

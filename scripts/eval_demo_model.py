@@ -53,9 +53,14 @@ README_CASES = [
 
 
 def readme_cases(model_dir):
-    """[(query, items, index of the match)]: example.jsonl's (id "match") and README_CASES."""
+    """[(query, items, index of the match)]: example.jsonl's (id "match") and README_CASES.
+    example.jsonl is the README's, in models/demo-jobs-reranker: a freshly trained model's folder
+    (the GPU host's) has none."""
     cases = []
-    with open(os.path.join(model_dir, "example.jsonl")) as f:
+    path = os.path.join(model_dir, "example.jsonl")
+    if not os.path.exists(path):
+        path = os.path.join(tdm.MODEL_DIR, "example.jsonl")
+    with open(path) as f:
         for line in f:
             ex = json.loads(line)
             items = [it["text"] for it in ex["items"]]

@@ -13,19 +13,22 @@ safetensors file, tokenizer.model and rankd.yaml (the templates).
 
 The validation split (the training vocabulary, held-out queries) picks the checkpoint; the
 heldout split (vocabulary and templates training never sees) is scored beside it for the log only.
-Training data is generated and tokenized by --workers processes (deterministic: the same data
-for any number of workers).
+Training data is generated, tokenized and padded by --workers processes (deterministic: the same
+data for any number of workers) into one int16 tensor that lives on the device; every step has
+the same shape ([batch queries x candidates, --max-len]), so no step waits on the host and, on
+CUDA, the decoder layers run through torch.compile (eager if that fails), with a fused AdamW.
+The cosine schedule follows wall time: it ends at --max-seconds, compilation included.
 
   scripts/gpu_train_demo.sh    # on one H200: this with --device cuda, then the checks
   scripts/train_demo_model.py --device cpu --smoke --threads 2 --max-seconds 600 --out DIR
 """
 import argparse
+import array
 import itertools
 import json
 import math
 import multiprocessing
 import os
-import random
 import shutil
 import struct
 import sys
@@ -47,6 +50,8 @@ SHAPES = {  # hidden, layers, heads, kv heads, intermediate
                  num_key_value_heads=2, intermediate_size=768),
     "wide": dict(hidden_size=384, num_hidden_layers=4, num_attention_heads=6,
                  num_key_value_heads=2, intermediate_size=1024),
+    "deep": dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4,
+                 num_key_value_heads=2, intermediate_size=768),
     "smoke": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, intermediate_size=192),
 }
@@ -170,14 +175,15 @@ class Reranker(torch.nn.Module):
             if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
                 torch.nn.init.normal_(m.weight, std=c["initializer_range"])
 
-    def forward(self, ids, lengths):
-        """ids: [b, n] right-padded token ids; lengths: [b] -> scores [b] at each last token."""
+    def forward(self, ids, lengths, layers=None):
+        """ids: [b, n] right-padded token ids; lengths: [b] -> scores [b] at each last token.
+        layers: callables to run instead of self.model.layers (their compiled forms)."""
         n = ids.shape[1]
         freqs = torch.arange(n, device=ids.device).float()[:, None] * self.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)  # [n, head_dim]
         cos, sin = emb.cos(), emb.sin()
         x = self.model.embed_tokens(ids)
-        for layer in self.model.layers:
+        for layer in layers or self.model.layers:
             x = layer(x, cos, sin)
         x = self.model.norm(x)
         last = x[torch.arange(ids.shape[0], device=ids.device), lengths - 1]  # [b, hidden]
@@ -240,15 +246,77 @@ def encode_examples(sp, examples):
 _SP = None
 
 
-def _encoded_chunk(args):
-    """A process pool's task: chunk k of a split, generated and tokenized."""
+def _sp(tokenizer):
     global _SP
-    split, k, tokenizer = args
     if _SP is None:
         import sentencepiece as spm
         _SP = spm.SentencePieceProcessor(model_file=tokenizer)
+    return _SP
+
+
+def _encoded_chunk(args):
+    """A process pool's task: chunk k of a split, generated and tokenized."""
+    split, k, tokenizer = args
     exs = demo_data.chunk_examples(split, k)
-    return [(ex, enc) for ex, enc in zip(exs, encode_examples(_SP, exs))]
+    return [(ex, enc) for ex, enc in zip(exs, encode_examples(_sp(tokenizer), exs))]
+
+
+def _packed_chunk(args):
+    """A process pool's task: chunk k of a split, generated, tokenized and right-padded to its
+    longest sequence n, as bytes (no Python lists cross the pipe): (examples, n, ids int16
+    [examples, candidates, n], lengths int16 [examples, candidates], grades int8 [examples,
+    candidates])."""
+    split, k, tokenizer = args
+    exs = demo_data.chunk_examples(split, k)
+    enc = encode_examples(_sp(tokenizer), exs)
+    seqs = [s for ex in enc for s in ex]
+    n = max((len(s) for s in seqs), default=1)
+    ids = array.array("h", [PAD]) * (len(seqs) * n)
+    for i, s in enumerate(seqs):
+        ids[i * n:i * n + len(s)] = array.array("h", s)
+    lengths = array.array("h", [len(s) for s in seqs])
+    grades = array.array("b", [g for ex in exs for g in ex["grades"]])
+    return len(exs), n, ids.tobytes(), lengths.tobytes(), grades.tobytes()
+
+
+def packed_train(n, tokenizer, workers, max_len):
+    """The first n examples of the train split (demo_data.examples("train", n): every example of
+    chunks 0, 1, 2, ... in order), generated and tokenized by `workers` processes and packed:
+    ids int16 [n, candidates, N], lengths int16 [n, candidates], grades int8 [n, candidates] and
+    the number of sequences cut.
+    N is the longest sequence, at most max_len: the few longer sequences (a posting of four long
+    skills and a long extra; 6 in 10,000 at 64) lose their last tokens."""
+    per_chunk = demo_data.CHUNK * 0.85
+    chunks, have, k = [], 0, 0
+    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
+    try:
+        while have < n:
+            todo = max(1, math.ceil((n - have) / per_chunk * 1.05))
+            args = [("train", k + i, tokenizer) for i in range(todo)]
+            for c in (pool.map(_packed_chunk, args) if pool else map(_packed_chunk, args)):
+                if have < n:
+                    chunks.append(c)
+                    have += c[0]
+            k += todo
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+    cands = demo_data.CANDIDATES
+    big = min(max_len, max(c[1] for c in chunks))
+    ids = torch.full((n, cands, big), PAD, dtype=torch.int16)
+    lengths = torch.empty((n, cands), dtype=torch.int16)
+    grades = torch.empty((n, cands), dtype=torch.int8)
+    at = 0
+    for count, m, b_ids, b_len, b_grades in chunks:
+        take = min(count, n - at)
+        t = torch.frombuffer(bytearray(b_ids), dtype=torch.int16).view(count, cands, m)
+        ids[at:at + take, :, :min(m, big)] = t[:take, :, :big]
+        lengths[at:at + take] = torch.frombuffer(bytearray(b_len), dtype=torch.int16).view(count, cands)[:take]
+        grades[at:at + take] = torch.frombuffer(bytearray(b_grades), dtype=torch.int8).view(count, cands)[:take]
+        at += take
+    cut = int((lengths > big).sum())
+    return ids, lengths.clamp_(max=big), grades, cut
 
 
 def encoded_examples(split, n, tokenizer, workers):
@@ -295,6 +363,17 @@ def pack_examples(encoded):
 
 
 @torch.no_grad()
+def score_packed(model, ids, lengths, batch_queries=128):
+    """Scores [examples, candidates] of pack_examples()' tensors (float32 compute)."""
+    out = []
+    for i in range(0, ids.shape[0], batch_queries):
+        b_ids, b_len = ids[i:i + batch_queries], lengths[i:i + batch_queries]
+        n = int(b_len.max())
+        out.append(model(b_ids[:, :, :n].flatten(0, 1).long(), b_len.flatten().long()).view(b_len.shape))
+    return torch.cat(out)
+
+
+@torch.no_grad()
 def score_examples(model, encoded, device, batch=512):
     """Scores of every candidate, one list per example (float32 compute)."""
     flat = [s for ex in encoded for s in ex]
@@ -324,22 +403,58 @@ def write_model(model, config, out_dir, tokenizer):
         f.write("head: classifier:0\n")
 
 
+def compile_layers(model, batch, autocast):
+    """torch.compile of each decoder layer (one graph for all: same code, fixed shapes), tried on
+    one training batch, forward and backward; None (eager) where torch has no compile or it
+    fails. Returns (layers or None, seconds, what happened)."""
+    if not hasattr(torch, "compile"):
+        return None, 0.0, "no torch.compile (torch " + torch.__version__ + "): eager"
+    t0 = time.time()
+    try:
+        layers = [torch.compile(layer, dynamic=False) for layer in model.model.layers]
+        ids, lengths = batch
+        with autocast:
+            s = model(ids, lengths, layers)
+        s.float().sum().backward()
+        if ids.is_cuda:
+            torch.cuda.synchronize()
+        model.zero_grad(set_to_none=True)
+        return layers, time.time() - t0, "compiled"
+    except Exception as e:  # noqa: BLE001  any failure: train eager rather than not at all
+        model.zero_grad(set_to_none=True)
+        try:
+            torch._dynamo.reset()
+        except Exception:  # noqa: BLE001
+            pass
+        msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+        return None, time.time() - t0, f"torch.compile failed ({msg}): eager"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="model folder to write")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--smoke", action="store_true", help="small shape and data (CPU test runs)")
-    ap.add_argument("--max-seconds", type=float, default=200, help="training time bound")
+    ap.add_argument("--max-seconds", type=float, default=200,
+                    help="training time bound (compilation included, final validation not)")
     ap.add_argument("--max-steps", type=int, default=0, help="step bound (0: none)")
-    ap.add_argument("--train-queries", type=int, default=0, help="0: 120000 (smoke: 6000)")
+    ap.add_argument("--train-queries", type=int, default=0, help="0: 200000 (smoke: 6000)")
     ap.add_argument("--val-queries", type=int, default=0, help="0: 500 (smoke: 200), each split")
-    ap.add_argument("--batch-queries", type=int, default=0, help="queries per step (0: 64, smoke: 8)")
-    ap.add_argument("--lr", type=float, default=0, help="peak learning rate (0: 1e-3, smoke: 3e-3)")
+    ap.add_argument("--batch-queries", type=int, default=0, help="queries per step (0: 128, smoke: 8)")
+    ap.add_argument("--lr", type=float, default=0, help="peak learning rate (0: 1.5e-3, smoke: 3e-3)")
+    ap.add_argument("--warmup", type=int, default=0, help="warmup steps (0: 300, smoke: 100)")
+    ap.add_argument("--max-len", type=int, default=64,
+                    help="training sequences are padded to the longest, cut at this many tokens")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
                     help="processes generating and tokenizing the data")
     ap.add_argument("--eval-every", type=int, default=0, help="steps (0: 500, smoke: 100)")
+    ap.add_argument("--eval-seconds", type=float, default=0,
+                    help="validate every this many seconds instead of --eval-every (0: 15 on cuda, "
+                         "else by steps)")
+    ap.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
+                    help="torch.compile the decoder layers (auto: on cuda); eager if it fails")
     ap.add_argument("--tokenizer", default=demo_data.TOKENIZER, help="copied into --out")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="",
                     help="model shape (default: full, smoke with --smoke)")
@@ -354,90 +469,111 @@ def main():
     torch.manual_seed(a.seed)
     if a.threads:
         torch.set_num_threads(a.threads)
-    rng = random.Random(a.seed)
     device = torch.device(a.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
     sp = spm.SentencePieceProcessor(model_file=a.tokenizer)
-    n_train = a.train_queries or (6000 if a.smoke else 120000)
+    n_train = a.train_queries or (6000 if a.smoke else 200000)
     n_val = a.val_queries or (200 if a.smoke else 500)
-    bq = a.batch_queries or (8 if a.smoke else 64)
-    a.lr = a.lr or (3e-3 if a.smoke else 1e-3)
+    bq = a.batch_queries or (8 if a.smoke else 128)
+    a.lr = a.lr or (3e-3 if a.smoke else 1.5e-3)
+    warmup = a.warmup or (100 if a.smoke else 300)
+    eval_every = a.eval_every or (100 if a.smoke else 500)
+    eval_seconds = a.eval_seconds or (15 if device.type == "cuda" else 0)
     # Data first: the pool forks before CUDA starts.
-    key = {"n_train": n_train, "n_val": n_val, "tokenizer": a.tokenizer, "task": demo_data.TASK}
+    key = {"n_train": n_train, "n_val": n_val, "max_len": a.max_len, "tokenizer": a.tokenizer,
+           "task": demo_data.TASK}
     cached = torch.load(a.data_cache, weights_only=False) if a.data_cache and os.path.exists(a.data_cache) else None
     if cached is not None and cached["key"] != key:
         sys.exit(f"{a.data_cache} holds other data ({cached['key']}), not {key}")
     if cached is None:
-        train, train_enc = encoded_examples("train", n_train, a.tokenizer, a.workers)
+        packed = packed_train(n_train, a.tokenizer, a.workers, a.max_len)
         evals = {s: encoded_examples(s, n_val, a.tokenizer, a.workers) for s in ("validation", "heldout")}
-        packed = pack_examples(train_enc)
-        grades = [ex["grades"] for ex in train]
-        del train, train_enc
         if a.data_cache:
             tmp = a.data_cache + ".tmp"
-            torch.save({"key": key, "packed": packed, "grades": grades, "evals": evals}, tmp)
+            torch.save({"key": key, "packed": packed, "evals": evals}, tmp)
             os.replace(tmp, a.data_cache)
     else:
-        packed, grades, evals = cached["packed"], cached["grades"], cached["evals"]
+        packed, evals = cached["packed"], cached["evals"]
+    del cached
     if a.data_only:
         print(f"data: {n_train} train / {n_val} validation / {n_val} heldout queries in "
               f"{a.data_cache}, {time.time() - t0:.1f}s", flush=True)
         return
-    train_ids, train_lengths = (t.to(device) for t in packed)
-    train_grades = torch.tensor(grades, dtype=torch.float32, device=device)
-    print(f"data: {n_train} train / {n_val} validation / {n_val} heldout queries, "
-          f"longest sequence {train_ids.shape[-1]}, {time.time() - t0:.1f}s", flush=True)
+    train_ids, train_lengths, train_grades = (t.to(device) for t in packed[:3])
+    cut = packed[3]
+    del packed
+    eval_sets = {s: ([ex["grades"] for ex in exs], *(t.to(device) for t in pack_examples(enc)))
+                 for s, (exs, enc) in evals.items()}
+    del evals
+    print(f"data: {n_train} train / {n_val} validation / {n_val} heldout queries, training "
+          f"sequences padded to {train_ids.shape[-1]} tokens ({cut} cut), {time.time() - t0:.1f}s", flush=True)
 
     config = hf_config(SHAPES[a.shape or ("smoke" if a.smoke else "full")], sp.get_piece_size())
     model = Reranker(config).to(device)
     params = sum(p.numel() for p in model.parameters())
-    print(f"model: {params / 1e6:.2f}M parameters, torch {torch.__version__}, {device}", flush=True)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.98))
-    warmup = 100 if a.smoke else 300
+    print(f"model: {params / 1e6:.2f}M parameters, torch {torch.__version__}, {device}, "
+          f"{bq} queries ({bq * demo_data.CANDIDATES} sequences) a step, peak lr {a.lr:g}", flush=True)
+    opt_args = dict(lr=a.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    if device.type == "cuda" and int(torch.__version__.split(".")[0]) >= 2:
+        opt_args["fused"] = True
+    opt = torch.optim.AdamW(model.parameters(), **opt_args)
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
                 else torch.autocast("cpu", enabled=False))
-    order, pos, step, best, log = [], 0, 0, None, []
+    gen = torch.Generator().manual_seed(a.seed)
+
+    def batch_at(idx):
+        return (train_ids[idx].flatten(0, 1).long(), train_lengths[idx].flatten().long(),
+                train_grades[idx].float())
+
+    layers, compile_s, compile_note = None, 0.0, "eager"
+    if a.compile == "on" or (a.compile == "auto" and device.type == "cuda"):
+        ids0, len0, _ = batch_at(torch.arange(bq, device=device))
+        layers, compile_s, compile_note = compile_layers(model, (ids0, len0), autocast)
+    print(f"layers: {compile_note} ({compile_s:.1f}s)", flush=True)
+    # The time bound holds compilation too: training has what is left of it.
+    train_seconds = max(a.max_seconds - compile_s, 0.25 * a.max_seconds)
+
+    perm, pos, step, best, log = None, 0, 0, None, []
+    loss_sum, loss_n = torch.zeros((), device=device), 0
     t_start = time.time()
-    eval_every = a.eval_every or (100 if a.smoke else 500)
-    losses = []
+    last_eval, last_step = None, 0
     while True:
         elapsed = time.time() - t_start
-        done = elapsed >= a.max_seconds or (a.max_steps and step >= a.max_steps)
-        if step % eval_every == 0 or done:
+        done = elapsed >= train_seconds or (a.max_steps and step >= a.max_steps)
+        due = (last_eval is None or (time.time() - last_eval >= eval_seconds if eval_seconds
+                                     else step % eval_every == 0))
+        if due or done:
             model.eval()
-            m = {s: demo_data.ranking_metrics(score_examples(model, enc, device),
-                                              [ex["grades"] for ex in exs])
-                 for s, (exs, enc) in evals.items()}
+            m = {s: demo_data.ranking_metrics(score_packed(model, ids, lengths).tolist(), grades)
+                 for s, (grades, ids, lengths) in eval_sets.items()}
             model.train()
-            loss_avg = sum(losses) / len(losses) if losses else None
-            losses = []
+            loss_avg = (loss_sum / loss_n).item() if loss_n else None
+            rate = (step - last_step) / (time.time() - last_eval) if last_eval else 0.0
+            loss_sum, loss_n, last_step = torch.zeros((), device=device), 0, step
             log.append({"step": step, "seconds": round(elapsed, 1), "train_loss": loss_avg,
-                        **m["validation"], "heldout": m["heldout"]})
+                        "steps_per_second": round(rate, 2), **m["validation"], "heldout": m["heldout"]})
             print(f"step {step} {elapsed:.0f}s " + ("" if loss_avg is None else f"loss {loss_avg:.4f} ") +
-                  f"validation mrr@10 {m['validation']['mrr@10']:.4f} ndcg@10 "
+                  f"({rate:.1f} steps/s) validation mrr@10 {m['validation']['mrr@10']:.4f} ndcg@10 "
                   f"{m['validation']['ndcg@10']:.4f}, heldout mrr@10 {m['heldout']['mrr@10']:.4f} "
                   f"ndcg@10 {m['heldout']['ndcg@10']:.4f}", flush=True)
             # The checkpoint is picked on validation (training vocabulary) alone.
             if best is None or m["validation"]["ndcg@10"] > best[0]["ndcg@10"]:
                 best = (dict(m["validation"], step=step, heldout=m["heldout"]),
                         {k: v.detach().clone() for k, v in model.state_dict().items()})
+            last_eval = time.time()
         if done:
             break
-        if pos + bq > len(order):
-            order, pos = list(range(n_train)), 0
-            rng.shuffle(order)
-        batch = torch.tensor(order[pos:pos + bq], device=device)
+        if perm is None or pos + bq > len(perm):
+            perm, pos = torch.randperm(n_train, generator=gen).to(device), 0
+        ids, lengths, g = batch_at(perm[pos:pos + bq])
         pos += bq
-        lengths = train_lengths[batch]  # [bq, candidates]
-        ids = train_ids[batch, :, :int(lengths.max())].long()  # [bq, candidates, n]
-        g = train_grades[batch]  # [bq, candidates]
         with autocast:
-            s = model(ids.flatten(0, 1), lengths.flatten()).view(g.shape)
+            s = model(ids, lengths, layers).view(g.shape)
         target = (2 ** g - 1) / (2 ** g - 1).sum(-1, keepdim=True)
         loss = -(target * F.log_softmax(s, dim=-1)).sum(-1).mean()
         loss = loss + 0.1 * F.binary_cross_entropy_with_logits(s, g / 3)
-        frac = min(1.0, elapsed / a.max_seconds)
+        frac = min(1.0, elapsed / train_seconds)
         if a.max_steps:
             frac = max(frac, step / a.max_steps)
         lr = a.lr * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * frac))
@@ -447,20 +583,25 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        loss_sum += loss.detach()
+        loss_n += 1
         step += 1
-        if step % 10 == 0:
-            losses.append(loss.item())
 
     model.load_state_dict(best[1])
     write_model(model, config, a.out, a.tokenizer)
+    train_s = time.time() - t_start
     with open(os.path.join(a.out, "train_log.json"), "w") as f:
         json.dump({"task": demo_data.TASK, "args": vars(a), "torch": torch.__version__,
-                   "device": str(device),
-                   "parameters": params, "steps": step, "best": best[0], "validation": log},
+                   "device": str(device), "layers": compile_note,
+                   "compile_seconds": round(compile_s, 1), "train_seconds": round(train_s, 1),
+                   "train_sequence_tokens": train_ids.shape[-1], "train_sequences_cut": cut,
+                   "parameters": params, "steps": step, "queries_seen": step * bq,
+                   "best": best[0], "validation": log},
                   f, indent=1)
         f.write("\n")
-    print(f"wrote {a.out}: step {best[0]['step']} validation ndcg@10 {best[0]['ndcg@10']:.4f}, "
-          f"{time.time() - t0:.0f}s in all", flush=True)
+    print(f"wrote {a.out}: step {best[0]['step']} of {step} ({step * bq / n_train:.1f} epochs), "
+          f"validation ndcg@10 {best[0]['ndcg@10']:.4f} mrr@10 {best[0]['mrr@10']:.4f}, heldout "
+          f"mrr@10 {best[0]['heldout']['mrr@10']:.4f}, {time.time() - t0:.0f}s in all", flush=True)
 
 
 if __name__ == "__main__":
