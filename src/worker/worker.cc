@@ -42,10 +42,6 @@ absl::Status ShiftItemIndex(const absl::Status& s, int begin) {
   return MapItem(s, [begin](int i) { return i + begin; });
 }
 
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
 // TRUNCATE_END's byte cut: the longest prefix of valid UTF-8 `text` of at most `max_bytes` bytes
 // that ends on a character boundary.
 absl::string_view Utf8Prefix(absl::string_view text, int64_t max_bytes) {
@@ -116,11 +112,12 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
     }
   }
   if (static_cast<int64_t>(prefix.size()) > limits.max_query_tokens) {
-    return Invalid(from_ids ? "query_ids" : "query",
-                   absl::StrCat(prefix.size(),
-                                " tokens (template and BOS included) exceeds "
-                                "max_query_tokens=",
-                                limits.max_query_tokens));
+    return InvalidField(from_ids ? "query_ids" : "query",
+                        absl::StrCat(prefix.size(),
+                                     " tokens (template and BOS included) exceeds "
+                                     "max_query_tokens=",
+                                     limits.max_query_tokens),
+                        "max_query_tokens");
   }
   std::vector<engine::Item> items;
   items.reserve(end - begin);
@@ -196,8 +193,10 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
     item_tokens += length;
   }
   if (item_tokens > limits.max_request_tokens) {
-    return Invalid("items", absl::StrCat(item_tokens, " tokens exceeds max_request_tokens=",
-                                         limits.max_request_tokens));
+    return InvalidField(
+        "items",
+        absl::StrCat(item_tokens, " tokens exceeds max_request_tokens=", limits.max_request_tokens),
+        "max_request_tokens");
   }
   scoring.query_ids = std::move(prefix);
   scoring.items = std::move(items);

@@ -215,9 +215,9 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
     call_.Start(
         ParseRequest(raw_request, "Score", call_.mutable_request()), context->deadline(),
         [raw_response](const ScoreResponse& response) {
-          return SerializeResponse(response, raw_response);
+          return FromGrpcStatus(SerializeResponse(response, raw_response));
         },
-        [this](const grpc::Status& status) { Finish(status); });
+        [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); });
   }
 
   void OnCancel() override { call_.Cancel(); }
@@ -237,11 +237,12 @@ class TokenizeReactor final : public grpc::ServerUnaryReactor {
     TokenizeService* tokenize = service->tokenize();
     rankd::v1::TokenizeRequest request;
     const absl::Status parsed = ParseRequest(raw_request, "Tokenize", &request);
-    tokenize->Tokenize(parsed, std::move(request), "Tokenize",
-                       [this, raw_response](const grpc::Status& status,
-                                            const rankd::v1::TokenizeResponse& response) {
-                         Finish(status.ok() ? SerializeResponse(response, raw_response) : status);
-                       });
+    tokenize->Tokenize(
+        parsed, std::move(request), "Tokenize",
+        [this, raw_response](const absl::Status& status,
+                             const rankd::v1::TokenizeResponse& response) {
+          Finish(status.ok() ? SerializeResponse(response, raw_response) : ToGrpcStatus(status));
+        });
   }
 
   void OnDone() override { delete this; }
@@ -290,7 +291,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         c.work = MakeWork(
             request_, b, std::min(c.end, scored_end_), std::move(misses), /*whole=*/false,
             context->deadline(),
-            [this, k](const grpc::Status& status, Work& work) { OnWorkDone(k, status, work); });
+            [this, k](const absl::Status& status, Work& work) { OnWorkDone(k, status, work); });
         works.push_back(c.work);
       } else {
         c.ready = true;  // nothing for a worker in it: cached, or past the depth
@@ -353,7 +354,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     ScoreResponse response;
   };
 
-  void OnWorkDone(int k, const grpc::Status& status, Work& work) {
+  void OnWorkDone(int k, const absl::Status& status, Work& work) {
     bool failed_now = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -371,7 +372,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         items_scored_ += work.num_items();
         c.ready = true;
       } else if (status_.ok()) {
-        status_ = status;
+        status_ = ToGrpcStatus(status);
         failed_now = true;
       }
       if (remaining_ == 0) ReleaseRequestLocked();
@@ -557,7 +558,7 @@ void ScoreCall::Start(const absl::Status& parsed, WallTime deadline, EncodeFn en
     if (hold.ok()) answer_ = *std::move(hold);
   }
   if (!s.ok()) {
-    Done(ToGrpcStatus(s));
+    Done(std::move(s));
     return;
   }
   scored_end_ = ItemsToScore(request_, service_->default_depth());
@@ -565,20 +566,20 @@ void ScoreCall::Start(const absl::Status& parsed, WallTime deadline, EncodeFn en
   std::vector<int> misses = cached_->Misses(0, scored_end_);
   if (misses.empty()) {  // every item answered here: nothing queues
     Answer(nullptr);
-    Done(grpc::Status::OK);
+    Done(absl::OkStatus());
     return;
   }
   work_ = MakeWork(&request_, 0, scored_end_, std::move(misses), /*whole=*/true, deadline,
-                   [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
+                   [this](const absl::Status& status, Work& work) { OnWorkDone(status, work); });
   s = service_->pool()->Submit({work_});
-  if (!s.ok()) Done(ToGrpcStatus(s));
+  if (!s.ok()) Done(std::move(s));
 }
 
 void ScoreCall::Cancel() {
   if (work_) service_->pool()->Cancel(work_);
 }
 
-void ScoreCall::OnWorkDone(const grpc::Status& status, Work& work) {
+void ScoreCall::OnWorkDone(const absl::Status& status, Work& work) {
   if (status.ok()) Answer(&work);
   Done(status);
 }
@@ -598,10 +599,10 @@ void ScoreCall::Answer(const Work* work) {
   }
 }
 
-void ScoreCall::Done(grpc::Status status) {
+void ScoreCall::Done(absl::Status status) {
   if (status.ok()) status = encode_(response_);
-  RecordCall(service_, request_.request_id(), request_.items_size(), status, start_, rpc_,
-             trace_id_);
+  RecordCall(service_, request_.request_id(), request_.items_size(), ToGrpcStatus(status), start_,
+             rpc_, trace_id_);
   if (status.ok()) {
     service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
   }
