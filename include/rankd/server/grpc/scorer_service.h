@@ -118,7 +118,8 @@ class CachedItems;  // scorer_service.cc
 // cache, the depth, admission to the pool, the response, then the metrics, the access log and the
 // depth controller's latency. The transport fills mutable_request(), Starts it, encodes the
 // response in `encode` and answers in `finish`; the request and the response are emptied between
-// the two.
+// the two. ScoreStream's calls begin on the same path (validation, budget, depth, cache), then
+// dispatch in chunks of their own.
 //
 // Threads: Start on the transport's thread, once; `encode` then `finish` run once, on that thread
 // (answered at once: an error, or every item from the cache) or on a pool completion thread.
