@@ -23,10 +23,12 @@ std::string FieldError::Path(absl::string_view list) const {
   return absl::StrCat(list, "[", item, "]", field);
 }
 
-std::string FieldError::Message() const { return absl::StrCat(Path(), ": ", what); }
+std::string FieldError::Message(absl::string_view list) const {
+  return absl::StrCat(Path(list), ": ", what);
+}
 
-absl::Status FieldErrorStatus(absl::StatusCode code, FieldError error) {
-  absl::Status status(code, error.Message());
+absl::Status FieldErrorStatus(absl::StatusCode code, FieldError error, absl::string_view list) {
+  absl::Status status(code, error.Message(list));
   status.SetPayload(kPayloadUrl, absl::Cord(EncodeFieldError(error)));
   return status;
 }

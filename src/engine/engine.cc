@@ -158,29 +158,31 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   return engine;
 }
 
-absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items,
-                                                       int64_t max_text_tokens) const {
+absl::Status CheckEncodedText(int item, absl::Span<const int32_t> ids) {
+  if (!ids.empty()) return absl::OkStatus();
+  return InvalidItemField(item, ".text", "encodes to no tokens");
+}
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> Engine::EncodeTexts(
+    absl::Span<const std::string> texts, int64_t max_tokens) const {
+  return text_->EncodeItems(texts, tokenizer_threads_, max_tokens);
+}
+
+absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& items) const {
   const model::ModelConfig& c = config();
   std::vector<std::string> texts;
-  std::vector<size_t> text_index;  // texts[j] belongs to items[text_index[j]]
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].kind == Item::Kind::kText) {
-      texts.push_back(items[i].text);
-      text_index.push_back(i);
-    }
+  for (const Item& item : items) {
+    if (item.kind == Item::Kind::kText) texts.push_back(item.text);
   }
-  RANKD_ASSIGN_OR_RETURN(auto encoded,
-                         text_->EncodeItems(texts, tokenizer_threads_, max_text_tokens));
+  RANKD_ASSIGN_OR_RETURN(const auto encoded, EncodeTexts(texts));
   backend::ItemBatch batch;
   size_t next_text = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     switch (it.kind) {
       case Item::Kind::kText: {
-        const auto& ids = encoded[next_text++];
-        if (ids.empty()) {
-          return InvalidItemField(static_cast<int>(i), ".text", "encodes to no tokens");
-        }
+        const std::vector<int32_t>& ids = encoded[next_text++];
+        RANKD_RETURN_IF_ERROR(CheckEncodedText(static_cast<int>(i), ids));
         batch.AddIds(ids);
         break;
       }
@@ -208,28 +210,6 @@ absl::StatusOr<backend::ItemBatch> Engine::EncodeItems(const std::vector<Item>& 
   }
   return batch;
 }
-
-namespace {
-
-// Items [begin, end) of `all` as their own batch (embedding rows renumbered).
-backend::ItemBatch Slice(const backend::ItemBatch& all, int begin, int end, int hidden) {
-  backend::ItemBatch out;
-  for (int i = begin; i < end; ++i) {
-    const int32_t* b = all.tokens.data() + all.offsets[i];
-    const int32_t* e = all.tokens.data() + all.offsets[i + 1];
-    if (*b >= 0) {
-      out.AddIds(absl::MakeConstSpan(b, e));
-    } else {
-      const int64_t first_row = -static_cast<int64_t>(*b) - 1;
-      out.AddEmbeddings(absl::MakeConstSpan(all.embeddings.data() + first_row * hidden,
-                                            static_cast<size_t>(e - b) * hidden),
-                        hidden);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 absl::Status ScoreGroupsInPasses(backend::Backend& backend,
                                  absl::Span<const backend::Backend::ScoreGroup> groups,
@@ -274,7 +254,7 @@ absl::Status ScoreGroupsInPasses(backend::Backend& backend,
       if (begin == 0 && end == n) {
         pass.push_back(group);
       } else {
-        slices.push_back(Slice(all, begin, end, hidden));
+        slices.push_back(all.Slice(begin, end, hidden));
         pass.push_back({group.prefix, &slices.back(), group.scores.subspan(begin, end - begin)});
       }
       pass_tokens += tokens;
@@ -284,68 +264,76 @@ absl::Status ScoreGroupsInPasses(backend::Backend& backend,
   return flush(groups.size());
 }
 
-absl::StatusOr<Engine::Prepared> Engine::Prepare(const ScoreRequest& request) {
-  Prepared p;
-  std::vector<int32_t> prefix_ids;
+absl::StatusOr<PreparedRequest> Engine::Prepare(const ScoreRequest& request) const {
+  PreparedRequest p;
   if (request.query_ids) {
-    prefix_ids = *request.query_ids;
+    p.prefix_ids = *request.query_ids;
   } else {
-    RANKD_ASSIGN_OR_RETURN(prefix_ids, EncodeQuery(request.query));
+    RANKD_ASSIGN_OR_RETURN(p.prefix_ids, EncodeQuery(request.query));
   }
-  RANKD_RETURN_IF_ERROR(model::CheckTokenIds(prefix_ids, "query_ids", config().vocab_size));
+  RANKD_RETURN_IF_ERROR(model::CheckTokenIds(p.prefix_ids, "query_ids", config().vocab_size));
   RANKD_ASSIGN_OR_RETURN(p.items, EncodeItems(request.items));
   for (int i = 0; i < p.items.num_items(); ++i) {
     RANKD_RETURN_IF_ERROR(AtItem(
-        i, model::CheckContextLength(static_cast<int64_t>(prefix_ids.size()),
-                                     p.items.item_length(i), config().max_position_embeddings,
-                                     "")));
+        i,
+        model::CheckContextLength(static_cast<int64_t>(p.prefix_ids.size()), p.items.item_length(i),
+                                  config().max_position_embeddings, "")));
   }
-  p.prefix = prefix_cache_->Get(prefix_ids);
-  if (p.prefix == nullptr) {
-    RANKD_ASSIGN_OR_RETURN(p.prefix, backend_->EncodePrefix(prefix_ids));
-    prefix_cache_->Put(prefix_ids, p.prefix);
-  }
-  p.result.prefix_tokens = static_cast<int>(prefix_ids.size());
-  p.result.item_tokens = p.items.num_tokens();
-  p.result.scores.resize(p.items.num_items());
   p.apply_sigmoid = request.apply_sigmoid;
   return p;
 }
 
-void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done,
+absl::StatusOr<std::shared_ptr<const backend::PrefixState>> Engine::PrefixFor(
+    const std::vector<int32_t>& ids) {
+  std::shared_ptr<const backend::PrefixState> prefix = prefix_cache_->Get(ids);
+  if (prefix == nullptr) {
+    RANKD_ASSIGN_OR_RETURN(prefix, backend_->EncodePrefix(ids));
+    prefix_cache_->Put(ids, prefix);
+  }
+  return prefix;
+}
+
+void Engine::ScoreMany(absl::Span<const PreparedRequest> requests, const ScoreDoneFn& done,
                        const std::function<void(const PassInfo&)>& on_pass) {
-  std::vector<Prepared> ready;
+  std::vector<Scoring> ready;
   ready.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    absl::StatusOr<Prepared> p = Prepare(requests[i]);
-    if (!p.ok()) {
-      done(i, p.status());
+    const PreparedRequest& request = requests[i];
+    absl::StatusOr<std::shared_ptr<const backend::PrefixState>> prefix =
+        PrefixFor(request.prefix_ids);
+    if (!prefix.ok()) {
+      done(i, prefix.status());
       continue;
     }
-    p->index = i;
-    ready.push_back(*std::move(p));
+    Scoring& s = ready.emplace_back();
+    s.index = i;
+    s.request = &request;
+    s.prefix = *std::move(prefix);
+    s.result.prefix_tokens = static_cast<int>(request.prefix_ids.size());
+    s.result.item_tokens = request.items.num_tokens();
+    s.result.scores.resize(request.items.num_items());
   }
   std::vector<backend::Backend::ScoreGroup> groups;
   groups.reserve(ready.size());
-  for (Prepared& p : ready) {
-    groups.push_back({p.prefix.get(), &p.items, absl::MakeSpan(p.result.scores)});
+  for (Scoring& s : ready) {
+    groups.push_back({s.prefix.get(), &s.request->items, absl::MakeSpan(s.result.scores)});
   }
-  auto answer = [&](Prepared& p) {
-    if (p.apply_sigmoid) {
-      for (float& s : p.result.scores) s = Sigmoid(s);
+  auto answer = [&](Scoring& s) {
+    if (s.request->apply_sigmoid) {
+      for (float& score : s.result.scores) score = Sigmoid(score);
     }
-    done(p.index, std::move(p.result));
+    done(s.index, std::move(s.result));
     // No later pass reads an answered request's prefix: let it go now, so that an evicted one
     // stops counting against the prefix cache's budget (and its memory is freed) mid-step.
-    p.prefix.reset();
+    s.prefix.reset();
   };
   size_t answered = 0;
-  const absl::Status s =
+  const absl::Status status =
       ScoreGroupsInPasses(*backend_, groups, max_batch_tokens_, [&](const PassInfo& pass) {
         if (on_pass) on_pass(pass);
         for (; answered < pass.groups_done; ++answered) answer(ready[answered]);
       });
-  if (s.ok()) {
+  if (status.ok()) {
     for (; answered < ready.size(); ++answered) answer(ready[answered]);
     return;
   }
@@ -363,15 +351,41 @@ void Engine::ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneF
 }
 
 std::vector<absl::StatusOr<ScoreResult>> Engine::ScoreMany(
-    absl::Span<const ScoreRequest> requests) {
+    absl::Span<const PreparedRequest> requests) {
   std::vector<absl::StatusOr<ScoreResult>> results(requests.size(),
                                                    absl::UnknownError("not scored"));
   ScoreMany(requests, [&](size_t i, absl::StatusOr<ScoreResult> r) { results[i] = std::move(r); });
   return results;
 }
 
-absl::StatusOr<ScoreResult> Engine::Score(const ScoreRequest& request) {
+std::vector<absl::StatusOr<ScoreResult>> Engine::ScoreMany(
+    absl::Span<const ScoreRequest> requests) {
+  std::vector<absl::StatusOr<ScoreResult>> results(requests.size(),
+                                                   absl::UnknownError("not scored"));
+  std::vector<PreparedRequest> prepared;
+  std::vector<size_t> index;  // prepared[k] is requests[index[k]]
+  prepared.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    absl::StatusOr<PreparedRequest> p = Prepare(requests[i]);
+    if (!p.ok()) {
+      results[i] = p.status();
+      continue;
+    }
+    prepared.push_back(*std::move(p));
+    index.push_back(i);
+  }
+  ScoreMany(prepared,
+            [&](size_t k, absl::StatusOr<ScoreResult> r) { results[index[k]] = std::move(r); });
+  return results;
+}
+
+absl::StatusOr<ScoreResult> Engine::Score(const PreparedRequest& request) {
   return std::move(ScoreMany(absl::MakeConstSpan(&request, 1))[0]);
+}
+
+absl::StatusOr<ScoreResult> Engine::Score(const ScoreRequest& request) {
+  RANKD_ASSIGN_OR_RETURN(const PreparedRequest prepared, Prepare(request));
+  return Score(prepared);
 }
 
 }  // namespace rankd::engine

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <climits>
-
 #include <optional>
 #include <utility>
 
 #include "rankd/common/field_error.h"
+#include "rankd/common/grpc_status.h"
 
 namespace rankd::protocol {
 
@@ -17,11 +17,10 @@ grpc::Status ToWorkerStatus(const absl::Status& status) {
 }
 
 absl::Status FromWorkerStatus(const grpc::Status& status) {
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
   if (std::optional<FieldError> error = DecodeFieldError(status.error_details())) {
-    return FieldErrorStatus(code, *std::move(error));
+    return FieldErrorStatus(static_cast<absl::StatusCode>(status.error_code()), *std::move(error));
   }
-  return absl::Status(code, status.error_message());
+  return FromGrpcStatus(status);
 }
 
 int TransportMessageLimit(int64_t max_message_bytes) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "grpcpp/grpcpp.h"
 #include "rankd/backend/registry.h"
 #include "rankd/common/field_error.h"
@@ -19,6 +20,7 @@
 #include "rankd/common/status.h"
 #include "rankd/internal/worker.grpc.pb.h"
 #include "rankd/model/identity.h"
+#include "rankd/model/input_checks.h"
 #include "rankd/protocol/protocol.h"
 #include "rankd/worker/step_scheduler.h"
 #include "spdlog/spdlog.h"
@@ -33,17 +35,6 @@ using rankd::worker::v1::WorkResult;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// The engine's errors name items by their index in the list it was given (FieldError::item); a
-// work item's list starts at `begin` of the request.
-absl::Status ShiftItemIndex(const absl::Status& s, int begin) {
-  if (begin == 0) return s;
-  return MapItem(s, [begin](int i) { return i + begin; });
-}
-
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
 // TRUNCATE_END's byte cut: the longest prefix of valid UTF-8 `text` of at most `max_bytes` bytes
@@ -79,9 +70,9 @@ engine::EngineOptions WorkerEngineOptions(const protocol::WorkerSetup& setup) {
   return o;
 }
 
-absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
-                                                     const WorkItem& work,
-                                                     const protocol::Limits& limits) {
+absl::StatusOr<engine::PreparedRequest> PrepareWorkItem(const engine::Engine& engine,
+                                                        const WorkItem& work,
+                                                        const protocol::Limits& limits) {
   const rankd::v1::ScoreRequest& request = work.request();
   const int begin = work.begin(), end = work.end();
   if (begin < 0 || end > request.items_size() || begin >= end) {
@@ -89,16 +80,13 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
                                                    ") is outside the request's ",
                                                    request.items_size(), " items"));
   }
-  // After a request with much text, the memory freed by its tokenization goes back to the system
-  // (malloc_trim once the items are encoded, below).
-  size_t text_bytes = request.query().size();
-  for (int i = begin; i < end; ++i) text_bytes += request.items(i).text().size();
-  engine::ScoreRequest scoring;
+  engine::PreparedRequest prepared;
+  prepared.apply_sigmoid = request.apply_sigmoid();
   // TRUNCATE_END: what is over a limit is cut here, the one place for every query and item kind
   // (the front end lets it through); else refused.
   const bool cut = protocol::TruncatesAtEnd(request, limits);
   const bool from_ids = request.query_ids_size() > 0;
-  std::vector<int32_t> prefix;
+  std::vector<int32_t>& prefix = prepared.prefix_ids;
   if (from_ids) {
     prefix.assign(request.query_ids().begin(), request.query_ids().end());
   } else {
@@ -115,94 +103,104 @@ absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engin
       prefix = *std::move(kept);
     }
   }
-  if (static_cast<int64_t>(prefix.size()) > limits.max_query_tokens) {
-    return Invalid(from_ids ? "query_ids" : "query",
-                   absl::StrCat(prefix.size(),
-                                " tokens (template and BOS included) exceeds "
-                                "max_query_tokens=",
-                                limits.max_query_tokens));
+  // A text query's tokens are known only now (the front end checked query_ids).
+  if (!from_ids && static_cast<int64_t>(prefix.size()) > limits.max_query_tokens) {
+    return InvalidField("query",
+                        absl::StrCat(prefix.size(),
+                                     " tokens (template and BOS included) exceeds "
+                                     "max_query_tokens=",
+                                     limits.max_query_tokens),
+                        "max_query_tokens");
   }
-  std::vector<engine::Item> items;
-  items.reserve(end - begin);
-  for (int i = begin; i < end; ++i) {
-    const Item& it = request.items(i);
-    switch (it.content_case()) {
-      case Item::kText:
-        // As the query: text over its byte limit came through only to be cut.
-        items.push_back(engine::Item::Text(
-            std::string(cut ? Utf8Prefix(it.text(), limits.ItemByteLimit()) : it.text())));
-        break;
-      case Item::kTokenIds:
-        items.push_back(engine::Item::Ids(
-            std::vector<int32_t>(it.token_ids().ids().begin(), it.token_ids().ids().end())));
-        break;
-      case Item::kEmbedding:
-        items.push_back(engine::Item::Embedding(
-            std::vector<float>(it.embedding().values().begin(), it.embedding().values().end())));
-        break;
-      case Item::CONTENT_NOT_SET:
-        return InvalidItemField(i, "", "no content");
+  // The texts, tokenized once, in parallel. Tokenization stops once an item is over
+  // max_item_tokens (EncodeBounded): its entry then holds its first ids, which is all that
+  // cutting keeps and all that refusing needs.
+  std::vector<int> text_item;  // encoded[t] is of item text_item[t] of the request
+  absl::StatusOr<std::vector<std::vector<int32_t>>> encoded;
+  {
+    std::vector<std::string> texts;
+    size_t text_bytes = request.query().size();
+    for (int i = begin; i < end; ++i) {
+      const Item& it = request.items(i);
+      if (it.content_case() != Item::kText) continue;
+      // As the query: text over its byte limit came through only to be cut.
+      texts.emplace_back(cut ? Utf8Prefix(it.text(), limits.ItemByteLimit()) : it.text());
+      text_item.push_back(i);
+      text_bytes += it.text().size();
     }
+    encoded = engine.EncodeTexts(texts, limits.max_item_tokens);
+    texts = {};
+    // After a request with much text, the memory its tokenization freed goes back to the system.
+    if (text_bytes > kTrimAfterTextBytes) malloc_trim(0);
   }
-  // Tokenize once to check the limits (and cut), then hand the engine the ids. Tokenization stops
-  // once an item is over max_item_tokens (EncodeBounded): its entry then holds its first ids,
-  // which is all that cutting keeps and all that refusing needs.
-  absl::StatusOr<backend::ItemBatch> batch = engine.EncodeItems(items, limits.max_item_tokens);
-  if (text_bytes > kTrimAfterTextBytes) malloc_trim(0);
-  if (!batch.ok()) return ShiftItemIndex(batch.status(), begin);
+  RANKD_RETURN_IF_ERROR(encoded.status());
+  for (size_t t = 0; t < encoded->size(); ++t) {
+    RANKD_RETURN_IF_ERROR(engine::CheckEncodedText(text_item[t], (*encoded)[t]));
+  }
   // What a cut item keeps: max_item_tokens, and no more than the model's context leaves after the
-  // prefix (a prefix that leaves nothing cuts nothing for it: the engine refuses the item).
+  // prefix (a prefix that leaves nothing cuts nothing for it: the context check refuses the item).
   int64_t keep = limits.max_item_tokens;
   const int64_t context = engine.config().max_position_embeddings;
   const int64_t left = context - static_cast<int64_t>(prefix.size());
   if (context > 0 && left > 0) keep = std::min(keep, left);
   const int hidden = engine.config().hidden_size;
-  int64_t item_tokens = 0;
-  for (int j = 0; j < batch->num_items(); ++j) {
-    const absl::Span<const int32_t> encoded(batch->tokens.data() + batch->offsets[j],
-                                            batch->item_length(j));
-    int64_t length = batch->item_length(j);
-    engine::Item& item = items[j];
-    const bool text = item.kind == engine::Item::Kind::kText;
-    if (cut && length > keep) {
-      if (text) {
-        if (auto kept = engine.CutTextItem(encoded, keep)) {
-          item = engine::Item::Ids(*std::move(kept));
-          length = keep;
+  // Every item packed once, from the request's own ids and values (the front end checked them
+  // against the vocabulary and the hidden size); a text's ids as tokenized, and cut.
+  backend::ItemBatch& items = prepared.items;
+  size_t next_text = 0;
+  for (int i = begin; i < end; ++i) {
+    const Item& it = request.items(i);
+    switch (it.content_case()) {
+      case Item::kText: {
+        std::vector<int32_t>& ids = (*encoded)[next_text++];
+        if (cut && static_cast<int64_t>(ids.size()) > keep) {
+          if (auto kept = engine.CutTextItem(ids, keep)) ids = *std::move(kept);
         }
-      } else {  // no template: the first ids, or rows
-        if (item.kind == engine::Item::Kind::kIds) {
-          item.ids.resize(keep);
-        } else {
-          item.embedding.resize(keep * hidden);
+        // A text's tokens are known only now (the front end checked its bytes); the count is of
+        // the tokens seen before its tokenization stopped.
+        if (static_cast<int64_t>(ids.size()) > limits.max_item_tokens) {
+          return InvalidItemField(
+              i, ".text",
+              absl::StrCat("at least ", ids.size(),
+                           " tokens exceeds max_item_tokens=", limits.max_item_tokens),
+              "max_item_tokens");
         }
-        length = keep;
+        items.AddIds(ids);
+        break;
       }
+      case Item::kTokenIds: {  // no template: a cut keeps the first ids
+        const auto ids =
+            absl::MakeConstSpan(it.token_ids().ids().data(), it.token_ids().ids_size());
+        items.AddIds(cut ? ids.first(std::min<int64_t>(ids.size(), keep)) : ids);
+        break;
+      }
+      case Item::kEmbedding: {  // a cut keeps the first rows
+        const auto values =
+            absl::MakeConstSpan(it.embedding().values().data(), it.embedding().values_size());
+        items.AddEmbeddings(
+            cut ? values.first(std::min<int64_t>(values.size(), keep * hidden)) : values, hidden);
+        break;
+      }
+      case Item::CONTENT_NOT_SET:
+        return InvalidItemField(i, "", "no content");
     }
-    if (length > limits.max_item_tokens) {
-      const char* field = text                                    ? ".text"
-                          : item.kind == engine::Item::Kind::kIds ? ".token_ids"
-                                                                  : ".embedding";
-      // A text's count is of the tokens seen before its tokenization stopped.
-      return InvalidItemField(begin + j, field,
-                              absl::StrCat(text ? "at least " : "", length,
-                                           " tokens exceeds max_item_tokens=",
-                                           limits.max_item_tokens),
-                              "max_item_tokens");
-    }
-    if (item.kind == engine::Item::Kind::kText) {
-      item = engine::Item::Ids(std::vector<int32_t>(encoded.begin(), encoded.end()));
-    }
-    item_tokens += length;
   }
-  if (item_tokens > limits.max_request_tokens) {
-    return Invalid("items", absl::StrCat(item_tokens, " tokens exceeds max_request_tokens=",
-                                         limits.max_request_tokens));
+  if (items.num_tokens() > limits.max_request_tokens) {
+    return InvalidField("items",
+                        absl::StrCat(items.num_tokens(), " tokens exceeds max_request_tokens=",
+                                     limits.max_request_tokens),
+                        "max_request_tokens");
   }
-  scoring.query_ids = std::move(prefix);
-  scoring.items = std::move(items);
-  scoring.apply_sigmoid = request.apply_sigmoid();
-  return scoring;
+  // The model's context, for every item whose length beside the prefix the front end could not
+  // know: a text's, any item's after a text query, any item's with TRUNCATE_END (validation.cc
+  // checks token ids and embedding rows after query_ids).
+  for (int j = 0; j < items.num_items(); ++j) {
+    if (from_ids && !cut && request.items(begin + j).content_case() != Item::kText) continue;
+    RANKD_RETURN_IF_ERROR(
+        AtItem(begin + j, model::CheckContextLength(static_cast<int64_t>(prefix.size()),
+                                                    items.item_length(j), context, "")));
+  }
+  return prepared;
 }
 
 namespace {
@@ -292,8 +290,8 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
     Clock::time_point enqueued_at;
     Clock::time_point deadline;  // the call's gRPC deadline on this clock
     bool interactive = true;
-    // Once checked and tokenized (a job that did not fit a step keeps it for the next).
-    std::optional<engine::ScoreRequest> prepared;
+    // Once prepared (a job that did not fit a step keeps it for the next).
+    std::optional<engine::PreparedRequest> prepared;
     int64_t tokens = 0;  // prefix and item tokens of `prepared`
     int items = 0;
     std::vector<int64_t> item_tokens;  // [items] tokens (or embedding rows) of each
@@ -307,17 +305,13 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   };
 
   // The engine request of the job's slice: the prepared request itself when the slice is all
-  // of it, else the prefix and the slice's items (moved out).
-  static engine::ScoreRequest TakeSlice(Job& job) {
+  // of it, else the prefix and a batch of the slice's items.
+  engine::PreparedRequest TakeSlice(Job& job) const {
     if (job.next == 0 && job.slice_end == job.items) return std::move(*job.prepared);
-    engine::ScoreRequest slice;
-    slice.query = job.prepared->query;
-    slice.query_ids = job.prepared->query_ids;
+    engine::PreparedRequest slice;
+    slice.prefix_ids = job.prepared->prefix_ids;
+    slice.items = job.prepared->items.Slice(job.next, job.slice_end, engine_->config().hidden_size);
     slice.apply_sigmoid = job.prepared->apply_sigmoid;
-    slice.items.reserve(job.slice_end - job.next);
-    for (int j = job.next; j < job.slice_end; ++j) {
-      slice.items.push_back(std::move(job.prepared->items[j]));
-    }
     return slice;
   }
 
@@ -360,27 +354,22 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
         continue;
       }
       if (!job.prepared) {
-        absl::StatusOr<engine::ScoreRequest> prepared =
+        absl::StatusOr<engine::PreparedRequest> prepared =
             PrepareWorkItem(*engine_, *job.request, options_.setup.limits);
         if (!prepared.ok()) {
           Finish(job, protocol::ToWorkerStatus(prepared.status()));
           continue;
         }
-        job.tokens = static_cast<int64_t>(prepared->query_ids->size());
-        job.item_tokens.reserve(prepared->items.size());
-        for (const engine::Item& it : prepared->items) {
-          job.item_tokens.push_back(it.kind == engine::Item::Kind::kIds
-                                        ? static_cast<int64_t>(it.ids.size())
-                                        : static_cast<int64_t>(it.embedding.size()) /
-                                              engine_->config().hidden_size);
-          job.tokens += job.item_tokens.back();
-        }
-        job.items = static_cast<int>(prepared->items.size());
-        job.prepared = std::move(prepared).value();
+        const backend::ItemBatch& items = prepared->items;
+        job.items = items.num_items();
+        job.item_tokens.reserve(job.items);
+        for (int j = 0; j < job.items; ++j) job.item_tokens.push_back(items.item_length(j));
+        job.tokens = static_cast<int64_t>(prepared->prefix_ids.size()) + items.num_tokens();
+        job.prepared = *std::move(prepared);
       }
       // A sliced job's slice fills what the step has left of the budget (all of it in a step of
       // its own); one that does not fit beside the step's other jobs waits for the next step.
-      const auto prefix_tokens = static_cast<int64_t>(job.prepared->query_ids->size());
+      const auto prefix_tokens = static_cast<int64_t>(job.prepared->prefix_ids.size());
       const bool sliced = !job.interactive && job.tokens > token_budget_;
       const int64_t budget_left = token_budget_ - builder.tokens();
       job.slice_end =
@@ -404,7 +393,7 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
   // Scores one engine step and answers each job as soon as its scores are ready.
   void RunStep(std::vector<Job>& step) {
     const Clock::time_point start = Clock::now();
-    std::vector<engine::ScoreRequest> requests;
+    std::vector<engine::PreparedRequest> requests;
     int64_t step_tokens = 0;
     requests.reserve(step.size());
     for (Job& job : step) {
@@ -420,8 +409,9 @@ class WorkerService final : public rankd::worker::v1::Worker::CallbackService {
       Job& job = step[i];
       answered_at[i] = Clock::now();
       if (!scored.ok()) {
-        Finish(job, protocol::ToWorkerStatus(
-                        ShiftItemIndex(scored.status(), job.request->begin() + job.next)));
+        // The engine takes the prepared request as given: its errors are the backend's and the
+        // device's, about no item of the caller's.
+        Finish(job, protocol::ToWorkerStatus(scored.status()));
         return;
       }
       scored_any = true;

@@ -150,9 +150,15 @@ TEST_F(ScoreManyTest, EachRequestGetsTheScoresItGetsAlone) {
       req.apply_sigmoid = r == 4;
       requests.push_back(std::move(req));
     }
+    std::vector<PreparedRequest> prepared;
+    for (const ScoreRequest& request : requests) {
+      absl::StatusOr<PreparedRequest> p = engine_->Prepare(request);
+      ASSERT_TRUE(p.ok()) << p.status();
+      prepared.push_back(*std::move(p));
+    }
     std::vector<size_t> order;
     std::vector<std::vector<float>> got(requests.size());
-    engine_->ScoreMany(requests, [&](size_t i, absl::StatusOr<ScoreResult> result) {
+    engine_->ScoreMany(prepared, [&](size_t i, absl::StatusOr<ScoreResult> result) {
       ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status();
       order.push_back(i);
       got[i] = result->scores;

@@ -43,8 +43,15 @@ class PrepareWorkItemTest : public ::testing::Test {
   // PrepareWorkItem, then the engine.
   static absl::StatusOr<engine::ScoreResult> Score(const v1::WorkItem& work,
                                                    const protocol::Limits& limits) {
-    RANKD_ASSIGN_OR_RETURN(engine::ScoreRequest scoring, PrepareWorkItem(*engine_, work, limits));
-    return engine_->Score(scoring);
+    RANKD_ASSIGN_OR_RETURN(const engine::PreparedRequest prepared,
+                           PrepareWorkItem(*engine_, work, limits));
+    return engine_->Score(prepared);
+  }
+
+  // Item i of a prepared batch: its token ids (negative: embedding rows).
+  static std::vector<int32_t> ItemTokens(const backend::ItemBatch& batch, int i) {
+    return std::vector<int32_t>(batch.tokens.begin() + batch.offsets[i],
+                                batch.tokens.begin() + batch.offsets[i + 1]);
   }
 
   static rankd::testing::Golden* golden_;
@@ -62,14 +69,11 @@ TEST_F(PrepareWorkItemTest, ScoresARangeOfItems) {
   work.set_end(9);
   auto prepared = PrepareWorkItem(*engine_, work, protocol::Limits{});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
-  // The prefix and the items as token ids.
-  ASSERT_TRUE(prepared->query_ids.has_value());
-  EXPECT_EQ(*prepared->query_ids, c.prefix_ids);
-  ASSERT_EQ(prepared->items.size(), 5u);
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(prepared->items[i].kind, engine::Item::Kind::kIds) << i;
-    EXPECT_EQ(prepared->items[i].ids, c.items[4 + i].ids) << i;
-  }
+  // The prefix and the items as token ids, packed once.
+  EXPECT_EQ(prepared->prefix_ids, c.prefix_ids);
+  ASSERT_EQ(prepared->items.num_items(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(ItemTokens(prepared->items, i), c.items[4 + i].ids) << i;
+  EXPECT_TRUE(prepared->items.embeddings.empty());
   auto r = Score(work, protocol::Limits{});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->scores.size(), 5u);
@@ -119,6 +123,74 @@ TEST_F(PrepareWorkItemTest, TokenLimitsNameTheItemOfTheWholeRequest) {
   work.set_end(40);
   r = PrepareWorkItem(*engine_, work, protocol::Limits{});
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("outside the request's 17 items"));
+}
+
+// Every kind packed into one batch straight from the request: text as its ids, token ids as
+// given, embedding rows as given (their values copied once, into the batch).
+TEST_F(PrepareWorkItemTest, PacksEveryKindOnce) {
+  const auto& c = golden_->cases[5];
+  ASSERT_GE(c.items.size(), 2u);
+  const int hidden = engine_->config().hidden_size;
+  v1::WorkItem work;
+  rankd::v1::ScoreRequest& r = *work.mutable_request();
+  r.set_query(c.query);
+  r.set_apply_sigmoid(true);
+  r.add_items()->set_text("skipped: before the range");
+  r.add_items()->set_text(c.items[0].text);
+  r.add_items()->mutable_token_ids()->mutable_ids()->Add(c.items[1].ids.begin(),
+                                                         c.items[1].ids.end());
+  rankd::v1::Embedding* e = r.add_items()->mutable_embedding();
+  e->set_rows(2);
+  for (int i = 0; i < 2 * hidden; ++i) e->add_values(0.001f * static_cast<float>(i));
+  work.set_begin(1);
+  work.set_end(4);
+  auto prepared = PrepareWorkItem(*engine_, work, protocol::Limits{});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->prefix_ids, c.prefix_ids);
+  EXPECT_TRUE(prepared->apply_sigmoid);
+  ASSERT_EQ(prepared->items.num_items(), 3);
+  EXPECT_EQ(ItemTokens(prepared->items, 0), c.items[0].ids);
+  EXPECT_EQ(ItemTokens(prepared->items, 1), c.items[1].ids);
+  EXPECT_EQ(ItemTokens(prepared->items, 2), (std::vector<int32_t>{-1, -2}));  // rows 0 and 1
+  EXPECT_EQ(prepared->items.embeddings, std::vector<float>(e->values().begin(), e->values().end()));
+}
+
+// A text that encodes to no tokens (the front end refuses only empty text) is an error about its
+// item of the whole request, as data too.
+TEST_F(PrepareWorkItemTest, ATextThatEncodesToNoTokensNamesItsItem) {
+  v1::WorkItem work;
+  rankd::v1::ScoreRequest& r = *work.mutable_request();
+  r.set_query("q");
+  for (const char* text : {"a", "b", "c", ""}) r.add_items()->set_text(text);
+  r.mutable_items(1)->mutable_token_ids()->add_ids(5);  // not a text: texts and items differ
+  work.set_begin(1);
+  work.set_end(4);
+  const absl::Status s = PrepareWorkItem(*engine_, work, protocol::Limits{}).status();
+  EXPECT_EQ(s.message(), "items[3].text: encodes to no tokens");
+  const std::optional<FieldError> error = GetFieldError(s);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->item, 3);
+}
+
+// The model's context (llama-cls: 2048) is checked here where the front end could not know both
+// lengths: after a text query. Token ids after query_ids are the front end's (validation.cc).
+TEST_F(PrepareWorkItemTest, TheContextIsCheckedWhereOnlyTheWorkerKnowsIt) {
+  ASSERT_EQ(engine_->config().max_position_embeddings, 2048);
+  protocol::Limits limits;
+  limits.max_item_tokens = 4096;
+  limits.max_request_tokens = 8192;
+  v1::WorkItem work;
+  rankd::v1::ScoreRequest& r = *work.mutable_request();
+  r.set_query(golden_->cases[0].query);
+  auto* ids = r.add_items()->mutable_token_ids()->mutable_ids();
+  for (int i = 0; i < 2047; ++i) ids->Add(5);
+  work.set_end(1);
+  const absl::Status s = PrepareWorkItem(*engine_, work, limits).status();
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("items[0]: prefix ", golden_->cases[0].prefix_ids.size(),
+                                     " + item 2047 tokens")));
+  ASSERT_TRUE(GetFieldError(s).has_value());
+  EXPECT_EQ(GetFieldError(s)->limit, "max_position_embeddings");
 }
 
 TEST_F(PrepareWorkItemTest, SigmoidOnRequest) {
@@ -202,8 +274,8 @@ TEST_F(TruncateTest, TextAndIdItemsAtTheLimitStayAndLongerOnesAreCutAtTheirEnd) 
       EXPECT_EQ(r->scores, by_hand->scores) << limit;
       EXPECT_EQ(r->item_tokens, limit);  // Usage: what was scored
     }
-    EXPECT_THAT(std::string(ScoreAll(WithIds(text, ids), limits).status().message()),
-                HasSubstr(absl::StrCat("items[0].token_ids: ", n, " tokens exceeds")));
+    // Without TRUNCATE_END the front end refuses the ids over the limit (validation.cc: "items[0]
+    // .token_ids: N tokens exceeds max_item_tokens=M"); the worker counts only what it tokenizes.
   }
 }
 
@@ -219,9 +291,7 @@ TEST_F(TruncateTest, EmbeddingRowsAreCutToTheLimit) {
   by_hand.mutable_items(0)->mutable_embedding()->set_rows(5);
   by_hand.mutable_items(0)->mutable_embedding()->mutable_values()->Truncate(5 * hidden);
   protocol::Limits limits;
-  limits.max_item_tokens = 5;
-  EXPECT_THAT(std::string(ScoreAll(r, limits).status().message()),
-              HasSubstr("items[0].embedding: 9 tokens exceeds max_item_tokens=5"));
+  limits.max_item_tokens = 5;  // without TRUNCATE_END the front end refuses the 9 rows
   auto want = ScoreAll(by_hand, limits);
   auto got = ScoreAll(Cut(r), limits);
   ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
@@ -343,8 +413,8 @@ TEST_F(TruncateTest, AHugeItemIsCutToItsFirstTokens) {
   work.set_end(1);
   auto prepared = PrepareWorkItem(*engine_, work, protocol::Limits{});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
-  ASSERT_EQ(prepared->items.size(), 1u);
-  EXPECT_EQ(prepared->items[0].ids, First(head, 512));
+  ASSERT_EQ(prepared->items.num_items(), 1);
+  EXPECT_EQ(ItemTokens(prepared->items, 0), First(head, 512));
 }
 
 // A 15 MB item without TRUNCATE_END (as when max_item_bytes lets it through): refused naming the

@@ -4,9 +4,9 @@
 // name where a program is assembled, so the engine knows only this header.
 //
 // Backend: the model-level compute interface. A backend owns the whole forward pass (which lets
-// the CUDA backend fuse kernels and capture graphs); the engine above it handles text, templates,
-// validation and batching. Every backend computes the same scores (ARCHITECTURE.md, "Score
-// semantics"); the CPU backend is the float32 reference.
+// the CUDA backend fuse kernels and capture graphs); the engine above it handles text, templates
+// and batching, and hands it prepared batches. Every backend computes the same scores
+// (ARCHITECTURE.md, "Score semantics"); the CPU backend is the float32 reference.
 #ifndef RANKD_BACKEND_BACKEND_H_
 #define RANKD_BACKEND_BACKEND_H_
 
@@ -62,6 +62,8 @@ struct ItemBatch {
   // `rows` holds k * hidden floats: k embedding rows.
   void AddEmbeddings(absl::Span<const float> rows, int hidden);
   void Clear();
+  // Items [begin, end) as a batch of their own (embedding rows of `hidden` floats renumbered).
+  ItemBatch Slice(int begin, int end, int hidden) const;
 };
 
 // The cached state of an encoded prefix (its per-layer K/V). Opaque to callers; immutable once
@@ -91,7 +93,9 @@ class Backend {
       absl::Span<const int32_t> ids) = 0;
 
   // Scores every item of `items` as the continuation of `prefix`: scores[i] is the head applied
-  // to the last token of item i. Items must be non-empty; ids must be < vocab_size.
+  // to the last token of item i. The batch is taken as prepared (engine.h's PreparedRequest):
+  // items non-empty, ids < vocab_size, embedding rows present; an implementation asserts that
+  // much (ValidateItemBatch) and no more.
   virtual absl::Status ScoreItems(const PrefixState& prefix, const ItemBatch& items,
                                   absl::Span<float> scores) = 0;
 
@@ -185,11 +189,15 @@ struct BackendOptions {
 using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(
     const BackendOptions& options, const std::string& model_dir, const HeadSpec& head)>;
 
-// Checks a prefix's token ids before a backend encodes it: every id is in the vocabulary.
+// The backends' boundary: what memory safety needs of their input, asserted before they read it
+// (an embedding gather of an id outside the vocabulary, or of a row the batch lacks, would read
+// outside its table). The input is prepared already, and checked against the caller's request
+// where it was taken (the front end's validation, Engine::Prepare): a failure here is a bug
+// above, answered INVALID_ARGUMENT in the backend's words, not a caller's error to render.
+// Every prefix id is in the vocabulary.
 absl::Status ValidatePrefixIds(const model::ModelConfig& config, absl::Span<const int32_t> ids);
-
-// Checks a batch before a backend runs it: offsets cover the tokens, every item has tokens, ids
-// are in the vocabulary, embedding rows exist, and `num_scores` slots match the items.
+// Offsets cover the tokens, every item has tokens, ids are in the vocabulary, embedding rows
+// exist, and `num_scores` slots match the items.
 absl::Status ValidateItemBatch(const model::ModelConfig& config, const ItemBatch& items,
                                size_t num_scores);
 

@@ -30,13 +30,16 @@ struct FieldError {
 
   // The path as messages write it, with `list` for the items: "items[3].text", "query".
   std::string Path(absl::string_view list = "items") const;
-  // Path() + ": " + what: the status message.
-  std::string Message() const;
+  // Path(list) + ": " + what: the status message.
+  std::string Message(absl::string_view list = "items") const;
   bool operator==(const FieldError&) const = default;
 };
 
-// A status of `code` whose message is error.Message(), with `error` attached.
-absl::Status FieldErrorStatus(absl::StatusCode code, FieldError error);
+// A status of `code` whose message is error.Message(list), with `error` attached. `list` names the
+// request's items in the message: a ScoreRequest's "items", a TokenizeRequest's "texts" (AtItem
+// and MapItem render an item's message again with "items": they are for Score's errors).
+absl::Status FieldErrorStatus(absl::StatusCode code, FieldError error,
+                              absl::string_view list = "items");
 // INVALID_ARGUMENT about `field` of the request, and about `field` under item `item` (the usual
 // FieldErrorStatus calls).
 absl::Status InvalidField(std::string field, std::string what, std::string limit = "");

@@ -11,8 +11,12 @@
 
 namespace rankd {
 
+// Code and message; a payload (a FieldError) stays behind: the edges render it themselves.
 inline grpc::Status ToGrpcStatus(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+inline absl::Status FromGrpcStatus(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
 // "INVALID_ARGUMENT", "UNAVAILABLE", ... (the canonical name, as logs and metrics write it).

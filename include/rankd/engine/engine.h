@@ -3,8 +3,10 @@
 // interface only; the backend comes from the factory its creator passes in.
 //
 // Engine: text in, scores out. Owns a tokenizer and a backend; applies the model's templates,
-// validates items, encodes the query prefix once and scores the items against it in batches of at
-// most `backend.max_batch_tokens` item tokens.
+// encodes the query prefix once and scores the items against it in batches of at most
+// `backend.max_batch_tokens` item tokens. It scores a PreparedRequest as given; a ScoreRequest
+// from a caller without a front end (`rankd score`, the tests) is checked and prepared once by
+// Prepare.
 #ifndef RANKD_ENGINE_ENGINE_H_
 #define RANKD_ENGINE_ENGINE_H_
 
@@ -47,6 +49,17 @@ struct ScoreRequest {
   bool apply_sigmoid = false;
 };
 
+// A request as the engine scores it: the prefix's ids and every item packed into one batch. It is
+// prepared once, where the request is taken from its caller (the worker's PrepareWorkItem for the
+// front end's work items, Engine::Prepare for a ScoreRequest), and then taken as given: Score and
+// ScoreMany check nothing of it again; the backend asserts what memory safety needs (backend.h's
+// ValidatePrefixIds, ValidateItemBatch).
+struct PreparedRequest {
+  std::vector<int32_t> prefix_ids;  // [P] the whole prefix: template applied, BOS included
+  backend::ItemBatch items;         // the items in order: token ids, or embedding rows
+  bool apply_sigmoid = false;
+};
+
 struct ScoreResult {
   std::vector<float> scores;  // one per item, in request order
   int prefix_tokens = 0;
@@ -82,6 +95,10 @@ absl::Status ScoreGroupsInPasses(backend::Backend& backend,
                                  int max_batch_tokens,
                                  const std::function<void(const PassInfo&)>& after_pass = {});
 
+// An item's text as encoded (EncodeTexts): no tokens is an error about item `item` (".text:
+// encodes to no tokens"), which no backend can score.
+absl::Status CheckEncodedText(int item, absl::Span<const int32_t> ids);
+
 // Parses a head spec. YES/NO may be token ids or tokenizer pieces (resolved via `tok`).
 absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
                                                 const model::ModelConfig& config,
@@ -92,10 +109,11 @@ absl::StatusOr<backend::HeadSpec> ParseHeadSpec(absl::string_view spec,
 //     call the backend's EncodePrefix / ScoreGroups, which no backend supports overlapping (the
 //     CUDA backend runs on one stream and one set of arenas; see cpu_backend.h for the CPU one).
 //     The worker calls them from its single engine thread.
-//   - The const methods (EncodeQuery, EncodeItems, config, head, tokenizer, prefix_cache_stats,
-//     the templates) may be called from any thread, also while Score runs: the tokenizer is
-//     thread-safe, EncodeItems tokenizes on threads it starts and joins itself, and the prefix
-//     cache locks (prefix_cache.h).
+//   - The const methods (Prepare, EncodeQuery, EncodeItems, EncodeTexts, config, head,
+//     tokenizer, prefix_cache_stats, the templates) may be called from any thread, also while
+//     Score runs: the tokenizer is thread-safe, EncodeTexts tokenizes on threads it starts and
+//     joins itself, and the prefix cache locks (prefix_cache.h). The worker prepares a work item
+//     on its engine thread (PrepareWorkItem), between steps.
 class Engine {
  public:
   // Loads the tokenizer and the settings, then makes the backend through `create_backend`
@@ -110,31 +128,47 @@ class Engine {
   // mapped, not read. `rankd serve` runs it before it starts workers.
   static absl::Status CheckModel(const EngineOptions& options);
 
-  absl::StatusOr<ScoreResult> Score(const ScoreRequest& request);
+  // The checks and the preparation of a request that reaches the engine from no front end (`rankd
+  // score`, the tests), their one place: the prefix (query_ids as given, every id in the
+  // vocabulary; or EncodeQuery), the items (EncodeItems: ids in the vocabulary, embedding values),
+  // each item within the model's context after the prefix. Errors are INVALID_ARGUMENT naming the
+  // field and the item (FieldError, rankd/common/field_error.h). The worker prepares the front
+  // end's work items itself (rankd/worker/worker.h's PrepareWorkItem): the front end validated
+  // them.
+  absl::StatusOr<PreparedRequest> Prepare(const ScoreRequest& request) const;
 
-  // Scores several requests together: each is tokenized and validated on its own (a bad request
-  // fails alone, not its batch-mates), its prefix comes from the prefix cache or is encoded, and
+  absl::StatusOr<ScoreResult> Score(const PreparedRequest& request);
+  absl::StatusOr<ScoreResult> Score(const ScoreRequest& request);  // Prepare, then Score
+
+  // Scores several requests together: each prefix comes from the prefix cache or is encoded, and
   // all their items go through Backend::ScoreGroups in passes of at most max_batch_tokens item
   // tokens (ScoreGroupsInPasses, requests in the given order). `done(i, result)` runs once per
-  // request, on the calling thread: for a request that fails validation before any pass, for the
-  // others in index order as soon as the pass holding their last item has finished. When a pass
-  // fails, the requests not yet answered are scored again one by one, so that a backend error
-  // fails only the request that causes it.
+  // request, on the calling thread: for a request whose prefix fails to encode, before any pass;
+  // for the others in index order as soon as the pass holding their last item has finished.
+  // When a pass fails, the requests not yet answered are scored again one by one, so that a
+  // backend error fails only the request that causes it.
   // `on_pass`, if set, runs after each forward pass, before the answers that pass completes.
   using ScoreDoneFn = std::function<void(size_t index, absl::StatusOr<ScoreResult> result)>;
-  void ScoreMany(absl::Span<const ScoreRequest> requests, const ScoreDoneFn& done,
+  void ScoreMany(absl::Span<const PreparedRequest> requests, const ScoreDoneFn& done,
                  const std::function<void(const PassInfo&)>& on_pass = {});
+  std::vector<absl::StatusOr<ScoreResult>> ScoreMany(absl::Span<const PreparedRequest> requests);
+  // Each request Prepared on its own (one that fails does so alone, not its batch-mates), then
+  // the others scored together.
   std::vector<absl::StatusOr<ScoreResult>> ScoreMany(absl::Span<const ScoreRequest> requests);
 
   // The prefix ids of a query text (query template applied, BOS as the tokenizer adds it).
   absl::StatusOr<std::vector<int32_t>> EncodeQuery(absl::string_view query) const {
     return text_->EncodeQuery(query);
   }
-  // Packs items (text tokenized with the item template, no special tokens) into a batch; errors
-  // name the item index and the field. `max_text_tokens` > 0 bounds each text's tokenization
-  // (Tokenizer::EncodeBounded): an entry longer than that holds the first ids only.
-  absl::StatusOr<backend::ItemBatch> EncodeItems(const std::vector<Item>& items,
-                                                 int64_t max_text_tokens = 0) const;
+  // Packs items (text tokenized with the item template, no special tokens) into a batch, checking
+  // their ids against the vocabulary and their embedding values (model/input_checks.h): Prepare's
+  // items. Errors name the item index and the field.
+  absl::StatusOr<backend::ItemBatch> EncodeItems(const std::vector<Item>& items) const;
+  // Item texts tokenized (item template, no special tokens) on the engine's tokenizer threads;
+  // `max_tokens` > 0 bounds each text's tokenization (Tokenizer::EncodeBounded): an encoding
+  // longer than that holds the first ids only. Callers check each with CheckEncodedText.
+  absl::StatusOr<std::vector<std::vector<int32_t>>> EncodeTexts(absl::Span<const std::string> texts,
+                                                                int64_t max_tokens = 0) const;
 
   const model::ModelConfig& config() const { return backend_->config(); }
   const backend::HeadSpec& head() const { return backend_->head(); }
@@ -163,20 +197,21 @@ class Engine {
   }
 
  private:
-  // A request ready for the backend: its prefix state, packed items and result to fill.
-  struct Prepared {
+  // A request of ScoreMany on its way through the backend: its prefix state and result to fill.
+  struct Scoring {
     size_t index = 0;
+    const PreparedRequest* request = nullptr;
     std::shared_ptr<const backend::PrefixState> prefix;
-    backend::ItemBatch items;
     ScoreResult result;
-    bool apply_sigmoid = false;
   };
 
   Engine() = default;
   // Create's steps before the backend: loads the text encoder, returns the head.
   absl::StatusOr<backend::HeadSpec> InitBeforeBackend(const EngineOptions& options,
                                                       const model::ModelConfig& config);
-  absl::StatusOr<Prepared> Prepare(const ScoreRequest& request);
+  // The prefix state of `ids`: from the prefix cache, or encoded (and cached).
+  absl::StatusOr<std::shared_ptr<const backend::PrefixState>> PrefixFor(
+      const std::vector<int32_t>& ids);
   std::unique_ptr<TextEncoder> text_;
   std::unique_ptr<backend::Backend> backend_;
   int tokenizer_threads_ = 1;

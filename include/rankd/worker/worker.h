@@ -31,17 +31,24 @@ struct WorkerOptions {
   std::function<bool(std::chrono::milliseconds timeout)> wait_for_stop;
 };
 
-// Checks a work item and turns it into an engine request whose items are all token ids (text
-// tokenized) or embeddings: the range, the prefix from query_ids or the templated query, token
-// limits (errors name the field and the limit, with item indices of the whole request). With
-// TRUNCATE_END (protocol.h's TruncatesAtEnd) it cuts instead of refusing, the one place that does
-// for every kind: the prefix to max_query_tokens, each item to max_item_tokens and to what the
-// model's context leaves after the prefix (text by Engine::CutQuery / CutTextItem, which keep the
-// template's tail; query_ids, token ids and embedding rows to their first ones); each text is
-// tokenized once. max_request_tokens counts the items as cut.
-absl::StatusOr<engine::ScoreRequest> PrepareWorkItem(const engine::Engine& engine,
-                                                     const rankd::worker::v1::WorkItem& work,
-                                                     const protocol::Limits& limits);
+// Prepares a work item once, into the request the engine scores as given: the prefix from
+// query_ids or the templated query, and every item of the range packed into one batch (token ids,
+// a text's ids as tokenized, embedding rows), each copied once from the request. The front end
+// validated the request (rankd/server/call/validation.h: ids against the vocabulary, embedding
+// values and sizes, and every limit of what it could count); this checks what only tokenization
+// shows, against the same limits: a text query's tokens (max_query_tokens), a text's tokens
+// (max_item_tokens; a text that encodes to none), the request's tokens with its texts'
+// (max_request_tokens), and the model's context for the items whose length beside the prefix the
+// front end could not know. Errors name the field and the limit, with item indices of the whole
+// request (as data too: FieldError). With TRUNCATE_END (protocol.h's TruncatesAtEnd) it cuts
+// instead of refusing, the one place that does for every kind: the prefix to max_query_tokens,
+// each item to max_item_tokens and to what the model's context leaves after the prefix (text by
+// Engine::CutQuery / CutTextItem, which keep the template's tail; query_ids, token ids and
+// embedding rows to their first ones); each text is tokenized once. max_request_tokens counts the
+// items as cut.
+absl::StatusOr<engine::PreparedRequest> PrepareWorkItem(const engine::Engine& engine,
+                                                        const rankd::worker::v1::WorkItem& work,
+                                                        const protocol::Limits& limits);
 
 // OK when the model directory (setup.engine.model_dir, model.dir) still holds
 // setup.model_identity (model::ModelIdentity), the model the front end started with; else

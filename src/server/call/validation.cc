@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/message.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/status.h"
 #include "rankd/model/input_checks.h"
 #include "rankd/protocol/protocol.h"
@@ -13,22 +14,24 @@
 namespace rankd::server {
 namespace {
 
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-absl::Status CheckIds(const google::protobuf::RepeatedField<int32_t>& ids, absl::string_view field,
-                      int vocab_size) {
-  return model::CheckTokenIds(absl::MakeConstSpan(ids.data(), ids.size()), field, vocab_size);
-}
+// Every error below is about one field of the request, or of one of its items (or texts), and
+// carries it as data (FieldError): the HTTP routes name their own lists from it
+// (rerank_json.h's CallerFieldMessage), never from the message.
 
 // Text over its byte limit is refused before it is queued: tokenizing it would cost the worker
 // time and memory in proportion to its size, whatever its token count turns out to be. Ids too:
-// each is echoed in the answer, which the front end holds until the client reads it.
-absl::Status CheckTextBytes(const std::string& text, absl::string_view field, absl::string_view key,
-                            int64_t limit) {
+// each is echoed in the answer, which the front end holds until the client reads it. `item` and
+// `field` name the text (FieldError); `list` the request's items in the message.
+absl::Status CheckTextBytes(const std::string& text, int item, std::string field,
+                            absl::string_view key, int64_t limit,
+                            absl::string_view list = kScoreItems) {
   if (static_cast<int64_t>(text.size()) <= limit) return absl::OkStatus();
-  return Invalid(field, absl::StrCat(text.size(), " bytes exceeds ", key, "=", limit));
+  return FieldErrorStatus(absl::StatusCode::kInvalidArgument,
+                          {.item = item,
+                           .field = std::move(field),
+                           .limit = std::string(key),
+                           .what = absl::StrCat(text.size(), " bytes exceeds ", key, "=", limit)},
+                          list);
 }
 
 // `name` (a request's model field): any without model.strict_name; with it, empty or one of the
@@ -46,20 +49,34 @@ absl::Status CheckModel(const std::string& name, const ModelInfo& model) {
       name.size() <= kQuotedNameBytes
           ? absl::StrCat("'", name, "'")
           : absl::StrCat("'", name.substr(0, kQuotedNameBytes), "'... (", name.size(), " bytes)");
-  return absl::NotFoundError(
-      absl::StrCat("model: ", quoted, " is not served here (this server serves '",
-                   absl::StrJoin(names, "', '"), "'; server.strict_model_name is on)"));
+  return FieldErrorStatus(
+      absl::StatusCode::kNotFound,
+      {.item = -1,
+       .field = "model",
+       .limit = "",
+       .what = absl::StrCat(quoted, " is not served here (this server serves '",
+                            absl::StrJoin(names, "', '"), "'; server.strict_model_name is on)")});
 }
 
 // A request over limits.max_message_bytes, whichever its kind.
 absl::Status CheckMessageBytes(const google::protobuf::Message& request, const Limits& limits) {
   const size_t bytes = request.ByteSizeLong();
   if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
-    return Invalid(
+    return InvalidField(
         "request",
-        absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes));
+        absl::StrCat(bytes, " bytes exceeds max_message_bytes=", limits.max_message_bytes),
+        "max_message_bytes");
   }
   return absl::OkStatus();
+}
+
+// An item's "N tokens exceeds max_item_tokens=M" (token ids, embedding rows).
+absl::Status ItemOverTokens(int item, std::string field, int n, absl::string_view unit,
+                            const Limits& limits) {
+  return InvalidItemField(
+      item, std::move(field),
+      absl::StrCat(n, " ", unit, " exceeds max_item_tokens=", limits.max_item_tokens),
+      "max_item_tokens");
 }
 
 }  // namespace
@@ -84,20 +101,28 @@ absl::Status ValidateTokenizeRequest(const rankd::v1::TokenizeRequest& request,
   RANKD_RETURN_IF_ERROR(CheckMessageBytes(request, limits));
   RANKD_RETURN_IF_ERROR(CheckModel(request.model(), model));
   if (!rankd::v1::Template_IsValid(request.template_())) {
-    return Invalid("template", absl::StrCat("unknown value ", request.template_()));
+    return InvalidField("template", absl::StrCat("unknown value ", request.template_()));
   }
-  if (request.texts_size() == 0) return Invalid("texts", "empty (give at least one text)");
+  if (request.texts_size() == 0) {
+    return InvalidField(std::string(kTokenizeTexts), "empty (give at least one text)");
+  }
   if (request.texts_size() > limits.max_items) {
-    return Invalid(
-        "texts", absl::StrCat(request.texts_size(), " texts exceeds max_items=", limits.max_items));
+    return InvalidField(
+        std::string(kTokenizeTexts),
+        absl::StrCat(request.texts_size(), " texts exceeds max_items=", limits.max_items),
+        "max_items");
   }
   const bool query = request.template_() == rankd::v1::TEMPLATE_QUERY;
   for (int i = 0; i < request.texts_size(); ++i) {
-    const std::string f = absl::StrCat("texts[", i, "]");
-    if (request.texts(i).empty()) return Invalid(f, "empty");
-    RANKD_RETURN_IF_ERROR(
-        query ? CheckTextBytes(request.texts(i), f, "max_query_bytes", limits.QueryByteLimit())
-              : CheckTextBytes(request.texts(i), f, "max_item_bytes", limits.ItemByteLimit()));
+    if (request.texts(i).empty()) {
+      return FieldErrorStatus(absl::StatusCode::kInvalidArgument,
+                              {.item = i, .field = "", .limit = "", .what = "empty"},
+                              kTokenizeTexts);
+    }
+    RANKD_RETURN_IF_ERROR(query ? CheckTextBytes(request.texts(i), i, "", "max_query_bytes",
+                                                 limits.QueryByteLimit(), kTokenizeTexts)
+                                : CheckTextBytes(request.texts(i), i, "", "max_item_bytes",
+                                                 limits.ItemByteLimit(), kTokenizeTexts));
   }
   return absl::OkStatus();
 }
@@ -107,42 +132,47 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   RANKD_RETURN_IF_ERROR(CheckMessageBytes(request, limits));
   RANKD_RETURN_IF_ERROR(CheckModel(request.model(), model));
   if (!rankd::v1::Priority_IsValid(request.priority())) {
-    return Invalid("priority", absl::StrCat("unknown value ", request.priority()));
+    return InvalidField("priority", absl::StrCat("unknown value ", request.priority()));
   }
   if (request.depth() < 0) {
-    return Invalid("depth", absl::StrCat("must not be negative (got ", request.depth(), ")"));
+    return InvalidField("depth", absl::StrCat("must not be negative (got ", request.depth(), ")"));
   }
   if (!rankd::v1::Truncate_IsValid(request.truncate())) {
-    return Invalid("truncate", absl::StrCat("unknown value ", request.truncate()));
+    return InvalidField("truncate", absl::StrCat("unknown value ", request.truncate()));
   }
   RANKD_RETURN_IF_ERROR(
-      CheckTextBytes(request.request_id(), "request_id", "max_id_bytes", limits.max_id_bytes));
+      CheckTextBytes(request.request_id(), -1, "request_id", "max_id_bytes", limits.max_id_bytes));
   // TRUNCATE_END: lengths over a limit are no error here; the worker cuts them (PrepareWorkItem:
   // text to its byte limit, then to its token limit), and the context check needs the prefix as
   // the worker leaves it.
   const bool cut = rankd::protocol::TruncatesAtEnd(request, limits);
   if (request.query_ids_size() > 0) {
     if (!request.query().empty()) {
-      return Invalid("query_ids", "give either query or query_ids, not both");
+      return InvalidField("query_ids", "give either query or query_ids, not both");
     }
     if (!cut && request.query_ids_size() > limits.max_query_tokens) {
-      return Invalid("query_ids",
-                     absl::StrCat(request.query_ids_size(),
-                                  " tokens exceeds max_query_tokens=", limits.max_query_tokens));
+      return InvalidField(
+          "query_ids",
+          absl::StrCat(request.query_ids_size(),
+                       " tokens exceeds max_query_tokens=", limits.max_query_tokens),
+          "max_query_tokens");
     }
-    if (absl::Status s = CheckIds(request.query_ids(), "query_ids", model.vocab_size); !s.ok()) {
-      return s;
-    }
+    RANKD_RETURN_IF_ERROR(model::CheckTokenIds(
+        absl::MakeConstSpan(request.query_ids().data(), request.query_ids_size()), "query_ids",
+        model.vocab_size));
   } else if (request.query().empty()) {
-    return Invalid("query", "empty (give query or query_ids)");
+    return InvalidField("query", "empty (give query or query_ids)");
   } else if (!cut) {
     RANKD_RETURN_IF_ERROR(
-        CheckTextBytes(request.query(), "query", "max_query_bytes", limits.QueryByteLimit()));
+        CheckTextBytes(request.query(), -1, "query", "max_query_bytes", limits.QueryByteLimit()));
   }
-  if (request.items_size() == 0) return Invalid("items", "empty (give at least one item)");
+  if (request.items_size() == 0)
+    return InvalidField(std::string(kScoreItems), "empty (give at least one item)");
   if (request.items_size() > limits.max_items) {
-    return Invalid(
-        "items", absl::StrCat(request.items_size(), " items exceeds max_items=", limits.max_items));
+    return InvalidField(
+        std::string(kScoreItems),
+        absl::StrCat(request.items_size(), " items exceeds max_items=", limits.max_items),
+        "max_items");
   }
   // Tokens known before tokenization (ids and embedding rows, as many as are kept when cut); text
   // is counted by the worker.
@@ -150,33 +180,28 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
   const int scored = ItemsToScore(request);
   for (int i = 0; i < request.items_size(); ++i) {
     const rankd::v1::Item& item = request.items(i);
-    const std::string f = absl::StrCat("items[", i, "]");
-    RANKD_RETURN_IF_ERROR(
-        CheckTextBytes(item.id(), f + ".id", "max_id_bytes", limits.max_id_bytes));
+    RANKD_RETURN_IF_ERROR(CheckTextBytes(item.id(), i, ".id", "max_id_bytes", limits.max_id_bytes));
     switch (item.content_case()) {
       case rankd::v1::Item::kText:
-        if (item.text().empty()) return Invalid(f + ".text", "empty");
+        if (item.text().empty()) return InvalidItemField(i, ".text", "empty");
         if (!cut) {
           RANKD_RETURN_IF_ERROR(
-              CheckTextBytes(item.text(), f + ".text", "max_item_bytes", limits.ItemByteLimit()));
+              CheckTextBytes(item.text(), i, ".text", "max_item_bytes", limits.ItemByteLimit()));
         }
         break;
       case rankd::v1::Item::kTokenIds: {
-        const int n = item.token_ids().ids_size();
-        if (n == 0) return Invalid(f + ".token_ids", "empty");
+        const auto& ids = item.token_ids().ids();
+        const int n = ids.size();
+        if (n == 0) return InvalidItemField(i, ".token_ids", "empty");
         if (!cut && n > limits.max_item_tokens) {
-          return Invalid(
-              f + ".token_ids",
-              absl::StrCat(n, " tokens exceeds max_item_tokens=", limits.max_item_tokens));
+          return ItemOverTokens(i, ".token_ids", n, "tokens", limits);
         }
-        if (absl::Status s =
-                CheckIds(item.token_ids().ids(), f + ".token_ids.ids", model.vocab_size);
-            !s.ok()) {
-          return s;
-        }
+        RANKD_RETURN_IF_ERROR(AtItem(i, model::CheckTokenIds(absl::MakeConstSpan(ids.data(), n),
+                                                             ".token_ids.ids", model.vocab_size)));
         if (!cut && request.query_ids_size() > 0) {
-          RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), n,
-                                                          model.max_position_embeddings, f));
+          RANKD_RETURN_IF_ERROR(
+              AtItem(i, model::CheckContextLength(request.query_ids_size(), n,
+                                                  model.max_position_embeddings, "")));
         }
         if (i < scored) known_tokens += std::min(n, limits.max_item_tokens);
         break;
@@ -184,38 +209,39 @@ absl::Status ValidateScoreRequest(const rankd::v1::ScoreRequest& request, const 
       case rankd::v1::Item::kEmbedding: {
         const rankd::v1::Embedding& e = item.embedding();
         if (e.rows() <= 0) {
-          return Invalid(f + ".embedding.rows",
-                         absl::StrCat("must be positive (got ", e.rows(), ")"));
+          return InvalidItemField(i, ".embedding.rows",
+                                  absl::StrCat("must be positive (got ", e.rows(), ")"));
         }
         if (!cut && e.rows() > limits.max_item_tokens) {
-          return Invalid(
-              f + ".embedding.rows",
-              absl::StrCat(e.rows(), " rows exceeds max_item_tokens=", limits.max_item_tokens));
+          return ItemOverTokens(i, ".embedding.rows", e.rows(), "rows", limits);
         }
         const int64_t expected = int64_t{e.rows()} * model.hidden_size;
         if (e.values_size() != expected) {
-          return Invalid(f + ".embedding.values",
-                         absl::StrCat(e.values_size(), " values for rows=", e.rows(),
-                                      ", expected rows x hidden_size = ", e.rows(), " x ",
-                                      model.hidden_size, " = ", expected));
+          return InvalidItemField(i, ".embedding.values",
+                                  absl::StrCat(e.values_size(), " values for rows=", e.rows(),
+                                               ", expected rows x hidden_size = ", e.rows(), " x ",
+                                               model.hidden_size, " = ", expected));
         }
-        RANKD_RETURN_IF_ERROR(
-            model::CheckEmbeddingValues(absl::MakeConstSpan(e.values().data(), e.values_size()),
-                                        f + ".embedding.values", model.hidden_size));
+        RANKD_RETURN_IF_ERROR(AtItem(
+            i, model::CheckEmbeddingValues(absl::MakeConstSpan(e.values().data(), e.values_size()),
+                                           ".embedding.values", model.hidden_size)));
         if (!cut && request.query_ids_size() > 0) {
-          RANKD_RETURN_IF_ERROR(model::CheckContextLength(request.query_ids_size(), e.rows(),
-                                                          model.max_position_embeddings, f));
+          RANKD_RETURN_IF_ERROR(
+              AtItem(i, model::CheckContextLength(request.query_ids_size(), e.rows(),
+                                                  model.max_position_embeddings, "")));
         }
         if (i < scored) known_tokens += std::min(e.rows(), limits.max_item_tokens);
         break;
       }
       case rankd::v1::Item::CONTENT_NOT_SET:
-        return Invalid(f, "no content (set text, token_ids or embedding)");
+        return InvalidItemField(i, "", "no content (set text, token_ids or embedding)");
     }
   }
   if (known_tokens > limits.max_request_tokens) {
-    return Invalid("items", absl::StrCat(known_tokens, " tokens exceeds max_request_tokens=",
-                                         limits.max_request_tokens));
+    return InvalidField(std::string(kScoreItems),
+                        absl::StrCat(known_tokens, " tokens exceeds max_request_tokens=",
+                                     limits.max_request_tokens),
+                        "max_request_tokens");
   }
   return absl::OkStatus();
 }

@@ -14,10 +14,11 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
+#include "rankd/common/status.h"
 #include "rankd/common/trace_context.h"
+#include "rankd/protocol/protocol.h"
 #include "rankd/server/access_log.h"
 #include "rankd/server/call/result_cache.h"
-#include "rankd/protocol/protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {
@@ -103,6 +104,23 @@ std::shared_ptr<Work> MakeWork(const ScoreRequest* request, int begin, int end,
   }
   return std::make_shared<Work>(request, std::move(misses), Interactive(*request), deadline,
                                 std::move(done));
+}
+
+// The steps every Score and ScoreStream call begins with, in this order, one path for both: the
+// transport's parse (`parsed`), validation, the bytes of the answer's `messages` messages
+// reserved (`*answer`, held until the call is destroyed), the depth (`*scored_end`: items [0,
+// scored_end) are scored) and the result cache's lookups below it (`*cached`). An error is the
+// call's answer: nothing was queued.
+absl::Status BeginScoreCall(ScorerService* service, const absl::Status& parsed,
+                            const ScoreRequest& request, int messages, AnswerBudget::Hold* answer,
+                            int* scored_end, std::unique_ptr<CachedItems>* cached) {
+  RANKD_RETURN_IF_ERROR(parsed);
+  RANKD_RETURN_IF_ERROR(ValidateScoreRequest(request, service->config().limits, service->model()));
+  RANKD_ASSIGN_OR_RETURN(
+      *answer, service->answers()->Reserve(AnswerBytes(request, service->model().name, messages)));
+  *scored_end = ItemsToScore(request, service->default_depth());
+  *cached = std::make_unique<CachedItems>(service, request, *scored_end);
+  return absl::OkStatus();
 }
 
 // Metrics and the access log of one finished call of `items` items; `trace_id` (TraceIdOf the
@@ -215,9 +233,9 @@ class ScoreReactor final : public grpc::ServerUnaryReactor {
     call_.Start(
         ParseRequest(raw_request, "Score", call_.mutable_request()), context->deadline(),
         [raw_response](const ScoreResponse& response) {
-          return SerializeResponse(response, raw_response);
+          return FromGrpcStatus(SerializeResponse(response, raw_response));
         },
-        [this](const grpc::Status& status) { Finish(status); });
+        [this](const absl::Status& status) { Finish(ToGrpcStatus(status)); });
   }
 
   void OnCancel() override { call_.Cancel(); }
@@ -237,11 +255,12 @@ class TokenizeReactor final : public grpc::ServerUnaryReactor {
     TokenizeService* tokenize = service->tokenize();
     rankd::v1::TokenizeRequest request;
     const absl::Status parsed = ParseRequest(raw_request, "Tokenize", &request);
-    tokenize->Tokenize(parsed, std::move(request), "Tokenize",
-                       [this, raw_response](const grpc::Status& status,
-                                            const rankd::v1::TokenizeResponse& response) {
-                         Finish(status.ok() ? SerializeResponse(response, raw_response) : status);
-                       });
+    tokenize->Tokenize(
+        parsed, std::move(request), "Tokenize",
+        [this, raw_response](const absl::Status& status,
+                             const rankd::v1::TokenizeResponse& response) {
+          Finish(status.ok() ? SerializeResponse(response, raw_response) : ToGrpcStatus(status));
+        });
   }
 
   void OnDone() override { delete this; }
@@ -257,26 +276,19 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   ScoreStreamReactor(ScorerService* service, grpc::CallbackServerContext* context,
                      const grpc::ByteBuffer* raw_request)
       : service_(service), open_(service), start_(Clock::now()), trace_id_(TraceIdOfCall(context)) {
-    absl::Status s = ParseRequest(raw_request, "ScoreStream", &request_message_);
+    const absl::Status parsed = ParseRequest(raw_request, "ScoreStream", &request_message_);
     request_id_ = request_->request_id();
     items_ = request_->items_size();
-    if (s.ok()) s = ValidateScoreRequest(*request_, service->config().limits, service->model());
     const int n = items_;
     const int chunk = service->config().server.stream_chunk_items;
-    if (s.ok()) {
-      absl::StatusOr<AnswerBudget::Hold> hold = service->answers()->Reserve(
-          AnswerBytes(*request_, service->model().name, (n + chunk - 1) / chunk));
-      s = hold.status();
-      if (hold.ok()) answer_ = *std::move(hold);
-    }
+    absl::Status s = BeginScoreCall(service, parsed, *request_, (n + chunk - 1) / chunk, &answer_,
+                                    &scored_end_, &cached_);
     if (!s.ok()) {
       status_ = ToGrpcStatus(s);
       remaining_ = 0;
       MaybeFinish();
       return;
     }
-    scored_end_ = ItemsToScore(*request_, service->default_depth());
-    cached_.emplace(service, *request_, scored_end_);
     std::vector<std::shared_ptr<Work>> works;
     for (int b = 0; b < n; b += chunk) {
       Chunk c;
@@ -290,7 +302,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         c.work = MakeWork(
             request_, b, std::min(c.end, scored_end_), std::move(misses), /*whole=*/false,
             context->deadline(),
-            [this, k](const grpc::Status& status, Work& work) { OnWorkDone(k, status, work); });
+            [this, k](const absl::Status& status, Work& work) { OnWorkDone(k, status, work); });
         works.push_back(c.work);
       } else {
         c.ready = true;  // nothing for a worker in it: cached, or past the depth
@@ -353,7 +365,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
     ScoreResponse response;
   };
 
-  void OnWorkDone(int k, const grpc::Status& status, Work& work) {
+  void OnWorkDone(int k, const absl::Status& status, Work& work) {
     bool failed_now = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -371,7 +383,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
         items_scored_ += work.num_items();
         c.ready = true;
       } else if (status_.ok()) {
-        status_ = status;
+        status_ = ToGrpcStatus(status);
         failed_now = true;
       }
       if (remaining_ == 0) ReleaseRequestLocked();
@@ -460,7 +472,7 @@ class ScoreStreamReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffe
   const Clock::time_point start_;
   const std::string trace_id_;         // the caller's traceparent's, for the access log
   int scored_end_ = 0;                 // items [0, scored_end_) are scored
-  std::optional<CachedItems> cached_;  // fixed after the constructor
+  std::unique_ptr<CachedItems> cached_;  // fixed after the constructor
 
   std::mutex mu_;
   std::vector<Chunk> chunks_;  // fixed after the constructor
@@ -548,37 +560,29 @@ void ScoreCall::Start(const absl::Status& parsed, WallTime deadline, EncodeFn en
                       FinishFn finish) {
   encode_ = std::move(encode);
   finish_ = std::move(finish);
-  absl::Status s = parsed;
-  if (s.ok()) s = ValidateScoreRequest(request_, service_->config().limits, service_->model());
-  if (s.ok()) {
-    absl::StatusOr<AnswerBudget::Hold> hold =
-        service_->answers()->Reserve(AnswerBytes(request_, service_->model().name, /*messages=*/1));
-    s = hold.status();
-    if (hold.ok()) answer_ = *std::move(hold);
-  }
+  absl::Status s =
+      BeginScoreCall(service_, parsed, request_, /*messages=*/1, &answer_, &scored_end_, &cached_);
   if (!s.ok()) {
-    Done(ToGrpcStatus(s));
+    Done(std::move(s));
     return;
   }
-  scored_end_ = ItemsToScore(request_, service_->default_depth());
-  cached_ = std::make_unique<CachedItems>(service_, request_, scored_end_);
   std::vector<int> misses = cached_->Misses(0, scored_end_);
   if (misses.empty()) {  // every item answered here: nothing queues
     Answer(nullptr);
-    Done(grpc::Status::OK);
+    Done(absl::OkStatus());
     return;
   }
   work_ = MakeWork(&request_, 0, scored_end_, std::move(misses), /*whole=*/true, deadline,
-                   [this](const grpc::Status& status, Work& work) { OnWorkDone(status, work); });
+                   [this](const absl::Status& status, Work& work) { OnWorkDone(status, work); });
   s = service_->pool()->Submit({work_});
-  if (!s.ok()) Done(ToGrpcStatus(s));
+  if (!s.ok()) Done(std::move(s));
 }
 
 void ScoreCall::Cancel() {
   if (work_) service_->pool()->Cancel(work_);
 }
 
-void ScoreCall::OnWorkDone(const grpc::Status& status, Work& work) {
+void ScoreCall::OnWorkDone(const absl::Status& status, Work& work) {
   if (status.ok()) Answer(&work);
   Done(status);
 }
@@ -598,10 +602,10 @@ void ScoreCall::Answer(const Work* work) {
   }
 }
 
-void ScoreCall::Done(grpc::Status status) {
+void ScoreCall::Done(absl::Status status) {
   if (status.ok()) status = encode_(response_);
-  RecordCall(service_, request_.request_id(), request_.items_size(), status, start_, rpc_,
-             trace_id_);
+  RecordCall(service_, request_.request_id(), request_.items_size(), ToGrpcStatus(status), start_,
+             rpc_, trace_id_);
   if (status.ok()) {
     service_->RecordLatency(std::chrono::duration<double>(Clock::now() - start_).count());
   }

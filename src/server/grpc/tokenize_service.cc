@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "rankd/common/field_error.h"
 #include "rankd/common/grpc_status.h"
 #include "rankd/common/logging.h"
 #include "rankd/common/status.h"
@@ -77,11 +78,10 @@ void TokenizeService::Tokenize(const absl::Status& parsed, TokenizeRequest reque
     }
   }
   Answer(*call,
-         stopping
-             ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is stopping")
-             : grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            absl::StrCat("the Tokenize queue is full (", kMaxQueuedTokenizeCalls,
-                                         " calls); retry with backoff")),
+         stopping ? absl::UnavailableError("the server is stopping")
+                  : absl::ResourceExhaustedError(absl::StrCat("the Tokenize queue is full (",
+                                                              kMaxQueuedTokenizeCalls,
+                                                              " calls); retry with backoff")),
          TokenizeResponse());
 }
 
@@ -96,17 +96,16 @@ void TokenizeService::Loop() {
     absl::Status s = call->parsed;
     if (s.ok()) s = ValidateTokenizeRequest(call->request, limits_, model_);
     absl::StatusOr<TokenizeResponse> response = s.ok() ? Run(call->request) : s;
-    Answer(*call, response.ok() ? grpc::Status::OK : ToGrpcStatus(response.status()),
-           response.ok() ? *response : TokenizeResponse());
+    Answer(*call, response.status(), response.ok() ? *response : TokenizeResponse());
     lock.lock();
   }
 }
 
-void TokenizeService::Answer(Call& call, const grpc::Status& status,
+void TokenizeService::Answer(Call& call, const absl::Status& status,
                              const TokenizeResponse& response) {
   const double seconds = std::chrono::duration<double>(Clock::now() - call.start).count();
   seconds_->Observe(seconds);
-  const std::string code = GrpcCodeName(status.error_code());
+  const std::string code = absl::StatusCodeToString(status.code());
   registry_
       ->GetCounter("rankd_tokenize_requests_total", "Tokenize calls answered, by status code.",
                    {{"code", code}})
@@ -117,7 +116,7 @@ void TokenizeService::Answer(Call& call, const grpc::Status& status,
            .unit = "texts",
            .count = call.request.texts_size(),
            .seconds = seconds},
-          status);
+          ToGrpcStatus(status));
   call.done(status, response);
 }
 
@@ -135,16 +134,23 @@ absl::StatusOr<TokenizeResponse> TokenizeService::Run(const TokenizeRequest& req
   response.set_request_id(request.request_id());
   int64_t total = 0;
   for (int i = 0; i < request.texts_size(); ++i) {
-    const std::string field = absl::StrCat("texts[", i, "]");
     absl::StatusOr<std::vector<int32_t>> ids =
         encoder_->Encode(request.texts(i), t, request.add_special_tokens(), limit);
     if (!ids.ok()) {
-      return absl::Status(ids.status().code(), absl::StrCat(field, ": ", ids.status().message()));
+      return FieldErrorStatus(
+          ids.status().code(),
+          {.item = i, .field = "", .limit = "", .what = std::string(ids.status().message())},
+          kTokenizeTexts);
     }
     const int64_t n = static_cast<int64_t>(ids->size());
     if (n > limit) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", bounded ? "at least " : "", n,
-                                                     " tokens exceeds ", key, "=", limit));
+      return FieldErrorStatus(absl::StatusCode::kInvalidArgument,
+                              {.item = i,
+                               .field = "",
+                               .limit = key,
+                               .what = absl::StrCat(bounded ? "at least " : "", n,
+                                                    " tokens exceeds ", key, "=", limit)},
+                              kTokenizeTexts);
     }
     total += n;
     rankd::v1::TokenizedText* out = response.add_texts();
@@ -152,8 +158,10 @@ absl::StatusOr<TokenizeResponse> TokenizeService::Run(const TokenizeRequest& req
     out->set_count(static_cast<int32_t>(n));
   }
   if (total > limits_.max_request_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "texts: ", total, " tokens exceeds max_request_tokens=", limits_.max_request_tokens));
+    return InvalidField(
+        std::string(kTokenizeTexts),
+        absl::StrCat(total, " tokens exceeds max_request_tokens=", limits_.max_request_tokens),
+        "max_request_tokens");
   }
   return response;
 }

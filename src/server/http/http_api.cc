@@ -65,6 +65,13 @@ HttpResponse JsonError(int status, absl::string_view message, absl::string_view 
   return {.status = status, .content_type = kJson, .body = ErrorJson(message, code)};
 }
 
+// The answer of a call of `shape` that failed with `status`: its HTTP status and gRPC code, and
+// its message in the caller's names (CallerFieldMessage).
+HttpResponse JsonError(RerankShape shape, const absl::Status& status) {
+  const grpc::StatusCode code = ToGrpcStatus(status).error_code();
+  return JsonError(HttpStatusOf(code), CallerFieldMessage(shape, status), GrpcCodeName(code));
+}
+
 // A fresh call id: 128 random bits in hex.
 std::string NewCallId() {
   thread_local std::mt19937_64 random(std::random_device{}());
@@ -108,18 +115,16 @@ class HttpRerankCall {
         parsed, deadline,
         [this](const rankd::v1::ScoreResponse& response) {
           body_ = RerankResponseJson(route_.shape, call_.request(), options_, response, id_);
-          return grpc::Status::OK;
+          return absl::OkStatus();
         },
-        [this](const grpc::Status& status) { Finish(status); });
+        [this](const absl::Status& status) { Finish(status); });
   }
 
  private:
-  void Finish(const grpc::Status& status) {
+  void Finish(const absl::Status& status) {
     HttpResponse response =
         status.ok() ? HttpResponse{.status = 200, .content_type = kJson, .body = std::move(body_)}
-                    : JsonError(HttpStatusOf(status.error_code()),
-                                CallerFieldMessage(route_.shape, status.error_message()),
-                                GrpcCodeName(status.error_code()));
+                    : JsonError(route_.shape, status);
     response.headers.emplace_back("X-Request-Id", id_);
     CountAnswer(registry_, route_.path, response.status);
     reply_(std::move(response));
@@ -145,14 +150,13 @@ void StartHttpTokenize(ScorerService* service, const HttpApiRoute& route, const 
       ParseTokenizeRequest(http.body, service->config().limits.max_items, &request);
   request.set_request_id(request_id.empty() ? NewCallId() : std::move(request_id));
   MetricsRegistry* registry = service->metrics()->registry;
-  auto answer = [registry, path = route.path, id = request.request_id(), reply = std::move(reply)](
-                    const grpc::Status& status, const rankd::v1::TokenizeResponse& response) {
+  auto answer = [registry, shape = route.shape, path = route.path, id = request.request_id(),
+                 reply = std::move(reply)](const absl::Status& status,
+                                           const rankd::v1::TokenizeResponse& response) {
     HttpResponse r = status.ok() ? HttpResponse{.status = 200,
                                                 .content_type = kJson,
                                                 .body = TokenizeResponseJson(response)}
-                                 : JsonError(HttpStatusOf(status.error_code()),
-                                             TokenizeFieldMessage(status.error_message()),
-                                             GrpcCodeName(status.error_code()));
+                                 : JsonError(shape, status);
     r.headers.emplace_back("X-Request-Id", id);
     CountAnswer(registry, path, r.status);
     reply(std::move(r));

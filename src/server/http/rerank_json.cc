@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -13,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
+#include "rankd/common/field_error.h"
 #include "rankd/common/status.h"
+#include "rankd/server/call/validation.h"
 
 namespace rankd::server {
 namespace {
@@ -39,10 +42,6 @@ void AddCommonMembers(Json* properties) {
   (*properties)["priority"] = {{"type", "string"},
                                {"enum", {"interactive", "batch"}},
                                {"description", "rankd's scheduling class (default: interactive)."}};
-}
-
-absl::Status FieldError(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
 // What a shape's body holds: the top-level members the readers below read (RerankJsonSchemas
@@ -117,7 +116,7 @@ class BodyReader final : public Json::json_sax_t {
   bool key(string_t& key) override {
     Frame& f = stack_.back();
     if (!f.keys.insert(key).second) {
-      return Fail(FieldError(Dump(Json(key)), "appears twice in one object"));
+      return Fail(InvalidField(Dump(Json(key)), "appears twice in one object"));
     }
     f.key = std::move(key);
     return true;
@@ -172,7 +171,8 @@ class BodyReader final : public Json::json_sax_t {
         break;
       case Place::kList:
         if (++f.count > max_items_) {
-          return FieldError(list_, absl::StrCat("more than max_items=", max_items_, " items"));
+          return InvalidField(std::string(list_),
+                              absl::StrCat("more than max_items=", max_items_, " items"));
         }
         f.node->push_back(std::move(value));
         return std::pair(&f.node->back(),
@@ -251,22 +251,22 @@ class Members {
 
 absl::Status ReadString(const Json* j, const char* name, std::string* out) {
   if (j == nullptr) return absl::OkStatus();
-  if (!j->is_string()) return FieldError(name, "must be a string");
+  if (!j->is_string()) return InvalidField(name, "must be a string");
   *out = j->get<std::string>();
   return absl::OkStatus();
 }
 
 absl::Status ReadBool(const Json* j, const char* name, bool* out) {
   if (j == nullptr) return absl::OkStatus();
-  if (!j->is_boolean()) return FieldError(name, "must be true or false");
+  if (!j->is_boolean()) return InvalidField(name, "must be true or false");
   *out = j->get<bool>();
   return absl::OkStatus();
 }
 
 absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest* request) {
   const absl::string_view name = MembersOf(shape).list;
-  if (j == nullptr) return FieldError(name, "required (a list of strings)");
-  if (!j->is_array()) return FieldError(name, "must be a list of strings");
+  if (j == nullptr) return InvalidField(std::string(name), "required (a list of strings)");
+  if (!j->is_array()) return InvalidField(std::string(name), "must be a list of strings");
   request->mutable_items()->Reserve(static_cast<int>(std::min<size_t>(j->size(), INT32_MAX)));
   for (size_t i = 0; i < j->size(); ++i) {
     const Json& d = (*j)[i];
@@ -277,12 +277,13 @@ absl::Status ReadTexts(const Json* j, RerankShape shape, rankd::v1::ScoreRequest
       // Cohere's and Jina's document objects: {"text": ...} (other members ignored).
       auto text = d.find("text");
       if (text == d.end() || !text->is_string()) {
-        return FieldError(at + ".text", "required, a string");
+        return InvalidField(at + ".text", "required, a string");
       }
       request->add_items()->set_text(text->get<std::string>());
     } else {
-      return FieldError(at, shape == RerankShape::kCohere ? "must be a string or {\"text\": string}"
-                                                          : "must be a string");  // v2: strings
+      return InvalidField(at, shape == RerankShape::kCohere
+                                  ? "must be a string or {\"text\": string}"
+                                  : "must be a string");  // v2: strings
     }
   }
   return absl::OkStatus();
@@ -296,7 +297,7 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
   if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
   const Members m(j);
   const bool cohere = IsCohere(shape);
-  if (m.Get("query") == nullptr) return FieldError("query", "required (a string)");
+  if (m.Get("query") == nullptr) return InvalidField("query", "required (a string)");
   RANKD_RETURN_IF_ERROR(ReadString(m.Get("query"), "query", request->mutable_query()));
   RANKD_RETURN_IF_ERROR(ReadTexts(m.Get(cohere ? "documents" : "texts"), shape, request));
   // Cohere v2 cuts long documents (to max_tokens_per_doc, default 4096) instead of refusing them:
@@ -306,7 +307,7 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
     if (const Json* max_tokens = m.Get("max_tokens_per_doc")) {
       if (!max_tokens->is_number_unsigned() || max_tokens->get<uint64_t>() < 1 ||
           max_tokens->get<uint64_t>() > INT32_MAX) {
-        return FieldError("max_tokens_per_doc", "must be a positive integer");
+        return InvalidField("max_tokens_per_doc", "must be a positive integer");
       }
       options->max_tokens_per_doc = max_tokens->get<int32_t>();
     }
@@ -317,7 +318,7 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
       // JSON's non-negative integers parse as unsigned; anything else is no positive int32.
       if (!top_n->is_number_unsigned() || top_n->get<uint64_t>() < 1 ||
           top_n->get<uint64_t>() > INT32_MAX) {
-        return FieldError("top_n", "must be a positive integer");
+        return InvalidField("top_n", "must be a positive integer");
       }
       options->top_n = top_n->get<int32_t>();
     }
@@ -330,7 +331,7 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
     if (const Json* direction = m.Get("truncation_direction")) {
       if (!direction->is_string() ||
           !absl::EqualsIgnoreCase(direction->get<std::string>(), "right")) {
-        return FieldError("truncation_direction", "only \"Right\" is supported (the end is cut)");
+        return InvalidField("truncation_direction", "only \"Right\" is supported (the end is cut)");
       }
     }
   }
@@ -347,9 +348,9 @@ absl::Status ParseRerankRequest(RerankShape shape, absl::string_view body, int m
                           : priority->is_string() ? priority->get<std::string>()
                                                   : "";
     if (p != "interactive" && p != "batch") {
-      return FieldError("priority", cohere ? "must be \"interactive\", \"batch\" or a "
-                                             "non-negative integer (Cohere's: 0 interactive)"
-                                           : "must be \"interactive\" or \"batch\"");
+      return InvalidField("priority", cohere ? "must be \"interactive\", \"batch\" or a "
+                                               "non-negative integer (Cohere's: 0 interactive)"
+                                             : "must be \"interactive\" or \"batch\"");
     }
     request->set_priority(p == "batch" ? rankd::v1::PRIORITY_BATCH
                                        : rankd::v1::PRIORITY_INTERACTIVE);
@@ -445,7 +446,7 @@ absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
   if (!j.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
   const Members m(j);
   const Json* inputs = m.Get("inputs");
-  if (inputs == nullptr) return FieldError("inputs", "required (a string or a list of strings)");
+  if (inputs == nullptr) return InvalidField("inputs", "required (a string or a list of strings)");
   if (inputs->is_string()) {
     request->add_texts(inputs->get<std::string>());
   } else if (inputs->is_array()) {
@@ -453,11 +454,11 @@ absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
         static_cast<int>(std::min<size_t>(inputs->size(), INT32_MAX)));
     for (size_t i = 0; i < inputs->size(); ++i) {
       const Json& t = (*inputs)[i];
-      if (!t.is_string()) return FieldError(absl::StrCat("inputs[", i, "]"), "must be a string");
+      if (!t.is_string()) return InvalidField(absl::StrCat("inputs[", i, "]"), "must be a string");
       request->add_texts(t.get<std::string>());
     }
   } else {
-    return FieldError("inputs", "must be a string or a list of strings");
+    return InvalidField("inputs", "must be a string or a list of strings");
   }
   bool special = true;  // TEI's default
   RANKD_RETURN_IF_ERROR(ReadBool(m.Get("add_special_tokens"), "add_special_tokens", &special));
@@ -469,7 +470,7 @@ absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
     } else if (name == "item") {
       request->set_template_(rankd::v1::TEMPLATE_ITEM);
     } else if (name != "none") {
-      return FieldError("template", "must be \"none\", \"query\" or \"item\"");
+      return InvalidField("template", "must be \"none\", \"query\" or \"item\"");
     }
   }
   return ReadString(m.Get("model"), "model", request->mutable_model());
@@ -483,12 +484,6 @@ std::string TokenizeResponseJson(const rankd::v1::TokenizeResponse& response) {
     out.push_back(std::move(tokens));
   }
   return out.dump();
-}
-
-std::string TokenizeFieldMessage(absl::string_view message) {
-  constexpr absl::string_view kTexts = "texts";
-  if (!absl::StartsWith(message, kTexts)) return std::string(message);
-  return absl::StrCat(MembersOf(RerankShape::kTokenize).list, message.substr(kTexts.size()));
 }
 
 std::string ErrorJson(absl::string_view message, absl::string_view code) {
@@ -777,17 +772,20 @@ std::string ErrorJsonSchema() {
                         "status's (PAYLOAD_TOO_LARGE, ...)."}}}}}}}}}});
 }
 
-std::string CallerFieldMessage(RerankShape shape, absl::string_view message) {
-  constexpr absl::string_view kItems = "items";
-  if (!absl::StartsWith(message, kItems)) return std::string(message);
-  std::string rest(message.substr(kItems.size()));
-  // items[3].text -> documents[3] / texts[3]: the caller's list holds the texts themselves.
-  if (const size_t close = rest.find(']');
-      !rest.empty() && rest[0] == '[' && close != std::string::npos &&
-      absl::StartsWith(absl::string_view(rest).substr(close + 1), ".text")) {
-    rest.erase(close + 1, 5);
+std::string CallerFieldMessage(RerankShape shape, const absl::Status& status) {
+  std::optional<rankd::FieldError> error = GetFieldError(status);
+  const bool tokenize = shape == RerankShape::kTokenize;
+  // What the request behind the route calls its list: a ScoreRequest's items, a
+  // TokenizeRequest's texts.
+  const absl::string_view request_list = tokenize ? kTokenizeTexts : kScoreItems;
+  if (!error || (error->item < 0 && error->field != request_list)) {
+    return std::string(status.message());
   }
-  return absl::StrCat(MembersOf(shape).list, rest);
+  const absl::string_view list = MembersOf(shape).list;
+  if (error->item < 0) return absl::StrCat(list, ": ", error->what);  // the list itself
+  // items[3].text is documents[3] / texts[3]: the caller's list holds the texts themselves.
+  if (!tokenize && error->field == ".text") error->field.clear();
+  return error->Message(list);
 }
 
 }  // namespace rankd::server

@@ -76,14 +76,14 @@ void Work::CountInputs() {
   inputs_.items = num_items();
 }
 
-grpc::Status Work::CallerStatus(const grpc::Status& worker_status) const {
+absl::Status Work::CallerStatus(const grpc::Status& worker_status) const {
   absl::Status status = rankd::protocol::FromWorkerStatus(worker_status);
   if (!items_.empty()) {
     status = MapItem(status, [this](int j) {
       return j >= 0 && j < static_cast<int>(items_.size()) ? items_[j] : j;
     });
   }
-  return ToGrpcStatus(status);
+  return status;
 }
 
 void Work::CarryOwnItems(const rankd::v1::ScoreRequest& request) {
@@ -325,9 +325,9 @@ void WorkerPool::DispatchQueueLocked(std::deque<std::shared_ptr<Work>>& queue, E
     if (wall_now >= w->deadline_) {
       it = queue.erase(it);
       FinishLocked(w,
-                   grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                absl::StrFormat("deadline exceeded after %.0f ms in the queue",
-                                                1e3 * Seconds(now - w->enqueued_at_))),
+                   absl::DeadlineExceededError(
+                       absl::StrFormat("deadline exceeded after %.0f ms in the queue",
+                                       1e3 * Seconds(now - w->enqueued_at_))),
                    actions);
       continue;
     }
@@ -434,11 +434,11 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
     const grpc::StatusCode code = status.error_code();
     const auto& result = work->result_;
     if (status.ok() && result.scores_size() != work->num_items()) {
-      FinishLocked(work,
-                   grpc::Status(grpc::StatusCode::INTERNAL,
-                                absl::StrCat("worker ", index, " returned ", result.scores_size(),
-                                             " scores for ", work->num_items(), " items")),
-                   actions);
+      FinishLocked(
+          work,
+          absl::InternalError(absl::StrCat("worker ", index, " returned ", result.scores_size(),
+                                           " scores for ", work->num_items(), " items")),
+          actions);
     } else if (status.ok()) {
       cost_.Observe(work->inputs_,
                     {.prefix_tokens = result.prefix_tokens(),
@@ -457,14 +457,11 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
       metrics_->items_scored->Add(work->num_items());
       metrics_->prefix_tokens->Add(result.prefix_tokens());
       metrics_->item_tokens->Add(static_cast<double>(result.item_tokens()));
-      FinishLocked(work, grpc::Status::OK, actions);
+      FinishLocked(work, absl::OkStatus(), actions);
     } else if (work->cancelled_) {
       FinishLocked(work, work->cancel_status_, actions);
     } else if (WallClock::now() >= work->deadline_) {
-      FinishLocked(
-          work,
-          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded while scoring"),
-          actions);
+      FinishLocked(work, absl::DeadlineExceededError("deadline exceeded while scoring"), actions);
     } else if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::CANCELLED ||
                code == grpc::StatusCode::DEADLINE_EXCEEDED) {
       // The worker died (its connection broke, or the supervisor cancelled the call after reaping
@@ -489,14 +486,12 @@ void WorkerPool::OnCallDone(const std::shared_ptr<Work>& work, int index, uint64
         work->state_ = Work::State::kQueued;
         (work->interactive() ? interactive_queue_ : batch_queue_).push_front(work);
       } else {
-        FinishLocked(
-            work,
-            grpc::Status(
-                grpc::StatusCode::UNAVAILABLE,
-                absl::StrCat("worker ", index, " failed (", status.error_message(), ") and ",
-                             work->attempts_ >= 2 ? "this was the retry" : "no other worker is up",
-                             "; retry the request")),
-            actions);
+        FinishLocked(work,
+                     absl::UnavailableError(absl::StrCat(
+                         "worker ", index, " failed (", status.error_message(), ") and ",
+                         work->attempts_ >= 2 ? "this was the retry" : "no other worker is up",
+                         "; retry the request")),
+                     actions);
       }
     } else {
       // The worker's own verdict, e.g. a token limit. It names items by their index in the items
@@ -514,7 +509,7 @@ void WorkerPool::Cancel(const std::shared_ptr<Work>& work) {
   Actions actions;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "cancelled by the client");
+    const absl::Status cancelled = absl::CancelledError("cancelled by the client");
     if (work->state_ == Work::State::kQueued) {
       for (auto* queue : {&interactive_queue_, &batch_queue_}) {
         auto it = std::find(queue->begin(), queue->end(), work);
@@ -533,13 +528,13 @@ void WorkerPool::Cancel(const std::shared_ptr<Work>& work) {
   Run(actions);
 }
 
-void WorkerPool::FinishLocked(const std::shared_ptr<Work>& work, grpc::Status status,
+void WorkerPool::FinishLocked(const std::shared_ptr<Work>& work, absl::Status status,
                               Actions& actions) {
   work->state_ = Work::State::kDone;
   actions.finished.emplace_back(work, std::move(status));
 }
 
-void WorkerPool::FailQueuedLocked(const grpc::Status& status, Actions& actions) {
+void WorkerPool::FailQueuedLocked(const absl::Status& status, Actions& actions) {
   for (auto* queue : {&interactive_queue_, &batch_queue_}) {
     for (auto& w : *queue) FinishLocked(w, status, actions);
     queue->clear();
@@ -585,9 +580,7 @@ void WorkerPool::OnWorkerEvent(const WorkerEvent& event) {
           slot.running.clear();
         }
         if (WorkersUpLocked() == 0) {
-          FailQueuedLocked(
-              grpc::Status(grpc::StatusCode::UNAVAILABLE, "no worker is up; retry the request"),
-              actions);
+          FailQueuedLocked(absl::UnavailableError("no worker is up; retry the request"), actions);
         }
         break;
     }
@@ -631,8 +624,8 @@ void WorkerPool::Shutdown() {
     if (!started_ || shut_down_) return;
     shut_down_ = true;
     stopping_ = true;
-    const grpc::Status stopping(grpc::StatusCode::UNAVAILABLE,
-                                "the server is shutting down; retry elsewhere");
+    const absl::Status stopping =
+        absl::UnavailableError("the server is shutting down; retry elsewhere");
     FailQueuedLocked(stopping, actions);
     for (Slot& slot : slots_) {
       for (auto& w : slot.running) {

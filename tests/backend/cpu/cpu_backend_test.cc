@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "rankd/common/field_error.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/config.h"
 #include "rankd/model/safetensors.h"
@@ -241,10 +243,9 @@ TEST_F(CpuBackendErrorsTest, IdOutsideVocabulary) {
   items.AddIds({5, vocab()});
   const absl::Status s = ScoreStatus(items);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("items[0] token 1: " + std::to_string(vocab()) +
-                             " is outside [0, vocab_size="),
-            std::string::npos)
-      << s;
+  EXPECT_EQ(s.message(), "item 0 token 1: id " + std::to_string(vocab()) +
+                             " is outside the vocabulary (vocab_size " + std::to_string(vocab()) +
+                             ")");
 }
 
 TEST_F(CpuBackendErrorsTest, EmbeddingRowOutOfRange) {
@@ -254,9 +255,7 @@ TEST_F(CpuBackendErrorsTest, EmbeddingRowOutOfRange) {
   items.tokens.back() = -2;  // row 1, which does not exist
   const absl::Status s = ScoreStatus(items);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("items[1] token 0: embedding row 1 is outside the batch's 1 rows"),
-            std::string::npos)
-      << s;
+  EXPECT_EQ(s.message(), "item 1 token 0: embedding row 1 is outside the batch's 1 rows");
 }
 
 TEST_F(CpuBackendErrorsTest, ScoreSlotsMustMatchItems) {
@@ -275,9 +274,49 @@ TEST_F(CpuBackendErrorsTest, PrefixOfAnotherBackend) {
 }
 
 TEST_F(CpuBackendErrorsTest, PrefixIdOutsideVocabulary) {
-  EXPECT_EQ(backend_->EncodePrefix({1, vocab()}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  const absl::Status s = backend_->EncodePrefix({1, vocab()}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "prefix token 1: id " + std::to_string(vocab()) +
+                             " is outside the vocabulary (vocab_size " + std::to_string(vocab()) +
+                             ")");
   EXPECT_EQ(backend_->EncodePrefix({-1}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The boundary's checks are assertions on a prepared batch, in the backend's words: no field of a
+// caller's request to render (that is the front end's validation, or Engine::Prepare).
+TEST_F(CpuBackendErrorsTest, AssertionsCarryNoFieldError) {
+  ItemBatch items;
+  items.AddIds({5, vocab()});
+  EXPECT_FALSE(GetFieldError(ScoreStatus(items)).has_value());
+  EXPECT_FALSE(GetFieldError(backend_->EncodePrefix({vocab()}).status()).has_value());
+}
+
+// Hostile batches: the most negative id (an embedding row far past the batch's), offsets that do
+// not cover the tokens.
+TEST_F(CpuBackendErrorsTest, HostileBatchesAreRefusedBeforeAnyRead) {
+  ItemBatch items;
+  items.AddIds({5, INT32_MIN});
+  absl::Status s = ScoreStatus(items);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "item 0 token 1: embedding row 2147483647 is outside the batch's 0 rows");
+  items.Clear();
+  items.AddIds({5, 6});
+  items.offsets.back() = 7;
+  EXPECT_EQ(ScoreStatus(items).message(), "item offsets do not cover the tokens");
+}
+
+TEST(ItemBatchTest, SliceRenumbersEmbeddingRows) {
+  constexpr int kHidden = 2;
+  ItemBatch all;
+  all.AddEmbeddings({1, 2, 3, 4}, kHidden);  // rows 0, 1
+  all.AddIds({7, 8});
+  all.AddEmbeddings({5, 6}, kHidden);  // row 2
+  const ItemBatch tail = all.Slice(1, 3, kHidden);
+  EXPECT_EQ(tail.num_items(), 2);
+  EXPECT_EQ(tail.tokens, (std::vector<int32_t>{7, 8, -1}));
+  EXPECT_EQ(tail.offsets, (std::vector<int32_t>{0, 2, 3}));
+  EXPECT_EQ(tail.embeddings, (std::vector<float>{5, 6}));
+  EXPECT_EQ(all.Slice(0, 1, kHidden).embeddings, (std::vector<float>{1, 2, 3, 4}));
 }
 
 // precision is the CUDA backend's setting: the float32 reference refuses fp8, naming it.

@@ -77,7 +77,8 @@ TEST(CudaPrefixMemoryTest, TheBudgetBoundsTheDeviceMemoryOfManyDistinctPrefixes)
 
   uint64_t most_used = 0, most_reserved = 0;
   for (int first = 0; first < kPrefixes; first += kStep) {
-    const std::vector<engine::ScoreRequest> step = Step(first);
+    std::vector<engine::PreparedRequest> step;
+    for (const engine::ScoreRequest& r : Step(first)) step.push_back(*eng.Prepare(r));
     int answered = 0;
     eng.ScoreMany(
         step,

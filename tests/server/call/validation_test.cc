@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rankd/common/field_error.h"
 
 namespace rankd::server {
 namespace {
@@ -28,9 +29,17 @@ class ValidationTest : public ::testing::Test {
     for (int i = 0; i < 4; ++i) e->add_values(0.25f);
   }
 
+  // The status as "CODE: message". Every error is about a field of the request or of an item
+  // and carries it as data too (its FieldError renders the very message), which the test checks.
   std::string Check(const ScoreRequest& r) {
     absl::Status s = ValidateScoreRequest(r, limits_, model_);
-    return s.ok() ? "ok" : absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
+    if (s.ok()) return "ok";
+    const std::optional<FieldError> error = GetFieldError(s);
+    EXPECT_TRUE(error.has_value()) << s;
+    if (error) {
+      EXPECT_EQ(error->Message(), s.message());
+    }
+    return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
   }
 
   Limits limits_;
@@ -54,7 +63,8 @@ TEST_F(ValidationTest, Query) {
 }
 
 // The prefix and each item must fit the model's context; the front end checks it where it knows
-// both lengths (query_ids with id or embedding items), the worker's engine everywhere else.
+// both lengths (query_ids with id or embedding items), the worker (PrepareWorkItem) everywhere
+// else.
 TEST_F(ValidationTest, PrefixPlusItemFitTheModelsContext) {
   model_.max_position_embeddings = 6;
   ScoreRequest r = good_;
@@ -96,6 +106,64 @@ TEST_F(ValidationTest, ItemLimitsAndContents) {
   r = good_;
   r.mutable_items(0)->clear_content();
   EXPECT_EQ(Check(r), "INVALID_ARGUMENT: items[0]: no content (set text, token_ids or embedding)");
+}
+
+// What the HTTP routes render from (rerank_json.h's CallerFieldMessage): the item's index, its
+// field and the limit as data.
+TEST_F(ValidationTest, ErrorsCarryTheItemTheFieldAndTheLimit) {
+  ScoreRequest r = good_;
+  r.mutable_items(0)->set_text(std::string(32 * 6 + 1, 'a'));
+  std::optional<FieldError> e = GetFieldError(ValidateScoreRequest(r, limits_, model_));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(*e, (FieldError{.item = 0,
+                            .field = ".text",
+                            .limit = "max_item_bytes",
+                            .what = "193 bytes exceeds max_item_bytes=192"}));
+  r = good_;
+  r.mutable_items(1)->mutable_token_ids()->add_ids(100);
+  e = GetFieldError(ValidateScoreRequest(r, limits_, model_));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->item, 1);
+  EXPECT_EQ(e->field, ".token_ids.ids[1]");
+  r = good_;
+  model_.max_position_embeddings = 2;
+  r.clear_query();
+  r.add_query_ids(1);
+  r.mutable_items(1)->mutable_token_ids()->add_ids(1);
+  e = GetFieldError(ValidateScoreRequest(r, limits_, model_));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->item, 1);
+  EXPECT_EQ(e->field, "");
+  EXPECT_EQ(e->limit, "max_position_embeddings");
+  model_.max_position_embeddings = 0;
+  r = good_;
+  for (int i = 0; i < 4; ++i) r.add_items()->set_text("x");
+  e = GetFieldError(ValidateScoreRequest(r, limits_, model_));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->item, -1);  // the list itself
+  EXPECT_EQ(e->field, "items");
+  EXPECT_EQ(e->limit, "max_items");
+}
+
+// A TokenizeRequest's errors name its texts, by index as data.
+TEST_F(ValidationTest, TokenizeErrorsNameTheText) {
+  rankd::v1::TokenizeRequest r;
+  r.add_texts("a");
+  r.add_texts("");
+  const absl::Status s = ValidateTokenizeRequest(r, limits_, model_);
+  EXPECT_EQ(s.message(), "texts[1]: empty");
+  std::optional<FieldError> e = GetFieldError(s);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->item, 1);
+  EXPECT_EQ(e->Message(kTokenizeTexts), s.message());
+  r.set_texts(1, std::string(32 * 6 + 1, 'b'));
+  e = GetFieldError(ValidateTokenizeRequest(r, limits_, model_));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->item, 1);
+  EXPECT_EQ(e->limit, "max_item_bytes");
+  for (int i = 0; i < 3; ++i) r.add_texts("c");
+  EXPECT_EQ(ValidateTokenizeRequest(r, limits_, model_).message(),
+            "texts: 5 texts exceeds max_items=4");
 }
 
 TEST_F(ValidationTest, KnownTokensOfTheScoredItemsCountAgainstTheRequestLimit) {

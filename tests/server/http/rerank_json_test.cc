@@ -4,10 +4,13 @@
 
 #include <string>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "rankd/common/field_error.h"
+#include "rankd/server/call/validation.h"
 
 namespace rankd::server {
 namespace {
@@ -294,13 +297,67 @@ TEST(RerankJsonTest, TeiAnswerIsAListWithTextsOnlyWhenAsked) {
 TEST(RerankJsonTest, ErrorsAreJsonAndNameTheCallersList) {
   EXPECT_EQ(Json::parse(ErrorJson("query: empty", "INVALID_ARGUMENT")),
             Json({{"error", {{"message", "query: empty"}, {"code", "INVALID_ARGUMENT"}}}}));
-  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, "items[3].text: empty"),
+  // The validation's and the workers' errors about items, as they carry them (FieldError).
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, InvalidItemField(3, ".text", "empty")),
             "documents[3]: empty");
-  EXPECT_EQ(CallerFieldMessage(RerankShape::kTei, "items[3]: prefix 5 + item 9 tokens"),
-            "texts[3]: prefix 5 + item 9 tokens");
-  EXPECT_EQ(CallerFieldMessage(RerankShape::kTei, "items: 70 items exceeds max_items=64"),
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohereV2, InvalidItemField(3, ".text",
+                                                                        "at least 9 tokens exceeds "
+                                                                        "max_item_tokens=8",
+                                                                        "max_item_tokens")),
+            "documents[3]: at least 9 tokens exceeds max_item_tokens=8");
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kTei, InvalidItemField(3, "", "prefix 5 + item 9")),
+            "texts[3]: prefix 5 + item 9");
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, InvalidItemField(2, ".id", "too long")),
+            "documents[2].id: too long");
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kTei, InvalidField("items",
+                                                               "70 items exceeds "
+                                                               "max_items=64")),
             "texts: 70 items exceeds max_items=64");
-  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, "query: empty"), "query: empty");
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, InvalidField("query", "empty")),
+            "query: empty");
+  // A Tokenize request's texts are the caller's inputs.
+  const absl::Status text =
+      FieldErrorStatus(absl::StatusCode::kInvalidArgument,
+                       {.item = 1, .field = "", .limit = "", .what = "empty"}, kTokenizeTexts);
+  EXPECT_EQ(text.message(), "texts[1]: empty");
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kTokenize, text), "inputs[1]: empty");
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kTokenize, InvalidField("texts", "9 texts")),
+            "inputs: 9 texts");
+  // The body's own errors name the caller's fields already.
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kTokenize, InvalidField("inputs[1]", "not a string")),
+            "inputs[1]: not a string");
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kTei, InvalidField("texts", "required")),
+            "texts: required");
+}
+
+// The item and the field come from the data, never from the message: a message without a
+// FieldError is answered as it is, whatever it looks like, and one with a FieldError is rendered
+// from it whatever its message says.
+TEST(RerankJsonTest, CallerFieldMessageReadsNoMessage) {
+  for (const char* message :
+       {"items[3].text: empty", "items: 70 items exceeds max_items=64", "items[",
+        "items[99999999999999999999].text: x", "texts[1]: empty", "", "items"}) {
+    const absl::Status plain = absl::InvalidArgumentError(message);
+    EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, plain), message);
+    EXPECT_EQ(CallerFieldMessage(RerankShape::kTei, plain), message);
+    EXPECT_EQ(CallerFieldMessage(RerankShape::kTokenize, plain), message);
+  }
+  // A status whose message disagrees with its FieldError (the FieldError's payload copied onto
+  // it): rendered from the FieldError.
+  const absl::Status item7 = InvalidItemField(7, ".text", "empty");
+  absl::Status s = absl::InvalidArgumentError("items[1].text: not what the data says");
+  item7.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { s.SetPayload(url, payload); });
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, s), "documents[7]: empty");
+  // A payload that is no FieldError is no field: the message as it is.
+  item7.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord&) { s.SetPayload(url, absl::Cord("items[2]")); });
+  EXPECT_FALSE(GetFieldError(s).has_value());
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kCohere, s), "items[1].text: not what the data says");
+  // Hostile data renders as data: a huge index, a field with separators in it.
+  EXPECT_EQ(CallerFieldMessage(RerankShape::kTei,
+                               InvalidItemField(2147483647, ".text]: [x", "what: is: this")),
+            "texts[2147483647].text]: [x: what: is: this");
 }
 
 }  // namespace

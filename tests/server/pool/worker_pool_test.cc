@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rankd/common/field_error.h"
 #include "rankd/protocol/protocol.h"
 
 namespace rankd::server {
@@ -31,7 +32,7 @@ rankd::v1::ScoreRequest Request(int items) {
   return r;
 }
 
-void NoDone(const grpc::Status&, Work&) {}
+void NoDone(const absl::Status&, Work&) {}
 
 TEST(WorkTest, WholeRequestPointsAtTheCallersRequest) {
   const rankd::v1::ScoreRequest request = Request(10);
@@ -105,13 +106,15 @@ using ::testing::HasSubstr;
 constexpr auto kEventTimeout = std::chrono::seconds(30);
 
 // One fake worker process: a rankd.worker.v1.Worker service on the pool's socket, in this
-// process. Score calls are answered with score = item index (kAnswer), or held until the test
-// releases them (kHold); pings are answered, or held (HangPings) so that they time out. "Exiting"
-// (a crash, or the supervisor's SIGTERM / SIGKILL) answers every held call UNAVAILABLE, as a
-// closed connection does, and shuts the server down.
+// process. Score calls are answered with score = item index (kAnswer), held until the test
+// releases them (kHold), or refused as a worker refuses an item over a token limit (kRefuseItem1:
+// item 1 of the call's items, with its FieldError in the error details); pings are answered, or
+// held (HangPings) so that they time out. "Exiting" (a crash, or the supervisor's SIGTERM /
+// SIGKILL) answers every held call UNAVAILABLE, as a closed connection does, and shuts the server
+// down.
 class FakeWorker final : public rankd::worker::v1::Worker::CallbackService {
  public:
-  enum class Mode { kAnswer, kHold };
+  enum class Mode { kAnswer, kHold, kRefuseItem1 };
 
   FakeWorker(int index, pid_t pid, Mode mode) : index_(index), pid_(pid), mode_(mode) {}
   ~FakeWorker() override {
@@ -140,6 +143,9 @@ class FakeWorker final : public rankd::worker::v1::Worker::CallbackService {
     lock.unlock();
     if (exited_) {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "exited"));
+    } else if (mode_ == Mode::kRefuseItem1) {
+      reactor->Finish(protocol::ToWorkerStatus(InvalidItemField(
+          1, ".text", "at least 9 tokens exceeds max_item_tokens=8", "max_item_tokens")));
     } else {
       Answer(*request, response);
       reactor->Finish(grpc::Status::OK);
@@ -378,7 +384,7 @@ class Completions {
     statuses_.emplace_back();
     return std::make_shared<Work>(request, 0, request->items_size(), interactive, WallTime::max(),
                                   Work::Carry::kWholeRequest,
-                                  [this, id](const grpc::Status& s, Work&) {
+                                  [this, id](const absl::Status& s, Work&) {
                                     std::lock_guard<std::mutex> lock(mu_);
                                     statuses_[id] = s;
                                     cv_.notify_all();
@@ -386,7 +392,7 @@ class Completions {
   }
 
   // The status of work `id`, once done; nullopt after kEventTimeout.
-  std::optional<grpc::Status> Wait(size_t id) {
+  std::optional<absl::Status> Wait(size_t id) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, kEventTimeout, [&] { return statuses_[id].has_value(); });
     return statuses_[id];
@@ -399,7 +405,7 @@ class Completions {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::optional<grpc::Status>> statuses_;
+  std::vector<std::optional<absl::Status>> statuses_;
 };
 
 class WorkerPoolTest : public ::testing::Test {
@@ -479,12 +485,40 @@ TEST_F(WorkerPoolTest, AnswersThroughAWorker) {
   StartPool(1, 1);
   auto work = completions_.Make(&request_);
   ASSERT_TRUE(pool_->Submit({work}).ok());
-  std::optional<grpc::Status> status = completions_.Wait(0);
+  std::optional<absl::Status> status = completions_.Wait(0);
   ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(status->ok()) << status->error_message();
+  EXPECT_TRUE(status->ok()) << *status;
   ASSERT_EQ(work->result().scores_size(), 3);
   EXPECT_EQ(work->result().scores(2), 2);
   EXPECT_EQ(metrics_.items_scored->value(), 3);
+}
+
+// A worker's error about item j of the items it was sent reaches the work's `done` about the
+// caller's item: in the message and as data (its FieldError), for ScoreCall's transports to render.
+TEST_F(WorkerPoolTest, AWorkersItemErrorNamesTheCallersItemAsData) {
+  fleet_.SetMode(0, FakeWorker::Mode::kRefuseItem1);
+  StartPool(1, 1);
+  const rankd::v1::ScoreRequest request = Request(10);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<absl::Status> done;
+  // The caller's items 4, 6 and 9 (a Score call's cache misses): the worker's item 1 is item 6.
+  auto work = std::make_shared<Work>(&request, std::vector<int>{4, 6, 9}, /*interactive=*/true,
+                                     WallTime::max(), [&](const absl::Status& s, Work&) {
+                                       std::lock_guard<std::mutex> lock(mu);
+                                       done = s;
+                                       cv.notify_all();
+                                     });
+  ASSERT_TRUE(pool_->Submit({work}).ok());
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, kEventTimeout, [&] { return done.has_value(); }));
+  EXPECT_EQ(done->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(done->message(), "items[6].text: at least 9 tokens exceeds max_item_tokens=8");
+  const std::optional<FieldError> error = GetFieldError(*done);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->item, 6);
+  EXPECT_EQ(error->field, ".text");
+  EXPECT_EQ(error->limit, "max_item_tokens");
 }
 
 TEST_F(WorkerPoolTest, DispatchesToTheLeastLoadedWorker) {
@@ -527,10 +561,10 @@ TEST_F(WorkerPoolTest, CallsOfAWorkerThatDiesGoOnceToAnotherThenFailRetryable) {
   EXPECT_EQ(metrics_.retries->value(), 1);
   // The third worker is up, but a call is sent again only once.
   second->Exit("killed by signal 11 (Segmentation fault)");
-  std::optional<grpc::Status> status = completions_.Wait(0);
+  std::optional<absl::Status> status = completions_.Wait(0);
   ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(status->error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_THAT(status->error_message(), HasSubstr("this was the retry"));
+  EXPECT_EQ(status->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status->message()), HasSubstr("this was the retry"));
   workers.erase(std::find(workers.begin(), workers.end(), second));
   EXPECT_EQ(workers[0]->calls(), 0);
   EXPECT_EQ(metrics_.retries->value(), 1);
@@ -544,10 +578,10 @@ TEST_F(WorkerPoolTest, TheLastWorkerDyingFailsItsCallsRetryable) {
   ASSERT_TRUE(pool_->Submit({completions_.Make(&request_)}).ok());
   ASSERT_TRUE(worker->WaitHeld(1));
   worker->Exit("killed by signal 9 (Killed)");
-  std::optional<grpc::Status> status = completions_.Wait(0);
+  std::optional<absl::Status> status = completions_.Wait(0);
   ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(status->error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_THAT(status->error_message(), HasSubstr("no other worker is up"));
+  EXPECT_EQ(status->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status->message()), HasSubstr("no other worker is up"));
   ASSERT_TRUE(WaitUp(0));
   absl::Status refused = pool_->Submit({completions_.Make(&request_)});
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
@@ -588,12 +622,12 @@ TEST_F(WorkerPoolTest, CancelEndsQueuedWorkAtOnceAndRunningWorkByCancellingTheCa
   ASSERT_TRUE(pool_->Submit({queued}).ok());
   pool_->Cancel(queued);
   ASSERT_TRUE(completions_.done(1));  // at once, on this thread
-  EXPECT_EQ(completions_.Wait(1)->error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(completions_.Wait(1)->code(), absl::StatusCode::kCancelled);
   pool_->Cancel(running);
-  std::optional<grpc::Status> status = completions_.Wait(0);
+  std::optional<absl::Status> status = completions_.Wait(0);
   ASSERT_TRUE(status.has_value());
-  EXPECT_EQ(status->error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_EQ(status->error_message(), "cancelled by the client");
+  EXPECT_EQ(status->code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(status->message(), "cancelled by the client");
   EXPECT_TRUE(pool_->WaitIdle(kEventTimeout));
   EXPECT_EQ(metrics_.retries->value(), 0);
 }

@@ -118,7 +118,8 @@ class CachedItems;  // scorer_service.cc
 // cache, the depth, admission to the pool, the response, then the metrics, the access log and the
 // depth controller's latency. The transport fills mutable_request(), Starts it, encodes the
 // response in `encode` and answers in `finish`; the request and the response are emptied between
-// the two.
+// the two. ScoreStream's calls begin on the same path (validation, budget, depth, cache), then
+// dispatch in chunks of their own.
 //
 // Threads: Start on the transport's thread, once; `encode` then `finish` run once, on that thread
 // (answered at once: an error, or every item from the cache) or on a pool completion thread.
@@ -127,8 +128,10 @@ class CachedItems;  // scorer_service.cc
 class ScoreCall {
  public:
   // Encodes the final response (the transport's bytes); its status is the call's from then on.
-  using EncodeFn = std::function<grpc::Status(const rankd::v1::ScoreResponse& response)>;
-  using FinishFn = std::function<void(const grpc::Status& status)>;
+  using EncodeFn = std::function<absl::Status(const rankd::v1::ScoreResponse& response)>;
+  // The call's status: an error about a field or an item carries it as data (its FieldError,
+  // rankd/common/field_error.h) beside the message, for the transport to render.
+  using FinishFn = std::function<void(const absl::Status& status)>;
 
   // `rpc` names the call in the access log ("Score", "POST /v1/rerank").
   ScoreCall(ScorerService* service, std::string rpc);
@@ -149,9 +152,9 @@ class ScoreCall {
   void Cancel();
 
  private:
-  void OnWorkDone(const grpc::Status& status, Work& work);
+  void OnWorkDone(const absl::Status& status, Work& work);
   void Answer(const Work* work);  // null: every item from the cache
-  void Done(grpc::Status status);
+  void Done(absl::Status status);
 
   ScorerService* const service_;
   const std::string rpc_;

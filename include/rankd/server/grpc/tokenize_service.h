@@ -24,11 +24,10 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "grpcpp/support/status.h"
 #include "rankd/engine/text_encoder.h"
+#include "rankd/server/call/validation.h"
 #include "rankd/server/config/config.h"
 #include "rankd/server/metrics.h"
-#include "rankd/server/call/validation.h"
 #include "rankd/v1/scorer.pb.h"
 
 namespace rankd::server {
@@ -37,8 +36,10 @@ inline constexpr int kMaxQueuedTokenizeCalls = 256;
 
 class TokenizeService {
  public:
+  // `status` carries its FieldError (rankd/common/field_error.h) when it is about a field or a
+  // text, for the transport to render.
   using DoneFn =
-      std::function<void(const grpc::Status& status, const rankd::v1::TokenizeResponse& response)>;
+      std::function<void(const absl::Status& status, const rankd::v1::TokenizeResponse& response)>;
 
   TokenizeService(const ServeConfig& config, ModelInfo model,
                   std::unique_ptr<engine::TextEncoder> encoder, MetricsRegistry* registry);
@@ -57,7 +58,7 @@ class TokenizeService {
  private:
   struct Call;
   void Loop();
-  void Answer(Call& call, const grpc::Status& status, const rankd::v1::TokenizeResponse& response);
+  void Answer(Call& call, const absl::Status& status, const rankd::v1::TokenizeResponse& response);
 
   const Limits limits_;
   const ModelInfo model_;

@@ -105,10 +105,6 @@ absl::Status ParseTokenizeRequest(absl::string_view body, int max_items,
 // "start" and "stop" are left out: rankd's tokenizer keeps no offsets).
 std::string TokenizeResponseJson(const rankd::v1::TokenizeResponse& response);
 
-// A Tokenize message names the request's texts ("texts[3]: ..."): for the HTTP caller its
-// "inputs" ("inputs[3]: ...").
-std::string TokenizeFieldMessage(absl::string_view message);
-
 // {"error": {"message": ..., "code": ...}}.
 std::string ErrorJson(absl::string_view message, absl::string_view code);
 
@@ -125,9 +121,14 @@ RerankSchemas RerankJsonSchemas(RerankShape shape);
 // The schema of ErrorJson's answers.
 std::string ErrorJsonSchema();
 
-// A message of the validation or of a worker names the request's items ("items[3].text: ..."):
-// for a caller of `shape` it names its own list ("documents[3].text: ...", "texts[3]: ...").
-std::string CallerFieldMessage(RerankShape shape, absl::string_view message);
+// The message of an error answered to a caller of `shape`. An error about one of the request's
+// items, or about its list, which says so as data (its FieldError, rankd/common/field_error.h:
+// the validation's, the workers', the Tokenize service's) names the caller's own list instead:
+// "items[3].text: empty" is "documents[3]: empty" (the caller's list holds the texts
+// themselves), "items: ..." is "texts: ...", a Tokenize request's "texts[3]: ..." is
+// "inputs[3]: ...". Any other error is answered as its message says; no message is read for a
+// field or an index.
+std::string CallerFieldMessage(RerankShape shape, const absl::Status& status);
 
 }  // namespace rankd::server
 

@@ -33,10 +33,12 @@ using WallTime = std::chrono::system_clock::time_point;  // gRPC deadlines
 
 // One worker call: items [begin, end) of a validated request. The request must stay alive and
 // unchanged until `done` has run. `done` runs exactly once, after the last worker call of this
-// work has finished, on a gRPC or supervisor thread (never under the pool's lock).
+// work has finished, on a gRPC or supervisor thread (never under the pool's lock). Its status is
+// the work's as the caller gets it: a worker's error about an item names the caller's item, in
+// its message and in its FieldError (rankd/common/field_error.h), which the transports render.
 class Work {
  public:
-  using DoneFn = std::function<void(const grpc::Status& status, Work& work)>;
+  using DoneFn = std::function<void(const absl::Status& status, Work& work)>;
 
   // What the worker call carries of the request.
   enum class Carry {
@@ -76,8 +78,8 @@ class Work {
   void CarryOwnItems(const rankd::v1::ScoreRequest& request);  // item_ from items_
   void CountInputs();                                          // inputs_ from item_
   // A worker's error (its FieldError naming item j of what it was sent) about the caller's item
-  // instead, as the caller gets it: code and message (the FieldError stays in the pool).
-  grpc::Status CallerStatus(const grpc::Status& worker_status) const;
+  // instead, as the caller gets it: code, message and FieldError.
+  absl::Status CallerStatus(const grpc::Status& worker_status) const;
 
   // Holds the caller's request, or with Carry::kOwnItems a request of its own whose items are the
   // caller's, without owning them.
@@ -94,7 +96,7 @@ class Work {
   // Guarded by the pool's mutex.
   State state_ = State::kNew;
   bool cancelled_ = false;
-  grpc::Status cancel_status_;  // why, when cancelled_
+  absl::Status cancel_status_;  // why, when cancelled_
   int attempts_ = 0;
   uint64_t incarnation_ = 0;  // worker incarnation of the current / last call (retries avoid it)
   std::shared_ptr<grpc::ClientContext> context_;
@@ -192,7 +194,7 @@ class WorkerPool {
       std::string reason;
     };
     std::vector<Call> calls;
-    std::vector<std::pair<std::shared_ptr<Work>, grpc::Status>> finished;
+    std::vector<std::pair<std::shared_ptr<Work>, absl::Status>> finished;
     std::vector<std::shared_ptr<grpc::ClientContext>> cancels;
     std::vector<Failure> failures;
   };
@@ -217,8 +219,8 @@ class WorkerPool {
   // workers up busy with interactive calls (running or queued, per worker up, at most 1) and its
   // moving average (time constant kLoadTimeConstant). Advances the average to `now`.
   double InteractiveLoadLocked(SteadyTime now);
-  void FinishLocked(const std::shared_ptr<Work>& work, grpc::Status status, Actions& actions);
-  void FailQueuedLocked(const grpc::Status& status, Actions& actions);
+  void FinishLocked(const std::shared_ptr<Work>& work, absl::Status status, Actions& actions);
+  void FailQueuedLocked(const absl::Status& status, Actions& actions);
   int WorkersUpLocked() const;
   bool ReadyLocked() const;
   void UpdateGaugesLocked();
