@@ -13,23 +13,26 @@ safetensors file, tokenizer.model and rankd.yaml (the templates).
 
 The validation split (the training vocabulary, held-out queries) picks the checkpoint; the
 heldout split (vocabulary and templates training never sees) is scored beside it for the log only.
-Training data is generated, tokenized and padded by --workers processes (deterministic: the same
-data for any number of workers) into one int16 tensor that lives on the device; every step has
-the same shape ([batch queries x candidates, --max-len]), so no step waits on the host and, on
-CUDA, the decoder layers run through torch.compile (eager if that fails), with a fused AdamW.
+Training data is generated, tokenized and padded by --workers processes (scripts/demo_encode.py:
+spawned, torch-free; deterministic: the same data for any number of workers; progress lines with
+their rate) into one int16 tensor that lives on the device; every step has the same shape
+([batch queries x candidates, --max-len]), so no step waits on the host and, on CUDA, the decoder
+layers run through torch.compile (eager if that fails), with a fused AdamW. SIGUSR1 prints every
+thread's Python stack (faulthandler).
 The cosine schedule follows wall time: it ends at --max-seconds, compilation included.
 
   scripts/gpu_train_demo.sh    # on one H200: this with --device cuda, then the checks
   scripts/train_demo_model.py --device cpu --smoke --threads 2 --max-seconds 600 --out DIR
 """
 import argparse
-import array
+import faulthandler
 import itertools
 import json
 import math
-import multiprocessing
 import os
+import platform
 import shutil
+import signal
 import struct
 import sys
 import time
@@ -39,12 +42,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import demo_data  # noqa: E402
+from demo_encode import (  # noqa: E402,F401  (encode_examples: eval_demo_model uses it)
+    BOS, ITEM_TEMPLATE, PAD, QUERY_TEMPLATE, START_METHOD, ChunkPool, encode_examples,
+    encoded_chunk, packed_chunk)
 
-QUERY_TEMPLATE = "query: {query}"
-ITEM_TEMPLATE = "posting: {item}"
 MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models",
                          "demo-jobs-reranker")
-BOS, PAD = 1, 3
 SHAPES = {  # hidden, layers, heads, kv heads, intermediate
     "full": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=2, intermediate_size=768),
@@ -232,76 +235,23 @@ def load_model(model_dir, device="cpu"):
     return m.to(device).eval()
 
 
-def encode_examples(sp, examples):
-    """Per example: the candidates' token ids, [bos] + query ids + item ids (as rankd builds)."""
-    queries = sp.encode([QUERY_TEMPLATE.format(query=ex["query"]) for ex in examples])
-    items = sp.encode([ITEM_TEMPLATE.format(item=it) for ex in examples for it in ex["items"]])
-    out, k = [], 0
-    for ex, q in zip(examples, queries):
-        out.append([[BOS] + q + items[k + i] for i in range(len(ex["items"]))])
-        k += len(ex["items"])
-    return out
-
-
-_SP = None
-
-
-def _sp(tokenizer):
-    global _SP
-    if _SP is None:
-        import sentencepiece as spm
-        _SP = spm.SentencePieceProcessor(model_file=tokenizer)
-    return _SP
-
-
-def _encoded_chunk(args):
-    """A process pool's task: chunk k of a split, generated and tokenized."""
-    split, k, tokenizer = args
-    exs = demo_data.chunk_examples(split, k)
-    return [(ex, enc) for ex, enc in zip(exs, encode_examples(_sp(tokenizer), exs))]
-
-
-def _packed_chunk(args):
-    """A process pool's task: chunk k of a split, generated, tokenized and right-padded to its
-    longest sequence n, as bytes (no Python lists cross the pipe): (examples, n, ids int16
-    [examples, candidates, n], lengths int16 [examples, candidates], grades int8 [examples,
-    candidates])."""
-    split, k, tokenizer = args
-    exs = demo_data.chunk_examples(split, k)
-    enc = encode_examples(_sp(tokenizer), exs)
-    seqs = [s for ex in enc for s in ex]
-    n = max((len(s) for s in seqs), default=1)
-    ids = array.array("h", [PAD]) * (len(seqs) * n)
-    for i, s in enumerate(seqs):
-        ids[i * n:i * n + len(s)] = array.array("h", s)
-    lengths = array.array("h", [len(s) for s in seqs])
-    grades = array.array("b", [g for ex in exs for g in ex["grades"]])
-    return len(exs), n, ids.tobytes(), lengths.tobytes(), grades.tobytes()
-
-
-def packed_train(n, tokenizer, workers, max_len):
+def packed_train(n, tokenizer, pool, max_len):
     """The first n examples of the train split (demo_data.examples("train", n): every example of
-    chunks 0, 1, 2, ... in order), generated and tokenized by `workers` processes and packed:
+    chunks 0, 1, 2, ... in order), generated and tokenized by `pool` (a ChunkPool) and packed:
     ids int16 [n, candidates, N], lengths int16 [n, candidates], grades int8 [n, candidates] and
     the number of sequences cut.
     N is the longest sequence, at most max_len: the few longer sequences (a posting of four long
     skills and a long extra; 6 in 10,000 at 64) lose their last tokens."""
     per_chunk = demo_data.CHUNK * 0.85
     chunks, have, k = [], 0, 0
-    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
-    try:
-        while have < n:
-            todo = max(1, math.ceil((n - have) / per_chunk * 1.05))
-            args = [("train", k + i, tokenizer) for i in range(todo)]
-            for c in (pool.map(_packed_chunk, args) if pool else map(_packed_chunk, args)):
-                if have < n:
-                    chunks.append(c)
-                    have += c[0]
-            k += todo
-    finally:
-        if pool:
-            pool.close()
-            pool.join()
+    while have < n:
+        todo = max(1, math.ceil((n - have) / per_chunk * 1.05))
+        args = [("train", k + i, tokenizer) for i in range(todo)]
+        for c in pool.map(packed_chunk, args, what="train", count=lambda c: c[0]):
+            if have < n:
+                chunks.append(c)
+                have += c[0]
+        k += todo
     cands = demo_data.CANDIDATES
     big = min(max_len, max(c[1] for c in chunks))
     ids = torch.full((n, cands, big), PAD, dtype=torch.int16)
@@ -319,21 +269,16 @@ def packed_train(n, tokenizer, workers, max_len):
     return ids, lengths.clamp_(max=big), grades, cut
 
 
-def encoded_examples(split, n, tokenizer, workers):
+def encoded_examples(split, n, tokenizer, pool):
     """n examples of `split` (as demo_data.examples gives them) and their encode_examples() ids,
-    generated and tokenized by `workers` processes."""
-    if workers <= 1:
-        import sentencepiece as spm
-        exs = demo_data.examples(split, n)
-        return exs, encode_examples(spm.SentencePieceProcessor(model_file=tokenizer), exs)
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        def map_fn(_, args):
-            got = pool.map(_encoded_chunk, [(sp, k, tokenizer) for sp, k in args])
-            for chunk in got:
-                for ex, enc in chunk:
-                    ex["ids"] = enc
-            return [[ex for ex, _ in chunk] for chunk in got]
-        exs = demo_data.examples(split, n, map_fn=map_fn)
+    generated and tokenized by `pool` (a ChunkPool)."""
+    def map_fn(_, args):
+        got = pool.map(encoded_chunk, [(sp, k, tokenizer) for sp, k in args], what=split, count=len)
+        for chunk in got:
+            for ex, enc in chunk:
+                ex["ids"] = enc
+        return [[ex for ex, _ in chunk] for chunk in got]
+    exs = demo_data.examples(split, n, map_fn=map_fn)
     return exs, [ex.pop("ids") for ex in exs]
 
 
@@ -448,7 +393,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1),
-                    help="processes generating and tokenizing the data")
+                    help="processes generating and tokenizing the data (spawned; 1: none, in this "
+                         "process)")
     ap.add_argument("--eval-every", type=int, default=0, help="steps (0: 500, smoke: 100)")
     ap.add_argument("--eval-seconds", type=float, default=0,
                     help="validate every this many seconds instead of --eval-every (0: 15 on cuda, "
@@ -465,6 +411,10 @@ def main():
     a = ap.parse_args()
     import sentencepiece as spm
 
+    # Every thread's Python stack on SIGUSR1 (gpu_train_demo.sh's time bound sends it to the data
+    # step and its workers before it kills them) and on a fatal signal.
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     t0 = time.time()
     torch.manual_seed(a.seed)
     if a.threads:
@@ -480,19 +430,29 @@ def main():
     warmup = a.warmup or (100 if a.smoke else 300)
     eval_every = a.eval_every or (100 if a.smoke else 500)
     eval_seconds = a.eval_seconds or (15 if device.type == "cuda" else 0)
-    # Data first: the pool forks before CUDA starts.
     key = {"n_train": n_train, "n_val": n_val, "max_len": a.max_len, "tokenizer": a.tokenizer,
            "task": demo_data.TASK}
     cached = torch.load(a.data_cache, weights_only=False) if a.data_cache and os.path.exists(a.data_cache) else None
     if cached is not None and cached["key"] != key:
         sys.exit(f"{a.data_cache} holds other data ({cached['key']}), not {key}")
     if cached is None:
-        packed = packed_train(n_train, a.tokenizer, a.workers, a.max_len)
-        evals = {s: encoded_examples(s, n_val, a.tokenizer, a.workers) for s in ("validation", "heldout")}
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
+        print(f"data: {n_train} train, {n_val} validation and {n_val} heldout queries; python "
+              f"{platform.python_version()}, torch {torch.__version__}, sentencepiece "
+              f"{spm.__version__}, " + (f"{a.workers} workers ({START_METHOD})" if a.workers > 1
+                                        else "no workers (in this process)") +
+              f", {os.cpu_count()} CPUs ({usable} usable), {time.time() - t0:.1f}s", flush=True)
+        with ChunkPool(a.workers, log=lambda line: print(line, flush=True)) as pool:
+            packed = packed_train(n_train, a.tokenizer, pool, a.max_len)
+            print(f"data: train packed, ids {list(packed[0].shape)} ({packed[3]} sequences cut), "
+                  f"{time.time() - t0:.1f}s", flush=True)
+            evals = {s: encoded_examples(s, n_val, a.tokenizer, pool) for s in ("validation", "heldout")}
         if a.data_cache:
             tmp = a.data_cache + ".tmp"
             torch.save({"key": key, "packed": packed, "evals": evals}, tmp)
             os.replace(tmp, a.data_cache)
+            print(f"data: {a.data_cache} written ({os.path.getsize(a.data_cache) / 1e6:.0f} MB), "
+                  f"{time.time() - t0:.1f}s", flush=True)
     else:
         packed, evals = cached["packed"], cached["evals"]
     del cached

@@ -3,7 +3,9 @@
 training, the heldout split's vocabulary and templates never occur in training, grades are
 consistent, tests/demo/cases.jsonl is what the generator makes, tests/demo/requests.jsonl is
 well formed, and (where sentencepiece is importable) the committed tokenizer is what the
-generator trains."""
+generator trains. scripts/demo_encode.py (the trainer's data step): its pool of spawned workers
+gives the chunks in order, as this process computes them, fails at once when a worker dies, and
+it imports no torch."""
 import hashlib
 import importlib.util
 import json
@@ -13,10 +15,12 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from concurrent.futures.process import BrokenProcessPool
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import demo_data  # noqa: E402
+import demo_encode  # noqa: E402
 
 # sha256 of `demo_data.py jsonl --split S --queries 30`. A change here changes the task the demo
 # model was trained and measured on: retrain it, re-run scripts/eval_demo_model.py, and update
@@ -142,6 +146,36 @@ class DemoDataTest(unittest.TestCase):
                 made = f.read()
         with open(demo_data.TOKENIZER, "rb") as f:
             self.assertEqual(made, f.read())
+
+
+class ChunkPoolTest(unittest.TestCase):
+    def test_chunks_come_back_in_order_as_computed_here(self):
+        args = [("heldout", 0)] + [("validation", k) for k in range(12)] + [("heldout", 1)]
+        with demo_encode.ChunkPool(2) as pool:
+            got = pool.map(demo_data._chunk_star, args)
+        self.assertEqual(got, [demo_data.chunk_examples(*a) for a in args])
+
+    @unittest.skipUnless(importlib.util.find_spec("sentencepiece"),
+                         "sentencepiece is not importable (Debian: python3-sentencepiece)")
+    def test_packed_chunks_are_the_same_bytes_in_workers(self):
+        args = [("train", k, demo_data.TOKENIZER) for k in range(3)] + [("heldout", 0, demo_data.TOKENIZER)]
+        with demo_encode.ChunkPool(2) as pool:
+            got = pool.map(demo_encode.packed_chunk, args)
+            encoded = pool.map(demo_encode.encoded_chunk, args[:1])
+        self.assertEqual(got, [demo_encode.packed_chunk(a) for a in args])
+        self.assertEqual(encoded, [demo_encode.encoded_chunk(a) for a in args[:1]])
+
+    def test_a_worker_that_dies_fails_the_map(self):
+        # multiprocessing.Pool would wait for the dead worker's task forever.
+        with self.assertRaises(BrokenProcessPool):
+            with demo_encode.ChunkPool(2) as pool:
+                pool.map(os._exit, [1, 1, 1])
+
+    def test_the_workers_module_imports_no_torch(self):
+        out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                              "import demo_encode; print(sorted({'torch', 'numpy'} & set(sys.modules)))",
+                              os.path.join(ROOT, "scripts")], check=True, capture_output=True, text=True)
+        self.assertEqual(out.stdout.strip(), "[]")
 
 
 if __name__ == "__main__":
