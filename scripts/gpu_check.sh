@@ -50,8 +50,9 @@
 #              top-1, RMS error; fidelity.md (the Markdown table) and fidelity.json in $OUT
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
-# TEST_TIMEOUT (600) bounds each GPU test binary, RUN_TIMEOUT (300) each variants and gemm run (a
-# kernel that hangs then costs that, not the call). Logs go to $OUT (one file per phase, plus summary.txt; the device tool returns at most 8 files).
+# TEST_TIMEOUT (600) bounds each GPU test binary, RUN_TIMEOUT (300) each variants, shapes and gemm
+# run (a kernel that hangs then costs that, not the call). Logs go to $OUT (one file per phase,
+# plus summary.txt; the device tool returns at most 8 files).
 # The bundle must hold rankd, rankd-client, rankd-bench and the GPU test binaries.
 #
 #   scripts/gpu_check.sh [PHASE...]
@@ -113,6 +114,17 @@ run() {
   say "$(printf '%-40s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - start)))"
   [[ $rc == 0 ]] || failed+=("$name")
   return $rc
+}
+
+# run_variant NAME LOG VARIANT CMD...: CMD (a rankd-bench engine run) under RUN_TIMEOUT with
+# VARIANT's environment assignments ('-' for none), its result line copied into the summary.
+run_variant() {
+  local name=$1 log=$2 v=$3
+  shift 3
+  local envs=()
+  [[ $v != - ]] && read -r -a envs <<<"$v"
+  run "$name" "$log" "${RUN_TIMEOUT:-300}" env "${envs[@]}" "$@" &&
+    grep -A1 '^backend' "$log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
 }
 
 # wait_serving HOST:PORT: until rankd.v1.Scorer reports SERVING (the ready file only says that
@@ -315,15 +327,10 @@ PY
         model=$(preset_model "$preset")
         for round in 1 2; do
           for v in "${variants[@]}"; do
-            envs=()
-            [[ $v != - ]] && read -r -a envs <<<"$v"
             for strategy in ${VARIANT_STRATEGIES:-multi-item ibpc}; do
-              run "variant $preset [$v] $strategy round $round" "$OUT/variants.log" \
-                "${RUN_TIMEOUT:-300}" \
-                env "${envs[@]}" "$BIN/rankd-bench" engine --backend cuda --model "$model" \
-                --tq 50 --ti 150 --ni 50 --iters 30 --strategy $strategy --graphs &&
-                grep -A1 '^backend' "$OUT/variants.log" | tail -n 1 | sed 's/^/    /' |
-                tee -a "$SUMMARY"
+              run_variant "variant $preset [$v] $strategy round $round" "$OUT/variants.log" "$v" \
+                "$BIN/rankd-bench" engine --backend cuda --model "$model" --tq 50 --ti 150 \
+                --ni 50 --iters 30 --strategy "$strategy" --graphs
             done
           done
         done
@@ -337,14 +344,10 @@ PY
             "--tq 50 --ti 32 --ni 50" "--tq 50 --ti 16 --ni 50 --concurrency 8" \
             "--tq 1024 --ti 150 --ni 50" "--tq 50 --ni 250 --items embedding"; do
           for v in "${variants[@]}"; do
-            envs=()
-            [[ $v != - ]] && read -r -a envs <<<"$v"
             # shellcheck disable=SC2086  # the shape's flags split on purpose
-            run "shape [$shape] [$v] round $round" "$OUT/shapes.log" "${RUN_TIMEOUT:-300}" \
-              env "${envs[@]}" "$BIN/rankd-bench" engine --backend cuda --model "$MODEL_379M" \
-              --iters 30 --strategy multi-item --graphs $shape &&
-              grep -A1 '^backend' "$OUT/shapes.log" | tail -n 1 | sed 's/^/    /' |
-              tee -a "$SUMMARY"
+            run_variant "shape [$shape] [$v] round $round" "$OUT/shapes.log" "$v" \
+              "$BIN/rankd-bench" engine --backend cuda --model "$MODEL_379M" --iters 30 \
+              --strategy multi-item --graphs $shape
           done
         done
       done
