@@ -229,18 +229,26 @@ def made_up_family(r, vocab):
     """A made-up job (training only): "<word> <role>", "<word> <word> <role>" or one or two bare
     words, as real titles are one to four words."""
     words, k = vocab["words"], r.random()
-    if k < 0.75:
-        role = r.choice(sorted(ROLES))
-        lead = r.choice(words) if k < 0.55 else r.choice(words) + " " + r.choice(words)
-        return Family(ROLES[role], [lead + " " + role], made_up=True)
-    title = r.choice(words) if k < 0.9 else r.choice(words) + " " + r.choice(words)
-    return Family(r.choice(CATEGORIES), [title], made_up=True)
+    while True:  # no word twice ("quilt quilt" has no variant one word away: see made_up_variant)
+        if k < 0.75:
+            role = r.choice(sorted(ROLES))
+            lead = r.choice(words) if k < 0.55 else r.choice(words) + " " + r.choice(words)
+            fam = Family(ROLES[role], [lead + " " + role], made_up=True)
+        else:
+            title = r.choice(words) if k < 0.9 else r.choice(words) + " " + r.choice(words)
+            fam = Family(r.choice(CATEGORIES), [title], made_up=True)
+        parts = fam.key.split()
+        if len(set(parts)) == len(parts):
+            return fam
 
 
 def made_up_variant(r, fam, vocab):
     """Another made-up job one word away from `fam` (a made-up one): a role swapped for another
-    role, or a word for another word ("quilt technician" -> "quilt analyst", "otter technician")."""
+    role, or a word for another word ("quilt technician" -> "quilt analyst", "otter technician").
+    `fam`'s words are distinct (made_up_family), so any draw that changes the word it replaces
+    drops that word and the loop ends."""
     parts = fam.key.split()
+    assert len(set(parts)) == len(parts), f"made-up title with a repeated word: {fam.key!r}"
     while True:
         i = r.randrange(len(parts))
         new, category = list(parts), fam.category

@@ -10,7 +10,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -122,6 +124,28 @@ class DemoDataTest(unittest.TestCase):
         worst = demo_data.ranking_metrics([[3, 0, 2, 1]], grades)
         self.assertEqual(worst["mrr@10"], 0.25)
         self.assertLess(worst["ndcg@10"], 0.6)
+
+    def test_made_up_titles_never_repeat_a_word(self):
+        # A made-up title with a word twice ("quilt quilt") has no variant one word away that
+        # drops one of its words: made_up_variant looped forever on it, and the training data
+        # step hung in train chunks 167 and 773 (gpu_train_demo.sh, 2026-12-04). Those chunks
+        # finish now, within an alarm that fails the test instead of hanging it.
+        r = random.Random(7)
+        vocab = demo_data.VOCAB[False]
+        for _ in range(20000):
+            fam = demo_data.made_up_family(r, vocab)
+            parts = fam.key.split()
+            self.assertEqual(len(parts), len(set(parts)), fam.key)
+            var = demo_data.made_up_variant(r, fam, vocab)
+            self.assertFalse(set(parts) <= set(var.key.split()), (fam.key, var.key))
+        old = signal.signal(signal.SIGALRM, lambda *_: self.fail("train chunk still running after 60 s"))
+        signal.alarm(60)
+        try:
+            for k in (167, 773):
+                self.assertTrue(demo_data.chunk_examples("train", k))
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
 
     def test_committed_cases_are_the_generators(self):
         with open(os.path.join(ROOT, "tests", "demo", "cases.jsonl")) as f:
