@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Relocatable bundle for a GPU host that has only the CUDA driver and toolkit:
 #   bundle/bin/   the build's executables (rankd, rankd-bench, test binaries), debug info stripped
+#                 (with --archive: rankd, rankd-client, rankd-bench and the GPU test binaries)
 #   bundle/lib/   the non-system shared libraries they load (abseil, gRPC, protobuf, ICU, ...)
 #   bundle/gpu_tests.txt   the test binaries that hold ctest tests labelled gpu
 # libc/libm/libstdc++/libgcc/ld-linux (and the rest of glibc) come from the host, as do the CUDA
@@ -29,8 +30,22 @@ OUT=${2:-bundle}
 
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
+# Which binaries hold GPU tests, from ctest's own listing.
+gpu_tests=""
+if [[ -f $BUILD/CTestTestfile.cmake ]]; then
+  gpu_tests=$(ctest --test-dir "$BUILD" -L gpu --show-only=json-v1 2>/dev/null |
+    python3 -c '
+import json, os, sys
+tests = json.load(sys.stdin).get("tests", [])
+print("\n".join(sorted({os.path.basename(t["command"][0]) for t in tests if t.get("command")})))
+')
+fi
+# The archive travels to the GPU host, which runs only the programs and the GPU tests
+# (scripts/gpu_check.sh): the CPU-only test binaries stay behind (about 6 MB of the archive).
+gpu_host_runs=" rankd rankd-client rankd-bench $(echo $gpu_tests) "
 for f in "$BUILD"/bin/*; do
   [[ -f $f && -x $f ]] || continue
+  [[ $ARCHIVE == 1 && $gpu_host_runs != *" $(basename "$f") "* ]] && continue
   strip "$STRIP" -o "$OUT/bin/$(basename "$f")" "$f"
 done
 # rankd's own shared objects, which binaries dlopen rather than link (the sentencepiece shim).
@@ -53,15 +68,7 @@ while read -r name path; do
 done < <(ldd "$OUT"/bin/* "$OUT"/lib/librankd_*.so | awk '$2 == "=>" && $3 != "" {print $1, $3}' | sort -u)
 [[ $missing == 0 ]] || exit 1
 
-# Which binaries hold GPU tests, from ctest's own listing.
-if [[ -f $BUILD/CTestTestfile.cmake ]]; then
-  ctest --test-dir "$BUILD" -L gpu --show-only=json-v1 2>/dev/null |
-    python3 -c '
-import json, os, sys
-tests = json.load(sys.stdin).get("tests", [])
-print("\n".join(sorted({os.path.basename(t["command"][0]) for t in tests if t.get("command")})))
-' > "$OUT/gpu_tests.txt"
-fi
+[[ -f $BUILD/CTestTestfile.cmake ]] && printf '%s\n' "$gpu_tests" > "$OUT/gpu_tests.txt"
 du -sh "$OUT/bin" "$OUT/lib" | sed 's/^/make_bundle: /'
 if [[ $ARCHIVE == 1 ]]; then
   tar -C "$OUT" -cf - bin lib $( [[ -f $OUT/gpu_tests.txt ]] && echo gpu_tests.txt ) |
