@@ -3,11 +3,12 @@
 
 Deterministic (stdlib only): the same arguments give the same bytes. A query asks for a job
 (one of ~370 hand-written families of real occupations in scripts/demo_vocab/occupations.txt, or,
-in training only, a made-up job of dictionary words: "quilt technician", "otter") or only a
-skill, and optionally a seniority, a skill and a place (436 cities from tzdata and a hand-written
-list, or remote). In training, jobs, skills and places are often made up (MADE_UP: 40% of jobs,
-30% of asked skills, 35% of places), and made-up ones appear among the negatives too, so that
-what pays is matching the query's words to the posting's, not recognising the lists' names.
+in training only, a made-up job of dictionary words and pseudo-words: "quilt technician",
+"tavrosk") or only a skill, and optionally a seniority, a skill and a place (436 cities from tzdata
+and a hand-written list, or remote). In training, jobs, skills and places are often made up
+(MADE_UP: 50% of jobs, 40% of asked skills, 50% of places), and made-up ones appear among the
+negatives too, so that what pays is matching the query's words to the posting's, not recognising
+the lists' names; postings carry sentences of noise words (FILLER).
 Each query comes with 24 candidate postings: full matches, hard negatives that miss one or two of
 the asked attributes (the right job elsewhere or at another level; another job that shares a
 word with the asked title and has the asked skill and place), and unrelated postings. Each
@@ -22,6 +23,8 @@ Splits (see split_vocab()):
                              templates that training never sees (one in five of each, by a hash
                              of its text, or the templates marked held out below): what the model
                              does with vocabulary and phrasing it never saw.
+  novel                      the training templates, every job, place and skill made up: what
+                             the trainer picks its checkpoint on, beside validation.
 tests/demo/requests.jsonl is a third, hand-written set (not from this generator).
 
   scripts/demo_data.py jsonl --split heldout --queries 1000 --out FILE   # {"query","items","grades"}
@@ -43,7 +46,7 @@ VOCAB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_vocab
 # The task's name, recorded in a trained model's train_log.json ("task"): weights trained before
 # this generator (the 24-family one) have none.
 TASK = "broad-vocabulary jobs, heldout split (scripts/demo_data.py)"
-SPLIT_SEEDS = {"train": 1, "validation": 2, "test": 3, "heldout": 4}
+SPLIT_SEEDS = {"train": 1, "validation": 2, "test": 3, "heldout": 4, "novel": 5}
 CANDIDATES = 24
 CHUNK = 250  # queries per independently seeded chunk (examples() may generate chunks in parallel)
 TOKENIZER_VOCAB = 4096
@@ -118,6 +121,8 @@ def _name_words(v):
 # job, skill, place or company word: such words are not drawn in training.
 HELDOUT_ONLY_WORDS = _name_words(VOCAB[True]) - _name_words(VOCAB[False])
 VOCAB[False]["words"] = [w for w in VOCAB[False]["words"] if w not in HELDOUT_ONLY_WORDS]
+# What a pseudo-word (training) must not be: a word of a held-out name or a held-out dictionary word.
+HELDOUT_WORDS = _name_words(VOCAB[True]) | set(VOCAB[True]["words"])
 
 
 def _word_index(families):
@@ -206,19 +211,52 @@ class Family:
 # ("quilt technician", "Port Marmot", "otter"), so that most of what the model learns is to
 # match the query's words to the posting's, words it has never seen among them, rather than to
 # recognise the training lists' names (a held-out name is, to the model, a made-up one).
-MADE_UP = {"family": 0.4, "place": 0.35, "skill": 0.3, "posting_skill": 0.3, "negative": 0.15}
+# A made-up name's word is a dictionary word or, PSEUDO of the time, a pronounceable non-word
+# ("Tavrosk", "quelmar"): held-out names are mostly words the tokenizer splits into rare pieces
+# (Guayaquil, Irkutsk), which dictionary words are not. Postings of training get, FILLER of the
+# time, a sentence of dictionary words ("Marmot quilt ledger."), so that an unfamiliar sentence
+# (a held-out template's) is read as noise, not as a sign against the posting.
+MADE_UP = {"family": 0.5, "place": 0.5, "skill": 0.4, "posting_skill": 0.3, "negative": 0.2}
+PSEUDO, FILLER = 0.4, 0.3
+# The "novel" split: queries of the training templates whose job, place and skill are all made
+# up, none of them a training list's name. The trainer picks its checkpoint on it and on
+# validation: how well the model matches names it never saw, without looking at the heldout split.
+MADE_UP_NOVEL = {"family": 1.0, "place": 1.0, "skill": 1.0, "posting_skill": 0.3, "negative": 0.5}
 
 
 MADE_UP_PLACES = ["{w}", "{w}ton", "{w}ville", "Port {w}", "{w} City", "{w}burg", "New {w}",
                   "{w} Springs", "San {w}", "{w}stad"]
 
 
-def draw_place(r, held):
-    """A city of the split; in training MADE_UP["place"] of them are made up from a dictionary
-    word ("Port Marmot"), so that matching a place name it never saw is learned as such."""
+_ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w",
+           "z", "ch", "sh", "th", "tr", "br", "kr", "gu", "qu", "st", "sl", "dr", "zh", "y", ""]
+_NUCLEI = ["a", "e", "i", "o", "u", "a", "e", "o", "ia", "ou", "ay", "ei", "ua", "y"]
+_CODAS = ["", "", "", "n", "r", "l", "s", "k", "m", "sk", "nd", "rt", "x", "v", "z", "sh"]
+
+
+def pseudo_word(r):
+    """A pronounceable non-word of 2-3 syllables ("tavrosk", "quelmar"), never a held-out name's
+    word or a held-out dictionary word."""
+    while True:
+        w = "".join(r.choice(_ONSETS) + r.choice(_NUCLEI) + (r.choice(_CODAS) if r.random() < 0.5 else "")
+                    for _ in range(r.randint(2, 3)))
+        if 4 <= len(w) <= 10 and w not in HELDOUT_WORDS:
+            return w
+
+
+def made_up_word(r, vocab):
+    """A word for a made-up name: a dictionary word of the split or, PSEUDO of the time, a
+    pseudo-word."""
+    return pseudo_word(r) if r.random() < PSEUDO else r.choice(vocab["words"])
+
+
+def draw_place(r, held, mu):
+    """A city of the split; in training mu["place"] of them are made up ("Port Marmot",
+    "Tavrosk"), so that matching a place name it never saw is learned as such."""
     vocab = VOCAB[held]
-    if not held and r.random() < MADE_UP["place"]:
-        return r.choice(MADE_UP_PLACES).format(w=r.choice(vocab["words"]).title())
+    if not held and r.random() < mu["place"]:
+        w = made_up_word(r, vocab).title()
+        return w if r.random() < 0.5 else r.choice(MADE_UP_PLACES).format(w=w)
     return r.choice(vocab["places"])[0]
 
 
@@ -228,14 +266,15 @@ CATEGORIES = sorted(set(ROLES.values()))
 def made_up_family(r, vocab):
     """A made-up job (training only): "<word> <role>", "<word> <word> <role>" or one or two bare
     words, as real titles are one to four words."""
-    words, k = vocab["words"], r.random()
+    k = r.random()
+    word = lambda: made_up_word(r, vocab)  # noqa: E731
     while True:  # no word twice ("quilt quilt" has no variant one word away: see made_up_variant)
         if k < 0.75:
             role = r.choice(sorted(ROLES))
-            lead = r.choice(words) if k < 0.55 else r.choice(words) + " " + r.choice(words)
+            lead = word() if k < 0.55 else word() + " " + word()
             fam = Family(ROLES[role], [lead + " " + role], made_up=True)
         else:
-            title = r.choice(words) if k < 0.9 else r.choice(words) + " " + r.choice(words)
+            title = word() if k < 0.9 else word() + " " + word()
             fam = Family(r.choice(CATEGORIES), [title], made_up=True)
         parts = fam.key.split()
         if len(set(parts)) == len(parts):
@@ -256,18 +295,18 @@ def made_up_variant(r, fam, vocab):
             new[i] = r.choice(sorted(ROLES))
             category = ROLES[new[i]]
         else:
-            new[i] = r.choice(vocab["words"])
+            new[i] = made_up_word(r, vocab)
         if new != parts and not set(parts) <= set(new):
             return Family(category, [" ".join(new)], made_up=True)
 
 
 def made_up_skill(r, vocab):
-    return r.choice(vocab["words"]) if r.random() < 0.7 else r.choice(vocab["words"]) + " " + r.choice(vocab["words"])
+    return made_up_word(r, vocab) if r.random() < 0.7 else made_up_word(r, vocab) + " " + made_up_word(r, vocab)
 
 
-def draw_skill(r, skills, held):
-    """A skill for a query: of the job's category, in training MADE_UP["skill"] made up."""
-    if not held and r.random() < MADE_UP["skill"]:
+def draw_skill(r, skills, held, mu):
+    """A skill for a query: of the job's category, in training mu["skill"] made up."""
+    if not held and r.random() < mu["skill"]:
         return made_up_skill(r, VOCAB[held])
     return r.choice(skills)
 
@@ -276,27 +315,27 @@ def title_words(t):
     return set(t.split())
 
 
-def make_query(r, held):
-    """A query's attributes and its text."""
+def make_query(r, held, mu=MADE_UP):
+    """A query's attributes and its text; mu: how often its names are made up (training)."""
     vocab = VOCAB[held]
-    if not held and r.random() < MADE_UP["family"]:
+    if not held and r.random() < mu["family"]:
         fam = made_up_family(r, vocab)
     else:
         fam = Family(*r.choice(vocab["families"]))
     skills = vocab["skills"][fam.category] or VOCAB[False]["skills"][fam.category]
     q = {"family": fam, "title": r.choice(fam.titles), "seniority": None, "skill": None,
-         "place": None, "held": held}
+         "place": None, "held": held, "mu": mu}
     if r.random() < 0.1:
         q["title"] = None
-        q["skill"] = draw_skill(r, skills, held)
+        q["skill"] = draw_skill(r, skills, held, mu)
     elif r.random() < 0.35:
-        q["skill"] = draw_skill(r, skills, held)
+        q["skill"] = draw_skill(r, skills, held, mu)
     if q["title"] and r.random() < 0.35:
         q["seniority"] = r.choice(sorted(SENIORITY_QUERY))
     if r.random() < 0.1:
         q["place"] = "remote"
     elif r.random() < 0.65:
-        q["place"] = draw_place(r, held)
+        q["place"] = draw_place(r, held, mu)
     words = []
     if q["seniority"]:
         words.append(r.choice(SENIORITY_QUERY[q["seniority"]]))
@@ -335,7 +374,7 @@ def other_family(r, q, held):
         if near:
             return Family(*r.choice(near))
     while True:
-        if not held and r.random() < MADE_UP["negative"]:  # made-up jobs are not all relevant
+        if not held and r.random() < q["mu"]["negative"]:  # made-up jobs are not all relevant
             f = made_up_family(r, VOCAB[held])
         else:
             f = Family(*r.choice(VOCAB[held]["families"] if r.random() < 0.5 else pool))
@@ -355,7 +394,7 @@ def posting_attrs(r, q, misses, exact):
                       r.choice([s for s in sorted(SENIORITY) if s != q["seniority"]]))
     pool = vocab["skills"][fam.category] or VOCAB[False]["skills"][fam.category]
     skills = r.sample(pool, min(len(pool), r.randint(2, 4)))
-    if not held and r.random() < MADE_UP["posting_skill"]:  # made-up skills are not all asked for
+    if not held and r.random() < q["mu"]["posting_skill"]:  # made-up skills are not all asked for
         extra = made_up_skill(r, vocab)
         if extra != q["skill"]:
             skills[r.randrange(len(skills))] = extra
@@ -374,8 +413,9 @@ def posting_attrs(r, q, misses, exact):
         if q["place"] != "remote" and r.random() < 0.1:
             p["place"] = "remote"
         while p["place"] == q["place"]:
-            p["place"] = draw_place(r, held)
-    p["company"] = r.choice(vocab["words"]).title() + " " + r.choice(COMPANY_SUFFIX)
+            p["place"] = draw_place(r, held, q["mu"])
+    p["company"] = (made_up_word(r, vocab) if not held else r.choice(vocab["words"])).title() + \
+        " " + r.choice(COMPANY_SUFFIX)
     return p
 
 
@@ -417,6 +457,9 @@ def posting_text(r, p, held, short):
     parts.append(r.choice(SKILL_LINES[held]).format(s=", ".join(p["skills"])))
     if r.random() < 0.6:
         parts.append(r.choice(EXTRAS[held]))
+    if not held and r.random() < FILLER:
+        filler = " ".join(r.choice(VOCAB[False]["words"]) for _ in range(r.randint(2, 6)))
+        parts.append(filler[0].upper() + filler[1:] + ".")
     body = parts[2:]
     r.shuffle(body)
     return " ".join(parts[:2] + body)
@@ -440,10 +483,10 @@ def candidate_plan(r, q):
     return plan[:CANDIDATES]
 
 
-def make_example(r, held, split=None):
+def make_example(r, held, split=None, mu=MADE_UP):
     """One query and its candidates; None when the query's text is not of `split` (then no
     candidates are drawn)."""
-    q, text = make_query(r, held)
+    q, text = make_query(r, held, mu)
     if split is not None and split_of(text) != split:
         return None
     items, grades = [], []
@@ -465,7 +508,10 @@ def chunk_examples(split, k):
     held = split == "heldout"
     out = []
     for _ in range(CHUNK):
-        ex = make_example(r, held, None if held else split)
+        if split == "novel":
+            ex = make_example(r, False, None, MADE_UP_NOVEL)
+        else:
+            ex = make_example(r, held, None if held else split)
         if ex is not None:
             out.append(ex)
     return out
@@ -477,7 +523,7 @@ def examples(split, n, map_fn=map):
     candidates. map_fn maps chunk_examples over (split, k) pairs (e.g. a process pool's map)."""
     seen, out, k = set(), [], 0
     per_chunk = CHUNK * (0.85 if split == "train" else 0.1 if split == "test" else
-                         0.05 if split == "validation" else 1.0)
+                         0.05 if split == "validation" else 1.0)  # heldout, novel: every query
     while len(out) < n:
         todo = max(1, math.ceil((n - len(out)) / per_chunk * 1.1))
         for chunk in map_fn(_chunk_star, [(split, k + i) for i in range(todo)]):

@@ -41,8 +41,8 @@ log="$OUT/log.txt"
 workers=$(( $(nproc) > 16 ? 16 : $(nproc) ))
 # TRAIN_VARIANTS: '|'-separated sets of trainer flags, each trained in parallel on the one GPU from
 # one data generation (e.g. "-|--lr 2e-3 --batch-queries 128|--shape wide"; '-' for none). The
-# variant with the best validation NDCG@10 (the training vocabulary; the heldout split plays no
-# part in the choice) is the model written to $OUT.
+# variant with the best sum of validation and novel NDCG@10 (the training vocabulary, and made-up
+# names in the training templates; the heldout split plays no part in the choice) is the model written to $OUT.
 IFS='|' read -r -a variants <<< "${TRAIN_VARIANTS:--}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -104,8 +104,9 @@ for i in range(n):
     if os.path.exists(f):
         t = json.load(open(f))
         b = t["best"]
-        got.append((b["ndcg@10"], i))
+        got.append((b["pick"], i))
         print(f"variant {i}: validation ndcg@10 {b['ndcg@10']:.4f} mrr@10 {b['mrr@10']:.4f}, "
+              f"novel ndcg@10 {b['novel']['ndcg@10']:.4f} mrr@10 {b['novel']['mrr@10']:.4f}, "
               f"heldout mrr@10 {b['heldout']['mrr@10']:.4f} (step {b['step']} of {t['steps']}, "
               f"{t['queries_seen']} queries, {t['layers']})", file=summary)
 print(max(got)[1] if got else -1)
@@ -113,7 +114,7 @@ PY
 )
 tee -a "$log" < "$work/summary.txt"
 [[ $best == -1 ]] && { echo "no variant trained" | tee -a "$log"; exit 1; }
-echo "== chosen: variant $best (best validation ndcg@10)" | tee -a "$log"
+echo "== chosen: variant $best (best validation + novel ndcg@10)" | tee -a "$log"
 cp "$work/v$best"/* "$model/"
 echo "== $(date -u +%FT%TZ) evaluation" | tee -a "$log"
 PYTHONDONTWRITEBYTECODE=1 "$py" scripts/eval_demo_model.py --model "$model" --no-rankd \
