@@ -188,6 +188,28 @@ EXTRAS = (["Competitive salary.", "Hybrid, 3 days a week in the office.", "Visa 
            "Relocation package offered.", "Interviews this week."])
 SHORT = (["{t}, {p}", "{t} - {p}", "{t} ({p})", "{t} | {co} | {p}", "{t} in {p}", "{co}: {t}, {p}"],
          ["{p}: {t}", "{t} @ {co}, {p}", "{t} / {p}"])
+# Noise words (training): dictionary words of no training name and of no held-out template, put
+# into queries and postings of training in frames of their own (NOISE of the time), so that what
+# the model learns is to find the job, place and skill in any phrasing, not in the templates'.
+_TEMPLATE_WORDS = {w for pair in (QUERY_TEMPLATES, REMOTE_QUERY, SKILL_QUERY, SKILL_ONLY, OPENERS,
+                                  LOCATIONS, REMOTE, SKILL_LINES, EXTRAS, SHORT)
+                   for t in pair[1] for w in re.findall(r"[a-z]+", re.sub(r"\{\w+\}", " ", t.lower()))}
+NOISE_WORDS = [w for w in VOCAB[False]["words"]
+               if w not in _name_words(VOCAB[False]) and w not in _TEMPLATE_WORDS]
+NOISE = 0.25
+
+
+def noise(r, n_min=1, n_max=2):
+    return " ".join(r.choice(NOISE_WORDS) for _ in range(r.randint(n_min, n_max)))
+
+
+def noise_frame(r, slot):
+    """A sentence of noise words around `slot` ("Gravel tundra: {p}."), capitalised."""
+    f = r.choice(["{a} {x}", "{a}: {x}", "{a} {x} {b}", "{x} {a}", "{a} - {x}"])
+    f = f.format(a=noise(r), b=noise(r), x=slot)
+    return f[0].upper() + f[1:] + "."
+
+
 COMPANY_SUFFIX = ["Ltd", "Group", "Inc", "Health", "Logistics", "Labs", "Partners", "& Co",
                   "Systems", "Foods", "Services", "Works"]
 
@@ -353,6 +375,10 @@ def make_query(r, held, mu=MADE_UP):
         text = r.choice([t for t in QUERY_TEMPLATES[held] if "{p}" in t]).format(c=c, p=q["place"].lower())
     else:
         text = r.choice([t for t in QUERY_TEMPLATES[held] if "{p}" not in t]).format(c=c)
+    if not held and r.random() < NOISE:  # a noise word or two anywhere: an unseen phrasing
+        words = text.split()
+        words.insert(r.randint(0, len(words)), noise(r))
+        text = " ".join(words)
     return q, re.sub(r"\s+", " ", text).strip()
 
 
@@ -448,17 +474,22 @@ def posting_text(r, p, held, short):
         return r.choice(SHORT[held]).format(t=title, p=place, co=p["company"])
     p["shown_skills"] = p["skills"]
     article = "an" if title[0] in "AEIOU" else "a"
-    parts = [r.choice(OPENERS[held]).format(t=title, co=p["company"], a=article) + "."]
+    framed = lambda: not held and r.random() < NOISE  # noqa: E731
+    parts = [noise_frame(r, title) if framed() else
+             r.choice(OPENERS[held]).format(t=title, co=p["company"], a=article) + "."]
     if p["place"] == "remote":
         parts.append(r.choice(REMOTE[held]))
+    elif framed():
+        parts.append(noise_frame(r, place))
     else:
         country = COUNTRY.get(p["place"]) or r.choice(TRAIN_COUNTRIES)  # a made-up place's
         parts.append(r.choice(LOCATIONS[held]).format(p=place, country=country))
-    parts.append(r.choice(SKILL_LINES[held]).format(s=", ".join(p["skills"])))
+    skills = ", ".join(p["skills"])
+    parts.append(noise_frame(r, skills) if framed() else r.choice(SKILL_LINES[held]).format(s=skills))
     if r.random() < 0.6:
         parts.append(r.choice(EXTRAS[held]))
     if not held and r.random() < FILLER:
-        filler = " ".join(r.choice(VOCAB[False]["words"]) for _ in range(r.randint(2, 6)))
+        filler = noise(r, 2, 6)
         parts.append(filler[0].upper() + filler[1:] + ".")
     body = parts[2:]
     r.shuffle(body)
