@@ -19,10 +19,11 @@
 #   gemm       `rankd-bench kernels --filter gemm`: every linear layer of both model shapes at the
 #              pass's rows and 512, the own GEMM (ping-pong, cooperative 128 and 256) vs cuBLASLt
 #   ab         A/B(/C) of builds: the standard workload (Ni=50 both strategies, Ni=250 multi-item,
-#              graphs on) through this bundle's rankd-bench and through $BUNDLE_B's (another
-#              bundle or its archive, e.g. the commit before a change) and $BUNDLE_C's if set (a
-#              folder with only bin/rankd-bench uses this bundle's lib/), $AB_ROUNDS (3) rounds,
-#              each starting with another build; then a per-stage profile of each
+#              graphs on; or $AB_WORKLOADS, '|'-separated engine flags) through this bundle's
+#              rankd-bench and through $BUNDLE_B's (another bundle or its archive, e.g. the commit
+#              before a change) and $BUNDLE_C's if set (a folder with only bin/rankd-bench uses this
+#              bundle's lib/), $AB_ROUNDS (3) rounds, each starting with another build, every side
+#              in $AB_ENV's assignments; then a per-stage profile of each ($AB_PROFILE's flags)
 #   kernels    `rankd-bench kernels` (each kernel alone on the workload's shapes), JSON in $OUT
 #   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
@@ -377,29 +378,36 @@ PY
         [[ -d $dir/lib ]] || side_lib[$side]=$BUNDLE/lib
         [[ $side == C ]] && sides_all="A B C"
       done
+      # The workloads ('|'-separated rankd-bench engine flags) and the environment every side runs
+      # in (AB_ENV: space-separated assignments, e.g. RANKD_CUDA_OWN_GEMM=0).
+      IFS='|' read -r -a workloads <<<"${AB_WORKLOADS:---tq 50 --ti 150 --strategy multi-item --ni 50|--tq 50 --ti 150 --strategy ibpc --ni 50|--tq 50 --ti 150 --strategy multi-item --ni 250}"
+      read -r -a ab_env <<<"${AB_ENV:-}"
       for round in $(seq "${AB_ROUNDS:-3}"); do
         # Each round starts with another side: an order effect cancels out.
         read -r -a order <<<"$sides_all"
         shift_by=$(((round - 1) % ${#order[@]}))
         order=("${order[@]:shift_by}" "${order[@]:0:shift_by}")
         for side in "${order[@]}"; do
-          for args in "--strategy multi-item --ni 50" "--strategy ibpc --ni 50" \
-              "--strategy multi-item --ni 250"; do
-            run "ab $side [$args] round $round" "$OUT/ab.log" 300 \
-              env LD_LIBRARY_PATH="${side_lib[$side]}:/usr/local/cuda/lib64" \
+          for args in "${workloads[@]}"; do
+            # shellcheck disable=SC2086  # the workload's flags split on purpose
+            run "ab $side [$args] [${AB_ENV:-}] round $round" "$OUT/ab.log" 300 \
+              env "${ab_env[@]}" LD_LIBRARY_PATH="${side_lib[$side]}:/usr/local/cuda/lib64" \
               "${side_bin[$side]}/rankd-bench" engine --backend cuda --model "$MODEL_379M" \
-              --tq 50 --ti 150 --iters 30 --graphs $args &&
+              --iters 30 --graphs $args &&
               grep -A1 '^backend' "$OUT/ab.log" | tail -n 1 | sed 's/^/    /' | tee -a "$SUMMARY"
           done
         done
       done
       # Where each build's time goes (eager, per stage): tells GPU work from host overhead.
+      # AB_PROFILE: the workload profiled (default the standard one, multi-item, Ni=50).
       for side in $sides_all; do
         echo "===== profile $side" >>"$OUT/ab_profile.log"
-        run "ab profile $side multi-item ni=50" "$OUT/ab_profile.log" 300 \
-          env RANKD_CUDA_PROFILE=1 LD_LIBRARY_PATH="${side_lib[$side]}:/usr/local/cuda/lib64" \
-          "${side_bin[$side]}/rankd-bench" engine --backend cuda --model "$MODEL_379M" --tq 50 \
-          --ti 150 --iters 10 --strategy multi-item --ni 50
+        # shellcheck disable=SC2086
+        run "ab profile $side [${AB_PROFILE:-standard}]" "$OUT/ab_profile.log" 300 \
+          env "${ab_env[@]}" RANKD_CUDA_PROFILE=1 \
+          LD_LIBRARY_PATH="${side_lib[$side]}:/usr/local/cuda/lib64" \
+          "${side_bin[$side]}/rankd-bench" engine --backend cuda --model "$MODEL_379M" --iters 10 \
+          ${AB_PROFILE:---tq 50 --ti 150 --strategy multi-item --ni 50}
       done
       cat "$OUT/ab_profile.log" >>"$SUMMARY"
       ;;
