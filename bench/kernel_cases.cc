@@ -181,9 +181,11 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
                                : layer == GemmLayer::kQkvRope ? 2.0 * M * n + 4.0 * M * s.head_dim
                                                               : 8.0 * M * n;
       // own: ping-pong (128 x 128 tiles), cooperative at 128 x 128, 128 x 256 and 256 x 128,
-      // alone and in clusters of 2 CTAs ("c2": W's tile multicast to both).
+      // alone and in clusters of 2 CTAs ("c2": W's tile multicast to both); ping-pong on 64 x 128
+      // tiles alone.
       for (const auto& [impl, tile_n, schedule, cluster, name] :
            {std::tuple{GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 1, "pp128"},
+            {GemmImpl::kOwn, 128, GemmSchedule::kPingPongShort, 1, "pp64"},
             {GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 2, "pp128c2"},
             {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 1, "128"},
             {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 2, "128c2"},
@@ -237,7 +239,7 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
       1));
   RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"warmup", o.warmup}}, 0));
   std::vector<KernelCase> cases;
-  const std::vector<int> gemm_rows = {PassRows(o.workload), kGemmSmallRows};
+  const std::vector<int> gemm_rows = {PassRows(o.workload), kGemmSmallRows, kGemmEmbeddingRows};
   auto append = [&cases](std::vector<KernelCase> more) {
     for (KernelCase& c : more) cases.push_back(std::move(c));
   };

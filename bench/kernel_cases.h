@@ -81,8 +81,9 @@ enum class GemmLayer { kQkv, kOProj, kGateUp, kDown, kQkvRope };
 // kernels/hopper_gemm (own, at a given tile N) or cuBLASLt through rankd::cuda::Gemm, tuned.
 enum class GemmImpl { kOwn, kCublasLt };
 // The own kernel's schedule (kernels/hopper_gemm.cuh's HopperSchedule, which this header, built
-// without CUDA too, does not include): kTall is kCooperativeTall.
-enum class GemmSchedule { kCooperative, kPingPong, kTall };
+// without CUDA too, does not include): kTall is kCooperativeTall; kPingPongShort (64-row tiles)
+// has the same name there.
+enum class GemmSchedule { kCooperative, kPingPong, kTall, kPingPongShort };
 
 const char* GemmLayerName(GemmLayer l);
 const char* GemmImplName(GemmImpl i);
@@ -120,8 +121,10 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
 // product only for gate_up, the fused minimum, for either implementation); FLOPs 2 M N K.
 std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<int>& rows);
 
-// The token counts of the GEMM cases: the pass's rows and kGemmSmallRows.
+// The token counts of the GEMM cases: the pass's rows, kGemmSmallRows and kGemmEmbeddingRows (the
+// pass of 250 embedding items over a 50-token query: issue 25's embedding shape).
 inline constexpr int kGemmSmallRows = 512;
+inline constexpr int kGemmEmbeddingRows = 300;
 
 struct KernelsBenchOptions {
   std::string shape = "both";  // 379m, qwen3-0.6b, or both: 379m + qwen3-0.6b's head_dim kernels

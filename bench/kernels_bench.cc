@@ -190,9 +190,10 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     kernels::HopperGemmPlan plan;
     cudaError_t err = kernels::MakeHopperGemmPlan(
         x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
-        c.gemm_schedule == GemmSchedule::kPingPong ? kernels::HopperSchedule::kPingPong
-        : c.gemm_schedule == GemmSchedule::kTall   ? kernels::HopperSchedule::kCooperativeTall
-                                                   : kernels::HopperSchedule::kCooperative,
+        c.gemm_schedule == GemmSchedule::kPingPong        ? kernels::HopperSchedule::kPingPong
+        : c.gemm_schedule == GemmSchedule::kPingPongShort ? kernels::HopperSchedule::kPingPongShort
+        : c.gemm_schedule == GemmSchedule::kTall ? kernels::HopperSchedule::kCooperativeTall
+                                                 : kernels::HopperSchedule::kCooperative,
         c.gemm_cluster);
     if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {
       const int q = c.shape.q_width();

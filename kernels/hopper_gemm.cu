@@ -66,15 +66,21 @@ __host__ __device__ constexpr bool IsGated(HopperEpilogue e) {
 }
 
 // The sizes that depend on the tile, the schedule, the cluster and the epilogue.
+// The tile's rows: 256 for kCooperativeTall (128 a consumer), 64 for kPingPongShort, else 128.
+__host__ __device__ constexpr int TileRows(HopperSchedule s) {
+  return s == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM
+         : s == HopperSchedule::kPingPongShort ? kHopperTileM / 2
+                                               : kHopperTileM;
+}
+
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
 struct Cfg {
-  static constexpr bool kPingPong = S == HopperSchedule::kPingPong;
+  static constexpr bool kPingPong =
+      S == HopperSchedule::kPingPong || S == HopperSchedule::kPingPongShort;
   // CM, CTAs a cluster (1 or 2): the cluster's CTAs compute vertically adjacent tiles (the same
   // W tile), and each loads 1/CM of W's tile by TMA multicast into all of them.
   static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs");
-  // The tile's rows: 256 for kCooperativeTall (128 a consumer), else 128.
-  static constexpr int kBM =
-      S == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
+  static constexpr int kBM = TileRows(S);
   static_assert(BN == 128 || BN == 256, "wgmma m64nBNk16 with one TMA box of BN rows");
   static constexpr int kABytes = kBM * kBK * 2;  // X tile, bf16: kBM rows of 128 bytes
   static constexpr int kBBytes = BN * kBK * 2;   // W tile
@@ -659,9 +665,6 @@ constexpr double kTile256Cost = 1.75;
 int64_t Tiles(int m, int n, int tile_m, int tile_n) {
   return static_cast<int64_t>((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n);
 }
-int TileM(HopperSchedule s) {
-  return s == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM : kHopperTileM;
-}
 
 // The clusters of CM CTAs that the device runs at once with this kernel's shared memory (every
 // SM's count in clusters when CM is 1): the persistent grid's size, in clusters. Asked of the
@@ -741,6 +744,8 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, cudaStream_t stream)
       return LaunchCluster<E, 128, HopperSchedule::kPingPong>(plan, sms, stream);
     case HopperSchedule::kCooperativeTall:
       return LaunchCluster<E, 128, HopperSchedule::kCooperativeTall>(plan, sms, stream);
+    case HopperSchedule::kPingPongShort:
+      return Launch<E, 128, HopperSchedule::kPingPongShort, 1>(plan, sms, stream);
     default:
       break;
   }
@@ -776,12 +781,14 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   if (schedule == HopperSchedule::kAuto) {
     schedule = tile_n == 256 ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
   }
-  const bool ping_pong = schedule == HopperSchedule::kPingPong;
-  const int tile_m = TileM(schedule);
+  const bool ping_pong =
+      schedule == HopperSchedule::kPingPong || schedule == HopperSchedule::kPingPongShort;
+  const int tile_m = TileRows(schedule);
   if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % 8 != 0 || !Aligned16(x) ||
       !Aligned16(w) || !Aligned16(y) || (tile_n != 0 && tile_n != 128 && tile_n != 256) ||
       (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
       (cluster != 0 && cluster != 1 && cluster != 2) ||
+      (schedule == HopperSchedule::kPingPongShort && cluster == 2) ||
       (gated && (n % kHopperGluTileN != 0 || (tile_n != 0 && tile_n != kHopperGluTileN)))) {
     return cudaErrorInvalidValue;
   }
@@ -815,7 +822,8 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
     return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, w_box_rows,
                         &plan->w_map);
   const bool f32_out = epilogue == HopperEpilogue::kAccumulateF32;
-  // The output's boxes: the rows of a consumer's block (64 cooperative, 128 ping-pong and tall).
+  // The output's boxes: the rows of a consumer's block (64 cooperative and short ping-pong, 128
+  // ping-pong and tall).
   const int y_box_rows = ping_pong ? tile_m : tile_m / kConsumers;
   if ((e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x, m, k, tile_m,
                         &plan->x_map)) != cudaSuccess ||

@@ -49,7 +49,11 @@ inline const char* HopperEpilogueName(HopperEpilogue e) {
 }
 // kAuto: kPingPong where the tile is 128 wide, else kCooperative. kCooperativeTall: both consumers
 // on one 256 x 128 tile, 128 rows each (a quarter fewer operand bytes per MMA than 128 x 128).
-enum class HopperSchedule { kAuto, kCooperative, kPingPong, kCooperativeTall };
+// kPingPongShort: ping-pong on 64 x 128 tiles (one wgmma m64 a K step), for passes of few rows:
+// twice the tiles of kPingPong, so that a wave of them fills SMs that 128-row tiles leave idle (300
+// rows: 5 row tiles instead of 3, the last of them 44 of 64 rows full instead of 44 of 128); W is
+// read once per 64 rows. Tile 128 wide and clusters of 1 only.
+enum class HopperSchedule { kAuto, kCooperative, kPingPong, kCooperativeTall, kPingPongShort };
 
 // The CTA tile is kHopperTileM x tile_n x kHopperTileK, tile_n 128 or 256 (HopperGemmPlan). The
 // gated epilogues use tile_n = kHopperGluTileN: each N tile holds kHopperGluHalf gate rows then
@@ -95,9 +99,10 @@ struct HopperGemmPlan {
 // written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues. cudaErrorInvalidValue
 // unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k), x, w and y are 16-byte aligned,
 // tile_n is 0 (choose), 128 or 256, only kCooperative has tile_n 256, cluster is 0
-// (kHopperDefaultCluster), 1 or 2, and for a gated epilogue n
+// (kHopperDefaultCluster), 1 or 2 (kPingPongShort: 0 or 1), and for a gated epilogue n
 // is a multiple of kHopperGluTileN (tile_n 0 or kHopperGluTileN). With tile_n 0: 128 for
-// kPingPong and the gated epilogues, else the tile whose waves over the SMs take less time.
+// the ping-pong schedules and the gated epilogues, else the tile whose waves over the SMs take
+// less time.
 // cudaErrorNotSupported on a device other than sm_90 or a driver without cuTensorMapEncodeTiled.
 // Reads device attributes only: callable during stream capture.
 cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,

@@ -125,12 +125,12 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
 }
 
-// (4 layers x 9 implementations + gate_up x 7) x 2 token counts; X, W and the output once (fp32
+// (4 layers x 10 implementations + gate_up x 8) x 2 token counts; X, W and the output once (fp32
 // read and written for o_proj and down, the gated product for gate_up, qkv+krope's rotation
 // table too); 2 M N K FLOPs.
 TEST(KernelCasesTest, GemmsOfQwen3) {
   const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
-  EXPECT_EQ(cases.size(), 86u);
+  EXPECT_EQ(cases.size(), 96u);
   const KernelCase& rope = Find(cases, Kernel::kGemm, "qkv+krope owntallc2 T=512");
   EXPECT_EQ(rope.gemm_layer, GemmLayer::kQkvRope);
   EXPECT_EQ(rope.gemm_cluster, 2);
@@ -147,6 +147,9 @@ TEST(KernelCasesTest, GemmsOfQwen3) {
   EXPECT_EQ(pp2.gemm_schedule, GemmSchedule::kPingPong);
   EXPECT_EQ(pp2.gemm_cluster, 2);
   EXPECT_EQ(Find(cases, Kernel::kGemm, "down+= own256c2 T=512").gemm_cluster, 2);
+  const KernelCase& short_tiles = Find(cases, Kernel::kGemm, "gate_up+swiglu ownpp64 T=512");
+  EXPECT_EQ(short_tiles.gemm_schedule, GemmSchedule::kPingPongShort);
+  EXPECT_EQ(std::tie(short_tiles.gemm_tile_n, short_tiles.gemm_cluster), std::make_tuple(128, 1));
   EXPECT_EQ(Find(cases, Kernel::kGemm, "down+= owntall T=512").gemm_schedule, GemmSchedule::kTall);
   EXPECT_EQ(std::tie(qkv.gemm_n, qkv.gemm_k), std::make_tuple(4096, 1024));
   EXPECT_DOUBLE_EQ(qkv.bytes, 7500.0 * 1024 * 2 + 4096.0 * 1024 * 2 + 7500.0 * 4096 * 2);
@@ -185,8 +188,9 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 86 each).
-  EXPECT_EQ(cases->size(), 14u + 6u + 86u + 86u);
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 48 a token
+  // count, at three token counts each).
+  EXPECT_EQ(cases->size(), 14u + 6u + 3 * 48u + 3 * 48u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());

@@ -150,9 +150,9 @@ struct BackendOptions {
     // kStoreBf16Rope) instead of its own kernel. Off until an H200 A/B has measured it.
     bool fuse_k_rope = false;
     // RANKD_CUDA_OWN_GEMM_VARIANTS: the Hopper GEMM variants that RANKD_CUDA_OWN_GEMM=auto times
-    // against cuBLASLt per layer shape: "pingpong" (the default) or "all" (ping-pong, cooperative
-    // and tall, each alone and in clusters of 2 CTAs). The default stays until an H200 A/B has
-    // measured "all".
+    // against cuBLASLt per layer shape: "pingpong" (the default) or "all" (ping-pong on 128- and
+    // 64-row tiles, cooperative and tall, each but the 64-row one alone and in clusters of 2 CTAs).
+    // The default stays until an H200 A/B has measured "all".
     enum class OwnVariants { kPingPong, kAll };
     OwnVariants own_gemm_variants = OwnVariants::kPingPong;
     // RANKD_CUDA_OWN_GEMM: which GEMM runs the bf16 linear layers on sm_90a. rankd's Hopper GEMM

@@ -131,16 +131,19 @@ absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, i
 }
 
 // The Hopper GEMM variants that kTimed tries on each layer shape: ping-pong alone (the first,
-// what RANKD_CUDA_OWN_GEMM_VARIANTS=pingpong times), or each schedule alone and in clusters of 2
-// (W's tile multicast to both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for
-// its waves (128 or 256; 128 for the gated epilogues). bench/RESULTS.md (2026-12-02, per-layer
-// table): which schedule wins differs by layer and model.
+// what RANKD_CUDA_OWN_GEMM_VARIANTS=pingpong times), or with `all` ping-pong on 64-row tiles too
+// (for passes of few rows: 300 to 1,650 rows in issue 25's small shapes, where 128-row tiles leave
+// SMs idle in their last wave) and each schedule alone and in clusters of 2 (W's tile multicast to
+// both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for its waves (128 or 256;
+// 128 for the gated epilogues). bench/RESULTS.md (2026-12-02, per-layer table): which schedule
+// wins differs by layer and model.
 constexpr struct {
   kernels::HopperSchedule schedule;
   int cluster;
   const char* name;
 } kOwnVariants[] = {
     {kernels::HopperSchedule::kPingPong, 1, "ping-pong"},
+    {kernels::HopperSchedule::kPingPongShort, 1, "ping-pong 64"},
     {kernels::HopperSchedule::kPingPong, 2, "ping-pong c2"},
     {kernels::HopperSchedule::kCooperative, 1, "cooperative"},
     {kernels::HopperSchedule::kCooperative, 2, "cooperative c2"},

@@ -147,7 +147,8 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
         {256, kernels::HopperSchedule::kCooperative, 1},
         {256, kernels::HopperSchedule::kCooperative, 2},
         {128, kernels::HopperSchedule::kCooperativeTall, 1},
-        {128, kernels::HopperSchedule::kCooperativeTall, 2}}) {
+        {128, kernels::HopperSchedule::kCooperativeTall, 2},
+        {128, kernels::HopperSchedule::kPingPongShort, 1}}) {
     SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
                                       << static_cast<int>(schedule) << " cluster " << cluster);
     kernels::HopperGemmPlan plan;
@@ -193,6 +194,8 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
         {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPong, 2},
         {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperative, 2},
         {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperativeTall, 1},
+        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPongShort, 1},
+        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPongShort, 1},
         {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPong, 2},
         {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kCooperative, 1}}) {
     const bool swiglu = e == HopperEpilogue::kSwiGlu;
@@ -263,7 +266,9 @@ TEST_F(HopperGemmTest, IdentityOperandsShowTheLayout) {
         {true, 256, HopperSchedule::kCooperative, 1},
         {true, 256, HopperSchedule::kCooperative, 2},
         {true, 128, HopperSchedule::kCooperativeTall, 1},
-        {false, 128, HopperSchedule::kCooperativeTall, 1}}) {
+        {false, 128, HopperSchedule::kCooperativeTall, 1},
+        {true, 128, HopperSchedule::kPingPongShort, 1},
+        {false, 128, HopperSchedule::kPingPongShort, 1}}) {
     SCOPED_TRACE(::testing::Message()
                  << (x_is_eye ? "X = I, W = ramp" : "X = ramp, W = I") << ", tile_n " << tile_n
                  << ", schedule " << static_cast<int>(schedule) << ", cluster " << cluster);
@@ -431,6 +436,13 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
       make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kCooperativeTall),
       cudaErrorInvalidValue)
       << "tall with tile_n 256";
+  EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 256, nullptr, kernels::HopperSchedule::kPingPongShort),
+            cudaErrorInvalidValue)
+      << "short ping-pong with tile_n 256";
+  EXPECT_EQ(
+      make(buf, buf, 8, 64, 64, kBf16, 0, nullptr, kernels::HopperSchedule::kPingPongShort, 2),
+      cudaErrorInvalidValue)
+      << "short ping-pong in clusters of 2";
   for (const int cluster : {-1, 3, 4}) {
     EXPECT_EQ(make(buf, buf, 8, 64, 64, kBf16, 0, nullptr, kernels::HopperSchedule::kAuto, cluster),
               cudaErrorInvalidValue)
@@ -498,7 +510,8 @@ TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
          {std::pair{HopperSchedule::kPingPong, 1}, std::pair{HopperSchedule::kPingPong, 2},
           std::pair{HopperSchedule::kCooperative, 1}, std::pair{HopperSchedule::kCooperative, 2},
           std::pair{HopperSchedule::kCooperativeTall, 1},
-          std::pair{HopperSchedule::kCooperativeTall, 2}}) {
+          std::pair{HopperSchedule::kCooperativeTall, 2},
+          std::pair{HopperSchedule::kPingPongShort, 1}}) {
       SCOPED_TRACE(::testing::Message()
                    << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
       DeviceArray<bf16> fused(static_cast<size_t>(c.M) * N), unfused(fused.size());
