@@ -145,9 +145,14 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
     const double rows = a.rows(), ctx = a.ctx_in_cache ? w.tq : 0;
     const double bytes =
         rows * 2 * (2 * Q + 2 * KV) + ctx * 2 * 2 * KV + (skip_q ? rows * D / 2 * 8 : 0) + rows * 4;
-    add(Kernel::kPrefixAttention, AttentionPassName(pass), a.rows(), bytes,
-        4 * D * s.q_heads * a.keys)
-        ->pass = pass;
+    // The queue kernel, then the pipelined one (RANKD_CUDA_ATTENTION_PIPELINE) on the same work.
+    for (const bool pipelined : {false, true}) {
+      KernelCase* c = add(Kernel::kPrefixAttention,
+                          absl::StrCat(AttentionPassName(pass), pipelined ? " pipelined" : ""),
+                          a.rows(), bytes, 4 * D * s.q_heads * a.keys);
+      c->pass = pass;
+      c->attention_pipelined = pipelined;
+    }
   }
   if (head_dim_only) return cases;
   // The last layer: the items' last rows (fp32 residual, bf16 attention output) gathered, each

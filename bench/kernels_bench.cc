@@ -355,7 +355,8 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       a.num_kv_heads = s.kv_heads;
       a.head_dim = D;
       a.scale = 1.0f / std::sqrt(static_cast<float>(D));
-      a.blocks = kernels::PrefixAttentionBlocks(D);
+      a.pipelined = c.attention_pipelined;
+      a.blocks = kernels::PrefixAttentionBlocks(D, c.attention_pipelined);
       if (a.blocks <= 0) return absl::InternalError("cannot size the attention kernel's grid");
       RANKD_ASSIGN_OR_RETURN(a.out, m.Alloc<bf16>(R * Q));
       p.launch = [=](cudaStream_t st) { return kernels::LaunchPrefixAttention(a, st); };

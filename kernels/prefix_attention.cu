@@ -16,7 +16,9 @@
 // re-packed from the S accumulators to bf16 A fragments and V fragments by ldmatrix.trans (no
 // transposed copy). Rows of the shared-memory tiles are padded by 8 bf16 (16 bytes), so the 8 row
 // addresses of each ldmatrix fall in distinct bank groups. Thread 0 takes the block's next unit
-// from the queue while the block works on the current one.
+// from the queue while the block works on the current one; the pipelined kernel (opt-in) also
+// prefetches the next unit's tile, context entry and first K/V tile under the current one's work
+// (PrefixAttentionPipelinedKernel's comment has the order).
 #include <type_traits>
 
 #include "kernels/common.cuh"
@@ -155,11 +157,13 @@ struct ContextKv {
   int stride = 0;  // elements (row strides are far below 2^31)
 };
 
-__device__ __forceinline__ ContextKv LoadContextKv(const PrefixAttentionParams& p,
-                                                   const AttentionTile& tile) {
+// The context's K/V of this layer for `tile`, whose entry of the context table is `cl` (read in
+// global memory by the queue kernel, in the pipelined kernel's shared-memory copy); null without
+// context rows, when `cl` is not read.
+__device__ __forceinline__ ContextKv LayerContextKv(const PrefixAttentionParams& p,
+                                                    const AttentionTile& tile, const KvLayers& cl) {
   ContextKv cx;
   if (tile.ctx_len > 0) {
-    const KvLayers cl = p.contexts[tile.ctx];
     cx.k = cl.k + p.layer * cl.layer_stride;
     cx.v = cl.v + p.layer * cl.layer_stride;
     cx.stride = static_cast<int>(cl.row_stride);
@@ -233,6 +237,28 @@ struct KeySource {
   int num_keys;
 };
 
+// The keys of `tile` for kv head kvh: its context (cx) then the layer's own rows.
+template <int D>
+__device__ __forceinline__ KeySource UnitKeys(const PrefixAttentionParams& p,
+                                              const AttentionTile& tile, const ContextKv& cx,
+                                              int kvh) {
+  return KeySource{.ctx_k = cx.k + kvh * D,
+                   .ctx_v = cx.v + kvh * D,
+                   .own_k = p.own.k + p.layer * p.own.layer_stride + kvh * D,
+                   .own_v = p.own.v + p.layer * p.own.layer_stride + kvh * D,
+                   .ctx_len = tile.ctx_len,
+                   .ctx_stride = cx.stride,
+                   .own_shift = tile.own_lo - tile.ctx_len,
+                   .own_stride = static_cast<int>(p.own.row_stride),
+                   .num_keys = tile.num_keys};
+}
+
+// 32 bytes global -> shared, asynchronously (two 16-byte copies in the caller's open group).
+__device__ __forceinline__ void CopyAsync32(void* dst, const void* src) {
+  CopyAsync16(dst, src, true);
+  CopyAsync16(static_cast<char*>(dst) + 16, static_cast<const char*>(src) + 16, true);
+}
+
 // Copies key tile `kt` into stage `st` of ks / vs (one commit group): 16-byte chunks, D / 8 per
 // key; past num_keys, zeros (the source is then own row 0, never read). Branch-free: selects, one
 // wide multiply per key.
@@ -254,17 +280,18 @@ __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st
   CopyAsyncCommit();
 }
 
-// Waits until key tile kt has landed in stage kt % kStages, issuing first the copy that the
-// stages leave room for: tile kt + 1 (two stages), or tile kt itself (one stage; tile 0 was issued
-// before the loop, and the stage is free again after the last barrier).
+// Waits until key tile kt has landed in stage (base + kt) % kStages, issuing first the copy that
+// the stages leave room for: tile kt + 1 (two stages), or tile kt itself (one stage; tile 0 was
+// issued before the loop, and the stage is free again after the last barrier). The calling thread's
+// older commit groups (thread 0's prefetches of the next unit's tile and context) land too.
 template <int D>
 __device__ __forceinline__ void AwaitKeyTile(const KeySource& src, int kt, int num_key_tiles,
-                                             __nv_bfloat16* ks, __nv_bfloat16* vs) {
+                                             int base, __nv_bfloat16* ks, __nv_bfloat16* vs) {
   if (kStages<D> == 1) {
     if (kt > 0) CopyKeyTile<D>(src, kt, 0, ks, vs);
     CopyAsyncWait<0>();
   } else if (kt + 1 < num_key_tiles) {
-    CopyKeyTile<D>(src, kt + 1, (kt + 1) % kStages<D>, ks, vs);
+    CopyKeyTile<D>(src, kt + 1, (base + kt + 1) % kStages<D>, ks, vs);
     CopyAsyncWait<1>();  // tile kt has landed; kt + 1 may still be in flight
   } else {
     CopyAsyncWait<0>();
@@ -434,23 +461,22 @@ __device__ __forceinline__ void AccumulatePV(const float (&s)[kKeys / 8][4],
 }
 
 // Finishes the row sums over the quad and writes O / l of this thread's two rows (padding rows
-// are not written). The row's token and head are worked out again from the tile's first 16 bytes,
-// read again (an L1 hit; volatile, so not merged with the first load), rather than kept live
+// are not written). The rows' tokens and heads are worked out again from the unit's tile (its
+// first query row row0, its run's first row `begin` and query rows `rows`) rather than kept live
 // through the key loop.
 template <int D>
 __device__ __forceinline__ void StoreRows(const PrefixAttentionParams& p, int64_t q_stride,
-                                          int tile_index, int kvh, int group, FastDivmod group_div,
-                                          int warp, int g, int c, float (&l)[2],
-                                          const float (&o)[D / 8][4]) {
-  const int4 out_tile = LoadVolatile16(p.tiles + tile_index);
+                                          int row0, int begin, int rows, int kvh, int group,
+                                          FastDivmod group_div, int warp, int g, int c,
+                                          float (&l)[2], const float (&o)[D / 8][4]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const int pr = out_tile.x + warp * 16 + g + 8 * r;  // row0
-    if (pr >= out_tile.z) continue;                     // rows
+    const int pr = row0 + warp * 16 + g + 8 * r;
+    if (pr >= rows) continue;
     const int t = group_div.Div(pr);
-    const int out_tok = out_tile.y + t, out_head = kvh * group + group_div.Mod(pr, t);
+    const int out_tok = begin + t, out_head = kvh * group + group_div.Mod(pr, t);
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     __nv_bfloat16* orow = p.out + out_tok * q_stride + out_head * D + 2 * c;
 #pragma unroll
@@ -461,6 +487,77 @@ __device__ __forceinline__ void StoreRows(const PrefixAttentionParams& p, int64_
   }
 }
 
+// The softmax's constants of a launch: scores are scaled into the exp2 domain (after the cap,
+// when capped: s -> softcap * tanh(s * cap_in)).
+struct SoftmaxScale {
+  float scale;
+  float cap_in;
+};
+
+__device__ __forceinline__ SoftmaxScale MakeSoftmaxScale(const PrefixAttentionParams& p) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  return {p.softcap > 0.0f ? kLog2e : p.scale * kLog2e,
+          p.softcap > 0.0f ? p.scale / p.softcap : 0.0f};
+}
+
+// What every thread of either kernel works out first: its warp and lane, the lane's fragment row
+// group g and column pair c, the query heads per kv head, the output's row stride, the work
+// units of the launch and the softmax's constants.
+struct LaunchConstants {
+  int warp, lane, g, c, group;
+  int64_t q_stride;  // elements a row of out
+  int num_units;
+  SoftmaxScale sm;
+};
+
+template <int D>
+__device__ __forceinline__ LaunchConstants MakeLaunchConstants(const PrefixAttentionParams& p) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  return {warp,
+          lane,
+          lane / 4,
+          lane % 4,
+          p.num_q_heads / p.num_kv_heads,
+          static_cast<int64_t>(p.num_q_heads) * D,
+          *p.num_units,
+          MakeSoftmaxScale(p)};
+}
+
+// One key tile of a unit, landed in shared memory (kt_s, vt_s): S = Q K^T, the cap, the mask
+// where some row of the warp does not see the whole tile, the online softmax and O += P V. Both
+// kernels below run it between the same barriers.
+template <int D>
+__device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, SoftmaxScale sm,
+                                              const uint32_t (&qf)[D / 16][4],
+                                              const __nv_bfloat16* kt_s, const __nv_bfloat16* vt_s,
+                                              int lane, int c, int kt, int ctx, int own_lo,
+                                              int num_keys, const Visibility& vis, float (&m)[2],
+                                              float (&l)[2], float (&o)[D / 8][4]) {
+  float s[kKeys / 8][4];
+  ScoreKeyTile<D>(qf, kt_s, lane, s);
+  if (p.softcap > 0.0f) {
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = p.softcap * tanhf(s[nt][e] * sm.cap_in);
+    }
+  }
+  const int key0 = kt * kKeys;
+  // A key tile that every row of the warp sees whole (context, or own rows at or before the
+  // warp's first token and in the segment of its last row) needs no mask.
+  const int own_first = own_lo + max(key0, ctx) - ctx;  // own tokens of the tile's keys
+  const int own_last = own_lo + key0 + kKeys - 1 - ctx;
+  // (With a window, every tile gets the mask.)
+  const bool whole =
+      p.window == 0 && key0 + kKeys <= num_keys &&
+      (key0 + kKeys <= ctx || (own_first >= vis.w_last_lo && own_last <= vis.w_first_tok));
+  if (!whole) MaskKeyTile(vis, key0, ctx, c, s);
+  SoftmaxUpdate<D>(sm.scale, s, m, l, o);
+  AccumulatePV<D>(s, vt_s, lane, o);
+}
+
+// The queue kernel (the default): each block takes its units one at a time from the queue and
+// loads each unit's tile and context entry when it starts it.
 template <int D>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
@@ -468,17 +565,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
   __shared__ int units[2];  // this block's current and next work unit
 
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int g = lane / 4, c = lane % 4;
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int64_t q_stride = static_cast<int64_t>(p.num_q_heads) * D;  // rows of out
-  const int num_units = *p.num_units;
-  const __nv_bfloat16* own_k = p.own.k + p.layer * p.own.layer_stride;
-  const __nv_bfloat16* own_v = p.own.v + p.layer * p.own.layer_stride;
-  // Softmax in the exp2 domain: scores times log2(e), after the scale (and the cap) when capped.
-  constexpr float kLog2e = 1.4426950408889634f;
-  const float scale = p.softcap > 0.0f ? kLog2e : p.scale * kLog2e;
-  const float cap_in = p.softcap > 0.0f ? p.scale / p.softcap : 0.0f;  // s -> tanh(s * cap_in)
+  const auto [warp, lane, g, c, group, q_stride, num_units, sm] = MakeLaunchConstants<D>(p);
 
   // The queue is read one unit ahead: thread 0 takes the next unit while the block works on this
   // one, so the atomic's round trip to L2 is off the critical path. units[i % 2] is written in
@@ -503,21 +590,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     int tok[2], head[2];
     QueryRows(tile, kvh, group, group_div, warp, g, tok, head);
     const int lo[2] = {p.seg_start[tok[0]], p.seg_start[tok[1]]};
-    const ContextKv cx = LoadContextKv(p, tile);
+    const ContextKv cx = ctx > 0 ? LayerContextKv(p, tile, p.contexts[tile.ctx]) : ContextKv{};
     uint32_t qf[D / 16][4];
     LoadQ<D>(p, tok, head, c, qf);
     // (Rotating before the first K/V copy is issued frees the rotations' registers.)
     RotateQ<D>(p.q_rotations, tok, c, qf);
 
-    const KeySource src{.ctx_k = cx.k + kvh * D,
-                        .ctx_v = cx.v + kvh * D,
-                        .own_k = own_k + kvh * D,
-                        .own_v = own_v + kvh * D,
-                        .ctx_len = ctx,
-                        .ctx_stride = cx.stride,
-                        .own_shift = own_lo - ctx,
-                        .own_stride = static_cast<int>(p.own.row_stride),
-                        .num_keys = num_keys};
+    const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
     CopyKeyTile<D>(src, 0, 0, ks, vs);
 
     float o[D / 8][4];
@@ -528,50 +607,161 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     const Visibility vis = RowVisibility(tok, lo, ctx, own_lo, p.window);
 
     for (int kt = 0; kt < num_key_tiles; ++kt) {
-      AwaitKeyTile<D>(src, kt, num_key_tiles, ks, vs);
+      AwaitKeyTile<D>(src, kt, num_key_tiles, 0, ks, vs);
       __syncthreads();
       const int stage = kt % kStages<D>;
-      float s[kKeys / 8][4];
-      ScoreKeyTile<D>(qf, ks + stage * kSmemTile<D>, lane, s);
-      if (p.softcap > 0.0f) {
-#pragma unroll
-        for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[nt][e] = p.softcap * tanhf(s[nt][e] * cap_in);
-        }
-      }
-      const int key0 = kt * kKeys;
-      // A key tile that every row of the warp sees whole (context, or own rows at or before the
-      // warp's first token and in the segment of its last row) needs no mask.
-      const int own_first = own_lo + max(key0, ctx) - ctx;  // own tokens of the tile's keys
-      const int own_last = own_lo + key0 + kKeys - 1 - ctx;
-      // (With a window, every tile gets the mask.)
-      const bool whole =
-          p.window == 0 && key0 + kKeys <= num_keys &&
-          (key0 + kKeys <= ctx || (own_first >= vis.w_last_lo && own_last <= vis.w_first_tok));
-      if (!whole) MaskKeyTile(vis, key0, ctx, c, s);
-      SoftmaxUpdate<D>(scale, s, m, l, o);
-      AccumulatePV<D>(s, vs + stage * kSmemTile<D>, lane, o);
+      AttendKeyTile<D>(p, sm, qf, ks + stage * kSmemTile<D>, vs + stage * kSmemTile<D>, lane, c, kt,
+                       ctx, own_lo, num_keys, vis, m, l, o);
       __syncthreads();  // every warp is done with this stage before it is copied over
     }
-    StoreRows<D>(p, q_stride, tile_index, kvh, group, group_div, warp, g, c, l, o);
+    // The tile's first three fields again (an L1 hit; volatile, so not merged with the first
+    // load) rather than kept live through the key loop.
+    const int4 out_tile = LoadVolatile16(p.tiles + tile_index);
+    StoreRows<D>(p, q_stride, out_tile.x, out_tile.y, out_tile.z, kvh, group, group_div, warp, g, c,
+                 l, o);
+  }
+}
+
+// Work units the pipelined kernel holds in shared memory at once: the current one, the next
+// (thread 0 prefetches its tile and context entry while the block works on the current one) and
+// the previous (warps that are behind may still be storing its rows).
+constexpr int kUnitSlots = 3;
+
+// The pipelined kernel (PrefixAttentionParams::pipelined): the same units and the same math as
+// PrefixAttentionKernel, with the next unit's loads issued under the current unit's work. A block's
+// units: blockIdx.x, blockIdx.x + gridDim.x, then 2 gridDim.x + what the queue gives (the tiles are
+// sorted longest first, so the first two waves need no queue). Thread 0 runs one unit ahead of the
+// block: at the start of unit i it writes unit i + 1's number to shared memory, starts the copy of
+// its tile (cp.async) and asks the queue for unit i + 2; after key tile 0's barrier (the tile has
+// landed: thread 0 waited for its groups before it) it starts the copy of unit i + 1's context
+// entry; both have landed before the barrier that ends unit i. With two stages and at least two
+// key tiles, the block copies unit i + 1's first key tile into the free stage at the start of unit
+// i's last one, so the next unit starts with its keys on the way and no dependent load (tile ->
+// context entry -> keys) in front of it. Only the first unit's chain is waited for.
+template <int D>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
+    PrefixAttentionPipelinedKernel(PrefixAttentionParams p, FastDivmod group_div,
+                                   FastDivmod kv_div) {
+  __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
+  __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
+  __shared__ __align__(16) AttentionTile unit_tile[kUnitSlots];          // each unit's tile
+  __shared__ __align__(16) KvLayers unit_ctx[kUnitSlots];  // its context entry (when ctx_len > 0)
+  __shared__ int unit_id[kUnitSlots];                      // the unit
+
+  const auto [warp, lane, g, c, group, q_stride, num_units, sm] = MakeLaunchConstants<D>(p);
+
+  if (blockIdx.x >= num_units) return;
+  int queued = blockIdx.x + gridDim.x;  // thread 0's: the unit after the current one
+  if (threadIdx.x == 0) {
+    unit_id[0] = blockIdx.x;
+    const AttentionTile first = p.tiles[kv_div.Div(blockIdx.x)];
+    unit_tile[0] = first;
+    if (first.ctx_len > 0) unit_ctx[0] = p.contexts[first.ctx];
+  }
+  __syncthreads();
+  int base = 0;            // the stage of the current unit's key tile 0 (mod kStages)
+  bool kv0_ready = false;  // the current unit's key tile 0 was copied during the previous unit
+  for (int it = 0;; ++it) {
+    const int slot = it % kUnitSlots, next_slot = (it + 1) % kUnitSlots;
+    const int unit = unit_id[slot];
+    if (unit >= num_units) break;
+    if (threadIdx.x == 0) {
+      unit_id[next_slot] = queued;
+      if (queued < num_units) {
+        CopyAsync32(&unit_tile[next_slot], p.tiles + kv_div.Div(queued));
+        CopyAsyncCommit();
+        queued = 2 * gridDim.x + atomicAdd(p.unit_counter, 1);
+      }
+    }
+    const int tile_index = kv_div.Div(unit);
+    const int kvh = kv_div.Mod(unit, tile_index);
+    const AttentionTile tile = unit_tile[slot];
+    const int ctx = tile.ctx_len, own_lo = tile.own_lo, num_keys = tile.num_keys;
+    const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
+
+    // As in PrefixAttentionKernel: every load that needs only the tile goes out first.
+    int tok[2], head[2];
+    QueryRows(tile, kvh, group, group_div, warp, g, tok, head);
+    const int lo[2] = {p.seg_start[tok[0]], p.seg_start[tok[1]]};
+    const KeySource src = UnitKeys<D>(p, tile, LayerContextKv(p, tile, unit_ctx[slot]), kvh);
+    if (!kv0_ready) CopyKeyTile<D>(src, 0, base % kStages<D>, ks, vs);
+    uint32_t qf[D / 16][4];
+    LoadQ<D>(p, tok, head, c, qf);
+    RotateQ<D>(p.q_rotations, tok, c, qf);
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
+    float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
+    const Visibility vis = RowVisibility(tok, lo, ctx, own_lo, p.window);
+
+    bool next_kv0 = false;  // the next unit's key tile 0 copied (block-uniform)
+    for (int kt = 0; kt < num_key_tiles; ++kt) {
+      AwaitKeyTile<D>(src, kt, num_key_tiles, base, ks, vs);
+      __syncthreads();
+      const bool last_tile = kt + 1 == num_key_tiles;
+      if (kt == 0 && threadIdx.x == 0) {
+        // The next unit's tile has landed (this thread's wait above): its context entry next.
+        const AttentionTile& next = unit_tile[next_slot];
+        if (unit_id[next_slot] < num_units && next.ctx_len > 0) {
+          CopyAsync32(&unit_ctx[next_slot], p.contexts + next.ctx);
+          CopyAsyncCommit();
+        }
+      }
+      if (kStages<D> == 2 && last_tile && kt > 0) {
+        // Past key tile 1's barrier, the next unit's tile and context entry are visible to all.
+        const int next_unit = unit_id[next_slot];
+        if (next_unit < num_units) {
+          const AttentionTile& next = unit_tile[next_slot];
+          const int next_index = kv_div.Div(next_unit);
+          CopyKeyTile<D>(UnitKeys<D>(p, next, LayerContextKv(p, next, unit_ctx[next_slot]),
+                                     kv_div.Mod(next_unit, next_index)),
+                         0, (base + kt + 1) % kStages<D>, ks, vs);
+          next_kv0 = true;
+        }
+      }
+      const int stage = (base + kt) % kStages<D>;
+      AttendKeyTile<D>(p, sm, qf, ks + stage * kSmemTile<D>, vs + stage * kSmemTile<D>, lane, c, kt,
+                       ctx, own_lo, num_keys, vis, m, l, o);
+      if (last_tile && threadIdx.x == 0) {
+        // The next unit's tile and context entry land before the barrier that publishes them (its
+        // key tile 0, when copied, may stay in flight).
+        if (next_kv0) {
+          CopyAsyncWait<1>();
+        } else {
+          CopyAsyncWait<0>();
+        }
+      }
+      __syncthreads();  // every warp is done with this stage before it is copied over
+    }
+    const AttentionTile& out_tile = unit_tile[slot];
+    StoreRows<D>(p, q_stride, out_tile.row0, out_tile.begin, out_tile.rows, kvh, group, group_div,
+                 warp, g, c, l, o);
+    base += num_key_tiles;
+    kv0_ready = next_kv0;
   }
 }
 
 template <int D>
 cudaError_t Launch(const PrefixAttentionParams& p, cudaStream_t stream) {
-  PrefixAttentionKernel<D><<<p.blocks, kThreads, 0, stream>>>(
-      p, FastDivmod(p.num_q_heads / p.num_kv_heads), FastDivmod(p.num_kv_heads));
+  const FastDivmod group_div(p.num_q_heads / p.num_kv_heads), kv_div(p.num_kv_heads);
+  if (p.pipelined) {
+    PrefixAttentionPipelinedKernel<D><<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
+  } else {
+    PrefixAttentionKernel<D><<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
+  }
   return cudaGetLastError();
 }
 
 template <int D>
-int ResidentBlocks() {
+int ResidentBlocks(bool pipelined) {
   int device = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PrefixAttentionKernel<D>, kThreads,
-                                                    0) != cudaSuccess) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, pipelined ? PrefixAttentionPipelinedKernel<D> : PrefixAttentionKernel<D>,
+          kThreads, 0) != cudaSuccess) {
     return 0;
   }
   return sms * per_sm;
@@ -608,14 +798,18 @@ bool PrefixAttentionSupportsHeadDim(int head_dim) {
   return head_dim >= 16 && head_dim <= 128 && head_dim % 16 == 0;
 }
 
-int PrefixAttentionBlocks(int head_dim) {
+int PrefixAttentionBlocks(int head_dim, bool pipelined) {
   return DispatchHeadDim(
-      head_dim, [](auto d) { return ResidentBlocks<decltype(d)::value>(); }, 0);
+      head_dim, [&](auto d) { return ResidentBlocks<decltype(d)::value>(pipelined); }, 0);
 }
 
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream) {
   if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0 ||
       !(p.scale > 0.0f) || p.softcap < 0.0f || p.window < 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (p.pipelined && (reinterpret_cast<uintptr_t>(p.tiles) % 16 != 0 ||
+                      reinterpret_cast<uintptr_t>(p.contexts) % 16 != 0)) {
     return cudaErrorInvalidValue;
   }
   return DispatchHeadDim(

@@ -52,19 +52,23 @@ struct PrefixAttentionParams {
   float softcap = 0;                     // attention logit soft-capping; 0: off
   int window = 0;                        // sliding window W (this layer's); 0: off
   int blocks = 0;                        // persistent blocks, see PrefixAttentionBlocks
+  bool pipelined = false;                // the pipelined kernel: the next work unit's loads under
+                                         // the current one's (same units and math, same bits)
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 
 // head_dim must be a multiple of 16 in 16..128.
 bool PrefixAttentionSupportsHeadDim(int head_dim);
 
-// The number of blocks that are resident on the current device at once for `head_dim`: the grid a
-// launch needs to keep the device busy, whatever the number of work units. 0 on error.
-int PrefixAttentionBlocks(int head_dim);
+// The number of blocks that are resident on the current device at once for `head_dim` (of the
+// pipelined kernel when `pipelined`): the grid a launch needs to keep the device busy, whatever the
+// number of work units. 0 on error.
+int PrefixAttentionBlocks(int head_dim, bool pipelined = false);
 
 // Grid (p.blocks), 128 threads; each block takes work units (tile, kv head) from the queue until
 // it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping, a scale that is not
-// positive, or a negative softcap or window.
+// positive, a negative softcap or window, or (pipelined: it copies them by cp.async) tiles or
+// contexts that are not 16-byte aligned.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream);
 
 }  // namespace rankd::kernels

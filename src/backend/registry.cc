@@ -63,7 +63,8 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
        {std::pair{"RANKD_CUDA_STATS", &c.stats}, std::pair{"RANKD_CUDA_PROFILE", &c.profile},
         std::pair{"RANKD_CUDA_GEMM_TUNE", &c.gemm_tune},
         std::pair{"RANKD_CUDA_FUSE_Q_ROPE", &c.fuse_q_rope},
-        std::pair{"RANKD_CUDA_FUSE_K_ROPE", &c.fuse_k_rope}}) {
+        std::pair{"RANKD_CUDA_FUSE_K_ROPE", &c.fuse_k_rope},
+        std::pair{"RANKD_CUDA_ATTENTION_PIPELINE", &c.attention_pipeline}}) {
     if (absl::Status s = flag(name, value); !s.ok()) return s;
   }
   if (const char* v = getenv("RANKD_CUDA_OWN_GEMM"); v != nullptr) {

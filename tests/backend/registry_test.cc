@@ -41,6 +41,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_GEMM_CANDIDATES", "16"},
                                                {"RANKD_CUDA_FUSE_Q_ROPE", "0"},
                                                {"RANKD_CUDA_FUSE_K_ROPE", "1"},
+                                               {"RANKD_CUDA_ATTENTION_PIPELINE", "1"},
                                                {"RANKD_CUDA_OWN_GEMM", "1"},
                                                {"RANKD_CUDA_OWN_GEMM_VARIANTS", "all"},
                                                {"RANKD_CUDA_FP8_LINEARS", "qkv, down"}}))
@@ -53,10 +54,12 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_EQ(o.cuda.gemm_candidates, 16);
   EXPECT_FALSE(o.cuda.fuse_q_rope);
   EXPECT_TRUE(o.cuda.fuse_k_rope);
+  EXPECT_TRUE(o.cuda.attention_pipeline);
   EXPECT_EQ(o.cuda.own_gemm, BackendOptions::CudaSwitches::OwnGemm::kOn);
   EXPECT_EQ(o.cuda.own_gemm_variants, BackendOptions::CudaSwitches::OwnVariants::kAll);
   // Not yet measured on a GPU: off, and ping-pong alone, unless set.
   EXPECT_FALSE(BackendOptions{}.cuda.fuse_k_rope);
+  EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
   EXPECT_EQ(BackendOptions{}.cuda.own_gemm_variants,
             BackendOptions::CudaSwitches::OwnVariants::kPingPong);
   EXPECT_TRUE(o.cuda.fp8_linears.qkv);

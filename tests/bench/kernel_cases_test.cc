@@ -77,7 +77,7 @@ TEST(AttentionLayoutTest, IbpcEncodeIsOneCausalSegment) {
 
 TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   const std::vector<KernelCase> cases = KernelCases(k379m, KernelWorkload{}, false);
-  EXPECT_EQ(cases.size(), 14u);
+  EXPECT_EQ(cases.size(), 17u);
   // ids, bf16 table rows, fp32 output rows.
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kEmbeddingGather, "pass").bytes, 7500.0 * (4 + 2048 + 4096));
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRmsNorm, "pass").bytes, 7500.0 * 1024 * 6 + 2048);
@@ -99,6 +99,13 @@ TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 64 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
   const KernelCase& multi = Find(cases, Kernel::kPrefixAttention, "multi-item");
   EXPECT_EQ(multi.rows, 7550);
+  EXPECT_FALSE(multi.attention_pipelined);
+  // The pipelined kernel on the same work: the same bytes and FLOPs.
+  const KernelCase& piped = Find(cases, Kernel::kPrefixAttention, "multi-item pipelined");
+  EXPECT_TRUE(piped.attention_pipelined);
+  EXPECT_EQ(std::tie(piped.rows, piped.pass), std::tie(multi.rows, multi.pass));
+  EXPECT_DOUBLE_EQ(piped.bytes, multi.bytes);
+  EXPECT_DOUBLE_EQ(piped.flops, multi.flops);
   EXPECT_DOUBLE_EQ(multi.bytes, 7550.0 * 2 * (2048 + 2048) + 7550.0 * 32 * 8 + 7550.0 * 4);
   EXPECT_DOUBLE_EQ(multi.flops, ibpc.flops + 4.0 * 64 * 16 * (50 * 51 / 2));
   const KernelCase& gather_x = Find(cases, Kernel::kGatherRows, "x (fp32 hidden)");
@@ -190,7 +197,7 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 48 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 14u + 6u + 3 * 48u + 3 * 48u);
+  EXPECT_EQ(cases->size(), 17u + 9u + 3 * 48u + 3 * 48u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -209,7 +216,7 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(o->json_path, "out.json");
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  ASSERT_EQ(cases->size(), 3u);
+  ASSERT_EQ(cases->size(), 6u);
   for (const KernelCase& c : *cases) {
     EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
     EXPECT_EQ(c.shape.name, "qwen3-0.6b");

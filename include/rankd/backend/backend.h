@@ -149,6 +149,10 @@ struct BackendOptions {
     // RANKD_CUDA_FUSE_K_ROPE=1: RoPE of k in the qkv GEMM's epilogue (the Hopper GEMM's
     // kStoreBf16Rope) instead of its own kernel. Off until an H200 A/B has measured it.
     bool fuse_k_rope = false;
+    // RANKD_CUDA_ATTENTION_PIPELINE=1: attention's pipelined kernel (each block issues its next
+    // work unit's loads under the current one's work; the same scores bit for bit). Off until an
+    // H200 A/B has measured it.
+    bool attention_pipeline = false;
     // RANKD_CUDA_OWN_GEMM_VARIANTS: the Hopper GEMM variants that RANKD_CUDA_OWN_GEMM=auto times
     // against cuBLASLt per layer shape: "pingpong" (the default) or "all" (ping-pong on 128- and
     // 64-row tiles, cooperative and tall, each but the 64-row one alone and in clusters of 2 CTAs).

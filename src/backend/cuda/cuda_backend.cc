@@ -261,7 +261,8 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
-  attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim);
+  attention_blocks_ =
+      kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline);
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
   k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && own_use_ != OwnUse::kNever &&
                     (config_.head_dim == 64 || config_.head_dim == 128);
@@ -483,11 +484,12 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   spdlog::info(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
-      "fuse_q_rope {}, fuse_k_rope {}, own_gemm {} ({}, variants {}){}",
+      "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, own_gemm {} ({}, variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
-      OwnGemmName(sw.own_gemm), backend->own_gemm() ? "may run" : "not in use",
+      sw.attention_pipeline, OwnGemmName(sw.own_gemm),
+      backend->own_gemm() ? "may run" : "not in use",
       sw.own_gemm_variants == backend::BackendOptions::CudaSwitches::OwnVariants::kAll ? "all"
                                                                                        : "pingpong",
       precision == Precision::kFp8 ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears))

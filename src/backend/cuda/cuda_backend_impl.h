@@ -117,6 +117,7 @@ class CudaBackend final : public backend::Backend {
     s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
     s.own_gemm = own_gemm();
     s.k_rope_in_gemm = k_rope_in_gemm_;
+    s.attention_pipelined = switches_.attention_pipeline;
     return s;
   }
 

@@ -778,6 +778,45 @@ TEST_P(CudaRandomTest, GraphsOnAndOffAgreeBitwise) {
   }
 }
 
+// Attention's pipelined kernel (RANKD_CUDA_ATTENTION_PIPELINE=1) runs the same work units with
+// the same math as the queue kernel: the same scores bit for bit, in both strategies, graphs on
+// (captured, then replayed), and within kVsCpu of the CPU backend. GEMM tuning and the Hopper
+// GEMM's timed choice are off, so that both backends run the same GEMMs.
+TEST_P(CudaRandomTest, PipelinedAttentionScoresAsTheQueueKernelBitwise) {
+  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
+  ScopedEnv no_own("RANKD_CUDA_OWN_GEMM", "0");
+  auto cpu = MakeBackend(golden_.model_dir, golden_.head, "cpu", "ibpc");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  for (const std::string& strategy : kStrategies) {
+    SCOPED_TRACE(strategy);
+    std::unique_ptr<Backend> backends[2];
+    for (const bool pipelined : {false, true}) {
+      ScopedEnv pipeline("RANKD_CUDA_ATTENTION_PIPELINE", pipelined ? "1" : "0");
+      auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy, 16);
+      ASSERT_TRUE(b.ok()) << b.status();
+      const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+      ASSERT_TRUE(stats.has_value());
+      EXPECT_EQ(stats->attention_pipelined, pipelined);
+      backends[pipelined] = std::move(*b);
+    }
+    std::vector<int32_t> prefix;
+    ItemBatch batch;
+    for (int round = 0; round < 3; ++round) {
+      if (round != 2) {  // round 2 repeats round 1's inputs: a replay of the same shape
+        prefix.clear();
+        batch.Clear();
+        MakeInputs((*cpu)->config(), &prefix, &batch);
+      }
+      SCOPED_TRACE(::testing::Message() << "round " << round << ": prefix " << prefix.size()
+                                        << " tokens, " << batch.num_tokens() << " item tokens");
+      const std::vector<float> queue = Score(*backends[0], prefix, batch);
+      const std::vector<float> pipelined = Score(*backends[1], prefix, batch);
+      EXPECT_EQ(pipelined, queue);
+      EXPECT_LT(test_util::RelNormError(pipelined, Score(**cpu, prefix, batch)), kVsCpu);
+    }
+  }
+}
+
 TEST(CudaBackendOptions, GraphKillSwitch) {
   RANKD_SKIP_WITHOUT_GPU();
   ScopedEnv kill("RANKD_CUDA_GRAPHS", "0");

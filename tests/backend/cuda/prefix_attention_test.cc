@@ -184,16 +184,34 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
   RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<float> got = FromBf16(d_out.Download());
   EXPECT_LT(RelNormError(got, ref), kAttention);
+  {
+    // The pipelined kernel: the same units and math, so the same bits, on its own resident grid
+    // (or the case's small one, where each block runs many units).
+    kernels::PrefixAttentionParams pp = p;
+    pp.pipelined = true;
+    pp.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, true);
+    ASSERT_GT(pp.blocks, 0);
+    d_counter.Upload(std::vector<int32_t>{0});
+    d_out.Poison();
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(pp, nullptr));
+    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(FromBf16(d_out.Download()), got) << "pipelined kernel";
+  }
   if (c.rope) {
     // Unrotated q, rotated as it is loaded: the same bits as attention over QkvRope's q. (k and v
     // of d_raw_q equal d_wide's bit for bit, so K/V keep coming from d_wide.)
     p.q = d_raw_q.get();
     p.q_rotations = d_rot.get();
-    d_counter.Upload(std::vector<int32_t>{0});
-    d_out.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
-    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_EQ(FromBf16(d_out.Download()), got) << "q rotated in attention";
+    for (const bool pipelined : {false, true}) {
+      p.pipelined = pipelined;
+      p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, pipelined);
+      d_counter.Upload(std::vector<int32_t>{0});
+      d_out.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_EQ(FromBf16(d_out.Download()), got)
+          << "q rotated in attention" << (pipelined ? ", pipelined kernel" : "");
+    }
   }
 }
 
@@ -319,6 +337,15 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   p.scale = 0.125f;
   p.window = -1;
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
+  p.window = 0;
+  // The pipelined kernel copies tiles and context entries by cp.async: 16-byte aligned only.
+  alignas(16) static char table[64];
+  p.pipelined = true;
+  p.tiles = reinterpret_cast<const kernels::AttentionTile*>(table + 8);
+  EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "tiles";
+  p.tiles = nullptr;
+  p.contexts = reinterpret_cast<const kernels::KvLayers*>(table + 8);
+  EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "contexts";
   kernels::QkvRopeParams r;
   r.num_tokens = 1;
   r.num_q_heads = r.num_kv_heads = 1;

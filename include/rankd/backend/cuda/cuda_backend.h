@@ -55,6 +55,8 @@ struct CudaBackendStats {
   // RoPE of k may run in the qkv GEMM's epilogue (RANKD_CUDA_FUSE_K_ROPE, on where own_gemm is and
   // the model takes it: q rotated in attention, heads of 64 or 128).
   bool k_rope_in_gemm = false;
+  // Attention runs its pipelined kernel (RANKD_CUDA_ATTENTION_PIPELINE).
+  bool attention_pipelined = false;
 };
 
 // The stats of `backend` if it is a CUDA backend.
