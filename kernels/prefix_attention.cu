@@ -637,7 +637,8 @@ constexpr int kUnitSlots = 3;
 // entry; both have landed before the barrier that ends unit i. With two stages and at least two
 // key tiles, the block copies unit i + 1's first key tile into the free stage at the start of unit
 // i's last one, so the next unit starts with its keys on the way and no dependent load (tile ->
-// context entry -> keys) in front of it. Only the first unit's chain is waited for.
+// context entry -> keys) in front of it. Only the first unit's chain is waited for (as in the
+// queue kernel, without its atomic).
 template <int D>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     PrefixAttentionPipelinedKernel(PrefixAttentionParams p, FastDivmod group_div,
@@ -650,21 +651,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
 
   const auto [warp, lane, g, c, group, q_stride, num_units, sm] = MakeLaunchConstants<D>(p);
 
-  if (blockIdx.x >= num_units) return;
   int queued = blockIdx.x + gridDim.x;  // thread 0's: the unit after the current one
-  if (threadIdx.x == 0) {
-    unit_id[0] = blockIdx.x;
-    const AttentionTile first = p.tiles[kv_div.Div(blockIdx.x)];
-    unit_tile[0] = first;
-    if (first.ctx_len > 0) unit_ctx[0] = p.contexts[first.ctx];
-  }
-  __syncthreads();
   int base = 0;            // the stage of the current unit's key tile 0 (mod kStages)
   bool kv0_ready = false;  // the current unit's key tile 0 was copied during the previous unit
   for (int it = 0;; ++it) {
     const int slot = it % kUnitSlots, next_slot = (it + 1) % kUnitSlots;
-    const int unit = unit_id[slot];
+    // The first unit is the block's index; its tile and context entry come from global memory as
+    // in the queue kernel (every thread, no barrier first); thread 0 keeps the tile for StoreRows.
+    const int unit = it == 0 ? static_cast<int>(blockIdx.x) : unit_id[slot];
     if (unit >= num_units) break;
+    const int tile_index = kv_div.Div(unit);
+    const int kvh = kv_div.Mod(unit, tile_index);
+    const AttentionTile tile = it == 0 ? p.tiles[tile_index] : unit_tile[slot];
     if (threadIdx.x == 0) {
       unit_id[next_slot] = queued;
       if (queued < num_units) {
@@ -672,10 +670,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
         CopyAsyncCommit();
         queued = 2 * gridDim.x + atomicAdd(p.unit_counter, 1);
       }
+      if (it == 0) unit_tile[0] = tile;  // (read by StoreRows after the key tiles' barriers)
     }
-    const int tile_index = kv_div.Div(unit);
-    const int kvh = kv_div.Mod(unit, tile_index);
-    const AttentionTile tile = unit_tile[slot];
     const int ctx = tile.ctx_len, own_lo = tile.own_lo, num_keys = tile.num_keys;
     const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
 
@@ -683,7 +679,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     int tok[2], head[2];
     QueryRows(tile, kvh, group, group_div, warp, g, tok, head);
     const int lo[2] = {p.seg_start[tok[0]], p.seg_start[tok[1]]};
-    const KeySource src = UnitKeys<D>(p, tile, LayerContextKv(p, tile, unit_ctx[slot]), kvh);
+    const ContextKv cx = it > 0    ? LayerContextKv(p, tile, unit_ctx[slot])
+                         : ctx > 0 ? LayerContextKv(p, tile, p.contexts[tile.ctx])
+                                   : ContextKv{};
+    const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
     if (!kv0_ready) CopyKeyTile<D>(src, 0, base % kStages<D>, ks, vs);
     uint32_t qf[D / 16][4];
     LoadQ<D>(p, tok, head, c, qf);
