@@ -24,7 +24,8 @@
 #              before a change) and $BUNDLE_C's if set (a folder with only bin/rankd-bench uses this
 #              bundle's lib/), $AB_ROUNDS (3) rounds, each starting with another build, every side
 #              in $AB_ENV's assignments; then a per-stage profile of each ($AB_PROFILE's flags)
-#   kernels    `rankd-bench kernels` (each kernel alone on the workload's shapes), JSON in $OUT
+#   kernels    `rankd-bench kernels` (each kernel alone on the workload's shapes), JSON in $OUT;
+#              $KERNELS_RUNS ('|'-separated flag sets) runs it once per set instead
 #   profile    the per-stage GPU time table of the CUDA backend (RANKD_CUDA_PROFILE=1, eager) for
 #              the standard workload (both strategies, Ni=50) and embedding items (Ni=250)
 #   controls   issue 12's serving controls through `rankd serve --backend cuda` (379M, multi-item,
@@ -412,8 +413,14 @@ PY
       cat "$OUT/ab_profile.log" >>"$SUMMARY"
       ;;
     kernels)
-      run "rankd-bench kernels" "$OUT/kernels.log" 300 "$BIN/rankd-bench" kernels \
-        --json "$OUT/kernels.json"
+      # KERNELS_RUNS: '|'-separated flag sets, one run each (e.g. "--filter attention|--filter
+      # attention --tq 1024"); default one run of everything. JSON of run i in kernels_i.json.
+      IFS='|' read -r -a kernel_runs <<<"${KERNELS_RUNS:- }"
+      for i in "${!kernel_runs[@]}"; do
+        # shellcheck disable=SC2086  # the run's flags split on purpose
+        run "rankd-bench kernels ${kernel_runs[$i]}" "$OUT/kernels.log" 300 "$BIN/rankd-bench" \
+          kernels ${kernel_runs[$i]} --json "$OUT/kernels_$i.json"
+      done
       cat "$OUT/kernels.log" >>"$SUMMARY"
       ;;
     profile)
