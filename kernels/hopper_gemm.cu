@@ -65,18 +65,21 @@ __host__ __device__ constexpr bool IsGated(HopperEpilogue e) {
   return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu;
 }
 
-// The sizes that depend on the tile, the schedule, the cluster and the epilogue.
 // The tile's rows: 256 for kCooperativeTall (128 a consumer), 64 for kPingPongShort, else 128.
 __host__ __device__ constexpr int TileRows(HopperSchedule s) {
   return s == HopperSchedule::kCooperativeTall ? 2 * kHopperTileM
          : s == HopperSchedule::kPingPongShort ? kHopperTileM / 2
                                                : kHopperTileM;
 }
+// Whether each consumer owns whole tiles, the two on alternate ones.
+__host__ __device__ constexpr bool IsPingPong(HopperSchedule s) {
+  return s == HopperSchedule::kPingPong || s == HopperSchedule::kPingPongShort;
+}
 
+// The sizes that depend on the tile, the schedule, the cluster and the epilogue.
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
 struct Cfg {
-  static constexpr bool kPingPong =
-      S == HopperSchedule::kPingPong || S == HopperSchedule::kPingPongShort;
+  static constexpr bool kPingPong = IsPingPong(S);
   // CM, CTAs a cluster (1 or 2): the cluster's CTAs compute vertically adjacent tiles (the same
   // W tile), and each loads 1/CM of W's tile by TMA multicast into all of them.
   static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs");
@@ -781,8 +784,7 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   if (schedule == HopperSchedule::kAuto) {
     schedule = tile_n == 256 ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
   }
-  const bool ping_pong =
-      schedule == HopperSchedule::kPingPong || schedule == HopperSchedule::kPingPongShort;
+  const bool ping_pong = IsPingPong(schedule);
   const int tile_m = TileRows(schedule);
   if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % 8 != 0 || !Aligned16(x) ||
       !Aligned16(w) || !Aligned16(y) || (tile_n != 0 && tile_n != 128 && tile_n != 256) ||
