@@ -145,13 +145,19 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
     const double rows = a.rows(), ctx = a.ctx_in_cache ? w.tq : 0;
     const double bytes =
         rows * 2 * (2 * Q + 2 * KV) + ctx * 2 * 2 * KV + (skip_q ? rows * D / 2 * 8 : 0) + rows * 4;
-    // The queue kernel, then the pipelined one (RANKD_CUDA_ATTENTION_PIPELINE) on the same work.
-    for (const bool pipelined : {false, true}) {
-      KernelCase* c = add(Kernel::kPrefixAttention,
-                          absl::StrCat(AttentionPassName(pass), pipelined ? " pipelined" : ""),
-                          a.rows(), bytes, 4 * D * s.q_heads * a.keys);
-      c->pass = pass;
-      c->attention_pipelined = pipelined;
+    // The queue kernel, then the pipelined one (RANKD_CUDA_ATTENTION_PIPELINE) on the same work;
+    // at D 64 and 128 both again on wgmma (RANKD_CUDA_ATTENTION_WGMMA; skipped off sm_90a).
+    for (const bool wgmma : {false, true}) {
+      if (wgmma && D != 64 && D != 128) continue;
+      for (const bool pipelined : {false, true}) {
+        KernelCase* c = add(Kernel::kPrefixAttention,
+                            absl::StrCat(AttentionPassName(pass), wgmma ? " wgmma" : "",
+                                         pipelined ? " pipelined" : ""),
+                            a.rows(), bytes, 4 * D * s.q_heads * a.keys);
+        c->pass = pass;
+        c->attention_pipelined = pipelined;
+        c->attention_wgmma = wgmma;
+      }
     }
   }
   if (head_dim_only) return cases;

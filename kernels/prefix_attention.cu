@@ -19,13 +19,32 @@
 // from the queue while the block works on the current one; the pipelined kernel (opt-in) also
 // prefetches the next unit's tile, context entry and first K/V tile under the current one's work
 // (PrefixAttentionPipelinedKernel's comment has the order).
+//
+// The wgmma variants (PrefixAttentionParams::wgmma; sm_90a, D of 64 or 128) run the same units,
+// masks and softmax with the block's 4 warps as one warpgroup: S = Q K^T is D / 16 wgmma
+// m64n64k16 with Q's fragments from registers (the mma.sync A fragment is wgmma's register A
+// fragment) and K from shared memory; O += P V is 4 wgmma m64nDk16 with P from registers and V
+// from shared memory read transposed (MN-major). wgmma's accumulator fragments are mma.sync's per
+// 8-column group, so masking, softmax and the output are the same code. K/V tiles are stored in
+// the 128-byte swizzle ([D / 64][64 keys][64 dims], chunk j of key i at j ^ (i % 8)) that both
+// operands' descriptors describe; copied by cp.async and fenced to the async proxy before the
+// barrier that hands them to wgmma. fp32 sums in another order: not the mma.sync kernels' bits.
 #include <type_traits>
 
 #include "kernels/common.cuh"
 #include "kernels/prefix_attention.cuh"
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RANKD_ATTENTION_WGMMA_DEVICE 1
+#else
+#define RANKD_ATTENTION_WGMMA_DEVICE 0
+#endif
+
 namespace rankd::kernels {
 namespace {
+
+// This compilation pass has wgmma (sm_90a).
+constexpr bool kWgmmaDevice = RANKD_ATTENTION_WGMMA_DEVICE != 0;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
@@ -37,15 +56,30 @@ template <int D>
 inline constexpr int kMinBlocks = D <= 64 ? 3 : 1;
 static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
 
-// A shared-memory row holds one key's D dims and a 16-byte pad; a K or V tile is kKeys rows.
+// A K or V tile in shared memory. mma.sync (W false): kKeys rows of one key's D dims and a 16-byte
+// pad (ldmatrix's 8 row addresses then fall in distinct bank groups). wgmma (W true): D / 64
+// blocks of kKeys 128-byte rows (64 dims of a key), each row in the 128-byte swizzle.
 template <int D>
 inline constexpr int kSmemStride = D + 8;
-template <int D>
-inline constexpr int kSmemTile = kKeys*(D + 8);  // kKeys rows of kSmemStride
+template <int D, bool W>
+inline constexpr int kSmemTile = W ? kKeys* D : kKeys*(D + 8);
+// The wgmma operands' swizzle atom: 8 rows of 128 bytes.
+constexpr int kSwizzleAtom = 1024;
+static_assert(kKeys * 128 % kSwizzleAtom == 0, "a 64-dim block of a tile is whole atoms");
 
 // Shared-memory stages of K/V tiles: two when both fit in the 48 KB of static shared memory.
-template <int D>
-inline constexpr int kStages = 2 * 2 * kSmemTile<D> * 2 <= 48 * 1024 ? 2 : 1;
+template <int D, bool W>
+inline constexpr int kStages = 2 * 2 * kSmemTile<D, W> * 2 <= 48 * 1024 ? 2 : 1;
+
+// Where dims d0..d0+7 (d0 a multiple of 8) of key i sit in a tile, in elements.
+template <int D, bool W>
+__device__ __forceinline__ int SmemOffset(int i, int d0) {
+  if constexpr (W) {
+    return (d0 / 64) * (kKeys * 64) + i * 64 + ((((d0 % 64) / 8) ^ (i % 8)) * 8);
+  } else {
+    return i * kSmemStride<D> + d0;
+  }
+}
 
 __device__ __forceinline__ uint32_t Load32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
@@ -107,6 +141,106 @@ __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], 
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// wgmma (sm_90a; the bodies trap in other compilation passes, whose wgmma kernels never run).
+__device__ __forceinline__ void WgmmaFence() {
+#if RANKD_ATTENTION_WGMMA_DEVICE
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void WgmmaCommitAndWait() {
+#if RANKD_ATTENTION_WGMMA_DEVICE
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+// cp.async's writes to shared memory, visible to wgmma's (async proxy) reads after the barrier.
+__device__ __forceinline__ void FenceProxyAsyncShared() {
+#if RANKD_ATTENTION_WGMMA_DEVICE
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Keeps the compiler from reading accumulators before the wgmma that writes them is waited for.
+template <int N>
+__device__ __forceinline__ void FenceAcc(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+  }
+}
+
+// Descriptors of a tile's 128-byte swizzled rows (1024-byte atoms, so the base offset is 0):
+// K-major (K for S = Q K^T: the start advances 32 bytes a K step of 16 dims inside a row, LBO
+// unused) and MN-major (V for O += P V: 8-key groups 1024 bytes apart (SBO), 64-dim blocks a
+// block of rows apart (LBO); the start advances 16 rows a K step of 16 keys).
+__device__ __forceinline__ uint64_t DescKMajor(uint32_t addr) {
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{kSwizzleAtom >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+__device__ __forceinline__ uint64_t DescMnMajor(uint32_t addr) {
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t{(kKeys * 128) >> 4} << 16) |
+         (uint64_t{kSwizzleAtom >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// d[64 x 8N] += a[64 x 16] . B[16 x 8N]: a from registers (per warp, the mma.sync m16n8k16 A
+// fragment of its 16 rows), B by descriptor (kTransB 0: K-major, 1: MN-major); d's fragment is
+// mma.sync's C fragment per 8-column group (d[j][e]: row g + 8 (e / 2), column 8j + 2c + e % 2).
+template <int kTransB>
+__device__ __forceinline__ void WgmmaRs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+#if RANKD_ATTENTION_WGMMA_DEVICE
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
+      "24,%25,%26,%27,%28,%29,%30,%31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransB>
+__device__ __forceinline__ void WgmmaRs(float (&d)[16][4], const uint32_t (&a)[4],
+                                        uint64_t desc_b) {
+#if RANKD_ATTENTION_WGMMA_DEVICE
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
+      "24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%"
+      "46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
+        "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]),
+        "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]),
+        "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]),
+        "+f"(d[15][2]), "+f"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB));
+#else
+  __trap();
+#endif
 }
 
 // Max / sum of row r's (0: g, 1: g + 8) N * 2 accumulator values of s[N][4], as a tree.
@@ -262,11 +396,11 @@ __device__ __forceinline__ void CopyAsync32(void* dst, const void* src) {
 // Copies key tile `kt` into stage `st` of ks / vs (one commit group): 16-byte chunks, D / 8 per
 // key; past num_keys, zeros (the source is then own row 0, never read). Branch-free: selects, one
 // wide multiply per key.
-template <int D>
+template <int D, bool W>
 __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st, __nv_bfloat16* ks,
                                             __nv_bfloat16* vs) {
-  __nv_bfloat16* kdst = ks + st * kSmemTile<D>;
-  __nv_bfloat16* vdst = vs + st * kSmemTile<D>;
+  __nv_bfloat16* kdst = ks + st * kSmemTile<D, W>;
+  __nv_bfloat16* vdst = vs + st * kSmemTile<D, W>;
 #pragma unroll
   for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
     const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
@@ -274,8 +408,9 @@ __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st
     const bool in_ctx = j < src.ctx_len, valid = j < src.num_keys;
     const int row = in_ctx ? j : (valid ? j + src.own_shift : 0);
     const int64_t off = static_cast<int64_t>(row) * (in_ctx ? src.ctx_stride : src.own_stride) + d0;
-    CopyAsync16(&kdst[i * kSmemStride<D> + d0], (in_ctx ? src.ctx_k : src.own_k) + off, valid);
-    CopyAsync16(&vdst[i * kSmemStride<D> + d0], (in_ctx ? src.ctx_v : src.own_v) + off, valid);
+    const int dst = SmemOffset<D, W>(i, d0);
+    CopyAsync16(&kdst[dst], (in_ctx ? src.ctx_k : src.own_k) + off, valid);
+    CopyAsync16(&vdst[dst], (in_ctx ? src.ctx_v : src.own_v) + off, valid);
   }
   CopyAsyncCommit();
 }
@@ -283,19 +418,21 @@ __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st
 // Waits until key tile kt has landed in stage (base + kt) % kStages, issuing first the copy that
 // the stages leave room for: tile kt + 1 (two stages), or tile kt itself (one stage; tile 0 was
 // issued before the loop, and the stage is free again after the last barrier). The calling thread's
-// older commit groups (thread 0's prefetches of the next unit's tile and context) land too.
-template <int D>
+// older commit groups (thread 0's prefetches of the next unit's tile and context) land too. For
+// wgmma (W), the thread's landed copies are then fenced to the async proxy.
+template <int D, bool W>
 __device__ __forceinline__ void AwaitKeyTile(const KeySource& src, int kt, int num_key_tiles,
                                              int base, __nv_bfloat16* ks, __nv_bfloat16* vs) {
-  if (kStages<D> == 1) {
-    if (kt > 0) CopyKeyTile<D>(src, kt, 0, ks, vs);
+  if (kStages<D, W> == 1) {
+    if (kt > 0) CopyKeyTile<D, W>(src, kt, 0, ks, vs);
     CopyAsyncWait<0>();
   } else if (kt + 1 < num_key_tiles) {
-    CopyKeyTile<D>(src, kt + 1, (base + kt + 1) % kStages<D>, ks, vs);
+    CopyKeyTile<D, W>(src, kt + 1, (base + kt + 1) % kStages<D, W>, ks, vs);
     CopyAsyncWait<1>();  // tile kt has landed; kt + 1 may still be in flight
   } else {
     CopyAsyncWait<0>();
   }
+  if constexpr (W) FenceProxyAsyncShared();
 }
 
 // Which keys the warp's rows see. Row r sees key j (an index into [context ++ own rows from
@@ -333,26 +470,38 @@ __device__ __forceinline__ Visibility RowVisibility(const int (&tok)[2], const i
   return v;
 }
 
-// S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4.
-template <int D>
+// S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4 (wgmma: one
+// m64n64k16 a 16 dims).
+template <int D, bool W>
 __device__ __forceinline__ void ScoreKeyTile(const uint32_t (&qf)[D / 16][4],
                                              const __nv_bfloat16* kt_s, int lane,
                                              float (&s)[kKeys / 8][4]) {
 #pragma unroll
   for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-  for (int np = 0; np < kKeys / 16; ++np) {
-    // All of this key pair's fragments first, so the loads overlap one another.
-    uint32_t b[D / 16][4];
+  if constexpr (W) {
+    const uint32_t k_addr = SmemAddress(kt_s);
+    WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      LoadMatrix4(b[kk], &kt_s[((2 * np + (lane >> 4)) * 8 + (lane & 7)) * kSmemStride<D> +
-                               kk * 16 + ((lane >> 3) & 1) * 8]);
+      WgmmaRs<0>(s, qf[kk], DescKMajor(k_addr + (kk / 4) * (kKeys * 128) + 32 * (kk % 4)));
     }
+    WgmmaCommitAndWait();
+    FenceAcc(s);
+  } else {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      Mma16816(s[2 * np], qf[kk], b[kk][0], b[kk][1]);
-      Mma16816(s[2 * np + 1], qf[kk], b[kk][2], b[kk][3]);
+    for (int np = 0; np < kKeys / 16; ++np) {
+      // All of this key pair's fragments first, so the loads overlap one another.
+      uint32_t b[D / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        LoadMatrix4(b[kk], &kt_s[((2 * np + (lane >> 4)) * 8 + (lane & 7)) * kSmemStride<D> +
+                                 kk * 16 + ((lane >> 3) & 1) * 8]);
+      }
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        Mma16816(s[2 * np], qf[kk], b[kk][0], b[kk][1]);
+        Mma16816(s[2 * np + 1], qf[kk], b[kk][2], b[kk][3]);
+      }
     }
   }
 }
@@ -435,27 +584,48 @@ __device__ __forceinline__ void SoftmaxUpdate(float scale, float (&s)[kKeys / 8]
 }
 
 // O += P V: P's 16-key slices become A fragments straight from the S accumulators; V's
-// fragments (two 8-dim column groups per ldmatrix.x4.trans) from the [key][dim] tile.
-template <int D>
+// fragments (two 8-dim column groups per ldmatrix.x4.trans) from the [key][dim] tile (wgmma: V
+// read MN-major by descriptor, one m64nDk16 a 16 keys).
+template <int D, bool W>
 __device__ __forceinline__ void AccumulatePV(const float (&s)[kKeys / 8][4],
                                              const __nv_bfloat16* vt_s, int lane,
                                              float (&o)[D / 8][4]) {
+  if constexpr (W) {
+    uint32_t pa[kKeys / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const uint32_t pa[4] = {
-        PackBf16(s[2 * kk][0], s[2 * kk][1]), PackBf16(s[2 * kk][2], s[2 * kk][3]),
-        PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]), PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-    uint32_t b[D / 16][4];
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      LoadMatrix4Trans(b[dp],
-                       &vt_s[(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride<D> +
-                             (2 * dp + (lane >> 4)) * 8]);
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      pa[kk][0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
+    const uint32_t v_addr = SmemAddress(vt_s);
+    WgmmaFence();
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      Mma16816(o[2 * dp], pa, b[dp][0], b[dp][1]);
-      Mma16816(o[2 * dp + 1], pa, b[dp][2], b[dp][3]);
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      WgmmaRs<1>(o, pa[kk], DescMnMajor(v_addr + kk * 16 * 128));
+    }
+    WgmmaCommitAndWait();
+    FenceAcc(o);
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const uint32_t pa[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]),
+                              PackBf16(s[2 * kk][2], s[2 * kk][3]),
+                              PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t b[D / 16][4];
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        LoadMatrix4Trans(b[dp],
+                         &vt_s[(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kSmemStride<D> +
+                               (2 * dp + (lane >> 4)) * 8]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        Mma16816(o[2 * dp], pa, b[dp][0], b[dp][1]);
+        Mma16816(o[2 * dp + 1], pa, b[dp][2], b[dp][3]);
+      }
     }
   }
 }
@@ -526,7 +696,7 @@ __device__ __forceinline__ LaunchConstants MakeLaunchConstants(const PrefixAtten
 // One key tile of a unit, landed in shared memory (kt_s, vt_s): S = Q K^T, the cap, the mask
 // where some row of the warp does not see the whole tile, the online softmax and O += P V. Both
 // kernels below run it between the same barriers.
-template <int D>
+template <int D, bool W>
 __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, SoftmaxScale sm,
                                               const uint32_t (&qf)[D / 16][4],
                                               const __nv_bfloat16* kt_s, const __nv_bfloat16* vt_s,
@@ -534,7 +704,7 @@ __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, So
                                               int num_keys, const Visibility& vis, float (&m)[2],
                                               float (&l)[2], float (&o)[D / 8][4]) {
   float s[kKeys / 8][4];
-  ScoreKeyTile<D>(qf, kt_s, lane, s);
+  ScoreKeyTile<D, W>(qf, kt_s, lane, s);
   if (p.softcap > 0.0f) {
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt) {
@@ -553,16 +723,17 @@ __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, So
       (key0 + kKeys <= ctx || (own_first >= vis.w_last_lo && own_last <= vis.w_first_tok));
   if (!whole) MaskKeyTile(vis, key0, ctx, c, s);
   SoftmaxUpdate<D>(sm.scale, s, m, l, o);
-  AccumulatePV<D>(s, vt_s, lane, o);
+  AccumulatePV<D, W>(s, vt_s, lane, o);
 }
 
 // The queue kernel (the default): each block takes its units one at a time from the queue and
 // loads each unit's tile and context entry when it starts it.
-template <int D>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
-    PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
-  __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
-  __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
+template <int D, bool W>
+__device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
+                                                FastDivmod group_div, FastDivmod kv_div) {
+  __shared__ __align__(kSwizzleAtom)
+      __nv_bfloat16 ks[kStages<D, W> * kSmemTile<D, W>];  // [stage][tile]
+  __shared__ __align__(kSwizzleAtom) __nv_bfloat16 vs[kStages<D, W> * kSmemTile<D, W>];
   __shared__ int units[2];  // this block's current and next work unit
 
   const auto [warp, lane, g, c, group, q_stride, num_units, sm] = MakeLaunchConstants<D>(p);
@@ -597,7 +768,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     RotateQ<D>(p.q_rotations, tok, c, qf);
 
     const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
-    CopyKeyTile<D>(src, 0, 0, ks, vs);
+    CopyKeyTile<D, W>(src, 0, 0, ks, vs);
 
     float o[D / 8][4];
 #pragma unroll
@@ -607,11 +778,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     const Visibility vis = RowVisibility(tok, lo, ctx, own_lo, p.window);
 
     for (int kt = 0; kt < num_key_tiles; ++kt) {
-      AwaitKeyTile<D>(src, kt, num_key_tiles, 0, ks, vs);
+      AwaitKeyTile<D, W>(src, kt, num_key_tiles, 0, ks, vs);
       __syncthreads();
-      const int stage = kt % kStages<D>;
-      AttendKeyTile<D>(p, sm, qf, ks + stage * kSmemTile<D>, vs + stage * kSmemTile<D>, lane, c, kt,
-                       ctx, own_lo, num_keys, vis, m, l, o);
+      const int stage = kt % kStages<D, W>;
+      AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,
+                          lane, c, kt, ctx, own_lo, num_keys, vis, m, l, o);
       __syncthreads();  // every warp is done with this stage before it is copied over
     }
     // The tile's first three fields again (an L1 hit; volatile, so not merged with the first
@@ -639,12 +810,12 @@ constexpr int kUnitSlots = 3;
 // i's last one, so the next unit starts with its keys on the way and no dependent load (tile ->
 // context entry -> keys) in front of it. Only the first unit's chain is waited for (as in the
 // queue kernel, without its atomic).
-template <int D>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
-    PrefixAttentionPipelinedKernel(PrefixAttentionParams p, FastDivmod group_div,
-                                   FastDivmod kv_div) {
-  __shared__ __align__(16) __nv_bfloat16 ks[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
-  __shared__ __align__(16) __nv_bfloat16 vs[kStages<D> * kSmemTile<D>];  // [stage][64 keys][D] bf16
+template <int D, bool W>
+__device__ __forceinline__ void PipelinedKernelBody(const PrefixAttentionParams& p,
+                                                    FastDivmod group_div, FastDivmod kv_div) {
+  __shared__ __align__(kSwizzleAtom)
+      __nv_bfloat16 ks[kStages<D, W> * kSmemTile<D, W>];  // [stage][tile]
+  __shared__ __align__(kSwizzleAtom) __nv_bfloat16 vs[kStages<D, W> * kSmemTile<D, W>];
   __shared__ __align__(16) AttentionTile unit_tile[kUnitSlots];          // each unit's tile
   __shared__ __align__(16) KvLayers unit_ctx[kUnitSlots];  // its context entry (when ctx_len > 0)
   __shared__ int unit_id[kUnitSlots];                      // the unit
@@ -683,7 +854,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
                          : ctx > 0 ? LayerContextKv(p, tile, p.contexts[tile.ctx])
                                    : ContextKv{};
     const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
-    if (!kv0_ready) CopyKeyTile<D>(src, 0, base % kStages<D>, ks, vs);
+    if (!kv0_ready) CopyKeyTile<D, W>(src, 0, base % kStages<D, W>, ks, vs);
     uint32_t qf[D / 16][4];
     LoadQ<D>(p, tok, head, c, qf);
     RotateQ<D>(p.q_rotations, tok, c, qf);
@@ -697,7 +868,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
 
     bool next_kv0 = false;  // the next unit's key tile 0 copied (block-uniform)
     for (int kt = 0; kt < num_key_tiles; ++kt) {
-      AwaitKeyTile<D>(src, kt, num_key_tiles, base, ks, vs);
+      AwaitKeyTile<D, W>(src, kt, num_key_tiles, base, ks, vs);
       __syncthreads();
       const bool last_tile = kt + 1 == num_key_tiles;
       if (kt == 0 && threadIdx.x == 0) {
@@ -708,21 +879,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
           CopyAsyncCommit();
         }
       }
-      if (kStages<D> == 2 && last_tile && kt > 0) {
+      if (kStages<D, W> == 2 && last_tile && kt > 0) {
         // Past key tile 1's barrier, the next unit's tile and context entry are visible to all.
         const int next_unit = unit_id[next_slot];
         if (next_unit < num_units) {
           const AttentionTile& next = unit_tile[next_slot];
           const int next_index = kv_div.Div(next_unit);
-          CopyKeyTile<D>(UnitKeys<D>(p, next, LayerContextKv(p, next, unit_ctx[next_slot]),
-                                     kv_div.Mod(next_unit, next_index)),
-                         0, (base + kt + 1) % kStages<D>, ks, vs);
+          CopyKeyTile<D, W>(UnitKeys<D>(p, next, LayerContextKv(p, next, unit_ctx[next_slot]),
+                                        kv_div.Mod(next_unit, next_index)),
+                            0, (base + kt + 1) % kStages<D, W>, ks, vs);
           next_kv0 = true;
         }
       }
-      const int stage = (base + kt) % kStages<D>;
-      AttendKeyTile<D>(p, sm, qf, ks + stage * kSmemTile<D>, vs + stage * kSmemTile<D>, lane, c, kt,
-                       ctx, own_lo, num_keys, vis, m, l, o);
+      const int stage = (base + kt) % kStages<D, W>;
+      AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,
+                          lane, c, kt, ctx, own_lo, num_keys, vis, m, l, o);
       if (last_tile && threadIdx.x == 0) {
         // The next unit's tile and context entry land before the barrier that publishes them (its
         // key tile 0, when copied, may stay in flight).
@@ -742,25 +913,86 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   }
 }
 
+// The kernels. A wgmma kernel (W) compiled without sm_90a has an empty body, and so no shared
+// memory: how WgmmaBuilt tells.
+template <int D, bool W>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
+    PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
+  if constexpr (W && !kWgmmaDevice) {
+    __trap();
+  } else {
+    QueueKernelBody<D, W>(p, group_div, kv_div);
+  }
+}
+template <int D, bool W>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
+    PrefixAttentionPipelinedKernel(PrefixAttentionParams p, FastDivmod group_div,
+                                   FastDivmod kv_div) {
+  if constexpr (W && !kWgmmaDevice) {
+    __trap();
+  } else {
+    PipelinedKernelBody<D, W>(p, group_div, kv_div);
+  }
+}
+
+// wgmma kernels exist for D of 64 and 128 (whole 128-byte rows; wgmma's N for P V).
+constexpr bool WgmmaHeadDim(int d) { return d == 64 || d == 128; }
+
+template <int D, bool W>
+auto KernelOf(bool pipelined) {
+  return pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>;
+}
+
+// The current device is sm_90 and this build has the sm_90a code of D's wgmma kernels. Asked of
+// the driver once per D (a process drives one device).
+template <int D>
+bool WgmmaBuilt() {
+  static const bool built = [] {
+    int device = 0, major = 0, minor = 0;
+    cudaFuncAttributes attr{};
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+               cudaSuccess &&
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) ==
+               cudaSuccess &&
+           major == 9 && minor == 0 &&
+           cudaFuncGetAttributes(&attr, PrefixAttentionKernel<D, true>) == cudaSuccess &&
+           attr.sharedSizeBytes > 0;
+  }();
+  return built;
+}
+
 template <int D>
 cudaError_t Launch(const PrefixAttentionParams& p, cudaStream_t stream) {
   const FastDivmod group_div(p.num_q_heads / p.num_kv_heads), kv_div(p.num_kv_heads);
-  if (p.pipelined) {
-    PrefixAttentionPipelinedKernel<D><<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
+  if constexpr (WgmmaHeadDim(D)) {
+    if (p.wgmma) {
+      if (!WgmmaBuilt<D>()) return cudaErrorNotSupported;
+      KernelOf<D, true>(p.pipelined)<<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
+      return cudaGetLastError();
+    }
   } else {
-    PrefixAttentionKernel<D><<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
+    if (p.wgmma) return cudaErrorInvalidValue;
   }
+  KernelOf<D, false>(p.pipelined)<<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
   return cudaGetLastError();
 }
 
 template <int D>
-int ResidentBlocks(bool pipelined) {
+int ResidentBlocks(bool pipelined, bool wgmma) {
   int device = 0, sms = 0, per_sm = 0;
+  const void* kernel = nullptr;
+  if constexpr (WgmmaHeadDim(D)) {
+    if (wgmma && !WgmmaBuilt<D>()) return 0;
+    kernel = reinterpret_cast<const void*>(wgmma ? KernelOf<D, true>(pipelined)
+                                                 : KernelOf<D, false>(pipelined));
+  } else {
+    if (wgmma) return 0;
+    kernel = reinterpret_cast<const void*>(KernelOf<D, false>(pipelined));
+  }
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, pipelined ? PrefixAttentionPipelinedKernel<D> : PrefixAttentionKernel<D>,
-          kThreads, 0) != cudaSuccess) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess) {
     return 0;
   }
   return sms * per_sm;
@@ -797,9 +1029,14 @@ bool PrefixAttentionSupportsHeadDim(int head_dim) {
   return head_dim >= 16 && head_dim <= 128 && head_dim % 16 == 0;
 }
 
-int PrefixAttentionBlocks(int head_dim, bool pipelined) {
+bool PrefixAttentionSupportsWgmma(int head_dim) {
+  if (!WgmmaHeadDim(head_dim)) return false;
+  return head_dim == 64 ? WgmmaBuilt<64>() : WgmmaBuilt<128>();
+}
+
+int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma) {
   return DispatchHeadDim(
-      head_dim, [&](auto d) { return ResidentBlocks<decltype(d)::value>(pipelined); }, 0);
+      head_dim, [&](auto d) { return ResidentBlocks<decltype(d)::value>(pipelined, wgmma); }, 0);
 }
 
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream) {

@@ -54,21 +54,29 @@ struct PrefixAttentionParams {
   int blocks = 0;                        // persistent blocks, see PrefixAttentionBlocks
   bool pipelined = false;                // the pipelined kernel: the next work unit's loads under
                                          // the current one's (same units and math, same bits)
+  bool wgmma = false;                    // the MMAs on wgmma (either kernel; sm_90a, D 64 or 128,
+                                         // see PrefixAttentionSupportsWgmma): the same units,
+                                         // masks and softmax, fp32 sums in another order
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 
 // head_dim must be a multiple of 16 in 16..128.
 bool PrefixAttentionSupportsHeadDim(int head_dim);
 
+// The wgmma kernels run here: head_dim 64 or 128, the current device is sm_90 and this build has
+// sm_90a code.
+bool PrefixAttentionSupportsWgmma(int head_dim);
+
 // The number of blocks that are resident on the current device at once for `head_dim` (of the
-// pipelined kernel when `pipelined`): the grid a launch needs to keep the device busy, whatever the
-// number of work units. 0 on error.
-int PrefixAttentionBlocks(int head_dim, bool pipelined = false);
+// pipelined kernel when `pipelined`, on wgmma when `wgmma`): the grid a launch needs to keep the
+// device busy, whatever the number of work units. 0 on error or where the kernel cannot run.
+int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = false);
 
 // Grid (p.blocks), 128 threads; each block takes work units (tile, kv head) from the queue until
 // it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping, a scale that is not
 // positive, a negative softcap or window, or (pipelined: it copies them by cp.async) tiles or
-// contexts that are not 16-byte aligned.
+// contexts that are not 16-byte aligned, or wgmma at a head_dim other than 64 or 128;
+// cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is false otherwise.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream);
 
 }  // namespace rankd::kernels

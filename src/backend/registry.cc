@@ -64,7 +64,8 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
         std::pair{"RANKD_CUDA_GEMM_TUNE", &c.gemm_tune},
         std::pair{"RANKD_CUDA_FUSE_Q_ROPE", &c.fuse_q_rope},
         std::pair{"RANKD_CUDA_FUSE_K_ROPE", &c.fuse_k_rope},
-        std::pair{"RANKD_CUDA_ATTENTION_PIPELINE", &c.attention_pipeline}}) {
+        std::pair{"RANKD_CUDA_ATTENTION_PIPELINE", &c.attention_pipeline},
+        std::pair{"RANKD_CUDA_ATTENTION_WGMMA", &c.attention_wgmma}}) {
     if (absl::Status s = flag(name, value); !s.ok()) return s;
   }
   if (const char* v = getenv("RANKD_CUDA_OWN_GEMM"); v != nullptr) {
@@ -79,11 +80,13 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
   if (const char* v = getenv("RANKD_CUDA_OWN_GEMM_VARIANTS"); v != nullptr) {
     using OwnVariants = BackendOptions::CudaSwitches::OwnVariants;
     const std::string s(v);
-    if (s != "pingpong" && s != "all") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("RANKD_CUDA_OWN_GEMM_VARIANTS: '", s, "' is not pingpong or all"));
+    if (s != "pingpong" && s != "pingpong128" && s != "all") {
+      return absl::InvalidArgumentError(absl::StrCat("RANKD_CUDA_OWN_GEMM_VARIANTS: '", s,
+                                                     "' is not pingpong, pingpong128 or all"));
     }
-    c.own_gemm_variants = s == "all" ? OwnVariants::kAll : OwnVariants::kPingPong;
+    c.own_gemm_variants = s == "all"           ? OwnVariants::kAll
+                          : s == "pingpong128" ? OwnVariants::kPingPong128
+                                               : OwnVariants::kPingPong;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
   if (const char* v = getenv("RANKD_CUDA_FP8_LINEARS"); v != nullptr) {

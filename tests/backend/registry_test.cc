@@ -42,6 +42,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_FUSE_Q_ROPE", "0"},
                                                {"RANKD_CUDA_FUSE_K_ROPE", "1"},
                                                {"RANKD_CUDA_ATTENTION_PIPELINE", "1"},
+                                               {"RANKD_CUDA_ATTENTION_WGMMA", "1"},
                                                {"RANKD_CUDA_OWN_GEMM", "1"},
                                                {"RANKD_CUDA_OWN_GEMM_VARIANTS", "all"},
                                                {"RANKD_CUDA_FP8_LINEARS", "qkv, down"}}))
@@ -55,13 +56,20 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.fuse_q_rope);
   EXPECT_TRUE(o.cuda.fuse_k_rope);
   EXPECT_TRUE(o.cuda.attention_pipeline);
+  EXPECT_TRUE(o.cuda.attention_wgmma);
   EXPECT_EQ(o.cuda.own_gemm, BackendOptions::CudaSwitches::OwnGemm::kOn);
   EXPECT_EQ(o.cuda.own_gemm_variants, BackendOptions::CudaSwitches::OwnVariants::kAll);
-  // Not yet measured on a GPU: off, and ping-pong alone, unless set.
+  // Not yet measured on a GPU, or measured no faster: off unless set; the Hopper GEMM's ping-pong
+  // variants (128- and 64-row tiles), and 128-row tiles alone when asked for.
   EXPECT_FALSE(BackendOptions{}.cuda.fuse_k_rope);
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
+  EXPECT_FALSE(BackendOptions{}.cuda.attention_wgmma);
   EXPECT_EQ(BackendOptions{}.cuda.own_gemm_variants,
             BackendOptions::CudaSwitches::OwnVariants::kPingPong);
+  BackendOptions pp128;
+  ASSERT_TRUE(
+      ApplyBackendEnvironment(&pp128, Env({{"RANKD_CUDA_OWN_GEMM_VARIANTS", "pingpong128"}})).ok());
+  EXPECT_EQ(pp128.cuda.own_gemm_variants, BackendOptions::CudaSwitches::OwnVariants::kPingPong128);
   EXPECT_TRUE(o.cuda.fp8_linears.qkv);
   EXPECT_FALSE(o.cuda.fp8_linears.o_proj);
   EXPECT_FALSE(o.cuda.fp8_linears.gate_up);
@@ -104,8 +112,9 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("RANKD_CUDA_OWN_GEMM: 'yes' is not 0, 1 or auto"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_OWN_GEMM_VARIANTS", "some"}}));
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("RANKD_CUDA_OWN_GEMM_VARIANTS: 'some' is not pingpong or all"));
+  EXPECT_THAT(
+      std::string(s.message()),
+      HasSubstr("RANKD_CUDA_OWN_GEMM_VARIANTS: 'some' is not pingpong, pingpong128 or all"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_PROFILE_SKIP", "-1"}}));
   EXPECT_THAT(std::string(s.message()), HasSubstr("RANKD_CUDA_PROFILE_SKIP"));
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_FP8_LINEARS", "qkv,attention"}}));

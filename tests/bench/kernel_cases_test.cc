@@ -77,7 +77,7 @@ TEST(AttentionLayoutTest, IbpcEncodeIsOneCausalSegment) {
 
 TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   const std::vector<KernelCase> cases = KernelCases(k379m, KernelWorkload{}, false);
-  EXPECT_EQ(cases.size(), 17u);
+  EXPECT_EQ(cases.size(), 23u);
   // ids, bf16 table rows, fp32 output rows.
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kEmbeddingGather, "pass").bytes, 7500.0 * (4 + 2048 + 4096));
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRmsNorm, "pass").bytes, 7500.0 * 1024 * 6 + 2048);
@@ -106,6 +106,16 @@ TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   EXPECT_EQ(std::tie(piped.rows, piped.pass), std::tie(multi.rows, multi.pass));
   EXPECT_DOUBLE_EQ(piped.bytes, multi.bytes);
   EXPECT_DOUBLE_EQ(piped.flops, multi.flops);
+  EXPECT_FALSE(piped.attention_wgmma);
+  // Both again on wgmma (D 64), the same work.
+  for (const char* v : {"multi-item wgmma", "multi-item wgmma pipelined"}) {
+    const KernelCase& w = Find(cases, Kernel::kPrefixAttention, v);
+    EXPECT_TRUE(w.attention_wgmma) << v;
+    EXPECT_EQ(w.attention_pipelined, std::string(v).ends_with("pipelined")) << v;
+    EXPECT_EQ(std::tie(w.rows, w.pass), std::tie(multi.rows, multi.pass)) << v;
+    EXPECT_DOUBLE_EQ(w.bytes, multi.bytes) << v;
+    EXPECT_DOUBLE_EQ(w.flops, multi.flops) << v;
+  }
   EXPECT_DOUBLE_EQ(multi.bytes, 7550.0 * 2 * (2048 + 2048) + 7550.0 * 32 * 8 + 7550.0 * 4);
   EXPECT_DOUBLE_EQ(multi.flops, ibpc.flops + 4.0 * 64 * 16 * (50 * 51 / 2));
   const KernelCase& gather_x = Find(cases, Kernel::kGatherRows, "x (fp32 hidden)");
@@ -197,7 +207,7 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 48 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 17u + 9u + 3 * 48u + 3 * 48u);
+  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 48u + 3 * 48u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -216,7 +226,7 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(o->json_path, "out.json");
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  ASSERT_EQ(cases->size(), 6u);
+  ASSERT_EQ(cases->size(), 12u);  // 3 passes x (queue, pipelined) x (mma.sync, wgmma)
   for (const KernelCase& c : *cases) {
     EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
     EXPECT_EQ(c.shape.name, "qwen3-0.6b");

@@ -153,11 +153,15 @@ struct BackendOptions {
     // work unit's loads under the current one's work; the same scores bit for bit). Off until an
     // H200 A/B has measured it.
     bool attention_pipeline = false;
+    // RANKD_CUDA_ATTENTION_WGMMA=1: attention's MMAs on wgmma (sm_90a, heads of 64 or 128; the
+    // same work units, masks and softmax, fp32 sums in another order). Elsewhere the mma.sync
+    // kernel runs, with a warning. Off until an H200 A/B has measured it.
+    bool attention_wgmma = false;
     // RANKD_CUDA_OWN_GEMM_VARIANTS: the Hopper GEMM variants that RANKD_CUDA_OWN_GEMM=auto times
-    // against cuBLASLt per layer shape: "pingpong" (the default) or "all" (ping-pong on 128- and
-    // 64-row tiles, cooperative and tall, each but the 64-row one alone and in clusters of 2 CTAs).
-    // The default stays until an H200 A/B has measured "all".
-    enum class OwnVariants { kPingPong, kAll };
+    // against cuBLASLt per layer shape: "pingpong" (the default: ping-pong on 128- and on 64-row
+    // tiles), "pingpong128" (128-row tiles alone, the default before 2026-12-06) or "all" (those,
+    // cooperative and tall, each but the 64-row one alone and in clusters of 2 CTAs).
+    enum class OwnVariants { kPingPong128, kPingPong, kAll };
     OwnVariants own_gemm_variants = OwnVariants::kPingPong;
     // RANKD_CUDA_OWN_GEMM: which GEMM runs the bf16 linear layers on sm_90a. rankd's Hopper GEMM
     // (kernels/hopper_gemm: SwiGLU/GeGLU fused into gate_up, the residual adds into o_proj and

@@ -188,10 +188,11 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   // launch, e.g. no cluster of 2 fits) is left out; any other error is the pass's.
   kernels::HopperGemmPlan plans[kNumOwnVariants];
   bool runs[kNumOwnVariants] = {};
-  const int variants =
-      switches_.own_gemm_variants == backend::BackendOptions::CudaSwitches::OwnVariants::kAll
-          ? kNumOwnVariants
-          : 1;
+  // The first variants of kOwnVariants: ping-pong (128-row tiles), ping-pong 64, then the rest.
+  using OwnVariants = backend::BackendOptions::CudaSwitches::OwnVariants;
+  const int variants = switches_.own_gemm_variants == OwnVariants::kAll        ? kNumOwnVariants
+                       : switches_.own_gemm_variants == OwnVariants::kPingPong ? 2
+                                                                               : 1;
   for (int v = 0; v < variants; ++v) {
     cudaError_t e = MakeOwnPlan(x, w, scratch, rows, in, out, epilogue,
                                 {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster}, &plans[v]);
@@ -261,8 +262,16 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
-  attention_blocks_ =
-      kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline);
+  attention_wgmma_ =
+      switches_.attention_wgmma && kernels::PrefixAttentionSupportsWgmma(config_.head_dim);
+  if (switches_.attention_wgmma && !attention_wgmma_) {
+    spdlog::warn(
+        "RANKD_CUDA_ATTENTION_WGMMA=1: attention on wgmma needs sm_90a code on an sm_90 device and "
+        "heads of 64 or 128 (this model's: {}); the mma.sync kernel runs",
+        config_.head_dim);
+  }
+  attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
+                                                     attention_wgmma_);
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
   k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && own_use_ != OwnUse::kNever &&
                     (config_.head_dim == 64 || config_.head_dim == 128);
@@ -398,6 +407,12 @@ const char* OwnGemmName(backend::BackendOptions::CudaSwitches::OwnGemm o) {
   return o == OwnGemm::kAuto ? "auto" : o == OwnGemm::kOn ? "1" : "0";
 }
 
+// RANKD_CUDA_OWN_GEMM_VARIANTS's value for `v`.
+const char* OwnVariantsName(backend::BackendOptions::CudaSwitches::OwnVariants v) {
+  using OwnVariants = backend::BackendOptions::CudaSwitches::OwnVariants;
+  return v == OwnVariants::kAll ? "all" : v == OwnVariants::kPingPong ? "pingpong" : "pingpong128";
+}
+
 absl::StatusOr<Precision> ParsePrecision(absl::string_view s) {
   if (s == backend::kPrecisionBf16) return Precision::kBf16;
   if (s == backend::kPrecisionFp8) return Precision::kFp8;
@@ -484,14 +499,13 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   spdlog::info(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
-      "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, own_gemm {} ({}, variants {}){}",
+      "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, attention_wgmma {}, own_gemm {} ({}, "
+      "variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
-      sw.attention_pipeline, OwnGemmName(sw.own_gemm),
-      backend->own_gemm() ? "may run" : "not in use",
-      sw.own_gemm_variants == backend::BackendOptions::CudaSwitches::OwnVariants::kAll ? "all"
-                                                                                       : "pingpong",
+      sw.attention_pipeline, sw.attention_wgmma, OwnGemmName(sw.own_gemm),
+      backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8 ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears))
                                    : "");
   return backend;

@@ -118,6 +118,7 @@ class CudaBackend final : public backend::Backend {
     s.own_gemm = own_gemm();
     s.k_rope_in_gemm = k_rope_in_gemm_;
     s.attention_pipelined = switches_.attention_pipeline;
+    s.attention_wgmma = attention_wgmma_;
     return s;
   }
 
@@ -193,6 +194,7 @@ class CudaBackend final : public backend::Backend {
   // ctx_->mu()).
   PassPlan plan_;
   int attention_blocks_ = 0;  // persistent grid of the attention kernel
+  bool attention_wgmma_ = false;  // attention on wgmma (switch on, device and heads take it)
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
   bool q_rope_in_attention_ = false;

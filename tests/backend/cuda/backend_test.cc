@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/hopper_gemm.cuh"
+#include "kernels/prefix_attention.cuh"
 #include "nlohmann/json.hpp"
 #include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/backend/registry.h"
@@ -893,6 +894,96 @@ INSTANTIATE_TEST_SUITE_P(AllModels, CudaRandomTest,
                          [](const auto& info) { return Name(info.param); });
 
 #ifdef RANKD_TEST_MAKE_MODEL
+// A random Llama of a rankd-bench make-model preset (tiny-h64, tiny-h128: heads of 64 and 128
+// dims) in a temporary folder; "" (with a test failure) when it cannot be made.
+std::string MakePresetModel(const std::string& preset, test_util::Rng& rng) {
+  const std::string dir = ::testing::TempDir() + "/rankd-" + preset;
+  std::vector<std::string> args = {"rankd-bench",
+                                   "make-model",
+                                   "--preset",
+                                   preset,
+                                   "--out",
+                                   dir,
+                                   "--tokenizer-from",
+                                   rankd::testing::ModelDir("llama-cls"),
+                                   "--seed",
+                                   std::to_string(rng.Int(1, 1 << 30))};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  const int rc = rankd::bench::RunMakeModel(static_cast<int>(argv.size()), argv.data(), 2);
+  EXPECT_EQ(rc, 0) << "make-model " << preset;
+  return rc == 0 ? dir : "";
+}
+
+// A random prefix (1-90 tokens) and 17 random items (1-150 tokens) for the model in `dir`.
+void MakePresetInputs(const std::string& dir, test_util::Rng& rng, std::vector<int32_t>* prefix,
+                      ItemBatch* batch) {
+  auto config = model::ModelConfig::FromHfDir(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  prefix->resize(rng.Int(1, 90));
+  for (int32_t& id : *prefix) id = rng.Int(0, config->vocab_size - 1);
+  for (int i = 0; i < 17; ++i) {
+    std::vector<int32_t> ids(rng.Int(1, 150));
+    for (int32_t& id : ids) id = rng.Int(0, config->vocab_size - 1);
+    batch->AddIds(ids);
+  }
+}
+
+// Attention on wgmma (RANKD_CUDA_ATTENTION_WGMMA=1), queue and pipelined kernels, on random Llamas
+// with heads of 64 and 128: in both strategies, graphs on (a replay gives the first pass's bits),
+// within kVsCpu of the CPU backend and within kWgmmaVsMma of the mma.sync kernel (fp32 sums in
+// another order, then bf16 roundings through the layers). GEMM tuning and the Hopper GEMM's timed
+// choice are off, so that both backends run the same GEMMs. Skips where wgmma cannot run.
+TEST(CudaAttentionWgmmaTest, ScoresAsTheCpuAndAsTheMmaKernel) {
+  RANKD_SKIP_WITHOUT_GPU();
+  if (!kernels::PrefixAttentionSupportsWgmma(64)) GTEST_SKIP() << "no wgmma attention here";
+  constexpr double kWgmmaVsMma = 1e-2;
+  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
+  ScopedEnv no_own("RANKD_CUDA_OWN_GEMM", "0");
+  test_util::Rng rng;
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  for (const char* preset : {"tiny-h64", "tiny-h128"}) {
+    SCOPED_TRACE(preset);
+    const std::string dir = MakePresetModel(preset, rng);
+    ASSERT_FALSE(dir.empty());
+    std::vector<int32_t> prefix;
+    ItemBatch batch;
+    ASSERT_NO_FATAL_FAILURE(MakePresetInputs(dir, rng, &prefix, &batch));
+    auto cpu = MakeBackend(dir, "classifier:0", "cpu", "ibpc");
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const std::vector<float> ref = Score(**cpu, prefix, batch);
+    for (const std::string& strategy : kStrategies) {
+      SCOPED_TRACE(strategy);
+      std::vector<float> mma;
+      for (const char* wgmma : {"0", "1"}) {
+        for (const char* pipelined : {"0", "1"}) {
+          SCOPED_TRACE(::testing::Message() << "wgmma " << wgmma << ", pipelined " << pipelined);
+          ScopedEnv w("RANKD_CUDA_ATTENTION_WGMMA", wgmma);
+          ScopedEnv pl("RANKD_CUDA_ATTENTION_PIPELINE", pipelined);
+          auto b = MakeBackend(dir, "classifier:0", "cuda", strategy);
+          ASSERT_TRUE(b.ok()) << b.status();
+          const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+          ASSERT_TRUE(stats.has_value());
+          EXPECT_EQ(stats->attention_wgmma, wgmma[0] == '1');
+          const std::vector<float> got = Score(**b, prefix, batch);
+          EXPECT_EQ(Score(**b, prefix, batch), got) << "graph replay";
+          EXPECT_LT(test_util::RelNormError(got, ref), kVsCpu) << "vs the CPU backend";
+          if (mma.empty()) {
+            mma = got;
+          } else {
+            EXPECT_LT(test_util::RelNormError(got, mma), kWgmmaVsMma) << "vs the mma.sync kernel";
+          }
+        }
+      }
+    }
+  }
+  // Heads of 16 (llama-cls): no wgmma kernel; the switch leaves the mma.sync kernel in place.
+  ScopedEnv w("RANKD_CUDA_ATTENTION_WGMMA", "1");
+  auto b = MakeBackend(rankd::testing::ModelDir("llama-cls"), "classifier:0", "cuda", "ibpc");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(cuda::GetCudaBackendStats(**b)->attention_wgmma);
+}
+
 // RoPE of k in the qkv GEMM's epilogue (the Hopper GEMM's kStoreBf16Rope), on random Llamas with
 // the heads it takes (64 and 128 dims, from rankd-bench make-model): with the Hopper GEMM on every
 // layer (RANKD_CUDA_OWN_GEMM=1), the fused pass scores bit for bit as the unfused one
@@ -905,31 +996,11 @@ TEST(CudaKRopeInGemmTest, FusedScoresAsUnfusedAndAsTheCpu) {
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   for (const char* preset : {"tiny-h64", "tiny-h128"}) {
     SCOPED_TRACE(preset);
-    const std::string dir = ::testing::TempDir() + "/rankd-" + preset;
-    const std::string tok = rankd::testing::ModelDir("llama-cls");
-    std::vector<std::string> args = {"rankd-bench",
-                                     "make-model",
-                                     "--preset",
-                                     preset,
-                                     "--out",
-                                     dir,
-                                     "--tokenizer-from",
-                                     tok,
-                                     "--seed",
-                                     std::to_string(rng.Int(1, 1 << 30))};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    ASSERT_EQ(rankd::bench::RunMakeModel(static_cast<int>(argv.size()), argv.data(), 2), 0);
-    auto config = model::ModelConfig::FromHfDir(dir);
-    ASSERT_TRUE(config.ok()) << config.status();
-    std::vector<int32_t> prefix(rng.Int(1, 90));
-    for (int32_t& id : prefix) id = rng.Int(0, config->vocab_size - 1);
+    const std::string dir = MakePresetModel(preset, rng);
+    ASSERT_FALSE(dir.empty());
+    std::vector<int32_t> prefix;
     ItemBatch batch;
-    for (int i = 0; i < 17; ++i) {
-      std::vector<int32_t> ids(rng.Int(1, 150));
-      for (int32_t& id : ids) id = rng.Int(0, config->vocab_size - 1);
-      batch.AddIds(ids);
-    }
+    ASSERT_NO_FATAL_FAILURE(MakePresetInputs(dir, rng, &prefix, &batch));
     auto cpu = MakeBackend(dir, "classifier:0", "cpu", "ibpc");
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     const std::vector<float> ref = Score(**cpu, prefix, batch);

@@ -197,6 +197,34 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
     EXPECT_EQ(FromBf16(d_out.Download()), got) << "pipelined kernel";
   }
+  // The wgmma kernels (where the device and build have them, at D 64 and 128): the same units,
+  // masks and softmax with fp32 sums in another order, so within kAttention of the reference and
+  // within bf16 roundings of the mma.sync kernel; the pipelined one gives the queue one's bits, and
+  // q rotated as it is loaded the same bits as QkvRope's q.
+  std::vector<float> wgmma_got;
+  if (kernels::PrefixAttentionSupportsWgmma(c.D)) {
+    for (const bool pipelined : {false, true}) {
+      kernels::PrefixAttentionParams pw = p;
+      pw.wgmma = true;
+      pw.pipelined = pipelined;
+      pw.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, pipelined, true);
+      ASSERT_GT(pw.blocks, 0);
+      d_counter.Upload(std::vector<int32_t>{0});
+      d_out.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(pw, nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<float> w = FromBf16(d_out.Download());
+      if (!pipelined) {
+        EXPECT_LT(RelNormError(w, ref), kAttention) << "wgmma kernel";
+        EXPECT_LT(RelNormError(w, got), kOneRounding) << "wgmma kernel vs mma.sync";
+        wgmma_got = w;
+      } else {
+        EXPECT_EQ(w, wgmma_got) << "wgmma pipelined kernel";
+      }
+    }
+  } else {
+    EXPECT_EQ(kernels::PrefixAttentionBlocks(c.D, false, true), 0) << "no wgmma kernel to size";
+  }
   if (c.rope) {
     // Unrotated q, rotated as it is loaded: the same bits as attention over QkvRope's q. (k and v
     // of d_raw_q equal d_wide's bit for bit, so K/V keep coming from d_wide.)
@@ -211,6 +239,16 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
       RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
       EXPECT_EQ(FromBf16(d_out.Download()), got)
           << "q rotated in attention" << (pipelined ? ", pipelined kernel" : "");
+    }
+    if (!wgmma_got.empty()) {
+      p.wgmma = true;
+      p.pipelined = false;
+      p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, false, true);
+      d_counter.Upload(std::vector<int32_t>{0});
+      d_out.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_EQ(FromBf16(d_out.Download()), wgmma_got) << "q rotated in attention, wgmma kernel";
     }
   }
 }
@@ -325,6 +363,15 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   p.num_kv_heads = 4;
   p.head_dim = 40;
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
+  // wgmma kernels exist at D 64 and 128 only.
+  p.wgmma = true;
+  for (const int d : {16, 48, 96}) {
+    p.head_dim = d;
+    EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "wgmma D " << d;
+    EXPECT_FALSE(kernels::PrefixAttentionSupportsWgmma(d));
+    EXPECT_EQ(kernels::PrefixAttentionBlocks(d, false, true), 0);
+  }
+  p.wgmma = false;
   p.head_dim = 64;
   p.num_kv_heads = 3;  // 4 query heads do not group over 3
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);

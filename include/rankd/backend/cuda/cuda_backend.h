@@ -57,6 +57,9 @@ struct CudaBackendStats {
   bool k_rope_in_gemm = false;
   // Attention runs its pipelined kernel (RANKD_CUDA_ATTENTION_PIPELINE).
   bool attention_pipelined = false;
+  // Attention runs on wgmma (RANKD_CUDA_ATTENTION_WGMMA, where the device, build and heads take
+  // it).
+  bool attention_wgmma = false;
 };
 
 // The stats of `backend` if it is a CUDA backend.
