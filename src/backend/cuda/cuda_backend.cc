@@ -265,9 +265,9 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   attention_wgmma_ =
       switches_.attention_wgmma && kernels::PrefixAttentionSupportsWgmma(config_.head_dim);
   if (switches_.attention_wgmma && !attention_wgmma_) {
-    spdlog::warn(
-        "RANKD_CUDA_ATTENTION_WGMMA=1: attention on wgmma needs sm_90a code on an sm_90 device and "
-        "heads of 64 or 128 (this model's: {}); the mma.sync kernel runs",
+    spdlog::info(
+        "cuda backend: attention on wgmma needs sm_90a code on an sm_90 device and heads of 64 or "
+        "128 (this model's: {}); the mma.sync kernel runs",
         config_.head_dim);
   }
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
