@@ -895,38 +895,38 @@ INSTANTIATE_TEST_SUITE_P(AllModels, CudaRandomTest,
 
 #ifdef RANKD_TEST_MAKE_MODEL
 // A random Llama of a rankd-bench make-model preset (tiny-h64, tiny-h128: heads of 64 and 128
-// dims) in a temporary folder; "" (with a test failure) when it cannot be made.
-std::string MakePresetModel(const std::string& preset, test_util::Rng& rng) {
-  const std::string dir = ::testing::TempDir() + "/rankd-" + preset;
-  std::vector<std::string> args = {"rankd-bench",
-                                   "make-model",
-                                   "--preset",
-                                   preset,
-                                   "--out",
-                                   dir,
-                                   "--tokenizer-from",
-                                   rankd::testing::ModelDir("llama-cls"),
-                                   "--seed",
-                                   std::to_string(rng.Int(1, 1 << 30))};
+// dims) in a temporary folder, a random prefix (1-90 tokens), 17 random items (1-150 tokens) and
+// the CPU backend's scores of them.
+struct PresetCase {
+  std::string dir;
+  std::vector<int32_t> prefix;
+  ItemBatch batch;
+  std::vector<float> ref;
+};
+
+void MakePresetCase(const std::string& preset, test_util::Rng& rng, PresetCase* c) {
+  c->dir = ::testing::TempDir() + "/rankd-" + preset;
+  std::vector<std::string> args = {"rankd-bench",    "make-model",
+                                   "--preset",       preset,
+                                   "--out",          c->dir,
+                                   "--tokenizer-from", rankd::testing::ModelDir("llama-cls"),
+                                   "--seed",         std::to_string(rng.Int(1, 1 << 30))};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
-  const int rc = rankd::bench::RunMakeModel(static_cast<int>(argv.size()), argv.data(), 2);
-  EXPECT_EQ(rc, 0) << "make-model " << preset;
-  return rc == 0 ? dir : "";
-}
-
-// A random prefix (1-90 tokens) and 17 random items (1-150 tokens) for the model in `dir`.
-void MakePresetInputs(const std::string& dir, test_util::Rng& rng, std::vector<int32_t>* prefix,
-                      ItemBatch* batch) {
-  auto config = model::ModelConfig::FromHfDir(dir);
+  ASSERT_EQ(rankd::bench::RunMakeModel(static_cast<int>(argv.size()), argv.data(), 2), 0)
+      << "make-model " << preset;
+  auto config = model::ModelConfig::FromHfDir(c->dir);
   ASSERT_TRUE(config.ok()) << config.status();
-  prefix->resize(rng.Int(1, 90));
-  for (int32_t& id : *prefix) id = rng.Int(0, config->vocab_size - 1);
+  c->prefix.resize(rng.Int(1, 90));
+  for (int32_t& id : c->prefix) id = rng.Int(0, config->vocab_size - 1);
   for (int i = 0; i < 17; ++i) {
     std::vector<int32_t> ids(rng.Int(1, 150));
     for (int32_t& id : ids) id = rng.Int(0, config->vocab_size - 1);
-    batch->AddIds(ids);
+    c->batch.AddIds(ids);
   }
+  auto cpu = MakeBackend(c->dir, "classifier:0", "cpu", "ibpc");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  c->ref = Score(**cpu, c->prefix, c->batch);
 }
 
 // Attention on wgmma (RANKD_CUDA_ATTENTION_WGMMA=1), queue and pipelined kernels, on random Llamas
@@ -944,14 +944,9 @@ TEST(CudaAttentionWgmmaTest, ScoresAsTheCpuAndAsTheMmaKernel) {
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   for (const char* preset : {"tiny-h64", "tiny-h128"}) {
     SCOPED_TRACE(preset);
-    const std::string dir = MakePresetModel(preset, rng);
-    ASSERT_FALSE(dir.empty());
-    std::vector<int32_t> prefix;
-    ItemBatch batch;
-    ASSERT_NO_FATAL_FAILURE(MakePresetInputs(dir, rng, &prefix, &batch));
-    auto cpu = MakeBackend(dir, "classifier:0", "cpu", "ibpc");
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    const std::vector<float> ref = Score(**cpu, prefix, batch);
+    PresetCase pc;
+    ASSERT_NO_FATAL_FAILURE(MakePresetCase(preset, rng, &pc));
+    const auto& [dir, prefix, batch, ref] = pc;
     for (const std::string& strategy : kStrategies) {
       SCOPED_TRACE(strategy);
       std::vector<float> mma;
@@ -996,14 +991,9 @@ TEST(CudaKRopeInGemmTest, FusedScoresAsUnfusedAndAsTheCpu) {
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   for (const char* preset : {"tiny-h64", "tiny-h128"}) {
     SCOPED_TRACE(preset);
-    const std::string dir = MakePresetModel(preset, rng);
-    ASSERT_FALSE(dir.empty());
-    std::vector<int32_t> prefix;
-    ItemBatch batch;
-    ASSERT_NO_FATAL_FAILURE(MakePresetInputs(dir, rng, &prefix, &batch));
-    auto cpu = MakeBackend(dir, "classifier:0", "cpu", "ibpc");
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    const std::vector<float> ref = Score(**cpu, prefix, batch);
+    PresetCase pc;
+    ASSERT_NO_FATAL_FAILURE(MakePresetCase(preset, rng, &pc));
+    const auto& [dir, prefix, batch, ref] = pc;
     ScopedEnv own("RANKD_CUDA_OWN_GEMM", "1");
     for (const std::string& strategy : kStrategies) {
       SCOPED_TRACE(strategy);
