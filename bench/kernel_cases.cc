@@ -205,7 +205,6 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
             {GemmImpl::kOwn, 128, GemmSchedule::kTall, 1, "tall"},
             {GemmImpl::kOwn, 128, GemmSchedule::kTall, 2, "tallc2"},
             {GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, 1, ""}}) {
-        if (layer == GemmLayer::kGateUp && tile_n == 256) continue;  // gated: 128 only
         KernelCase c;
         c.kernel = Kernel::kGemm;
         c.shape = s;
@@ -241,6 +240,9 @@ void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o) {
   flags.Int("seed", &o->seed, "random seed of the inputs");
   flags.Bool("flush-l2", &o->flush_l2, "overwrite L2 before each timed launch (cold inputs)");
   flags.Double("peak-tflops", &o->peak_tflops, "bf16 peak of the device, for the fraction");
+  flags.Int("gemm-group", &o->gemm_group,
+            "the own GEMMs' raster group in row tiles (0: row tiles fastest over the whole "
+            "output; -1: each plan's choice, as the engine runs it)");
   flags.String("json", &o->json_path, "also write the results as JSON to this file");
 }
 
@@ -249,6 +251,7 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
       {{"tq", o.workload.tq}, {"ti", o.workload.ti}, {"ni", o.workload.ni}, {"iters", o.iters}},
       1));
   RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"warmup", o.warmup}}, 0));
+  RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"gemm-group", o.gemm_group}}, -1));
   std::vector<KernelCase> cases;
   const std::vector<int> gemm_rows = {PassRows(o.workload), kGemmSmallRows, kGemmEmbeddingRows};
   auto append = [&cases](std::vector<KernelCase> more) {
@@ -274,6 +277,7 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
   if (cases.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--filter '", o.filter, "' matches no kernel"));
   }
+  for (KernelCase& c : cases) c.gemm_group = o.gemm_group;
   return cases;
 }
 
@@ -301,7 +305,10 @@ std::string DescribeCase(const KernelCase& c) {
     case Kernel::kScoreHead:
       return absl::StrCat(rows, " H=", s.hidden, " head_rows=", s.head_rows);
     case Kernel::kGemm:
-      return absl::StrCat(rows, " N=", c.gemm_n, " K=", c.gemm_k);
+      return absl::StrCat(rows, " N=", c.gemm_n, " K=", c.gemm_k,
+                          c.gemm_impl == GemmImpl::kOwn && c.gemm_group >= 0
+                              ? absl::StrCat(" group=", c.gemm_group)
+                              : "");
   }
   return rows;
 }

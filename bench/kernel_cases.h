@@ -106,6 +106,7 @@ struct KernelCase {
   int gemm_tile_n = 0;                                      // own: 128 or 256
   GemmSchedule gemm_schedule = GemmSchedule::kCooperative;  // own
   int gemm_cluster = 1;  // own: CTAs a cluster, 1 or 2 (W's tile multicast to both)
+  int gemm_group = -1;   // own: HopperGemmPlan::group; -1: the plan's own choice
   double bytes = 0, flops = 0;
 };
 
@@ -137,13 +138,16 @@ struct KernelsBenchOptions {
   int device = 0, seed = 1;
   bool flush_l2 = true;  // write a buffer larger than L2 before each timed launch
   double peak_tflops = 790;
+  // The own GEMMs' raster group (HopperGemmPlan::group) for every GEMM case; -1: each plan's own.
+  int gemm_group = -1;
   std::string json_path;
 };
 
 void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o);
 
 // The cases `o` selects; InvalidArgument naming the flag for an unknown shape, a workload below 1
-// token, iters below 1, warmup below 0, or a filter that selects nothing.
+// token, iters below 1, warmup or gemm-group below their least (0, -1), or a filter that selects
+// nothing.
 absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOptions& o);
 
 // The launch shape in words, for the table ("T=7500 H=1024").

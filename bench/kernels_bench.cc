@@ -195,6 +195,7 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
         : c.gemm_schedule == GemmSchedule::kTall ? kernels::HopperSchedule::kCooperativeTall
                                                  : kernels::HopperSchedule::kCooperative,
         c.gemm_cluster);
+    if (c.gemm_group >= 0) plan.group = c.gemm_group;
     if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {
       const int q = c.shape.q_width();
       err =

@@ -1,6 +1,7 @@
 // The Hopper GEMM of hopper_gemm.cuh. One CTA of 3 warpgroups per SM, persistent over the
 // output tiles of 128 x BN (tile t = blockIdx.x + i * gridDim.x for i = 0, 1, ...; M tiles
-// fastest, so that CTAs running at the same time share W's tile in L2). In clusters of CM = 2
+// fastest, so that CTAs running at the same time share W's tile in L2, within raster groups of
+// rows where X is too large to stay in L2: UnitTile). In clusters of CM = 2
 // CTAs the unit of work is a pair of vertically adjacent tiles (one per CTA, the same W tile):
 //   warpgroup 0, the producer: one thread issues, per K block of 64, the TMA loads of X's
 //     [128 x 64] and W's [BN x 64] tiles into stage s of a Cfg::kStages ring (128-byte swizzle),
@@ -300,6 +301,15 @@ __device__ __forceinline__ void Wgmma(float (&d)[128], uint64_t desc_a, uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+// The gated epilogues' column groups (8 columns, the fragment's d[4g .. 4g + 3]): output group j
+// of a block (BN / 2 outputs) is gate group GatedGroup(j) of the accumulators, its up group 8
+// later (kHopperGluHalf / 8): the interleaved weight's 128-row blocks hold 64 gate rows, then
+// 64 up rows, and a block of BN = 256 holds two.
+__device__ __forceinline__ constexpr int GatedGroup(int j) {
+  constexpr int kHalfGroups = kHopperGluHalf / 8;
+  return j / kHalfGroups * 2 * kHalfGroups + j % kHalfGroups;
+}
+
 template <HopperEpilogue E>
 __device__ __forceinline__ float Gated(float gate, float up) {
   // Rounded to bf16 first: the unfused path's gate_up is a bf16 tensor.
@@ -446,15 +456,18 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM>::kHalves][
           const int byte = (8 * j + 2 * (l % 4)) % kColsPerBox * C::kOutBytes;  // in the box row
           uint8_t* p = buf + (box % C::kBoxesPerRound) * C::kBoxBytes + r * 128 +
                        16 * ((byte / 16) ^ (r % 8)) + byte % 16;
-          const int q = 4 * j + 2 * h;
           if constexpr (C::kF32Out) {
+            const int q = 4 * j + 2 * h;
             *reinterpret_cast<float2*>(p) = make_float2(d[hf][q], d[hf][q + 1]);
           } else if constexpr (IsGated(E)) {
-            // d[q] (gate) and d[q + BN/4] (up) are the same row and output column.
-            *reinterpret_cast<__nv_bfloat162*>(p) =
-                __floats2bfloat162_rn(Gated<E>(d[hf][q], d[hf][q + BN / 4]),
-                                      Gated<E>(d[hf][q + 1], d[hf][q + 1 + BN / 4]));
+            // Output group j is gate group g of the block's 128-column interleave block j / 8
+            // (GatedGroup); d[q] (gate) and d[q + kUp] (up) are the same row and output column.
+            const int q = 4 * GatedGroup(j) + 2 * h;
+            constexpr int kUp = 4 * (kHopperGluHalf / 8);
+            *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(
+                Gated<E>(d[hf][q], d[hf][q + kUp]), Gated<E>(d[hf][q + 1], d[hf][q + 1 + kUp]));
           } else {
+            const int q = 4 * j + 2 * h;
             *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(d[hf][q], d[hf][q + 1]);
           }
         }
@@ -474,6 +487,19 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM>::kHalves][
   }
 }
 
+// The raster (HopperGemmPlan::group): unit u's cluster row tile `mc` and column tile `tn`, in
+// groups of `group` cluster rows (the last group may have fewer), row tiles fastest within a
+// group. group >= num_mc: row tiles fastest over the whole output.
+__device__ __forceinline__ void UnitTile(int u, int num_mc, int num_n, int group, int& mc,
+                                         int& tn) {
+  const int per_group = group * num_n;
+  const int g = u / per_group, v = u - g * per_group;
+  const int base = g * group;
+  const int rows = min(group, num_mc - base);
+  mc = base + v % rows;
+  tn = v / rows;
+}
+
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
@@ -481,7 +507,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const HopperRope rope, int m, int n,
-                     int k) {
+                     int k, int group) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM>;
   constexpr bool kPingPong = C::kPingPong;
@@ -502,6 +528,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int rank = CM == 1 ? 0 : static_cast<int>(ClusterRank());
   const int cluster = blockIdx.x / CM, clusters = gridDim.x / CM;
   const int num_mc = (num_m + CM - 1) / CM, num_units = num_mc * num_n;
+  if (group <= 0 || group > num_mc) group = num_mc;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
@@ -524,7 +551,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
     int it = 0;
     for (int u = cluster; u < num_units; u += clusters) {
-      const int tm = CM * (u % num_mc) + rank, tn = u / num_mc;
+      int mc, tn;
+      UnitTile(u, num_mc, num_n, group, mc, tn);
+      const int tm = CM * mc + rank;
       for (int kb = 0; kb < num_k; ++kb, ++it) {
         const int s = it % C::kStages;
         MbarWait(empty_base + 8 * s, ((it / C::kStages) & 1) ^ 1);
@@ -571,8 +600,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   for (int i = first; cluster + i * clusters < num_units; i += step) {
-    const int u = cluster + i * clusters;
-    const int tm = CM * (u % num_mc) + rank, tn = u / num_mc;
+    int mc, tn;
+    UnitTile(cluster + i * clusters, num_mc, num_n, group, mc, tn);
+    const int tm = CM * mc + rank;
     // The ring position of the tile's first K block: the CTA's tiles before it, whole.
     int it = i * num_k;
 #pragma unroll
@@ -623,7 +653,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Not built for sm_90a: this static shared memory (the sm_90a body has none) is the marker that
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
-  reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] = m + n + k + rope.head_dim;
+  reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] = m + n + k + group + rope.head_dim;
 #endif
 }
 
@@ -730,7 +760,7 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
   config.attrs = cluster_attr;
   config.numAttrs = CM > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, plan.x_map, plan.w_map, plan.y_map, plan.rope, plan.m,
-                            plan.n, plan.k);
+                            plan.n, plan.k, plan.group);
 }
 
 template <HopperEpilogue E, int BN, HopperSchedule S>
@@ -752,12 +782,8 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, cudaStream_t stream)
     default:
       break;
   }
-  if constexpr (IsGated(E)) {
-    return LaunchCluster<E, kHopperGluTileN, kCoop>(plan, sms, stream);
-  } else {
-    return plan.tile_n == 256 ? LaunchCluster<E, 256, kCoop>(plan, sms, stream)
-                              : LaunchCluster<E, 128, kCoop>(plan, sms, stream);
-  }
+  return plan.tile_n == 256 ? LaunchCluster<E, 256, kCoop>(plan, sms, stream)
+                            : LaunchCluster<E, 128, kCoop>(plan, sms, stream);
 }
 
 // The current device's SM count, cudaErrorNotSupported unless it is sm_90.
@@ -791,7 +817,7 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
       (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
       (cluster != 0 && cluster != 1 && cluster != 2) ||
       (schedule == HopperSchedule::kPingPongShort && cluster == 2) ||
-      (gated && (n % kHopperGluTileN != 0 || (tile_n != 0 && tile_n != kHopperGluTileN)))) {
+      (gated && n % kHopperGluTileN != 0)) {
     return cudaErrorInvalidValue;
   }
   int sms = 0;
@@ -804,9 +830,7 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
     const int64_t waves128 = (Tiles(m, n, tile_m, 128) + sms - 1) / sms;
     const int64_t waves256 = (Tiles(m, n, tile_m, 256) + sms - 1) / sms;
     tile_n =
-        !gated && schedule == HopperSchedule::kCooperative && waves256 * kTile256Cost < waves128
-            ? 256
-            : 128;
+        schedule == HopperSchedule::kCooperative && waves256 * kTile256Cost < waves128 ? 256 : 128;
   }
   plan->m = m;
   plan->n = n;
@@ -817,6 +841,13 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   plan->tile_n = tile_n;
   plan->schedule = schedule;
   plan->cluster = cluster;
+  int device = 0, l2_bytes = 0;
+  if ((e = cudaGetDevice(&device)) != cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device)) != cudaSuccess) {
+    return e;
+  }
+  plan->group = HopperRasterGroup(m, n, k, cluster * tile_m, tile_n, sms / cluster,
+                                  static_cast<size_t>(l2_bytes));
   // An empty X (m == 0) launches nothing; its descriptors would be invalid (a zero dimension).
   // W's boxes: the rows a CTA loads, tile_n / cluster.
   const int w_box_rows = tile_n / cluster;
@@ -837,6 +868,19 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
                                 &plan->y_map)
                  : EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, y, m,
                                 gated ? n / 2 : n, y_box_rows, &plan->y_map);
+}
+
+int HopperRasterGroup(int m, int n, int k, int unit_rows, int tile_n, int units_a_wave,
+                      size_t l2_bytes) {
+  const double operands = 2.0 * (static_cast<double>(m) + n) * k;  // bf16 X and W
+  if (m <= 0 || n <= 0 || unit_rows <= 0 || tile_n <= 0 || units_a_wave <= 0 ||
+      operands <= 0.5 * static_cast<double>(l2_bytes)) {
+    return 0;
+  }
+  const int row_units = (m + unit_rows - 1) / unit_rows;
+  const int col_tiles = (n + tile_n - 1) / tile_n;
+  const int group = (units_a_wave + col_tiles - 1) / col_tiles;
+  return group >= row_units ? 0 : group;
 }
 
 cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int col_lo, int col_hi,

@@ -56,8 +56,8 @@ inline const char* HopperEpilogueName(HopperEpilogue e) {
 enum class HopperSchedule { kAuto, kCooperative, kPingPong, kCooperativeTall, kPingPongShort };
 
 // The CTA tile is kHopperTileM x tile_n x kHopperTileK, tile_n 128 or 256 (HopperGemmPlan). The
-// gated epilogues use tile_n = kHopperGluTileN: each N tile holds kHopperGluHalf gate rows then
-// as many up rows.
+// gated epilogues' weight comes in blocks of kHopperGluTileN rows, kHopperGluHalf gate rows then as
+// many up rows (InterleaveGateUp); a tile of 128 is one block, a tile of 256 (kCooperative) two.
 inline constexpr int kHopperTileM = 128;
 inline constexpr int kHopperTileK = 64;
 inline constexpr int kHopperGluTileN = 128;
@@ -92,17 +92,31 @@ struct HopperGemmPlan {
   int tile_n = 128;
   HopperSchedule schedule = HopperSchedule::kPingPong;
   int cluster = 1;  // CTAs a cluster, 1 or 2
+  // The raster: the persistent CTAs take units of work (a cluster's row tiles and a column tile)
+  // in groups of `group` units' rows, row tiles fastest within a group, then its column tiles,
+  // group by group. 0 (or at least the row count): row tiles fastest over the whole output.
+  // MakeHopperGemmPlan sets it (HopperRasterGroup below); any value >= 0 computes the same Y.
+  int group = 0;
   HopperRope rope;  // kStoreBf16Rope only (SetHopperGemmRope)
 };
+
+// The raster group MakeHopperGemmPlan picks, in units' rows (0: none). While X [m, k] and W [n, k]
+// fit in half of the L2 cache together, none: a wave of row-fastest tiles reads all of X for a few
+// column tiles and the next wave finds X in L2 again. Past that (the 379M down_proj at 7,550
+// rows: X is 50 MB, as large as the H100's and H200's L2) each wave would read X from DRAM anew;
+// groups of ceil(units_a_wave / column tiles) rows make a wave cover every column tile of one band
+// of X's rows, which DRAM then delivers once, while W stays in L2. unit_rows: X's rows a unit
+// (the tile's rows x CTAs a cluster); units_a_wave: the units that run at once.
+int HopperRasterGroup(int m, int n, int k, int unit_rows, int tile_n, int units_a_wave,
+                      size_t l2_bytes);
 
 // Fills `plan` for y (16-byte aligned): bf16 [m, n] for kStoreBf16, fp32 [m, n] (read and
 // written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues. cudaErrorInvalidValue
 // unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k), x, w and y are 16-byte aligned,
 // tile_n is 0 (choose), 128 or 256, only kCooperative has tile_n 256, cluster is 0
 // (kHopperDefaultCluster), 1 or 2 (kPingPongShort: 0 or 1), and for a gated epilogue n
-// is a multiple of kHopperGluTileN (tile_n 0 or kHopperGluTileN). With tile_n 0: 128 for
-// the ping-pong schedules and the gated epilogues, else the tile whose waves over the SMs take
-// less time.
+// is a multiple of kHopperGluTileN. With tile_n 0: 128 for the ping-pong and tall schedules, for
+// kCooperative the tile whose waves over the SMs take less time.
 // cudaErrorNotSupported on a device other than sm_90 or a driver without cuTensorMapEncodeTiled.
 // Reads device attributes only: callable during stream capture.
 cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,

@@ -142,12 +142,12 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
 }
 
-// (4 layers x 10 implementations + gate_up x 8) x 2 token counts; X, W and the output once (fp32
+// 5 layers x 10 implementations x 2 token counts; X, W and the output once (fp32
 // read and written for o_proj and down, the gated product for gate_up, qkv+krope's rotation
 // table too); 2 M N K FLOPs.
 TEST(KernelCasesTest, GemmsOfQwen3) {
   const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
-  EXPECT_EQ(cases.size(), 96u);
+  EXPECT_EQ(cases.size(), 100u);
   const KernelCase& rope = Find(cases, Kernel::kGemm, "qkv+krope owntallc2 T=512");
   EXPECT_EQ(rope.gemm_layer, GemmLayer::kQkvRope);
   EXPECT_EQ(rope.gemm_cluster, 2);
@@ -156,6 +156,7 @@ TEST(KernelCasesTest, GemmsOfQwen3) {
   const KernelCase& qkv = Find(cases, Kernel::kGemm, "qkv own256 T=7500");
   EXPECT_EQ(qkv.gemm_tile_n, 256);
   EXPECT_EQ(qkv.gemm_schedule, GemmSchedule::kCooperative);
+  EXPECT_EQ(Find(cases, Kernel::kGemm, "gate_up+swiglu own256 T=7500").gemm_tile_n, 256);
   const KernelCase& pp = Find(cases, Kernel::kGemm, "gate_up+swiglu ownpp128 T=7500");
   EXPECT_EQ(pp.gemm_tile_n, 128);
   EXPECT_EQ(pp.gemm_schedule, GemmSchedule::kPingPong);
@@ -205,9 +206,9 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 48 a token
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 50 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 48u + 3 * 48u);
+  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 50u + 3 * 50u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -234,12 +235,29 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(Find(*cases, Kernel::kPrefixAttention, "multi-item").rows, 10 + 15);
 }
 
+// --gemm-group reaches every GEMM case (the plan's choice, -1, unless given).
+TEST(KernelsBenchFlagsTest, GemmGroupReachesEveryGemmCase) {
+  for (const auto& [args, want] :
+       {std::pair{std::vector<std::string>{"--filter", "gemm"}, -1},
+        {std::vector<std::string>{"--filter", "gemm", "--gemm-group", "0"}, 0},
+        {std::vector<std::string>{"--filter=gemm", "--gemm-group=17"}, 17}}) {
+    int code = -1;
+    std::optional<KernelsBenchOptions> o = Parse(args, &code);
+    ASSERT_TRUE(o.has_value());
+    absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
+    ASSERT_TRUE(cases.ok()) << cases.status();
+    ASSERT_FALSE(cases->empty());
+    for (const KernelCase& c : *cases) EXPECT_EQ(c.gemm_group, want) << c.variant;
+  }
+}
+
 TEST(KernelsBenchFlagsTest, RefusesWhatCannotRun) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--shape", "7b"},
                                              {"--ti", "0"},
                                              {"--iters", "0"},
                                              {"--warmup", "-1"},
+                                             {"--gemm-group", "-2"},
                                              {"--filter", "no_such_kernel"}}) {
     int code = -1;
     std::optional<KernelsBenchOptions> o = Parse(args, &code);

@@ -134,8 +134,8 @@ absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, i
 // what RANKD_CUDA_OWN_GEMM_VARIANTS=pingpong times), or with `all` ping-pong on 64-row tiles too
 // (for passes of few rows: 300 to 1,650 rows in issue 25's small shapes, where 128-row tiles leave
 // SMs idle in their last wave) and each schedule alone and in clusters of 2 (W's tile multicast to
-// both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for its waves (128 or 256;
-// 128 for the gated epilogues). bench/RESULTS.md (2026-12-02, per-layer table): which schedule
+// both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for its waves (128 or 256,
+// the gated epilogues too). bench/RESULTS.md (2026-12-02, per-layer table): which schedule
 // wins differs by layer and model.
 constexpr struct {
   kernels::HopperSchedule schedule;

@@ -189,23 +189,27 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   DeviceArray<bf16> d_wi(static_cast<size_t>(N) * K);
   RANKD_EXPECT_CUDA_OK(
       kernels::InterleaveGateUp(d_w.get(), I, K * sizeof(bf16), d_wi.get(), nullptr));
-  for (const auto& [e, schedule, cluster] :
-       {std::tuple{HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPong, 1},
-        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPong, 2},
-        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperative, 2},
-        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kCooperativeTall, 1},
-        {HopperEpilogue::kSwiGlu, kernels::HopperSchedule::kPingPongShort, 1},
-        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPongShort, 1},
-        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kPingPong, 2},
-        {HopperEpilogue::kGeGlu, kernels::HopperSchedule::kCooperative, 1}}) {
+  // Tiles of 256 hold two interleave blocks (and, where N % 256 == 128, the last tile one).
+  for (const auto& [e, tile_n, schedule, cluster] :
+       {std::tuple{HopperEpilogue::kSwiGlu, 128, kernels::HopperSchedule::kPingPong, 1},
+        {HopperEpilogue::kSwiGlu, 128, kernels::HopperSchedule::kPingPong, 2},
+        {HopperEpilogue::kSwiGlu, 128, kernels::HopperSchedule::kCooperative, 2},
+        {HopperEpilogue::kSwiGlu, 256, kernels::HopperSchedule::kCooperative, 1},
+        {HopperEpilogue::kSwiGlu, 256, kernels::HopperSchedule::kCooperative, 2},
+        {HopperEpilogue::kSwiGlu, 128, kernels::HopperSchedule::kCooperativeTall, 1},
+        {HopperEpilogue::kSwiGlu, 128, kernels::HopperSchedule::kPingPongShort, 1},
+        {HopperEpilogue::kGeGlu, 128, kernels::HopperSchedule::kPingPongShort, 1},
+        {HopperEpilogue::kGeGlu, 128, kernels::HopperSchedule::kPingPong, 2},
+        {HopperEpilogue::kGeGlu, 128, kernels::HopperSchedule::kCooperative, 1},
+        {HopperEpilogue::kGeGlu, 256, kernels::HopperSchedule::kCooperative, 1}}) {
     const bool swiglu = e == HopperEpilogue::kSwiGlu;
-    SCOPED_TRACE(::testing::Message()
-                 << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
+    SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
+                                      << static_cast<int>(schedule) << " cluster " << cluster);
     DeviceArray<bf16> y(static_cast<size_t>(M) * I);
     y.Poison();
     RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e,
-                                                     &gated, 0, schedule, cluster));
-    EXPECT_EQ(gated.tile_n, kernels::kHopperGluTileN);
+                                                     &gated, tile_n, schedule, cluster));
+    EXPECT_EQ(gated.tile_n, tile_n);
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> ref(static_cast<size_t>(M) * I);
@@ -242,6 +246,56 @@ TEST_F(HopperGemmTest, EveryEpilogueMatchesCpuReferenceOnOddShapes) {
   for (const auto& [M, N, K] : shapes) {
     CheckAllEpilogues(rng_, M, N, K);
     if (HasFatalFailure()) return;
+  }
+}
+
+// The raster groups (HopperGemmPlan::group) reorder the units and change nothing else: with
+// groups of 1, 2 and 3 units' rows (the last group short) on every schedule, a store into a
+// poisoned Y leaves no tile unwritten, and a residual add into random Y adds each tile exactly
+// once.
+TEST_F(HopperGemmTest, RasterGroupsComputeEveryTileOnce) {
+  using kernels::HopperSchedule;
+  constexpr int M = 1000, N = 1032, K = 136;  // 8 row tiles of 128, 9 or 5 column tiles
+  const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
+  const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+  const std::vector<int> rows = RowsToCheck(M);
+  const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
+  DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+  for (const auto& [tile_n, schedule, cluster] : {std::tuple{128, HopperSchedule::kPingPong, 1},
+                                                  {128, HopperSchedule::kPingPong, 2},
+                                                  {256, HopperSchedule::kCooperative, 1},
+                                                  {128, HopperSchedule::kCooperative, 2},
+                                                  {128, HopperSchedule::kCooperativeTall, 1},
+                                                  {128, HopperSchedule::kPingPongShort, 1}}) {
+    for (const int group : {1, 2, 3}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "tile_n " << tile_n << " schedule " << static_cast<int>(schedule)
+                   << " cluster " << cluster << " group " << group);
+      kernels::HopperGemmPlan plan;
+      DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+      y.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                                       HopperEpilogue::kStoreBf16, &plan, tile_n,
+                                                       schedule, cluster));
+      EXPECT_EQ(plan.group, 0) << "X and W of a few hundred KB fit in L2";
+      plan.group = group;
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
+
+      const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(M) * N, 8.0f);
+      DeviceArray<float> r(y0);
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), r.get(), M, N, K,
+                                                       HopperEpilogue::kAccumulateF32, &plan,
+                                                       tile_n, schedule, cluster));
+      plan.group = group;
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<float> ref = y0;
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
+      ExpectClose(r.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
+      if (HasFatalFailure()) return;
+    }
   }
 }
 
@@ -449,9 +503,26 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
         << "cluster " << cluster;
   }
   EXPECT_EQ(make(buf, buf, 8, 192, 64, kSwiGlu, 0), cudaErrorInvalidValue) << "gated N % 128";
-  EXPECT_EQ(make(buf, buf, 8, 256, 64, kSwiGlu, 256), cudaErrorInvalidValue) << "gated tile_n";
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
       << "I not a multiple of " << kernels::kHopperGluHalf;
+}
+
+// The raster group's rule, host-side: none while X and W fit in half of L2 together, else the
+// rows that make one wave of units span every column tile (and none where that is every row).
+TEST(HopperRasterGroup, GroupsRowsOnlyWhereXAndWOutgrowL2) {
+  constexpr size_t kL2 = 50u << 20;  // the H100's and H200's
+  // The 379M qkv and gate_up at 7,550 rows: 21.8 MB and 29.1 MB of operands.
+  EXPECT_EQ(kernels::HopperRasterGroup(7550, 3072, 1024, 128, 128, 132, kL2), 0);
+  EXPECT_EQ(kernels::HopperRasterGroup(7550, 6656, 1024, 128, 128, 132, kL2),
+            3);  // 52 column tiles
+  // down_proj: X [7550, 3328] is 50 MB; 8 column tiles of 128 (ceil(132 / 8) = 17 rows a group),
+  // 4 of 256; clusters of 2: 66 units a wave of 256 rows.
+  EXPECT_EQ(kernels::HopperRasterGroup(7550, 1024, 3328, 128, 128, 132, kL2), 17);
+  EXPECT_EQ(kernels::HopperRasterGroup(7550, 1024, 3328, 128, 256, 132, kL2), 33);
+  EXPECT_EQ(kernels::HopperRasterGroup(7550, 1024, 3328, 256, 128, 66, kL2), 9);
+  // A group as tall as the output is no group.
+  EXPECT_EQ(kernels::HopperRasterGroup(7550, 128, 30000, 128, 128, 132, kL2), 0);
+  EXPECT_EQ(kernels::HopperRasterGroup(0, 1024, 3328, 128, 128, 132, kL2), 0);
 }
 
 // (cos, sin) of random angles: the table LaunchRopeRotations makes, [M, D/2] fp32 pairs.
