@@ -243,6 +243,9 @@ void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o) {
   flags.Int("gemm-group", &o->gemm_group,
             "the own GEMMs' raster group in row tiles (0: row tiles fastest over the whole "
             "output; -1: each plan's choice, as the engine runs it)");
+  flags.Int("gemm-stagger", &o->gemm_stagger,
+            "K blocks that the own cooperative GEMMs' second consumer starts behind the first "
+            "(0: in step; -1: each plan's choice, as the engine runs it)");
   flags.String("json", &o->json_path, "also write the results as JSON to this file");
 }
 
@@ -251,7 +254,8 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
       {{"tq", o.workload.tq}, {"ti", o.workload.ti}, {"ni", o.workload.ni}, {"iters", o.iters}},
       1));
   RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"warmup", o.warmup}}, 0));
-  RANKD_RETURN_IF_ERROR(cli::CheckFlagsAtLeast({{"gemm-group", o.gemm_group}}, -1));
+  RANKD_RETURN_IF_ERROR(
+      cli::CheckFlagsAtLeast({{"gemm-group", o.gemm_group}, {"gemm-stagger", o.gemm_stagger}}, -1));
   std::vector<KernelCase> cases;
   const std::vector<int> gemm_rows = {PassRows(o.workload), kGemmSmallRows, kGemmEmbeddingRows};
   auto append = [&cases](std::vector<KernelCase> more) {
@@ -277,7 +281,10 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
   if (cases.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--filter '", o.filter, "' matches no kernel"));
   }
-  for (KernelCase& c : cases) c.gemm_group = o.gemm_group;
+  for (KernelCase& c : cases) {
+    c.gemm_group = o.gemm_group;
+    c.gemm_stagger = o.gemm_stagger;
+  }
   return cases;
 }
 
@@ -308,6 +315,9 @@ std::string DescribeCase(const KernelCase& c) {
       return absl::StrCat(rows, " N=", c.gemm_n, " K=", c.gemm_k,
                           c.gemm_impl == GemmImpl::kOwn && c.gemm_group >= 0
                               ? absl::StrCat(" group=", c.gemm_group)
+                              : "",
+                          c.gemm_impl == GemmImpl::kOwn && c.gemm_stagger >= 0
+                              ? absl::StrCat(" stagger=", c.gemm_stagger)
                               : "");
   }
   return rows;

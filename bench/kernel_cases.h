@@ -107,6 +107,7 @@ struct KernelCase {
   GemmSchedule gemm_schedule = GemmSchedule::kCooperative;  // own
   int gemm_cluster = 1;  // own: CTAs a cluster, 1 or 2 (W's tile multicast to both)
   int gemm_group = -1;   // own: HopperGemmPlan::group; -1: the plan's own choice
+  int gemm_stagger = -1;  // own: HopperGemmPlan::stagger; -1: the plan's own choice
   double bytes = 0, flops = 0;
 };
 
@@ -140,14 +141,16 @@ struct KernelsBenchOptions {
   double peak_tflops = 790;
   // The own GEMMs' raster group (HopperGemmPlan::group) for every GEMM case; -1: each plan's own.
   int gemm_group = -1;
+  // The own cooperative GEMMs' consumer stagger (HopperGemmPlan::stagger); -1: each plan's own.
+  int gemm_stagger = -1;
   std::string json_path;
 };
 
 void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o);
 
 // The cases `o` selects; InvalidArgument naming the flag for an unknown shape, a workload below 1
-// token, iters below 1, warmup or gemm-group below their least (0, -1), or a filter that selects
-// nothing.
+// token, iters below 1, warmup, gemm-group or gemm-stagger below their least (0, -1, -1), or a
+// filter that selects nothing.
 absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOptions& o);
 
 // The launch shape in words, for the table ("T=7500 H=1024").

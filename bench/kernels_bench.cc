@@ -196,6 +196,7 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
                                                  : kernels::HopperSchedule::kCooperative,
         c.gemm_cluster);
     if (c.gemm_group >= 0) plan.group = c.gemm_group;
+    if (c.gemm_stagger >= 0) plan.stagger = c.gemm_stagger;
     if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {
       const int q = c.shape.q_width();
       err =

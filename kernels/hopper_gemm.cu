@@ -15,10 +15,13 @@
 //     ... whole (128 x 128: two wgmma m64n128k16 a K step, one per 64-row half), their K blocks
 //     in turn (OrderWait/OrderSignal), so while one runs its epilogue the other's K blocks, next
 //     in the ring, keep the tensor cores busy.
-//     kCooperative: both take every tile, rows 0..63 and 64..127. Per K block: wait full[s], the
-//     block's wgmmas from the stage's shared memory (one commit group), wait for the previous
-//     block's group, and arrive on that block's empty[] (one arrive per warp). After the last K
-//     block, wait for all and free its stage.
+//     kCooperative: both take every tile, rows 0..63 and 64..127, consumer 1 `stagger` K blocks
+//     behind consumer 0 (HopperGemmPlan::stagger; it waits once, at its first tile, and the lag
+//     keeps itself: while one consumer runs its epilogue the other has the tensor cores alone and
+//     runs twice as fast, so their epilogues alternate as ping-pong's do). Per K block: wait
+//     full[s], the block's wgmmas from the stage's shared memory (one commit group), wait for the
+//     previous block's group, and arrive on that block's empty[] (one arrive per warp). After the
+//     last K block, wait for all and free its stage.
 //   The epilogue: the consumer's fp32 accumulators, converted (bf16, the gated activation) or not
 //     (kAccumulateF32), go to the consumer's own shared-memory buffer in the 128-byte swizzled
 //     layout of the output's TMA boxes (128 bytes of a row a box: 64 bf16 or 32 fp32 columns),
@@ -340,6 +343,12 @@ __device__ __forceinline__ void OrderSignal(int c) {
   asm volatile("bar.arrive %0, 256;" ::"r"(3 + (1 - c)) : "memory");
 }
 
+// The cooperative consumers' stagger (named barrier 5): consumer 1 starts only once consumer 0 is
+// through the first K blocks of its first tile (StaggerSignal by consumer 0's 128 threads,
+// StaggerWait by consumer 1's), once a kernel.
+__device__ __forceinline__ void StaggerWait() { asm volatile("bar.sync 5, 256;" ::: "memory"); }
+__device__ __forceinline__ void StaggerSignal() { asm volatile("bar.arrive 5, 256;" ::: "memory"); }
+
 // TMA store (kStore) or reduce-add of the box at (c0 = column, c1 = row) of `map` from shared
 // memory at src, in this thread's bulk async-group.
 template <bool kReduceAdd>
@@ -507,7 +516,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const HopperRope rope, int m, int n,
-                     int k, int group) {
+                     int k, int group, int stagger) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM>;
   constexpr bool kPingPong = C::kPingPong;
@@ -589,6 +598,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   float d[C::kHalves][BN / 2];
   // The CTA's i-th tile; ping-pong: this consumer's are i = c, c + 2, ...
   const int first = kPingPong ? c : 0, step = kPingPong ? 2 : 1;
+  // Cooperative: consumer 0 signals after K block `signal_kb` of its first tile, where consumer 1
+  // waits (at most kStages - 1 blocks ahead: the producer fills the first kStages stages before
+  // any is released, so consumer 0 gets there without consumer 1). -1: no stagger.
+  const int signal_kb =
+      kPingPong || stagger <= 0 ? -1 : min(min(stagger, C::kStages - 1), (k + kBK - 1) / kBK) - 1;
   // Frees stage s's use for the producers of every CTA of the cluster (one arrive per warp each).
   auto release = [&](int s) {
     if (!warp_leader) return;
@@ -613,6 +627,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The A rows this consumer multiplies: its own (cooperative) or all of them (ping-pong).
     const uint32_t a_off = kPingPong ? 0 : c * C::kRows * 128;
     if (kPingPong && i > 0) OrderWait(c);
+    if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
     // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
     // for, and only then is kb-1's stage given back to the producer.
     for (int kb = 0; kb < num_k; ++kb, ++it) {
@@ -634,6 +649,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
       if (kb > 0) release((it - 1) % C::kStages);
+      if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
     }
     // Every full[] of the tile waited for: the other consumer may start its next tile (there is
     // one: every OrderSignal meets an OrderWait).
@@ -653,7 +669,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Not built for sm_90a: this static shared memory (the sm_90a body has none) is the marker that
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
-  reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] = m + n + k + group + rope.head_dim;
+  reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
+      m + n + k + group + stagger + rope.head_dim;
 #endif
 }
 
@@ -760,7 +777,7 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
   config.attrs = cluster_attr;
   config.numAttrs = CM > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, plan.x_map, plan.w_map, plan.y_map, plan.rope, plan.m,
-                            plan.n, plan.k, plan.group);
+                            plan.n, plan.k, plan.group, plan.stagger);
 }
 
 template <HopperEpilogue E, int BN, HopperSchedule S>
@@ -848,6 +865,7 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   }
   plan->group = HopperRasterGroup(m, n, k, cluster * tile_m, tile_n, sms / cluster,
                                   static_cast<size_t>(l2_bytes));
+  plan->stagger = ping_pong ? 0 : kHopperCooperativeStagger;
   // An empty X (m == 0) launches nothing; its descriptors would be invalid (a zero dimension).
   // W's boxes: the rows a CTA loads, tile_n / cluster.
   const int w_box_rows = tile_n / cluster;

@@ -66,6 +66,9 @@ inline constexpr int kHopperGluHalf = kHopperGluTileN / 2;
 // tiles (the same W tile) on a pair of SMs, each loading half of W's tile by TMA multicast into
 // both, so W's L2 traffic is halved; 1 runs every CTA alone.
 inline constexpr int kHopperDefaultCluster = 1;
+// HopperGemmPlan::stagger of the cooperative schedules: two K blocks of 64 (a 128 x 256 tile's two
+// blocks take about 1.4 us at the tensor cores' rate, longer than a consumer's epilogue).
+inline constexpr int kHopperCooperativeStagger = 2;
 
 // kStoreBf16Rope's rotation: output columns [col_lo, col_hi) are heads of head_dim dims (64 or
 // 128), each rotated in rotate_half layout: dims i and i + head_dim/2 of row r by the angle whose
@@ -97,6 +100,11 @@ struct HopperGemmPlan {
   // group by group. 0 (or at least the row count): row tiles fastest over the whole output.
   // MakeHopperGemmPlan sets it (HopperRasterGroup below); any value >= 0 computes the same Y.
   int group = 0;
+  // The cooperative schedules' stagger: consumer 1 starts its first tile this many K blocks after
+  // consumer 0 (at most the ring's stages - 1), so that each consumer's epilogue runs while the
+  // other multiplies. 0: both in step. MakeHopperGemmPlan sets kHopperCooperativeStagger; ping-pong
+  // ignores it. Any value >= 0 computes the same Y.
+  int stagger = 0;
   HopperRope rope;  // kStoreBf16Rope only (SetHopperGemmRope)
 };
 

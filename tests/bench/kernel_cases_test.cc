@@ -235,19 +235,22 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(Find(*cases, Kernel::kPrefixAttention, "multi-item").rows, 10 + 15);
 }
 
-// --gemm-group reaches every GEMM case (the plan's choice, -1, unless given).
-TEST(KernelsBenchFlagsTest, GemmGroupReachesEveryGemmCase) {
-  for (const auto& [args, want] :
-       {std::pair{std::vector<std::string>{"--filter", "gemm"}, -1},
-        {std::vector<std::string>{"--filter", "gemm", "--gemm-group", "0"}, 0},
-        {std::vector<std::string>{"--filter=gemm", "--gemm-group=17"}, 17}}) {
+// --gemm-group and --gemm-stagger reach every GEMM case (the plan's choice, -1, unless given).
+TEST(KernelsBenchFlagsTest, GemmGroupAndStaggerReachEveryGemmCase) {
+  for (const auto& [args, want, want_stagger] :
+       {std::tuple{std::vector<std::string>{"--filter", "gemm"}, -1, -1},
+        {std::vector<std::string>{"--filter", "gemm", "--gemm-group", "0"}, 0, -1},
+        {std::vector<std::string>{"--filter=gemm", "--gemm-group=17", "--gemm-stagger=0"}, 17,
+         0}}) {
     int code = -1;
     std::optional<KernelsBenchOptions> o = Parse(args, &code);
     ASSERT_TRUE(o.has_value());
     absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
     ASSERT_TRUE(cases.ok()) << cases.status();
     ASSERT_FALSE(cases->empty());
-    for (const KernelCase& c : *cases) EXPECT_EQ(c.gemm_group, want) << c.variant;
+    for (const KernelCase& c : *cases) {
+      EXPECT_EQ(std::tie(c.gemm_group, c.gemm_stagger), std::tie(want, want_stagger)) << c.variant;
+    }
   }
 }
 
@@ -258,6 +261,7 @@ TEST(KernelsBenchFlagsTest, RefusesWhatCannotRun) {
                                              {"--iters", "0"},
                                              {"--warmup", "-1"},
                                              {"--gemm-group", "-2"},
+                                             {"--gemm-stagger", "-2"},
                                              {"--filter", "no_such_kernel"}}) {
     int code = -1;
     std::optional<KernelsBenchOptions> o = Parse(args, &code);

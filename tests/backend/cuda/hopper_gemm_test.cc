@@ -299,6 +299,54 @@ TEST_F(HopperGemmTest, RasterGroupsComputeEveryTileOnce) {
   }
 }
 
+// The cooperative consumers' stagger (HopperGemmPlan::stagger) changes when consumer 1 starts,
+// not what it computes: every stagger, from none to more than the ring's stages and more than the
+// K blocks (K = 64: one), gives Y bit for bit as in step, which matches the CPU; the plan's default
+// staggers the cooperative schedules only.
+TEST_F(HopperGemmTest, StaggeredConsumersComputeTheSameBits) {
+  using kernels::HopperSchedule;
+  for (const int K : {64, 520}) {
+    constexpr int M = 700, N = 1032;
+    SCOPED_TRACE(::testing::Message() << "K=" << K);
+    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
+    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+    const std::vector<int> rows = RowsToCheck(M);
+    const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
+    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+    for (const auto& [tile_n, schedule, cluster] :
+         {std::tuple{128, HopperSchedule::kCooperative, 1},
+          {256, HopperSchedule::kCooperative, 1},
+          {256, HopperSchedule::kCooperative, 2},
+          {128, HopperSchedule::kCooperativeTall, 1},
+          {128, HopperSchedule::kPingPong, 1}}) {
+      SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
+                                        << static_cast<int>(schedule) << " cluster " << cluster);
+      kernels::HopperGemmPlan plan;
+      std::vector<bf16> in_step;
+      for (const int stagger : {0, 1, 2, 3, 9}) {
+        DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+        y.Poison();
+        RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                                         HopperEpilogue::kStoreBf16, &plan, tile_n,
+                                                         schedule, cluster));
+        EXPECT_EQ(plan.stagger,
+                  schedule == HopperSchedule::kPingPong ? 0 : kernels::kHopperCooperativeStagger);
+        plan.stagger = stagger;
+        RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+        RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<bf16> got = y.Download();
+        if (stagger == 0) {
+          ExpectClose(FromBf16(got), acc, N, rows, kBf16Tolerance, "kStoreBf16");
+          in_step = got;
+        } else {
+          EXPECT_EQ(std::memcmp(got.data(), in_step.data(), got.size() * sizeof(bf16)), 0)
+              << "stagger " << stagger;
+        }
+      }
+    }
+  }
+}
+
 // Identity operands make layout mistakes readable (both tiles): with X = I, Y[i, n] = W[n, i] = n +
 // (i % 4)/4; with W = I, Y[i, n] = X[i, n] = i + (n % 4)/4 (all exact in bf16). Mismatches print
 // the value got, which names the element it came from.
