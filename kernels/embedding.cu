@@ -13,6 +13,7 @@ __global__ void EmbeddingGatherKernel(const int32_t* __restrict__ tokens,
                                       const __nv_bfloat16* __restrict__ table,
                                       const float* __restrict__ rows, int hidden, float scale,
                                       float* __restrict__ out) {
+  EnterGrid();
   const int t = blockIdx.x;
   const int32_t id = tokens[t];
   float* dst = out + static_cast<int64_t>(t) * hidden;
@@ -35,11 +36,10 @@ __global__ void EmbeddingGatherKernel(const int32_t* __restrict__ tokens,
 
 cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens, const __nv_bfloat16* table,
                                   const float* rows, int hidden, float scale, float* out,
-                                  cudaStream_t stream) {
+                                  LaunchStream stream) {
   if (num_tokens == 0) return cudaSuccess;
-  EmbeddingGatherKernel<<<num_tokens, kThreads, 0, stream>>>(tokens, table, rows, hidden, scale,
-                                                             out);
-  return cudaGetLastError();
+  return LaunchKernel(EmbeddingGatherKernel, num_tokens, kThreads, 0, stream, tokens, table, rows,
+                      hidden, scale, out);
 }
 
 }  // namespace rankd::kernels

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -18,7 +19,7 @@ namespace rankd::kernels {
 // Ids are not checked here: the caller validates them against V and R.
 cudaError_t LaunchEmbeddingGather(const int32_t* tokens, int num_tokens, const __nv_bfloat16* table,
                                   const float* rows, int hidden, float scale, float* out,
-                                  cudaStream_t stream);
+                                  LaunchStream stream);
 
 }  // namespace rankd::kernels
 

@@ -12,6 +12,7 @@ constexpr int kThreads = 128;
 __global__ void GatherRowsKernel(const uint4* __restrict__ in, const int32_t* __restrict__ rows,
                                  const int32_t* __restrict__ count, int64_t chunks,
                                  uint4* __restrict__ out) {
+  EnterGrid();
   const int i = blockIdx.x;
   uint4* dst = out + i * chunks;
   if (i < *count) {
@@ -25,12 +26,11 @@ __global__ void GatherRowsKernel(const uint4* __restrict__ in, const int32_t* __
 }  // namespace
 
 cudaError_t LaunchGatherRows(const void* in, const int32_t* rows, const int32_t* count,
-                             int max_rows, int64_t row_bytes, void* out, cudaStream_t stream) {
+                             int max_rows, int64_t row_bytes, void* out, LaunchStream stream) {
   if (row_bytes % 16 != 0) return cudaErrorInvalidValue;
   if (max_rows == 0) return cudaSuccess;
-  GatherRowsKernel<<<max_rows, kThreads, 0, stream>>>(static_cast<const uint4*>(in), rows, count,
-                                                      row_bytes / 16, static_cast<uint4*>(out));
-  return cudaGetLastError();
+  return LaunchKernel(GatherRowsKernel, max_rows, kThreads, 0, stream, static_cast<const uint4*>(in),
+                      rows, count, row_bytes / 16, static_cast<uint4*>(out));
 }
 
 }  // namespace rankd::kernels

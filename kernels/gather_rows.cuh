@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -14,7 +15,7 @@ namespace rankd::kernels {
 //   multiple of 16; rows [max_rows] int32 (the first *count read); count device, 1 int32.
 // cudaErrorInvalidValue when row_bytes is not a multiple of 16.
 cudaError_t LaunchGatherRows(const void* in, const int32_t* rows, const int32_t* count,
-                             int max_rows, int64_t row_bytes, void* out, cudaStream_t stream);
+                             int max_rows, int64_t row_bytes, void* out, LaunchStream stream);
 
 }  // namespace rankd::kernels
 

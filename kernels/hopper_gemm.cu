@@ -172,6 +172,14 @@ __device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map, 
       : "memory");
 }
 
+// Box (c0, c1) of `map` into L2 (no shared memory, no barrier).
+__device__ __forceinline__ void TmaPrefetchL2(const CUtensorMap* map, int c0, int c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1)
+               : "memory");
+}
+
 // Box (c0, c1) of `map` into shared memory at dst and `bar`'s tx bytes in every CTA of `mask`
 // (the same shared-memory offsets in each).
 __device__ __forceinline__ void TmaLoad2dMulticast(uint32_t dst, const CUtensorMap* map, int c0,
@@ -558,6 +566,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x != 0) return;
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
+    // Before the wait for the previous kernel (PDL, kernels/launch.cuh): W's K blocks of the
+    // CTA's first tile into L2. No kernel writes weights, so a small pass's weight stream starts
+    // under the previous kernel's tail; X, its output, is loaded only after the wait.
+    if (cluster < num_units) {
+      int mc, tn;
+      UnitTile(cluster, num_mc, num_n, group, mc, tn);
+      for (int kb = 0; kb < num_k; ++kb) {
+        TmaPrefetchL2(&w_map, kb * kBK, tn * BN + rank * C::kBLoadRows);
+      }
+    }
+    EnterGrid();
     int it = 0;
     for (int u = cluster; u < num_units; u += clusters) {
       int mc, tn;
@@ -588,6 +607,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  EnterGrid();  // (the consumers' first global access is their epilogue's; waiting costs nothing)
   const int c = wg - 1;
   const bool warp_leader = threadIdx.x % 32 == 0;
   uint8_t* buf = smem_raw + (epi_base - raw) + c * C::kEpiBufBytes;
@@ -748,7 +768,7 @@ cudaError_t ResidentClusters(int sms, int* clusters) {
 }
 
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
-cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
+cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   const auto kernel = HopperGemmKernel<E, BN, S, CM>;
   using C = Cfg<E, BN, S, CM>;
   cudaFuncAttributes attr{};
@@ -764,30 +784,19 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
   // Units of CM vertically adjacent tiles; a cluster per unit, at most `resident` of them.
   const int64_t units = Tiles(plan.m, plan.n, CM * C::kBM, BN);
   const int clusters = static_cast<int>(units < resident ? units : resident);
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute cluster_attr[1];
-  cluster_attr[0].id = cudaLaunchAttributeClusterDimension;
-  cluster_attr[0].val.clusterDim.x = CM;
-  cluster_attr[0].val.clusterDim.y = 1;
-  cluster_attr[0].val.clusterDim.z = 1;
-  config.gridDim = dim3(CM * clusters);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = C::kSmemBytes;
-  config.stream = stream;
-  config.attrs = cluster_attr;
-  config.numAttrs = CM > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, plan.x_map, plan.w_map, plan.y_map, plan.rope, plan.m,
-                            plan.n, plan.k, plan.group, plan.stagger);
+  return LaunchClusterKernel(kernel, CM * clusters, kThreads, C::kSmemBytes, stream, CM, plan.x_map,
+                             plan.w_map, plan.y_map, plan.rope, plan.m, plan.n, plan.k, plan.group,
+                             plan.stagger);
 }
 
 template <HopperEpilogue E, int BN, HopperSchedule S>
-cudaError_t LaunchCluster(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
+cudaError_t LaunchCluster(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   return plan.cluster == 2 ? Launch<E, BN, S, 2>(plan, sms, stream)
                            : Launch<E, BN, S, 1>(plan, sms, stream);
 }
 
 template <HopperEpilogue E>
-cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, cudaStream_t stream) {
+cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   constexpr HopperSchedule kCoop = HopperSchedule::kCooperative;
   switch (plan.schedule) {
     case HopperSchedule::kPingPong:
@@ -912,7 +921,7 @@ cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int
   return cudaSuccess;
 }
 
-cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, cudaStream_t stream) {
+cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, LaunchStream stream) {
   int sms = 0;
   const cudaError_t e = Sm90Multiprocessors(&sms);
   if (e != cudaSuccess) return e;
@@ -946,7 +955,7 @@ cudaError_t HopperGemmSupported() {
 }
 
 cudaError_t LaunchHopperGemm(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
-                             HopperEpilogue epilogue, void* y, cudaStream_t stream) {
+                             HopperEpilogue epilogue, void* y, LaunchStream stream) {
   HopperGemmPlan plan;
   const cudaError_t e = MakeHopperGemmPlan(x, w, y, m, n, k, epilogue, &plan);
   return e != cudaSuccess ? e : LaunchHopperGemm(plan, stream);

@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -141,7 +142,7 @@ cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int
 // Launches `plan`. cudaErrorNotSupported on a device that is not sm_90 or when this build has no
 // sm_90a code for the kernel (the caller falls back to cuBLASLt). m == 0 launches nothing. Never
 // synchronizes, allocates nothing: capture-safe.
-cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, cudaStream_t stream);
+cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, LaunchStream stream);
 
 // cudaSuccess when this device and build can run the kernel (an sm_90 device, a driver with
 // cuTensorMapEncodeTiled, sm_90a code in this build), else cudaErrorNotSupported (or the error
@@ -151,7 +152,7 @@ cudaError_t HopperGemmSupported();
 
 // MakeHopperGemmPlan (tile_n chosen), then LaunchHopperGemm.
 cudaError_t LaunchHopperGemm(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
-                             HopperEpilogue epilogue, void* y, cudaStream_t stream);
+                             HopperEpilogue epilogue, void* y, LaunchStream stream);
 
 // The gated epilogues' weight layout. gate_up [2I, K] holds gate rows 0..I-1 then up rows; the
 // interleaved weight's row r is gate_up's row GateUpSourceRow(r, I): N tile t (rows

@@ -921,6 +921,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   if constexpr (W && !kWgmmaDevice) {
     __trap();
   } else {
+    EnterGrid();
     QueueKernelBody<D, W>(p, group_div, kv_div);
   }
 }
@@ -931,6 +932,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   if constexpr (W && !kWgmmaDevice) {
     __trap();
   } else {
+    EnterGrid();
     PipelinedKernelBody<D, W>(p, group_div, kv_div);
   }
 }
@@ -963,19 +965,19 @@ bool WgmmaBuilt() {
 }
 
 template <int D>
-cudaError_t Launch(const PrefixAttentionParams& p, cudaStream_t stream) {
+cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   const FastDivmod group_div(p.num_q_heads / p.num_kv_heads), kv_div(p.num_kv_heads);
   if constexpr (WgmmaHeadDim(D)) {
     if (p.wgmma) {
       if (!WgmmaBuilt<D>()) return cudaErrorNotSupported;
-      KernelOf<D, true>(p.pipelined)<<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
-      return cudaGetLastError();
+      return LaunchKernel(KernelOf<D, true>(p.pipelined), p.blocks, kThreads, 0, stream, p,
+                          group_div, kv_div);
     }
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
   }
-  KernelOf<D, false>(p.pipelined)<<<p.blocks, kThreads, 0, stream>>>(p, group_div, kv_div);
-  return cudaGetLastError();
+  return LaunchKernel(KernelOf<D, false>(p.pipelined), p.blocks, kThreads, 0, stream, p, group_div,
+                      kv_div);
 }
 
 template <int D>
@@ -1039,7 +1041,7 @@ int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma) {
       head_dim, [&](auto d) { return ResidentBlocks<decltype(d)::value>(pipelined, wgmma); }, 0);
 }
 
-cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream) {
+cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream) {
   if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 || p.blocks <= 0 ||
       !(p.scale > 0.0f) || p.softcap < 0.0f || p.window < 0) {
     return cudaErrorInvalidValue;

@@ -30,6 +30,7 @@
 
 #include "kernels/attention_tiles.h"
 #include "kernels/kv_layers.cuh"
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -77,7 +78,7 @@ int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = fal
 // positive, a negative softcap or window, or (pipelined: it copies them by cp.async) tiles or
 // contexts that are not 16-byte aligned, or wgmma at a head_dim other than 64 or 128;
 // cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is false otherwise.
-cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, cudaStream_t stream);
+cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream);
 
 }  // namespace rankd::kernels
 

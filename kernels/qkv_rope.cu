@@ -47,6 +47,7 @@ constexpr int kHeadsPerLane = 4;  // head slots per lane, loaded together
 
 __global__ void __launch_bounds__(kThreads)
     QkvRopeKernel(QkvRopeParams p, int chunks, int chunks_pow2, int parts) {
+  EnterGrid();
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int t = static_cast<int>(warp / parts), part = static_cast<int>(warp % parts);
   const int lane = threadIdx.x % kWarpSize;
@@ -148,6 +149,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void RopeRotationsKernel(const int32_t* __restrict__ positions,
                                     const float* __restrict__ inv_freq, int64_t n, int half,
                                     float2* __restrict__ rotations) {
+  EnterGrid();
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const int t = static_cast<int>(k / half), i = static_cast<int>(k % half);
@@ -158,7 +160,7 @@ __global__ void RopeRotationsKernel(const int32_t* __restrict__ positions,
 
 }  // namespace
 
-cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
+cudaError_t LaunchQkvRope(const QkvRopeParams& p, LaunchStream stream) {
   if (p.head_dim <= 0 || p.head_dim % 16 != 0 || p.head_dim > kQkvRopeMaxHeadDim) {
     return cudaErrorInvalidValue;
   }
@@ -169,17 +171,16 @@ cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
   const int slots = p.num_kv_heads * 2 + (p.skip_q ? 0 : p.num_q_heads);
   const int parts = static_cast<int>(CeilDiv(slots, kHeadsPerLane * (kWarpSize / chunks_pow2)));
-  QkvRopeKernel<<<CeilDiv(static_cast<int64_t>(p.num_tokens) * parts, kWarpsPerBlock), kThreads, 0,
-                  stream>>>(p, chunks, chunks_pow2, parts);
-  return cudaGetLastError();
+  return LaunchKernel(QkvRopeKernel, CeilDiv(static_cast<int64_t>(p.num_tokens) * parts, kWarpsPerBlock),
+                      kThreads, 0, stream, p, chunks, chunks_pow2, parts);
 }
 
 cudaError_t LaunchRopeRotations(const int32_t* positions, const float* inv_freq, int num_tokens,
-                                int half, float2* rotations, cudaStream_t stream) {
+                                int half, float2* rotations, LaunchStream stream) {
   const int64_t n = static_cast<int64_t>(num_tokens) * half;
   if (n == 0) return cudaSuccess;
-  RopeRotationsKernel<<<CeilDiv(n, 256), 256, 0, stream>>>(positions, inv_freq, n, half, rotations);
-  return cudaGetLastError();
+  return LaunchKernel(RopeRotationsKernel, CeilDiv(n, 256), 256, 0, stream, positions, inv_freq, n,
+                      half, rotations);
 }
 
 }  // namespace rankd::kernels

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/kv_layers.cuh"
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -43,13 +44,13 @@ struct QkvRopeParams {
 // With skip_q, only the k and v heads are handled (q is rotated where attention loads it).
 // cudaErrorInvalidValue for a head_dim that is not a multiple of 16 or above kQkvRopeMaxHeadDim,
 // and for skip_q with a bias or a q/k norm.
-cudaError_t LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream);
+cudaError_t LaunchQkvRope(const QkvRopeParams& p, LaunchStream stream);
 
 // rotations[t, i] = (cos, sin)(positions[t] * inv_freq[i]) in fp32, for t < num_tokens and
 // i < half: computed once per pass, shared by every layer.
 //   positions [T] int32; inv_freq [half] fp32; rotations [T, half] float2.
 cudaError_t LaunchRopeRotations(const int32_t* positions, const float* inv_freq, int num_tokens,
-                                int half, float2* rotations, cudaStream_t stream);
+                                int half, float2* rotations, LaunchStream stream);
 
 }  // namespace rankd::kernels
 

@@ -15,6 +15,7 @@ __global__ void __launch_bounds__(kThreads)
     QuantizeRowsKernel(const __nv_bfloat16* __restrict__ x, int cols,
                        __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scale) {
   __shared__ float scratch[32];
+  EnterGrid();
   const int64_t r = blockIdx.x;
   const __nv_bfloat16* row = x + r * cols;
   __nv_fp8_storage_t* qrow = q + r * cols;
@@ -54,18 +55,14 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t LaunchQuantizeRowsFp8(const __nv_bfloat16* x, int64_t rows, int cols, __nv_fp8_e4m3* q,
-                                  float* scale, cudaStream_t stream) {
+                                  float* scale, LaunchStream stream) {
   if (rows == 0) return cudaSuccess;
   if (rows > 0x7fffffff) return cudaErrorInvalidValue;  // one block a row
   auto* qs = reinterpret_cast<__nv_fp8_storage_t*>(q);
   const bool aligned =
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(q) % 8 == 0;
-  if (cols % 8 == 0 && aligned) {
-    QuantizeRowsKernel<8><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, qs, scale);
-  } else {
-    QuantizeRowsKernel<1><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, qs, scale);
-  }
-  return cudaGetLastError();
+  return LaunchKernel(cols % 8 == 0 && aligned ? QuantizeRowsKernel<8> : QuantizeRowsKernel<1>,
+                      static_cast<unsigned>(rows), kThreads, 0, stream, x, cols, qs, scale);
 }
 
 }  // namespace rankd::kernels

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -15,7 +16,7 @@ namespace rankd::kernels {
 // rounded to nearest even and saturated, so that x[r, c] ~= q[r, c] * scale[r].
 //   x [rows, cols] bf16 row-major; q [rows, cols] e4m3 row-major; scale [rows] fp32.
 cudaError_t LaunchQuantizeRowsFp8(const __nv_bfloat16* x, int64_t rows, int cols, __nv_fp8_e4m3* q,
-                                  float* scale, cudaStream_t stream);
+                                  float* scale, LaunchStream stream);
 
 }  // namespace rankd::kernels
 

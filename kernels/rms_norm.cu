@@ -34,6 +34,7 @@ __global__ void __launch_bounds__(kThreads)
     RmsNormRegistersKernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                            float offset, float eps, int rows, Out o) {
   constexpr int kDim = N * 4 * kWarpSize;
+  EnterGrid();
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= rows) return;  // whole warps
@@ -90,6 +91,7 @@ template <typename Out>
 __global__ void __launch_bounds__(kThreads)
     RmsNormStridedKernel(const float* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                          float offset, float eps, int rows, int dim, Out o) {
+  EnterGrid();
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= rows) return;  // whole warps
@@ -115,6 +117,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     RmsNormAddKernel(const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ w,
                      float offset, float eps, int rows, int dim, float* __restrict__ x) {
+  EnterGrid();
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= rows) return;  // whole warps
@@ -134,53 +137,51 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename Out, int... Ns>
 cudaError_t LaunchRegisters(int n, const float* x, const __nv_bfloat16* w, float offset, float eps,
-                            int rows, Out out, cudaStream_t stream,
+                            int rows, Out out, LaunchStream stream,
                             std::integer_sequence<int, Ns...>) {
   const unsigned blocks = static_cast<unsigned>(CeilDiv(rows, kWarpsPerBlock));
-  bool launched = false;
+  cudaError_t e = cudaErrorInvalidValue;
   // Exactly one N + 1 equals n.
-  ((n == Ns + 1 ? (RmsNormRegistersKernel<Ns + 1, Out>
-                   <<<blocks, kThreads, 0, stream>>>(x, w, offset, eps, rows, out),
-                   launched = true)
+  ((n == Ns + 1 ? (e = LaunchKernel(RmsNormRegistersKernel<Ns + 1, Out>, blocks, kThreads, 0,
+                                    stream, x, w, offset, eps, rows, out),
+                   true)
                 : false),
    ...);
-  return launched ? cudaGetLastError() : cudaErrorInvalidValue;
+  return e;
 }
 
 template <typename Out>
 cudaError_t LaunchNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
-                       int rows, int dim, Out out, cudaStream_t stream) {
+                       int rows, int dim, Out out, LaunchStream stream) {
   if (rows == 0) return cudaSuccess;
   constexpr int kChunk = 4 * kWarpSize;  // floats a warp covers with one float4 each
   if (dim % kChunk == 0 && dim / kChunk <= kMaxChunks) {
     return LaunchRegisters(dim / kChunk, x, w, weight_offset, eps, rows, out, stream,
                            std::make_integer_sequence<int, kMaxChunks>{});
   }
-  RmsNormStridedKernel<Out><<<CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream>>>(
-      x, w, weight_offset, eps, rows, dim, out);
-  return cudaGetLastError();
+  return LaunchKernel(RmsNormStridedKernel<Out>, CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream,
+                      x, w, weight_offset, eps, rows, dim, out);
 }
 
 }  // namespace
 
 cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
-                          int rows, int dim, __nv_bfloat16* out, cudaStream_t stream) {
+                          int rows, int dim, __nv_bfloat16* out, LaunchStream stream) {
   return LaunchNorm(x, w, weight_offset, eps, rows, dim, Bf16Out{out}, stream);
 }
 
 cudaError_t LaunchRmsNormFp8(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
                              int rows, int dim, __nv_fp8_e4m3* q, float* scale,
-                             cudaStream_t stream) {
+                             LaunchStream stream) {
   return LaunchNorm(x, w, weight_offset, eps, rows, dim,
                     Fp8Out{reinterpret_cast<__nv_fp8_storage_t*>(q), scale}, stream);
 }
 
 cudaError_t LaunchRmsNormAdd(const __nv_bfloat16* y, const __nv_bfloat16* w, float weight_offset,
-                             float eps, int rows, int dim, float* x, cudaStream_t stream) {
+                             float eps, int rows, int dim, float* x, LaunchStream stream) {
   if (rows == 0) return cudaSuccess;
-  RmsNormAddKernel<<<CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream>>>(y, w, weight_offset, eps,
-                                                                           rows, dim, x);
-  return cudaGetLastError();
+  return LaunchKernel(RmsNormAddKernel, CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream, y, w,
+                      weight_offset, eps, rows, dim, x);
 }
 
 }  // namespace rankd::kernels

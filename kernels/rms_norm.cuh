@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -17,21 +18,21 @@ namespace rankd::kernels {
 // The residual add that precedes each norm happens in the GEMM epilogue (Gemm::LinearAccumulate
 // adds o_proj / down_proj output into the fp32 stream), so this kernel reads one stream only.
 cudaError_t LaunchRmsNorm(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
-                          int rows, int dim, __nv_bfloat16* out, cudaStream_t stream);
+                          int rows, int dim, __nv_bfloat16* out, LaunchStream stream);
 
 // The same norm in fp32, quantised per row (kernels/fp8.cuh) instead of rounded to bf16:
 // scale[r] = max |n[r, :]| / 448 (1 for an all-zero row), q[r, :] = e4m3(n[r, :] / scale[r]).
 //   q [rows, dim] e4m3 row-major (4-byte aligned when dim % 128 == 0); scale [rows] fp32.
 cudaError_t LaunchRmsNormFp8(const float* x, const __nv_bfloat16* w, float weight_offset, float eps,
                              int rows, int dim, __nv_fp8_e4m3* q, float* scale,
-                             cudaStream_t stream);
+                             LaunchStream stream);
 
 // The residual add of a normalised sublayer output (Gemma 2's post-attention and post-feedforward
 // norms): x[r, :] += bf16(y[r, :] / sqrt(mean(y[r, :]^2) + eps) * (weight_offset + w)), the norm
 // in fp32 and rounded to bf16 (HF's norm output) before the fp32 add.
 //   y [rows, dim] bf16 row-major; w [dim] bf16; x [rows, dim] fp32 row-major, read and written.
 cudaError_t LaunchRmsNormAdd(const __nv_bfloat16* y, const __nv_bfloat16* w, float weight_offset,
-                             float eps, int rows, int dim, float* x, cudaStream_t stream);
+                             float eps, int rows, int dim, float* x, LaunchStream stream);
 
 }  // namespace rankd::kernels
 

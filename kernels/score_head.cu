@@ -17,6 +17,7 @@ __global__ void ScoreHeadKernel(const float* __restrict__ x, const int32_t* __re
                                 const __nv_bfloat16* __restrict__ head_rows, int num_head_rows,
                                 float softcap, float eps, int hidden, float* __restrict__ scores) {
   __shared__ float scratch[32];
+  EnterGrid();
   if (static_cast<int>(blockIdx.x) >= *num_items) return;  // whole blocks
   const int row = last_rows ? last_rows[blockIdx.x] : static_cast<int>(blockIdx.x);
   const float* h = x + static_cast<int64_t>(row) * hidden;
@@ -45,13 +46,12 @@ __global__ void ScoreHeadKernel(const float* __restrict__ x, const int32_t* __re
 cudaError_t LaunchScoreHead(const float* x, const int32_t* last_rows, const int32_t* num_items,
                             int max_items, const __nv_bfloat16* final_norm, float norm_offset,
                             const __nv_bfloat16* head_rows, int num_head_rows, float softcap,
-                            float eps, int hidden, float* scores, cudaStream_t stream) {
+                            float eps, int hidden, float* scores, LaunchStream stream) {
   if (num_head_rows != 1 && num_head_rows != 2) return cudaErrorInvalidValue;
   if (max_items == 0) return cudaSuccess;
-  ScoreHeadKernel<<<max_items, kThreads, 0, stream>>>(x, last_rows, num_items, final_norm,
-                                                      norm_offset, head_rows, num_head_rows,
-                                                      softcap, eps, hidden, scores);
-  return cudaGetLastError();
+  return LaunchKernel(ScoreHeadKernel, max_items, kThreads, 0, stream, x, last_rows, num_items,
+                      final_norm, norm_offset, head_rows, num_head_rows, softcap, eps, hidden,
+                      scores);
 }
 
 }  // namespace rankd::kernels

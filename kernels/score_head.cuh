@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include "kernels/launch.cuh"
 
 namespace rankd::kernels {
 
@@ -23,7 +24,7 @@ namespace rankd::kernels {
 cudaError_t LaunchScoreHead(const float* x, const int32_t* last_rows, const int32_t* num_items,
                             int max_items, const __nv_bfloat16* final_norm, float norm_offset,
                             const __nv_bfloat16* head_rows, int num_head_rows, float softcap,
-                            float eps, int hidden, float* scores, cudaStream_t stream);
+                            float eps, int hidden, float* scores, LaunchStream stream);
 
 }  // namespace rankd::kernels
 

@@ -41,6 +41,7 @@ template <Act A>
 __global__ void GatedVec8Kernel(const __nv_bfloat16* __restrict__ gate_up, int64_t num_chunks,
                                 int chunks_per_row, int intermediate, int half,
                                 __nv_bfloat16* __restrict__ out) {
+  EnterGrid();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= num_chunks) return;
   const int64_t t = c / chunks_per_row;
@@ -63,6 +64,7 @@ __global__ void GatedVec8Kernel(const __nv_bfloat16* __restrict__ gate_up, int64
 template <Act A>
 __global__ void GatedScalarKernel(const __nv_bfloat16* __restrict__ gate_up, int64_t n,
                                   int intermediate, int half, __nv_bfloat16* __restrict__ out) {
+  EnterGrid();
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
   const int64_t t = k / intermediate;
@@ -96,6 +98,7 @@ __global__ void __launch_bounds__(kThreads)
     GatedFp8Kernel(const __nv_bfloat16* __restrict__ gate_up, int intermediate,
                    __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scale) {
   __shared__ float scratch[32];
+  EnterGrid();
   const int64_t t = blockIdx.x;
   const __nv_bfloat16* g = gate_up + t * 2 * intermediate;
   __nv_fp8_storage_t* qrow = q + t * intermediate;
@@ -141,6 +144,7 @@ __global__ void __launch_bounds__(kThreads)
     GatedFp8RegKernel(const __nv_bfloat16* __restrict__ gate_up, int intermediate,
                       __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scale) {
   __shared__ float scratch[32];
+  EnterGrid();
   const int64_t t = blockIdx.x;
   const __nv_bfloat16* g = gate_up + t * 2 * intermediate;
   __nv_fp8_storage_t* qrow = q + t * intermediate;
@@ -171,7 +175,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <Act A>
 cudaError_t LaunchGatedFp8(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                           __nv_fp8_e4m3* q, float* scale, cudaStream_t stream) {
+                           __nv_fp8_e4m3* q, float* scale, LaunchStream stream) {
   if (num_tokens == 0 || intermediate == 0) return cudaSuccess;
   auto* qs = reinterpret_cast<__nv_fp8_storage_t*>(q);
   const bool aligned =
@@ -182,18 +186,15 @@ cudaError_t LaunchGatedFp8(const __nv_bfloat16* gate_up, int num_tokens, int int
                    : steps_per_thread <= 2 ? GatedFp8RegKernel<A, 2>
                    : steps_per_thread <= 4 ? GatedFp8RegKernel<A, 4>
                                            : GatedFp8RegKernel<A, 8>;
-    kernel<<<num_tokens, kThreads, 0, stream>>>(gate_up, intermediate, qs, scale);
-  } else if (intermediate % 8 == 0 && aligned) {
-    GatedFp8Kernel<A, 8><<<num_tokens, kThreads, 0, stream>>>(gate_up, intermediate, qs, scale);
-  } else {
-    GatedFp8Kernel<A, 1><<<num_tokens, kThreads, 0, stream>>>(gate_up, intermediate, qs, scale);
+    return LaunchKernel(kernel, num_tokens, kThreads, 0, stream, gate_up, intermediate, qs, scale);
   }
-  return cudaGetLastError();
+  return LaunchKernel(intermediate % 8 == 0 && aligned ? GatedFp8Kernel<A, 8> : GatedFp8Kernel<A, 1>,
+                      num_tokens, kThreads, 0, stream, gate_up, intermediate, qs, scale);
 }
 
 template <Act A>
 cudaError_t LaunchGated(const __nv_bfloat16* gate_up, int num_tokens, int intermediate, int half,
-                        __nv_bfloat16* out, cudaStream_t stream) {
+                        __nv_bfloat16* out, LaunchStream stream) {
   if (half == 0) half = intermediate;
   if (half < 0 || (intermediate > 0 && intermediate % half != 0)) return cudaErrorInvalidValue;
   const int64_t n = static_cast<int64_t>(num_tokens) * intermediate;
@@ -203,34 +204,32 @@ cudaError_t LaunchGated(const __nv_bfloat16* gate_up, int num_tokens, int interm
   if (half % 8 == 0 && aligned) {  // then intermediate % 8 == 0 too
     const int per_row = intermediate / 8;
     const int64_t chunks = static_cast<int64_t>(num_tokens) * per_row;
-    GatedVec8Kernel<A><<<CeilDiv(chunks, kThreads), kThreads, 0, stream>>>(
-        gate_up, chunks, per_row, intermediate, half, out);
-  } else {
-    GatedScalarKernel<A>
-        <<<CeilDiv(n, kThreads), kThreads, 0, stream>>>(gate_up, n, intermediate, half, out);
+    return LaunchKernel(GatedVec8Kernel<A>, CeilDiv(chunks, kThreads), kThreads, 0, stream, gate_up,
+                        chunks, per_row, intermediate, half, out);
   }
-  return cudaGetLastError();
+  return LaunchKernel(GatedScalarKernel<A>, CeilDiv(n, kThreads), kThreads, 0, stream, gate_up, n,
+                      intermediate, half, out);
 }
 
 }  // namespace
 
 cudaError_t LaunchSwiGluFp8(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                            __nv_fp8_e4m3* q, float* scale, cudaStream_t stream) {
+                            __nv_fp8_e4m3* q, float* scale, LaunchStream stream) {
   return LaunchGatedFp8<Act::kSilu>(gate_up, num_tokens, intermediate, q, scale, stream);
 }
 
 cudaError_t LaunchGeGluFp8(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                           __nv_fp8_e4m3* q, float* scale, cudaStream_t stream) {
+                           __nv_fp8_e4m3* q, float* scale, LaunchStream stream) {
   return LaunchGatedFp8<Act::kGeluTanh>(gate_up, num_tokens, intermediate, q, scale, stream);
 }
 
 cudaError_t LaunchSwiGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                         __nv_bfloat16* out, cudaStream_t stream, int half) {
+                         __nv_bfloat16* out, LaunchStream stream, int half) {
   return LaunchGated<Act::kSilu>(gate_up, num_tokens, intermediate, half, out, stream);
 }
 
 cudaError_t LaunchGeGlu(const __nv_bfloat16* gate_up, int num_tokens, int intermediate,
-                        __nv_bfloat16* out, cudaStream_t stream, int half) {
+                        __nv_bfloat16* out, LaunchStream stream, int half) {
   return LaunchGated<Act::kGeluTanh>(gate_up, num_tokens, intermediate, half, out, stream);
 }
 

@@ -158,6 +158,11 @@ struct BackendOptions {
     // the mma.sync kernel runs. bench/RESULTS.md, 2026-12-06: attention 7-16% faster, 379M
     // Tq=1024 +4%, the standard workload +1%.
     bool attention_wgmma = true;
+    // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
+    // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
+    // on the device, and the Hopper GEMM prefetches its first tile's weights into L2 before that
+    // wait. The same scores bit for bit. Off until an H200 A/B has measured it.
+    bool pdl = false;
     // RANKD_CUDA_OWN_GEMM_VARIANTS: the Hopper GEMM variants that RANKD_CUDA_OWN_GEMM=auto times
     // against cuBLASLt per layer shape: "pingpong" (the default: ping-pong on 128- and on 64-row
     // tiles), "pingpong128" (128-row tiles alone, the default before 2026-12-06) or "all" (those,

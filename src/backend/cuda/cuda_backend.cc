@@ -98,7 +98,7 @@ absl::Status CudaBackend::OwnGemm(const bf16* x, const bf16* w, int rows, int in
     RANKD_CUDA_RETURN_IF_ERROR(MakeOwnPlan(x, w, y, rows, in, out, epilogue, variant, &plan));
     it = own_plans_.emplace(key, plan).first;
   }
-  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(it->second, ctx_->stream()));
+  RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(it->second, launch_stream()));
   return absl::OkStatus();
 }
 
@@ -112,7 +112,7 @@ absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, i
       RANKD_RETURN_IF_ERROR(gemm_->Linear(x, w, rows, in, out, static_cast<bf16*>(y), s));
       kernels::QkvRopeParams r = rope_unfused_;
       r.qkv = static_cast<bf16*>(y);
-      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, launch_stream()));
       return absl::OkStatus();
     }
     case kernels::HopperEpilogue::kAccumulateF32:
@@ -122,8 +122,9 @@ absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, i
       RANKD_RETURN_IF_ERROR(gemm_->Linear(x, w, rows, in, out, wide, s));
       RANKD_CUDA_RETURN_IF_ERROR(
           epilogue == kernels::HopperEpilogue::kGeGlu
-              ? kernels::LaunchGeGlu(wide, rows, out / 2, static_cast<bf16*>(y), s, gate_up_half_)
-              : kernels::LaunchSwiGlu(wide, rows, out / 2, static_cast<bf16*>(y), s,
+              ? kernels::LaunchGeGlu(wide, rows, out / 2, static_cast<bf16*>(y), launch_stream(),
+                                     gate_up_half_)
+              : kernels::LaunchSwiGlu(wide, rows, out / 2, static_cast<bf16*>(y), launch_stream(),
                                       gate_up_half_));
       return absl::OkStatus();
   }
@@ -269,6 +270,11 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
         "cuda backend: attention on wgmma needs sm_90a code on an sm_90 device and heads of 64 or "
         "128 (this model's: {}); the mma.sync kernel runs",
         config_.head_dim);
+  }
+  pdl_ = switches_.pdl && kernels::ProgrammaticLaunchSupported();
+  if (switches_.pdl && !pdl_) {
+    spdlog::info("cuda backend: programmatic dependent launch needs sm_90 or later; kernels launch "
+                 "in stream order");
   }
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
                                                      attention_wgmma_);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/hopper_gemm.cuh"
 #include "kernels/kv_layers.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/backend/cuda/cuda_weights.h"
@@ -119,6 +120,7 @@ class CudaBackend final : public backend::Backend {
     s.k_rope_in_gemm = k_rope_in_gemm_;
     s.attention_pipelined = switches_.attention_pipeline;
     s.attention_wgmma = attention_wgmma_;
+    s.pdl = pdl_;
     return s;
   }
 
@@ -173,6 +175,9 @@ class CudaBackend final : public backend::Backend {
   // y = x . w^T with `epilogue` (kStoreBf16, kAccumulateF32) on the GEMM OwnFor picks.
   absl::Status Linear(const bf16* x, const bf16* w, int rows, int in, int out,
                       kernels::HopperEpilogue epilogue, void* y);
+  // The stream that the pass's own kernels launch on: with PDL where RANKD_CUDA_PDL=1
+  // (kernels/launch.cuh). cuBLASLt, copies and the GEMM timing use ctx_->stream() as it is.
+  kernels::LaunchStream launch_stream() const { return {ctx_->stream(), pdl_}; }
   // Profiling (RANKD_CUDA_PROFILE=1): the stage that starts now, with its FLOPs and bytes
   // (pass_costs.h).
   absl::Status Mark(Stage stage, const StageCost& cost) {
@@ -195,6 +200,7 @@ class CudaBackend final : public backend::Backend {
   PassPlan plan_;
   int attention_blocks_ = 0;  // persistent grid of the attention kernel
   bool attention_wgmma_ = false;  // attention on wgmma (switch on, device and heads take it)
+  bool pdl_ = false;  // the pass's kernels launch with PDL (switch on, the device takes it)
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.
   bool q_rope_in_attention_ = false;

@@ -27,7 +27,8 @@ absl::Status CudaBackend::Forward(const PassShape& shape, const PassWork& work) 
 // ---- forward -----------------------------------------------------------------------------------
 
 absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) {
-  cudaStream_t s = ctx_->stream();
+  cudaStream_t s = ctx_->stream();         // cuBLASLt's GEMMs
+  const kernels::LaunchStream ks = launch_stream();  // rankd's kernels
   const int H = config_.hidden_size, Q = config_.q_width(), KV = config_.kv_width(),
             I = config_.intermediate_size, W = qkv_width(), D = config_.head_dim;
   const float eps = config_.rms_norm_eps;
@@ -49,8 +50,8 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   auto norm = [&](const float* x, const bf16* w, int rows, bool to_fp8) -> absl::Status {
     RANKD_CUDA_RETURN_IF_ERROR(
         to_fp8 ? kernels::LaunchRmsNormFp8(x, w, norm_offset, eps, rows, H, gemm_in_fp8_,
-                                           gemm_in_scale_, s)
-               : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, s));
+                                           gemm_in_scale_, ks)
+               : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, ks));
     return absl::OkStatus();
   };
   // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused when `in_fp8`).
@@ -71,10 +72,10 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
 
   RANKD_RETURN_IF_ERROR(Mark(Stage::kEmbed, cost.Embed()));
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchEmbeddingGather(m.tokens, Tb, weights_.embed, dev_rows_,
-                                                            H, embed_scale_, x_, s));
+                                                            H, embed_scale_, x_, ks));
   RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, cost.RopeTable()));
   RANKD_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, s));
+      kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, ks));
   const KvLayers own{wide_ + Q, wide_ + Q + KV, 0, W};
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -106,7 +107,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     } else {
       RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
       RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, cost.QkvRope(q_rope_in_attention_, encode)));
-      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, s));
+      RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, ks));
     }
     if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
 
@@ -132,7 +133,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.wgmma = attention_wgmma_;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));
-    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, s));
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, ks));
 
     // After the last layer's attention only the items' last rows matter: its o_proj and MLP run
     // on those rows alone, gathered into x_last_ (residual) and wide_ (attention output, free
@@ -144,9 +145,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     if (last) {
       RANKD_RETURN_IF_ERROR(Mark(Stage::kGather, cost.Gather()));
       RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(x_, m.last_rows, &m.counts->items, Nb,
-                                                           sizeof(float) * H, x_last_, s));
+                                                           sizeof(float) * H, x_last_, ks));
       RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(attn_, m.last_rows, &m.counts->items, Nb,
-                                                           sizeof(bf16) * Q, wide_, s));
+                                                           sizeof(bf16) * Q, wide_, ks));
       xr = x_last_;
       ar = wide_;
       rows = Nb;
@@ -155,7 +156,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     if (fp8_o) {
       RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, cost.QuantizeRows(live)));
       RANKD_CUDA_RETURN_IF_ERROR(
-          kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, s));
+          kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, ks));
     }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kOProj, cost.OProj(live)));
     // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
@@ -163,7 +164,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     if (config_.sandwich_norms) {
       RANKD_RETURN_IF_ERROR(linear(ar, w.wo, w.wo_fp8, rows, Q, H, normed_, fp8_o));
       RANKD_CUDA_RETURN_IF_ERROR(
-          kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, s));
+          kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, ks));
     } else {
       RANKD_RETURN_IF_ERROR(linear_add(ar, w.wo, w.wo_fp8, rows, Q, H, xr, fp8_o));
     }
@@ -189,16 +190,16 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, cost.SwiGlu(live)));
       RANKD_CUDA_RETURN_IF_ERROR(
           fp8_down
-              ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s)
-                      : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, s))
-              : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, s, gate_up_half_)
-                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, s, gate_up_half_)));
+              ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, ks)
+                      : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, ks))
+              : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, ks, gate_up_half_)
+                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, ks, gate_up_half_)));
     }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, cost.Down(live)));
     if (config_.sandwich_norms) {
       RANKD_RETURN_IF_ERROR(linear(act_, w.w_down, w.w_down_fp8, rows, I, H, normed_, fp8_down));
       RANKD_CUDA_RETURN_IF_ERROR(
-          kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, s));
+          kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, ks));
     } else {
       RANKD_RETURN_IF_ERROR(linear_add(act_, w.w_down, w.w_down_fp8, rows, I, H, xr, fp8_down));
     }
@@ -209,7 +210,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       x_last_, nullptr, &m.counts->items, Nb, weights_.final_norm, norm_offset, weights_.head_rows,
       static_cast<int>(head_.HeadRows().size()),
       config_.head_kind == model::HeadKind::kCausalLm ? config_.final_logit_softcapping : 0.0f, eps,
-      H, dev_scores_, s));
+      H, dev_scores_, ks));
   return absl::OkStatus();
 }
 

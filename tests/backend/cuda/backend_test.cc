@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/hopper_gemm.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/prefix_attention.cuh"
 #include "nlohmann/json.hpp"
 #include "rankd/backend/cuda/cuda_backend.h"
@@ -1012,6 +1013,57 @@ TEST(CudaKRopeInGemmTest, FusedScoresAsUnfusedAndAsTheCpu) {
             << (fused ? "fused" : "unfused") << " vs the CPU backend";
       }
       EXPECT_EQ(got[1], got[0]) << "fused vs unfused";
+    }
+  }
+}
+
+// Programmatic dependent launch (RANKD_CUDA_PDL=1: every kernel of the pass may start under the
+// previous one's tail and waits for it on the device; the Hopper GEMM prefetches its weights
+// first): the same scores bit for bit as stream order, on random Llamas with heads of 64 and 128,
+// in both strategies, eager and with graphs (captured, then replayed), on cuBLASLt and on the
+// Hopper GEMM (where it runs), in bf16 and fp8; and within kVsCpu of the CPU backend. A kernel
+// that touched memory before its wait would race its predecessor: its bits would differ here
+// from pass to pass. Skips before sm_90.
+TEST(CudaPdlTest, ScoresAsStreamOrderBitwise) {
+  RANKD_SKIP_WITHOUT_GPU();
+  if (!kernels::ProgrammaticLaunchSupported()) GTEST_SKIP() << "no PDL before sm_90";
+  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
+  test_util::Rng rng;
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  struct Gemms {
+    const char* own;
+    const char* precision;
+  };
+  std::vector<Gemms> gemms = {{"0", "bf16"}, {"0", "fp8"}};
+  if (kernels::HopperGemmSupported() == cudaSuccess) gemms.push_back({"1", "bf16"});
+  for (const char* preset : {"tiny-h64", "tiny-h128"}) {
+    SCOPED_TRACE(preset);
+    PresetCase pc;
+    ASSERT_NO_FATAL_FAILURE(MakePresetCase(preset, rng, &pc));
+    const auto& [dir, prefix, batch, ref] = pc;
+    for (const auto& [own, precision] : gemms) {
+      ScopedEnv own_gemm("RANKD_CUDA_OWN_GEMM", own);
+      for (const std::string& strategy : kStrategies) {
+        for (const bool graphs : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "own GEMM " << own << ", " << precision << ", "
+                                            << strategy << ", graphs " << graphs);
+          std::vector<float> got[2];
+          for (const bool pdl : {false, true}) {
+            ScopedEnv p("RANKD_CUDA_PDL", pdl ? "1" : "0");
+            auto b = MakeBackend(dir, "classifier:0", "cuda", strategy, 16384, graphs, precision);
+            ASSERT_TRUE(b.ok()) << b.status();
+            EXPECT_EQ(cuda::GetCudaBackendStats(**b)->pdl, pdl);
+            got[pdl] = Score(**b, prefix, batch);
+            for (int pass = 0; pass < 3; ++pass) {  // with graphs: a replay each
+              EXPECT_EQ(Score(**b, prefix, batch), got[pdl]) << "pass " << pass << ", pdl " << pdl;
+            }
+          }
+          EXPECT_EQ(got[1], got[0]) << "PDL vs stream order";
+          if (std::string(precision) == "bf16") {
+            EXPECT_LT(test_util::RelNormError(got[1], ref), kVsCpu) << "vs the CPU backend";
+          }
+        }
+      }
     }
   }
 }

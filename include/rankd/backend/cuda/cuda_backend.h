@@ -60,6 +60,9 @@ struct CudaBackendStats {
   // Attention runs on wgmma (RANKD_CUDA_ATTENTION_WGMMA, where the device, build and heads take
   // it).
   bool attention_wgmma = false;
+  // The pass's kernels launch with programmatic dependent launch (RANKD_CUDA_PDL, where the device
+  // is sm_90 or later).
+  bool pdl = false;
 };
 
 // The stats of `backend` if it is a CUDA backend.
