@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -128,6 +129,39 @@ std::vector<int> RowsToCheck(int M) {
   return rows;
 }
 
+// X [M, K] . W [N, K]^T (x, w on the device) on one schedule, with kStoreBf16 into a poisoned Y
+// (a tile left unwritten fails) and kAccumulateF32 onto a random Y (a tile added twice or never
+// fails), `adjust` checking or changing each plan before its launch; both against `acc`, the
+// reference's accumulators of `rows`.
+void ExpectStoreAndAccumulate(Rng& rng, const bf16* x, const bf16* w, int M, int N, int K,
+                              int tile_n, kernels::HopperSchedule schedule, int cluster,
+                              const std::vector<float>& acc, const std::vector<int>& rows,
+                              const std::function<void(kernels::HopperGemmPlan&)>& adjust) {
+  kernels::HopperGemmPlan plan;
+  {
+    DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+    y.Poison();
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x, w, y.get(), M, N, K,
+                                                     HopperEpilogue::kStoreBf16, &plan, tile_n,
+                                                     schedule, cluster));
+    adjust(plan);
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+    RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+    ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
+  }
+  const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
+  DeviceArray<float> y(y0);
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x, w, y.get(), M, N, K,
+                                                   HopperEpilogue::kAccumulateF32, &plan, tile_n,
+                                                   schedule, cluster));
+  adjust(plan);
+  RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+  RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<float> ref = y0;
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
+  ExpectClose(y.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
+}
+
 // Runs every epilogue of X [M, K] . W [N, K]^T and checks it against the reference, the
 // non-gated ones with either tile_n, every schedule alone and in clusters of 2 CTAs. For the gated
 // epilogues W is taken as gate_up [N = 2I, K] (gate rows, then up rows) and interleaved on the
@@ -151,30 +185,10 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
         {128, kernels::HopperSchedule::kPingPongShort, 1}}) {
     SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
                                       << static_cast<int>(schedule) << " cluster " << cluster);
-    kernels::HopperGemmPlan plan;
-    {
-      DeviceArray<bf16> y(static_cast<size_t>(M) * N);
-      y.Poison();
-      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
-                                                       HopperEpilogue::kStoreBf16, &plan, tile_n,
-                                                       schedule, cluster));
-      EXPECT_EQ(plan.cluster, cluster);
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-      ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
-    }
-    {
-      const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
-      DeviceArray<float> y(y0);
-      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
-                                                       HopperEpilogue::kAccumulateF32, &plan,
-                                                       tile_n, schedule, cluster));
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-      std::vector<float> ref = y0;
-      for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
-      ExpectClose(y.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
-    }
+    ExpectStoreAndAccumulate(rng, d_x.get(), d_w.get(), M, N, K, tile_n, schedule, cluster, acc,
+                             rows, [&](kernels::HopperGemmPlan& plan) {
+                               EXPECT_EQ(plan.cluster, cluster);
+                             });
   }
   const int I = N / 2;
   kernels::HopperGemmPlan gated;
@@ -271,29 +285,11 @@ TEST_F(HopperGemmTest, RasterGroupsComputeEveryTileOnce) {
       SCOPED_TRACE(::testing::Message()
                    << "tile_n " << tile_n << " schedule " << static_cast<int>(schedule)
                    << " cluster " << cluster << " group " << group);
-      kernels::HopperGemmPlan plan;
-      DeviceArray<bf16> y(static_cast<size_t>(M) * N);
-      y.Poison();
-      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
-                                                       HopperEpilogue::kStoreBf16, &plan, tile_n,
-                                                       schedule, cluster));
-      EXPECT_EQ(plan.group, 0) << "X and W of a few hundred KB fit in L2";
-      plan.group = group;
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-      ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
-
-      const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(M) * N, 8.0f);
-      DeviceArray<float> r(y0);
-      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), r.get(), M, N, K,
-                                                       HopperEpilogue::kAccumulateF32, &plan,
-                                                       tile_n, schedule, cluster));
-      plan.group = group;
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-      std::vector<float> ref = y0;
-      for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
-      ExpectClose(r.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
+      ExpectStoreAndAccumulate(rng_, d_x.get(), d_w.get(), M, N, K, tile_n, schedule, cluster,
+                               acc, rows, [&](kernels::HopperGemmPlan& plan) {
+                                 EXPECT_EQ(plan.group, 0) << "X and W of a few hundred KB fit in L2";
+                                 plan.group = group;
+                               });
       if (HasFatalFailure()) return;
     }
   }
