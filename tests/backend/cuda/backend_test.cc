@@ -1057,6 +1057,10 @@ TEST(CudaPdlTest, ScoresAsStreamOrderBitwise) {
             for (int pass = 0; pass < 3; ++pass) {  // with graphs: a replay each
               EXPECT_EQ(Score(**b, prefix, batch), got[pdl]) << "pass " << pass << ", pdl " << pdl;
             }
+            // PDL's edges captured (after copies and cuBLASLt too), not left to eager passes.
+            const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+            EXPECT_EQ(stats->graph_fallbacks, 0);
+            if (graphs) EXPECT_GT(stats->graph_replays, 0);
           }
           EXPECT_EQ(got[1], got[0]) << "PDL vs stream order";
           if (std::string(precision) == "bf16") {
