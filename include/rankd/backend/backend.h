@@ -161,7 +161,8 @@ struct BackendOptions {
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
     // on the device, and the Hopper GEMM prefetches its first tile's weights into L2 before that
-    // wait. The same scores bit for bit. Off until an H200 A/B has measured it.
+    // wait. The same scores bit for bit. Off: on an H100 (bench/RESULTS.md, 2026-12-06, session 35)
+    // 1.5% slower on the standard workload, 1-5% faster on embedding items.
     bool pdl = false;
     // RANKD_CUDA_OWN_GEMM_VARIANTS: the Hopper GEMM variants that RANKD_CUDA_OWN_GEMM=auto times
     // against cuBLASLt per layer shape: "pingpong" (the default: ping-pong on 128- and on 64-row
