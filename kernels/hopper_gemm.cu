@@ -524,7 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const HopperRope rope, int m, int n,
-                     int k, int group, int stagger) {
+                     int k, int group, int stagger, bool prefetch_w) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM>;
   constexpr bool kPingPong = C::kPingPong;
@@ -566,10 +566,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x != 0) return;
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
-    // Before the wait for the previous kernel (PDL, kernels/launch.cuh): W's K blocks of the
-    // CTA's first tile into L2. No kernel writes weights, so a small pass's weight stream starts
-    // under the previous kernel's tail; X, its output, is loaded only after the wait.
-    if (cluster < num_units) {
+    // Launched with PDL (kernels/launch.cuh), before the wait for the previous kernel: W's K
+    // blocks of the CTA's first tile into L2. No kernel writes weights, so a small pass's weight
+    // stream starts under the previous kernel's tail; X, its output, is loaded only after the
+    // wait. Without PDL there is no tail to hide it under, and it is not issued.
+    if (prefetch_w && cluster < num_units) {
       int mc, tn;
       UnitTile(cluster, num_mc, num_n, group, mc, tn);
       for (int kb = 0; kb < num_k; ++kb) {
@@ -690,7 +691,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
-      m + n + k + group + stagger + rope.head_dim;
+      m + n + k + group + stagger + rope.head_dim + prefetch_w;
 #endif
 }
 
@@ -786,7 +787,7 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   const int clusters = static_cast<int>(units < resident ? units : resident);
   return LaunchClusterKernel(kernel, CM * clusters, kThreads, C::kSmemBytes, stream, CM, plan.x_map,
                              plan.w_map, plan.y_map, plan.rope, plan.m, plan.n, plan.k, plan.group,
-                             plan.stagger);
+                             plan.stagger, stream.pdl);
 }
 
 template <HopperEpilogue E, int BN, HopperSchedule S>
