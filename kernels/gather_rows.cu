@@ -29,8 +29,9 @@ cudaError_t LaunchGatherRows(const void* in, const int32_t* rows, const int32_t*
                              int max_rows, int64_t row_bytes, void* out, LaunchStream stream) {
   if (row_bytes % 16 != 0) return cudaErrorInvalidValue;
   if (max_rows == 0) return cudaSuccess;
-  return LaunchKernel(GatherRowsKernel, max_rows, kThreads, 0, stream, static_cast<const uint4*>(in),
-                      rows, count, row_bytes / 16, static_cast<uint4*>(out));
+  return LaunchKernel(GatherRowsKernel, max_rows, kThreads, 0, stream,
+                      static_cast<const uint4*>(in), rows, count, row_bytes / 16,
+                      static_cast<uint4*>(out));
 }
 
 }  // namespace rankd::kernels

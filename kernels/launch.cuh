@@ -4,14 +4,14 @@
 // before it touches memory that another kernel writes or reads.
 //
 // With PDL on, kernel B launched after kernel A may be resident while A still runs (its launch,
-// block scheduling and whatever it does before EnterGrid overlap A's tail) once every block of A has
-// passed its own EnterGrid (griddepcontrol.launch_dependents) or exited. B's EnterGrid
+// block scheduling and whatever it does before EnterGrid overlap A's tail) once every block of A
+// has passed its own EnterGrid (griddepcontrol.launch_dependents) or exited. B's EnterGrid
 // (griddepcontrol.wait) returns once A has completed and its writes are visible. The chain is safe
 // because every kernel waits before it releases its dependents: when B starts, every kernel before
 // A has completed, so B's pre-EnterGrid work may read only what no kernel writes (weights), and
 // write nothing in global memory. A kernel launched without PDL, or after an operation that is not
-// a kernel (a copy, cuBLAS's GEMMs), waits for it as stream order always did; EnterGrid then returns
-// at once. Under stream capture the attribute becomes a programmatic edge of the graph.
+// a kernel (a copy, cuBLAS's GEMMs), waits for it as stream order always did; EnterGrid then
+// returns at once. Under stream capture the attribute becomes a programmatic edge of the graph.
 #ifndef RANKD_KERNELS_LAUNCH_CUH_
 #define RANKD_KERNELS_LAUNCH_CUH_
 

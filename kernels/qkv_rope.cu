@@ -171,8 +171,9 @@ cudaError_t LaunchQkvRope(const QkvRopeParams& p, LaunchStream stream) {
   if (p.num_tokens == 0) return cudaSuccess;
   const int slots = p.num_kv_heads * 2 + (p.skip_q ? 0 : p.num_q_heads);
   const int parts = static_cast<int>(CeilDiv(slots, kHeadsPerLane * (kWarpSize / chunks_pow2)));
-  return LaunchKernel(QkvRopeKernel, CeilDiv(static_cast<int64_t>(p.num_tokens) * parts, kWarpsPerBlock),
-                      kThreads, 0, stream, p, chunks, chunks_pow2, parts);
+  return LaunchKernel(QkvRopeKernel,
+                      CeilDiv(static_cast<int64_t>(p.num_tokens) * parts, kWarpsPerBlock), kThreads,
+                      0, stream, p, chunks, chunks_pow2, parts);
 }
 
 cudaError_t LaunchRopeRotations(const int32_t* positions, const float* inv_freq, int num_tokens,

@@ -188,8 +188,9 @@ cudaError_t LaunchGatedFp8(const __nv_bfloat16* gate_up, int num_tokens, int int
                                            : GatedFp8RegKernel<A, 8>;
     return LaunchKernel(kernel, num_tokens, kThreads, 0, stream, gate_up, intermediate, qs, scale);
   }
-  return LaunchKernel(intermediate % 8 == 0 && aligned ? GatedFp8Kernel<A, 8> : GatedFp8Kernel<A, 1>,
-                      num_tokens, kThreads, 0, stream, gate_up, intermediate, qs, scale);
+  return LaunchKernel(
+      intermediate % 8 == 0 && aligned ? GatedFp8Kernel<A, 8> : GatedFp8Kernel<A, 1>, num_tokens,
+      kThreads, 0, stream, gate_up, intermediate, qs, scale);
 }
 
 template <Act A>

@@ -273,8 +273,9 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   }
   pdl_ = switches_.pdl && kernels::ProgrammaticLaunchSupported();
   if (switches_.pdl && !pdl_) {
-    spdlog::info("cuda backend: programmatic dependent launch needs sm_90 or later; kernels launch "
-                 "in stream order");
+    spdlog::info(
+        "cuda backend: programmatic dependent launch needs sm_90 or later; kernels launch "
+        "in stream order");
   }
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
                                                      attention_wgmma_);

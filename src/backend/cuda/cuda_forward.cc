@@ -27,7 +27,7 @@ absl::Status CudaBackend::Forward(const PassShape& shape, const PassWork& work) 
 // ---- forward -----------------------------------------------------------------------------------
 
 absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) {
-  cudaStream_t s = ctx_->stream();         // cuBLASLt's GEMMs
+  cudaStream_t s = ctx_->stream();                   // cuBLASLt's GEMMs
   const kernels::LaunchStream ks = launch_stream();  // rankd's kernels
   const int H = config_.hidden_size, Q = config_.q_width(), KV = config_.kv_width(),
             I = config_.intermediate_size, W = qkv_width(), D = config_.head_dim;

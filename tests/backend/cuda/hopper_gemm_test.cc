@@ -141,9 +141,8 @@ void ExpectStoreAndAccumulate(Rng& rng, const bf16* x, const bf16* w, int M, int
   {
     DeviceArray<bf16> y(static_cast<size_t>(M) * N);
     y.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x, w, y.get(), M, N, K,
-                                                     HopperEpilogue::kStoreBf16, &plan, tile_n,
-                                                     schedule, cluster));
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(
+        x, w, y.get(), M, N, K, HopperEpilogue::kStoreBf16, &plan, tile_n, schedule, cluster));
     adjust(plan);
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
@@ -151,9 +150,8 @@ void ExpectStoreAndAccumulate(Rng& rng, const bf16* x, const bf16* w, int M, int
   }
   const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
   DeviceArray<float> y(y0);
-  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x, w, y.get(), M, N, K,
-                                                   HopperEpilogue::kAccumulateF32, &plan, tile_n,
-                                                   schedule, cluster));
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(
+      x, w, y.get(), M, N, K, HopperEpilogue::kAccumulateF32, &plan, tile_n, schedule, cluster));
   adjust(plan);
   RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
   RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
@@ -185,10 +183,9 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
         {128, kernels::HopperSchedule::kPingPongShort, 1}}) {
     SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
                                       << static_cast<int>(schedule) << " cluster " << cluster);
-    ExpectStoreAndAccumulate(rng, d_x.get(), d_w.get(), M, N, K, tile_n, schedule, cluster, acc,
-                             rows, [&](kernels::HopperGemmPlan& plan) {
-                               EXPECT_EQ(plan.cluster, cluster);
-                             });
+    ExpectStoreAndAccumulate(
+        rng, d_x.get(), d_w.get(), M, N, K, tile_n, schedule, cluster, acc, rows,
+        [&](kernels::HopperGemmPlan& plan) { EXPECT_EQ(plan.cluster, cluster); });
   }
   const int I = N / 2;
   kernels::HopperGemmPlan gated;
@@ -285,9 +282,10 @@ TEST_F(HopperGemmTest, RasterGroupsComputeEveryTileOnce) {
       SCOPED_TRACE(::testing::Message()
                    << "tile_n " << tile_n << " schedule " << static_cast<int>(schedule)
                    << " cluster " << cluster << " group " << group);
-      ExpectStoreAndAccumulate(rng_, d_x.get(), d_w.get(), M, N, K, tile_n, schedule, cluster,
-                               acc, rows, [&](kernels::HopperGemmPlan& plan) {
-                                 EXPECT_EQ(plan.group, 0) << "X and W of a few hundred KB fit in L2";
+      ExpectStoreAndAccumulate(rng_, d_x.get(), d_w.get(), M, N, K, tile_n, schedule, cluster, acc,
+                               rows, [&](kernels::HopperGemmPlan& plan) {
+                                 EXPECT_EQ(plan.group, 0)
+                                     << "X and W of a few hundred KB fit in L2";
                                  plan.group = group;
                                });
       if (HasFatalFailure()) return;
