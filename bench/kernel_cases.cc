@@ -194,21 +194,27 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
       // own: ping-pong (128 x 128 tiles), cooperative at 128 x 128, 128 x 256 and 256 x 128,
       // alone and in clusters of 2 CTAs ("c2": W's tile multicast to both); ping-pong on 64 x 128
       // tiles alone.
-      for (const auto& [impl, tile_n, schedule, cluster, name] :
-           {std::tuple{GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 1, "pp128"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kPingPongShort, 1, "pp64"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 2, "pp128c2"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 1, "128"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 2, "128c2"},
-            {GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 1, "256"},
-            {GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 2, "256c2"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kTall, 1, "tall"},
-            {GemmImpl::kOwn, 128, GemmSchedule::kTall, 2, "tallc2"},
-            {GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, 1, ""}}) {
+      for (const auto& [fp8, impl, tile_n, schedule, cluster, name] :
+           {std::tuple{false, GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 1, "pp128"},
+            {false, GemmImpl::kOwn, 128, GemmSchedule::kPingPongShort, 1, "pp64"},
+            {false, GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 2, "pp128c2"},
+            {false, GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 1, "128"},
+            {false, GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 2, "128c2"},
+            {false, GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 1, "256"},
+            {false, GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 2, "256c2"},
+            {false, GemmImpl::kOwn, 128, GemmSchedule::kTall, 1, "tall"},
+            {false, GemmImpl::kOwn, 128, GemmSchedule::kTall, 2, "tallc2"},
+            {false, GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, 1, ""},
+            {true, GemmImpl::kOwn, 128, GemmSchedule::kPingPong, 1, "pp128"},
+            {true, GemmImpl::kOwn, 128, GemmSchedule::kPingPongShort, 1, "pp64"},
+            {true, GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 1, "128"},
+            {true, GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 1, "256"},
+            {true, GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, 1, ""}}) {
         KernelCase c;
         c.kernel = Kernel::kGemm;
         c.shape = s;
-        c.variant = absl::StrCat(GemmLayerName(layer), " ", GemmImplName(impl), name, " T=", M);
+        c.variant = absl::StrCat(GemmLayerName(layer), " ", fp8 ? "f8" : "", GemmImplName(impl),
+                                 name, " T=", M);
         c.rows = M;
         c.gemm_layer = layer;
         c.gemm_impl = impl;
@@ -217,7 +223,10 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         c.gemm_cluster = cluster;
         c.gemm_n = n;
         c.gemm_k = k;
-        c.bytes = 2.0 * M * k + 2.0 * n * k + out_bytes;
+        c.gemm_fp8 = fp8;
+        // fp8: a byte an operand element, and their scales.
+        const double in_bytes = fp8 ? 1.0 : 2.0;
+        c.bytes = in_bytes * (1.0 * M * k + 1.0 * n * k) + (fp8 ? 4.0 * (M + n) : 0.0) + out_bytes;
         c.flops = 2.0 * M * n * k;
         cases.push_back(std::move(c));
       }

@@ -108,6 +108,7 @@ struct KernelCase {
   int gemm_cluster = 1;  // own: CTAs a cluster, 1 or 2 (W's tile multicast to both)
   int gemm_group = -1;   // own: HopperGemmPlan::group; -1: the plan's own choice
   int gemm_stagger = -1;  // own: HopperGemmPlan::stagger; -1: the plan's own choice
+  bool gemm_fp8 = false;  // e4m3 X and W with row scales (both implementations), bf16 otherwise
   double bytes = 0, flops = 0;
 };
 
@@ -120,7 +121,9 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
                                     bool head_dim_only);
 
 // The GEMMs of every linear layer at shape `s` at each of `rows` tokens: own with tile N 128 and
-// (not gated) 256, and cuBLASLt.
+// (not gated) 256, and cuBLASLt; then in fp8 ("f8own", "f8cublaslt": e4m3 X and W with row
+// scales, cuBLASLt's gate_up followed by the bf16 SwiGLU kernel, its qkv by QkvRope), the own
+// kernel on its fp8 schedules (ping-pong 128 and 64, cooperative 128 and 256).
 // Bytes: X, W and the output once (fp32 read and written for the accumulating layers; the gated
 // product only for gate_up, the fused minimum, for either implementation); FLOPs 2 M N K.
 std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<int>& rows);

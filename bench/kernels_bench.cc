@@ -1,6 +1,7 @@
 #include "kernels_bench.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -91,6 +92,13 @@ class CaseMemory {
     for (bf16& x : v) x = __float2bfloat16(d(rng_));
     return Upload(v);
   }
+  // n e4m3 codes of values uniform in [-448, 448] (a row quantiser's range).
+  absl::StatusOr<__nv_fp8_e4m3*> Fp8(size_t n) {
+    std::uniform_real_distribution<float> d(-448.0f, 448.0f);
+    std::vector<__nv_fp8_e4m3> v(n);
+    for (__nv_fp8_e4m3& x : v) x = __nv_fp8_e4m3(d(rng_));
+    return Upload(v);
+  }
   // n (cos, sin) pairs of random angles, as LaunchRopeRotations writes them.
   absl::StatusOr<float2*> Rotations(size_t n) {
     std::uniform_real_distribution<float> d(-3.14159f, 3.14159f);
@@ -131,8 +139,23 @@ cudaError_t ToCudaError(const absl::Status& s) {
 absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
   const int M = c.rows, N = c.gemm_n, K = c.gemm_k;
   const size_t out = static_cast<size_t>(M) * N;
-  RANKD_ASSIGN_OR_RETURN(const bf16* x, m.Bf16(static_cast<size_t>(M) * K, 1.0f));
-  RANKD_ASSIGN_OR_RETURN(bf16 * w, m.Bf16(static_cast<size_t>(N) * K, 0.05f));
+  // bf16 operands, or (gemm_fp8) e4m3 codes with a scale per row that brings them to the bf16
+  // operands' ranges.
+  const bf16* x = nullptr;
+  bf16* w = nullptr;
+  const __nv_fp8_e4m3* x8 = nullptr;
+  __nv_fp8_e4m3* w8 = nullptr;
+  const float* x_scale = nullptr;
+  float* w_scale = nullptr;
+  if (c.gemm_fp8) {
+    RANKD_ASSIGN_OR_RETURN(x8, m.Fp8(static_cast<size_t>(M) * K));
+    RANKD_ASSIGN_OR_RETURN(w8, m.Fp8(static_cast<size_t>(N) * K));
+    RANKD_ASSIGN_OR_RETURN(x_scale, m.Upload(std::vector<float>(M, 1.0f / 448)));
+    RANKD_ASSIGN_OR_RETURN(w_scale, m.Upload(std::vector<float>(N, 0.05f / 448)));
+  } else {
+    RANKD_ASSIGN_OR_RETURN(x, m.Bf16(static_cast<size_t>(M) * K, 1.0f));
+    RANKD_ASSIGN_OR_RETURN(w, m.Bf16(static_cast<size_t>(N) * K, 0.05f));
+  }
   void* y = nullptr;
   switch (c.gemm_layer) {
     case GemmLayer::kQkv:
@@ -178,23 +201,37 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     if (c.gemm_layer == GemmLayer::kOProj || c.gemm_layer == GemmLayer::kDown) {
       e = HopperEpilogue::kAccumulateF32;
     } else if (c.gemm_layer == GemmLayer::kGateUp) {
-      // The interleaved gate_up weight, as the backend would keep it.
-      RANKD_ASSIGN_OR_RETURN(bf16 * wi, m.Alloc<bf16>(static_cast<size_t>(N) * K));
-      RANKD_CUDA_RETURN_IF_ERROR(
-          kernels::InterleaveGateUp(w, N / 2, K * sizeof(bf16), wi, nullptr));
-      w = wi;
+      // The interleaved gate_up weight (and fp8 row scales), as the backend would keep it.
+      if (c.gemm_fp8) {
+        RANKD_ASSIGN_OR_RETURN(__nv_fp8_e4m3 * wi,
+                               m.Alloc<__nv_fp8_e4m3>(static_cast<size_t>(N) * K));
+        RANKD_ASSIGN_OR_RETURN(float* si, m.Alloc<float>(N));
+        RANKD_CUDA_RETURN_IF_ERROR(kernels::InterleaveGateUp(w8, N / 2, K, wi, nullptr));
+        RANKD_CUDA_RETURN_IF_ERROR(
+            kernels::InterleaveGateUp(w_scale, N / 2, sizeof(float), si, nullptr));
+        w8 = wi;
+        w_scale = si;
+      } else {
+        RANKD_ASSIGN_OR_RETURN(bf16 * wi, m.Alloc<bf16>(static_cast<size_t>(N) * K));
+        RANKD_CUDA_RETURN_IF_ERROR(
+            kernels::InterleaveGateUp(w, N / 2, K * sizeof(bf16), wi, nullptr));
+        w = wi;
+      }
       e = HopperEpilogue::kSwiGlu;
     } else if (c.gemm_layer == GemmLayer::kQkvRope) {
       e = HopperEpilogue::kStoreBf16Rope;
     }
     kernels::HopperGemmPlan plan;
-    cudaError_t err = kernels::MakeHopperGemmPlan(
-        x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
+    const kernels::HopperSchedule schedule =
         c.gemm_schedule == GemmSchedule::kPingPong        ? kernels::HopperSchedule::kPingPong
         : c.gemm_schedule == GemmSchedule::kPingPongShort ? kernels::HopperSchedule::kPingPongShort
         : c.gemm_schedule == GemmSchedule::kTall ? kernels::HopperSchedule::kCooperativeTall
-                                                 : kernels::HopperSchedule::kCooperative,
-        c.gemm_cluster);
+                                                 : kernels::HopperSchedule::kCooperative;
+    cudaError_t err =
+        c.gemm_fp8 ? kernels::MakeHopperGemmPlanFp8(x8, x_scale, w8, w_scale, y, M, N, K, e, &plan,
+                                                    c.gemm_tile_n, schedule, c.gemm_cluster)
+                   : kernels::MakeHopperGemmPlan(x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
+                                                 schedule, c.gemm_cluster);
     if (c.gemm_group >= 0) plan.group = c.gemm_group;
     if (c.gemm_stagger >= 0) plan.stagger = c.gemm_stagger;
     if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {
@@ -218,23 +255,29 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
       RANKD_ASSIGN_OR_RETURN(wide, m.Alloc<bf16>(out));
     }
     const GemmLayer layer = c.gemm_layer;
+    const bool fp8 = c.gemm_fp8;
+    const cuda::Fp8Matrix xq{x8, x_scale}, wq{w8, w_scale};
+    // y [M, N] bf16 (or the gated layer's wide product) = X . W^T, bf16 or fp8.
+    auto store = [=](bf16* out, cudaStream_t st) {
+      return ToCudaError(fp8 ? gemm->LinearFp8(xq, wq, M, K, N, out, st)
+                             : gemm->Linear(x, w, M, K, N, out, st));
+    };
     p->launch = [=](cudaStream_t st) -> cudaError_t {
       switch (layer) {
         case GemmLayer::kQkv:
-          return ToCudaError(gemm->Linear(x, w, M, K, N, static_cast<bf16*>(y), st));
+          return store(static_cast<bf16*>(y), st);
         case GemmLayer::kQkvRope:
-          if (const cudaError_t err =
-                  ToCudaError(gemm->Linear(x, w, M, K, N, static_cast<bf16*>(y), st));
-              err != cudaSuccess) {
+          if (const cudaError_t err = store(static_cast<bf16*>(y), st); err != cudaSuccess) {
             return err;
           }
           return kernels::LaunchQkvRope(rope, st);
         case GemmLayer::kOProj:
         case GemmLayer::kDown:
-          return ToCudaError(gemm->LinearAccumulate(x, w, M, K, N, static_cast<float*>(y), st));
+          return ToCudaError(
+              fp8 ? gemm->LinearAccumulateFp8(xq, wq, M, K, N, static_cast<float*>(y), st)
+                  : gemm->LinearAccumulate(x, w, M, K, N, static_cast<float*>(y), st));
         case GemmLayer::kGateUp:
-          if (const cudaError_t err = ToCudaError(gemm->Linear(x, w, M, K, N, wide, st));
-              err != cudaSuccess) {
+          if (const cudaError_t err = store(wide, st); err != cudaSuccess) {
             return err;
           }
           return kernels::LaunchSwiGlu(wide, M, N / 2, static_cast<bf16*>(y), st);

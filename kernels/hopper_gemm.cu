@@ -53,7 +53,10 @@
 namespace rankd::kernels {
 namespace {
 
-constexpr int kBK = kHopperTileK;
+constexpr int kBK = kHopperTileK;  // bf16 K columns a block; fp8's are KBlock<true>
+// K columns a block of 128 bytes: 64 bf16 or 128 e4m3.
+template <bool F8>
+inline constexpr int KBlock = F8 ? 2 * kBK : kBK;
 constexpr int kConsumers = 2;  // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kSwizzleAlign = 1024;  // 8 rows of 128 bytes: one swizzle atom
@@ -80,17 +83,25 @@ __host__ __device__ constexpr bool IsPingPong(HopperSchedule s) {
   return s == HopperSchedule::kPingPong || s == HopperSchedule::kPingPongShort;
 }
 
-// The sizes that depend on the tile, the schedule, the cluster and the epilogue.
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
+// fp8 operands' row scales (HopperGemmPlan::x_scale, w_scale); both null for bf16.
+struct HopperScales {
+  const float* x = nullptr;  // [m]
+  const float* w = nullptr;  // [n]
+};
+
+// The sizes that depend on the tile, the schedule, the cluster, the epilogue and the operands
+// (F8: e4m3, else bf16; a K block is 128 bytes of a row either way).
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
 struct Cfg {
+  static constexpr int kBlockK = KBlock<F8>;  // K columns a block
   static constexpr bool kPingPong = IsPingPong(S);
   // CM, CTAs a cluster (1 or 2): the cluster's CTAs compute vertically adjacent tiles (the same
   // W tile), and each loads 1/CM of W's tile by TMA multicast into all of them.
   static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs");
   static constexpr int kBM = TileRows(S);
   static_assert(BN == 128 || BN == 256, "wgmma m64nBNk16 with one TMA box of BN rows");
-  static constexpr int kABytes = kBM * kBK * 2;  // X tile, bf16: kBM rows of 128 bytes
-  static constexpr int kBBytes = BN * kBK * 2;   // W tile
+  static constexpr int kABytes = kBM * 128;  // X tile: kBM rows of 128 bytes
+  static constexpr int kBBytes = BN * 128;   // W tile
   static constexpr int kStageBytes = kABytes + kBBytes;
   // W's rows a CTA loads (and multicasts) a stage: a whole number of 8-row swizzle atoms.
   static constexpr int kBLoadRows = BN / CM;
@@ -312,6 +323,69 @@ __device__ __forceinline__ void Wgmma(float (&d)[128], uint64_t desc_a, uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+// The same with e4m3 operands: d [64 x BN] fp32 += A [64 x 32] . B [BN x 32]^T, 32 bytes of each
+// row a step as above (fp8's wgmma has no transpose: both operands K-major, as TMA writes them).
+__device__ __forceinline__ void WgmmaF8(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+      "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
+      "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "%64, %65, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+__device__ __forceinline__ void WgmmaF8(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+      "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
+      "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,"
+      "%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,"
+      "%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,"
+      "%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,"
+      "%126,%127}, "
+      "%128, %129, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
 // The gated epilogues' column groups (8 columns, the fragment's d[4g .. 4g + 3]): output group j
 // of a block (BN / 2 outputs) is gate group GatedGroup(j) of the accumulators, its up group 8
 // later (kHopperGluHalf / 8): the interleaved weight's 128-row blocks hold 64 gate rows, then
@@ -435,18 +509,57 @@ __device__ __forceinline__ void RopeBlock(float (&d)[kHalves][BN / 2], const Hop
   }
 }
 
+// Dequantises a consumer's kHalves x 64 rows x BN block of e4m3 products (the wgmma fragment:
+// d[hf][4j + q] is row 64 hf + 16 w + l/4 + 8 (q/2), column 8j + 2 (l%4) + q%2, of the block at
+// row0, col0 of the product): each times its row's x_scale and its column's w_scale, as cuBLASLt's
+// outer-vector scales. Rows at or past m and columns at or past n (TMA's zero fill; never stored)
+// take 0 rather than a scale from past the vectors' ends.
+template <int BN, int kHalves>
+__device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const float* x_scale,
+                                           const float* w_scale, int m, int n, int row0, int col0,
+                                           int w, int l) {
+  float xs[kHalves][2];
+#pragma unroll
+  for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+      xs[hf][h] = row < m ? __ldg(x_scale + row) : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    // An even column, n a multiple of 8: both of the pair are inside, or neither.
+    const int col = col0 + 8 * j + 2 * (l % 4);
+    const float2 ws =
+        col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + col)) : make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int q = 4 * j + 2 * h;
+        d[hf][q] *= xs[hf][h] * ws.x;
+        d[hf][q + 1] *= xs[hf][h] * ws.y;
+      }
+    }
+  }
+}
+
 // The epilogue of one consumer's kRows x BN block (d[h]: rows 64h..64h+63, the wgmma fragment)
 // into Y at rows row0.., output columns out0.. (gated: the block's BN/2 outputs). Each round: the
 // buffer free (thread 0 waits for its last stores to have read it), the round's boxes written in
 // the swizzled layout (row r's 16-byte chunk j at r * 128 + 16 * (j ^ r % 8): the fragment's 8
 // rows a store land in 8 different chunks, no bank conflicts), a proxy fence, then thread 0 issues
-// the boxes' TMA stores and does not wait for them.
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
-__device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM>::kHalves][BN / 2],
-                                         const CUtensorMap* y_map, const HopperRope& rope, int m,
-                                         int row0, int out0, uint8_t* buf, int c) {
-  using C = Cfg<E, BN, S, CM>;
+// the boxes' TMA stores and does not wait for them. e4m3 products (F8) are dequantised first
+// (ScaleBlock; col0 is the block's first column of the product, tn * BN).
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
+__device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalves][BN / 2],
+                                         const CUtensorMap* y_map, const HopperRope& rope,
+                                         const HopperScales& scales, int m, int n, int row0,
+                                         int col0, int out0, uint8_t* buf, int c) {
+  using C = Cfg<E, BN, S, CM, F8>;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  if constexpr (F8) ScaleBlock<BN, C::kHalves>(d, scales.x, scales.w, m, n, row0, col0, w, l);
   if constexpr (E == HopperEpilogue::kStoreBf16Rope) {
     if (out0 < rope.col_hi && out0 + BN > rope.col_lo) {  // uniform: the block has rope columns
       if (rope.head_dim == 64) {
@@ -519,14 +632,16 @@ __device__ __forceinline__ void UnitTile(int u, int num_mc, int num_n, int group
 
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
 __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
-                     const __grid_constant__ CUtensorMap y_map, const HopperRope rope, int m, int n,
-                     int k, int group, int stagger, bool prefetch_w) {
+                     const __grid_constant__ CUtensorMap y_map, const HopperRope rope,
+                     const HopperScales scales, int m, int n, int k, int group, int stagger,
+                     bool prefetch_w) {
 #if RANKD_HOPPER_GEMM_DEVICE
-  using C = Cfg<E, BN, S, CM>;
+  using C = Cfg<E, BN, S, CM, F8>;
+  constexpr int kBlockK = C::kBlockK;
   constexpr bool kPingPong = C::kPingPong;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = SmemAddr(smem_raw);
@@ -536,7 +651,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t full_base = epi_base + C::kEpiBytes;
   const uint32_t empty_base = full_base + C::kStages * 8;
   const int num_m = (m + C::kBM - 1) / C::kBM, num_n = (n + BN - 1) / BN;
-  const int num_k = (k + kBK - 1) / kBK;
+  const int num_k = (k + kBlockK - 1) / kBlockK;
   const int wg = threadIdx.x / 128;
   // The cluster's units of work: CM vertically adjacent tiles (the same tn), unit u = cluster +
   // i * clusters for i = 0, 1, ... (M fastest); this CTA's tile of unit u is row tile
@@ -574,7 +689,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       int mc, tn;
       UnitTile(cluster, num_mc, num_n, group, mc, tn);
       for (int kb = 0; kb < num_k; ++kb) {
-        TmaPrefetchL2(&w_map, kb * kBK, tn * BN + rank * C::kBLoadRows);
+        TmaPrefetchL2(&w_map, kb * kBlockK, tn * BN + rank * C::kBLoadRows);
       }
     }
     EnterGrid();
@@ -587,12 +702,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = it % C::kStages;
         MbarWait(empty_base + 8 * s, ((it / C::kStages) & 1) ^ 1);
         MbarArriveExpectTx(full_base + 8 * s, C::kStageBytes);
-        TmaLoad2d(a_base + s * C::kABytes, &x_map, kb * kBK, tm * C::kBM, full_base + 8 * s);
+        TmaLoad2d(a_base + s * C::kABytes, &x_map, kb * kBlockK, tm * C::kBM, full_base + 8 * s);
         if constexpr (CM == 1) {
-          TmaLoad2d(b_base + s * C::kBBytes, &w_map, kb * kBK, tn * BN, full_base + 8 * s);
+          TmaLoad2d(b_base + s * C::kBBytes, &w_map, kb * kBlockK, tn * BN, full_base + 8 * s);
         } else {
-          TmaLoad2dMulticast(b_base + s * C::kBBytes + rank * C::kBLoadRows * 128, &w_map, kb * kBK,
-                             tn * BN + rank * C::kBLoadRows, full_base + 8 * s,
+          TmaLoad2dMulticast(b_base + s * C::kBBytes + rank * C::kBLoadRows * 128, &w_map,
+                             kb * kBlockK, tn * BN + rank * C::kBLoadRows, full_base + 8 * s,
                              uint16_t{(1u << CM) - 1});
         }
       }
@@ -622,8 +737,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Cooperative: consumer 0 signals after K block `signal_kb` of its first tile, where consumer 1
   // waits (at most kStages - 1 blocks ahead: the producer fills the first kStages stages before
   // any is released, so consumer 0 gets there without consumer 1). -1: no stagger.
-  const int signal_kb =
-      kPingPong || stagger <= 0 ? -1 : min(min(stagger, C::kStages - 1), (k + kBK - 1) / kBK) - 1;
+  const int signal_kb = kPingPong || stagger <= 0
+                            ? -1
+                            : min(min(stagger, C::kStages - 1), (k + kBlockK - 1) / kBlockK) - 1;
   // Frees stage s's use for the producers of every CTA of the cluster (one arrive per warp each).
   auto release = [&](int s) {
     if (!warp_leader) return;
@@ -659,10 +775,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
       WgmmaFence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
+      for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of each row a wgmma
 #pragma unroll
         for (int hf = 0; hf < C::kHalves; ++hf) {
-          Wgmma(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+          if constexpr (F8) {
+            WgmmaF8(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+          } else {
+            Wgmma(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+          }
         }
       }
       WgmmaCommit();
@@ -681,7 +801,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (num_k > 0) release((it - 1) % C::kStages);
     const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
     const int out0 = tn * C::kOutCols;
-    Epilogue<E, BN, S, CM>(d, &y_map, rope, m, row0, out0, buf, c);
+    Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, m, n, row0, tn * BN, out0, buf, c);
   }
   // The shared memory must outlive the copy engine's reads of it, and the stores must be done
   // when the kernel is.
@@ -691,7 +811,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
-      m + n + k + group + stagger + rope.head_dim + prefetch_w;
+      m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr);
 #endif
 }
 
@@ -740,7 +860,7 @@ int64_t Tiles(int m, int n, int tile_m, int tile_n) {
 // The clusters of CM CTAs that the device runs at once with this kernel's shared memory (every
 // SM's count in clusters when CM is 1): the persistent grid's size, in clusters. Asked of the
 // driver once per kernel.
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
 cudaError_t ResidentClusters(int sms, int* clusters) {
   static const std::pair<cudaError_t, int> answer = [&]() -> std::pair<cudaError_t, int> {
     if constexpr (CM == 1) {
@@ -754,12 +874,12 @@ cudaError_t ResidentClusters(int sms, int* clusters) {
       attr[0].val.clusterDim.z = 1;
       config.gridDim = dim3(CM * (sms / CM));
       config.blockDim = dim3(kThreads);
-      config.dynamicSmemBytes = Cfg<E, BN, S, CM>::kSmemBytes;
+      config.dynamicSmemBytes = Cfg<E, BN, S, CM, F8>::kSmemBytes;
       config.attrs = attr;
       config.numAttrs = 1;
       int n = 0;
       const cudaError_t e =
-          cudaOccupancyMaxActiveClusters(&n, HopperGemmKernel<E, BN, S, CM>, &config);
+          cudaOccupancyMaxActiveClusters(&n, HopperGemmKernel<E, BN, S, CM, F8>, &config);
       return {e, n};
     }
   }();
@@ -768,10 +888,10 @@ cudaError_t ResidentClusters(int sms, int* clusters) {
   return answer.second > 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
 cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
-  const auto kernel = HopperGemmKernel<E, BN, S, CM>;
-  using C = Cfg<E, BN, S, CM>;
+  const auto kernel = HopperGemmKernel<E, BN, S, CM, F8>;
+  using C = Cfg<E, BN, S, CM, F8>;
   cudaFuncAttributes attr{};
   cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
   if (e != cudaSuccess) return e;
@@ -781,36 +901,50 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
     return e;
   }
   int resident = 0;
-  if ((e = ResidentClusters<E, BN, S, CM>(sms, &resident)) != cudaSuccess) return e;
+  if ((e = ResidentClusters<E, BN, S, CM, F8>(sms, &resident)) != cudaSuccess) return e;
   // Units of CM vertically adjacent tiles; a cluster per unit, at most `resident` of them.
   const int64_t units = Tiles(plan.m, plan.n, CM * C::kBM, BN);
   const int clusters = static_cast<int>(units < resident ? units : resident);
   return LaunchClusterKernel(kernel, CM * clusters, kThreads, C::kSmemBytes, stream, CM, plan.x_map,
-                             plan.w_map, plan.y_map, plan.rope, plan.m, plan.n, plan.k, plan.group,
-                             plan.stagger, stream.pdl);
+                             plan.w_map, plan.y_map, plan.rope,
+                             HopperScales{plan.x_scale, plan.w_scale}, plan.m, plan.n, plan.k,
+                             plan.group, plan.stagger, stream.pdl);
 }
 
-template <HopperEpilogue E, int BN, HopperSchedule S>
+// bf16: clusters of 1 and 2. fp8 (e4m3) kernels are built in clusters of 1 only.
+template <HopperEpilogue E, int BN, HopperSchedule S, bool F8>
 cudaError_t LaunchCluster(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
-  return plan.cluster == 2 ? Launch<E, BN, S, 2>(plan, sms, stream)
-                           : Launch<E, BN, S, 1>(plan, sms, stream);
+  if constexpr (F8) {
+    return plan.cluster == 1 ? Launch<E, BN, S, 1, true>(plan, sms, stream) : cudaErrorNotSupported;
+  } else {
+    return plan.cluster == 2 ? Launch<E, BN, S, 2, false>(plan, sms, stream)
+                             : Launch<E, BN, S, 1, false>(plan, sms, stream);
+  }
 }
 
-template <HopperEpilogue E>
+// bf16: every schedule. fp8: ping-pong (128 and 64 rows) and cooperative (tile 128 or 256).
+template <HopperEpilogue E, bool F8>
 cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   constexpr HopperSchedule kCoop = HopperSchedule::kCooperative;
   switch (plan.schedule) {
     case HopperSchedule::kPingPong:
-      return LaunchCluster<E, 128, HopperSchedule::kPingPong>(plan, sms, stream);
+      return LaunchCluster<E, 128, HopperSchedule::kPingPong, F8>(plan, sms, stream);
     case HopperSchedule::kCooperativeTall:
-      return LaunchCluster<E, 128, HopperSchedule::kCooperativeTall>(plan, sms, stream);
+      if constexpr (F8) return cudaErrorNotSupported;
+      return LaunchCluster<E, 128, HopperSchedule::kCooperativeTall, false>(plan, sms, stream);
     case HopperSchedule::kPingPongShort:
-      return Launch<E, 128, HopperSchedule::kPingPongShort, 1>(plan, sms, stream);
+      return Launch<E, 128, HopperSchedule::kPingPongShort, 1, F8>(plan, sms, stream);
     default:
       break;
   }
-  return plan.tile_n == 256 ? LaunchCluster<E, 256, kCoop>(plan, sms, stream)
-                            : LaunchCluster<E, 128, kCoop>(plan, sms, stream);
+  return plan.tile_n == 256 ? LaunchCluster<E, 256, kCoop, F8>(plan, sms, stream)
+                            : LaunchCluster<E, 128, kCoop, F8>(plan, sms, stream);
+}
+
+template <HopperEpilogue E>
+cudaError_t LaunchOperands(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
+  return plan.fp8 ? LaunchTile<E, true>(plan, sms, stream)
+                  : LaunchTile<E, false>(plan, sms, stream);
 }
 
 // The current device's SM count, cudaErrorNotSupported unless it is sm_90.
@@ -828,19 +962,21 @@ cudaError_t Sm90Multiprocessors(int* sms) {
   return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
-}  // namespace
-
-cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,
-                               int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
-                               int tile_n, HopperSchedule schedule, int cluster) {
+// MakeHopperGemmPlan and MakeHopperGemmPlanFp8: X and W bf16, or e4m3 (fp8) with their scales.
+cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int n, int k,
+                     HopperEpilogue epilogue, HopperGemmPlan* plan, int tile_n,
+                     HopperSchedule schedule, int cluster) {
   const bool gated = IsGated(epilogue);
+  // A row of X and W is a whole number of 16 bytes (TMA's stride unit).
+  const int k_multiple = fp8 ? 16 : 8;
   if (schedule == HopperSchedule::kAuto) {
     schedule = tile_n == 256 ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
   }
   const bool ping_pong = IsPingPong(schedule);
   const int tile_m = TileRows(schedule);
-  if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % 8 != 0 || !Aligned16(x) ||
-      !Aligned16(w) || !Aligned16(y) || (tile_n != 0 && tile_n != 128 && tile_n != 256) ||
+  if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % k_multiple != 0 ||
+      !Aligned16(x) || !Aligned16(w) || !Aligned16(y) ||
+      (tile_n != 0 && tile_n != 128 && tile_n != 256) ||
       (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
       (cluster != 0 && cluster != 1 && cluster != 2) ||
       (schedule == HopperSchedule::kPingPongShort && cluster == 2) ||
@@ -864,6 +1000,8 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   plan->k = k;
   plan->epilogue = epilogue;
   plan->rope = HopperRope{};
+  plan->fp8 = fp8;
+  plan->x_scale = plan->w_scale = nullptr;
   if (cluster == 0) cluster = kHopperDefaultCluster;
   plan->tile_n = tile_n;
   plan->schedule = schedule;
@@ -879,23 +1017,47 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
   // An empty X (m == 0) launches nothing; its descriptors would be invalid (a zero dimension).
   // W's boxes: the rows a CTA loads, tile_n / cluster.
   const int w_box_rows = tile_n / cluster;
-  if (m == 0)
-    return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, w_box_rows,
-                        &plan->w_map);
+  const CUtensorMapDataType in_type =
+      fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const int in_bytes = fp8 ? 1 : 2;
+  if (m == 0) return EncodeTensor(encode, in_type, in_bytes, w, n, k, w_box_rows, &plan->w_map);
   const bool f32_out = epilogue == HopperEpilogue::kAccumulateF32;
   // The output's boxes: the rows of a consumer's block (64 cooperative and short ping-pong, 128
   // ping-pong and tall).
   const int y_box_rows = ping_pong ? tile_m : tile_m / kConsumers;
-  if ((e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x, m, k, tile_m,
-                        &plan->x_map)) != cudaSuccess ||
-      (e = EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, n, k, w_box_rows,
-                        &plan->w_map)) != cudaSuccess) {
+  if ((e = EncodeTensor(encode, in_type, in_bytes, x, m, k, tile_m, &plan->x_map)) != cudaSuccess ||
+      (e = EncodeTensor(encode, in_type, in_bytes, w, n, k, w_box_rows, &plan->w_map)) !=
+          cudaSuccess) {
     return e;
   }
   return f32_out ? EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, y, m, n, y_box_rows,
                                 &plan->y_map)
                  : EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, y, m,
                                 gated ? n / 2 : n, y_box_rows, &plan->y_map);
+}
+
+}  // namespace
+
+cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,
+                               int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
+                               int tile_n, HopperSchedule schedule, int cluster) {
+  return MakePlan(x, w, /*fp8=*/false, y, m, n, k, epilogue, plan, tile_n, schedule, cluster);
+}
+
+cudaError_t MakeHopperGemmPlanFp8(const __nv_fp8_e4m3* x, const float* x_scale,
+                                  const __nv_fp8_e4m3* w, const float* w_scale, void* y, int m,
+                                  int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
+                                  int tile_n, HopperSchedule schedule, int cluster) {
+  // w_scale is read two columns at a time (float2).
+  if (x_scale == nullptr || w_scale == nullptr || reinterpret_cast<uintptr_t>(w_scale) % 8 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const cudaError_t e =
+      MakePlan(x, w, /*fp8=*/true, y, m, n, k, epilogue, plan, tile_n, schedule, cluster);
+  if (e != cudaSuccess) return e;
+  plan->x_scale = x_scale;
+  plan->w_scale = w_scale;
+  return cudaSuccess;
 }
 
 int HopperRasterGroup(int m, int n, int k, int unit_rows, int tile_n, int units_a_wave,
@@ -929,16 +1091,16 @@ cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, LaunchStream stream) {
   if (plan.m == 0) return cudaSuccess;
   switch (plan.epilogue) {
     case HopperEpilogue::kStoreBf16:
-      return LaunchTile<HopperEpilogue::kStoreBf16>(plan, sms, stream);
+      return LaunchOperands<HopperEpilogue::kStoreBf16>(plan, sms, stream);
     case HopperEpilogue::kAccumulateF32:
-      return LaunchTile<HopperEpilogue::kAccumulateF32>(plan, sms, stream);
+      return LaunchOperands<HopperEpilogue::kAccumulateF32>(plan, sms, stream);
     case HopperEpilogue::kSwiGlu:
-      return LaunchTile<HopperEpilogue::kSwiGlu>(plan, sms, stream);
+      return LaunchOperands<HopperEpilogue::kSwiGlu>(plan, sms, stream);
     case HopperEpilogue::kGeGlu:
-      return LaunchTile<HopperEpilogue::kGeGlu>(plan, sms, stream);
+      return LaunchOperands<HopperEpilogue::kGeGlu>(plan, sms, stream);
     case HopperEpilogue::kStoreBf16Rope:
       if (plan.rope.rotations == nullptr) return cudaErrorInvalidValue;
-      return LaunchTile<HopperEpilogue::kStoreBf16Rope>(plan, sms, stream);
+      return LaunchOperands<HopperEpilogue::kStoreBf16Rope>(plan, sms, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -950,7 +1112,8 @@ cudaError_t HopperGemmSupported() {
   if (GetEncodeTiled() == nullptr) return cudaErrorNotSupported;
   cudaFuncAttributes attr{};
   e = cudaFuncGetAttributes(
-      &attr, HopperGemmKernel<HopperEpilogue::kStoreBf16, 128, HopperSchedule::kPingPong, 1>);
+      &attr,
+      HopperGemmKernel<HopperEpilogue::kStoreBf16, 128, HopperSchedule::kPingPong, 1, false>);
   if (e != cudaSuccess) return e;
   return attr.sharedSizeBytes >= kNoSm90aMarkerBytes ? cudaErrorNotSupported : cudaSuccess;
 }

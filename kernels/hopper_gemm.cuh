@@ -17,6 +17,9 @@
 //                   rotated as kernels/qkv_rope.cu would, without the pass over k in memory
 // The gated epilogues round gate and up to bf16 before the activation, as the unfused path
 // (cuBLASLt's bf16 gate_up, then kernels/swiglu.cu) does, and use the same fp32 activation.
+// Operands are bf16 (wgmma k16), or fp8 e4m3 with a scale per row of each (MakeHopperGemmPlanFp8:
+// wgmma k32 on the same 128-byte K blocks, so 128 K columns a block; acc[r, c] * x_scale[r] *
+// w_scale[c] is what every epilogue then takes, as cuBLASLt's outer-vector scales give it).
 // cuBLASLt (rankd/backend/cuda/gemm.h) remains the fallback: every launcher reports
 // cudaErrorNotSupported on a device other than sm_90 or a build without sm_90a code.
 #ifndef RANKD_KERNELS_HOPPER_GEMM_CUH_
@@ -24,9 +27,11 @@
 
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+
 #include "kernels/launch.cuh"
 
 namespace rankd::kernels {
@@ -60,7 +65,7 @@ enum class HopperSchedule { kAuto, kCooperative, kPingPong, kCooperativeTall, kP
 // gated epilogues' weight comes in blocks of kHopperGluTileN rows, kHopperGluHalf gate rows then as
 // many up rows (InterleaveGateUp); a tile of 128 is one block, a tile of 256 (kCooperative) two.
 inline constexpr int kHopperTileM = 128;
-inline constexpr int kHopperTileK = 64;
+inline constexpr int kHopperTileK = 64;  // bf16 K columns a block (fp8: 128, the same 128 bytes)
 inline constexpr int kHopperGluTileN = 128;
 inline constexpr int kHopperGluHalf = kHopperGluTileN / 2;
 // CTAs a cluster when the plan leaves it to the kernel (cluster 0): 2 runs vertically adjacent
@@ -109,6 +114,10 @@ struct HopperGemmPlan {
   // ignores it. Any value >= 0 computes the same Y.
   int stagger = 0;
   HopperRope rope;  // kStoreBf16Rope only (SetHopperGemmRope)
+  // fp8 e4m3 operands (MakeHopperGemmPlanFp8) and their scales: x_scale [m], w_scale [n] fp32.
+  bool fp8 = false;
+  const float* x_scale = nullptr;
+  const float* w_scale = nullptr;
 };
 
 // The raster group MakeHopperGemmPlan picks, in units' rows (0: none). While X [m, k] and W [n, k]
@@ -134,6 +143,21 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
                                int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
                                int tile_n = 0, HopperSchedule schedule = HopperSchedule::kAuto,
                                int cluster = 0);
+
+// The same with fp8 e4m3 operands X [m, k] and W [n, k] (row-major, K contiguous), dequantised by
+// their row scales x_scale [m] and w_scale [n] (fp32, device): Y = (X . W^T)[r, c] * x_scale[r] *
+// w_scale[c], then the epilogue. k a multiple of 16 (rows of 16-byte multiples for TMA), and
+// every condition of MakeHopperGemmPlan; cudaErrorInvalidValue for a null scale. The fp8 kernels
+// are built for kPingPong, kPingPongShort and kCooperative (tile 128 or 256) in clusters of 1:
+// LaunchHopperGemm reports cudaErrorNotSupported for the other schedules and clusters. The
+// e4m3 wgmma adds into its fp32 accumulators with fewer mantissa bits kept (what cuBLASLt calls
+// fast accumulation); there is no promotion into a second set of registers: that error is well
+// below e4m3's own (a 3-bit mantissa), and bench/fidelity.py is the check on the ranking.
+cudaError_t MakeHopperGemmPlanFp8(const __nv_fp8_e4m3* x, const float* x_scale,
+                                  const __nv_fp8_e4m3* w, const float* w_scale, void* y, int m,
+                                  int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
+                                  int tile_n = 0, HopperSchedule schedule = HopperSchedule::kAuto,
+                                  int cluster = 0);
 
 // Sets a kStoreBf16Rope plan's rotation (HopperRope above). cudaErrorInvalidValue for another
 // epilogue, a head_dim other than 64 or 128, a range that is not whole heads inside [0, N], or

@@ -142,12 +142,26 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
 }
 
-// 5 layers x 10 implementations x 2 token counts; X, W and the output once (fp32
-// read and written for o_proj and down, the gated product for gate_up, qkv+krope's rotation
-// table too); 2 M N K FLOPs.
+// 5 layers x 15 implementations (10 bf16, 5 fp8) x 2 token counts; X, W and the output once
+// (fp32 read and written for o_proj and down, the gated product for gate_up, qkv+krope's
+// rotation table too; fp8: a byte an operand element and a float a row of each); 2 M N K FLOPs.
 TEST(KernelCasesTest, GemmsOfQwen3) {
   const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
-  EXPECT_EQ(cases.size(), 100u);
+  EXPECT_EQ(cases.size(), 150u);
+  for (const KernelCase& c : cases) {
+    EXPECT_EQ(c.gemm_fp8, c.variant.find(" f8") != std::string::npos) << c.variant;
+  }
+  const KernelCase& f8 = Find(cases, Kernel::kGemm, "gate_up+swiglu f8ownpp128 T=7500");
+  EXPECT_TRUE(f8.gemm_fp8);
+  EXPECT_EQ(f8.gemm_schedule, GemmSchedule::kPingPong);
+  EXPECT_DOUBLE_EQ(f8.bytes,
+                   7500.0 * 1024 + 6144.0 * 1024 + 4.0 * (7500 + 6144) + 7500.0 * 3072 * 2);
+  EXPECT_DOUBLE_EQ(f8.flops, 2.0 * 7500 * 6144 * 1024);
+  const KernelCase& f8lt = Find(cases, Kernel::kGemm, "down+= f8cublaslt T=512");
+  EXPECT_TRUE(f8lt.gemm_fp8);
+  EXPECT_EQ(f8lt.gemm_impl, GemmImpl::kCublasLt);
+  EXPECT_EQ(Find(cases, Kernel::kGemm, "qkv f8own256 T=512").gemm_tile_n, 256);
+  EXPECT_FALSE(Find(cases, Kernel::kGemm, "qkv own256 T=512").gemm_fp8);
   const KernelCase& rope = Find(cases, Kernel::kGemm, "qkv+krope owntallc2 T=512");
   EXPECT_EQ(rope.gemm_layer, GemmLayer::kQkvRope);
   EXPECT_EQ(rope.gemm_cluster, 2);
@@ -206,9 +220,9 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 50 a token
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 75 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 50u + 3 * 50u);
+  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 75u + 3 * 75u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());

@@ -25,6 +25,7 @@
 #include "kernels/qkv_rope.cuh"
 #include "kernels/swiglu.cuh"
 #include "rankd/backend/cuda/gemm.h"
+#include "rankd/model/safetensors.h"
 #include "tests/backend/cuda/cuda_test_util.h"
 
 namespace rankd::cuda {
@@ -667,6 +668,205 @@ TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
                            << first / N << " column " << first % N << ": " << got[first] << " vs "
                            << want[first];
     }
+  }
+}
+
+// fp8 (e4m3) operands quantised by rows on the host (QuantizeRows: kernels/fp8.cuh's rule),
+// X [M, K] and W [N, K]. The reference is the codes' product in fp32 times x_scale[r] *
+// w_scale[c], then each epilogue's own step. The e4m3 wgmma keeps fewer mantissa bits as it
+// accumulates (cuBLASLt's "fast accumulation"), so the fp32 output's tolerance is 1e-3 of the
+// largest |reference| rather than 1e-4; a tile misplaced or scaled by the wrong row is off by O(1).
+constexpr double kFp8Fp32Tolerance = 1e-3;
+
+struct Fp8Operand {
+  test_util::Fp8Rows rows;
+  std::vector<float> codes;  // the e4m3 codes as fp32, unscaled
+};
+
+Fp8Operand RandomFp8(Rng& rng, int rows, int cols) {
+  // A few rows far from the others in magnitude, so that a row scale taken from the wrong row
+  // shows.
+  std::vector<float> v = rng.Floats(static_cast<size_t>(rows) * cols, 1.0f);
+  for (int r = 0; r < rows; r += 5) {
+    for (int c = 0; c < cols; ++c) v[static_cast<size_t>(r) * cols + c] *= 16.0f;
+  }
+  Fp8Operand o{test_util::QuantizeRows(v, rows, cols), {}};
+  o.codes.resize(o.rows.q.size());
+  for (size_t i = 0; i < o.codes.size(); ++i) o.codes[i] = model::F8E4M3ToF32(o.rows.q[i]);
+  return o;
+}
+
+const __nv_fp8_e4m3* AsFp8(const DeviceArray<uint8_t>& a) {
+  return reinterpret_cast<const __nv_fp8_e4m3*>(a.get());
+}
+
+TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
+  using kernels::HopperSchedule;
+  const std::vector<std::tuple<HopperSchedule, int>> schedules = {
+      {HopperSchedule::kPingPong, 128},
+      {HopperSchedule::kPingPongShort, 128},
+      {HopperSchedule::kCooperative, 128},
+      {HopperSchedule::kCooperative, 256}};
+  for (const int M : {1, 129, 1000, 7500}) {
+    for (const auto& [N, K] : {std::pair{1152, 1040}, {6656, 1024}, {1024, 3328}}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
+      const Fp8Operand x = RandomFp8(rng_, M, K), w = RandomFp8(rng_, N, K);
+      const std::vector<int> rows = RowsToCheck(M);
+      std::vector<float> acc = ReferenceAcc(x.codes, w.codes, M, N, K, rows);
+      for (const int r : rows) {
+        for (int c = 0; c < N; ++c) {
+          acc[static_cast<size_t>(r) * N + c] *= x.rows.scale[r] * w.rows.scale[c];
+        }
+      }
+      DeviceArray<uint8_t> d_x(x.rows.q), d_w(w.rows.q);
+      DeviceArray<float> d_xs(x.rows.scale), d_ws(w.rows.scale);
+      // The gated epilogues' weight and its scales, interleaved (W as gate_up: N = 2I).
+      const int I = N / 2;
+      DeviceArray<uint8_t> d_wi(w.rows.q.size());
+      DeviceArray<float> d_wsi(w.rows.scale.size());
+      RANKD_EXPECT_CUDA_OK(kernels::InterleaveGateUp(d_w.get(), I, K, d_wi.get(), nullptr));
+      RANKD_EXPECT_CUDA_OK(
+          kernels::InterleaveGateUp(d_ws.get(), I, sizeof(float), d_wsi.get(), nullptr));
+      for (const auto& [schedule, tile_n] : schedules) {
+        SCOPED_TRACE(::testing::Message()
+                     << "schedule " << static_cast<int>(schedule) << " tile_n " << tile_n);
+        kernels::HopperGemmPlan plan;
+        {
+          DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+          y.Poison();
+          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+              AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
+              HopperEpilogue::kStoreBf16, &plan, tile_n, schedule, 1));
+          EXPECT_TRUE(plan.fp8);
+          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+          Sync();
+          ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "fp8 kStoreBf16");
+        }
+        {
+          const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(M) * N, 8.0f);
+          DeviceArray<float> y(y0);
+          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+              AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
+              HopperEpilogue::kAccumulateF32, &plan, tile_n, schedule, 1));
+          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+          Sync();
+          std::vector<float> ref = y0;
+          for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
+          ExpectClose(y.Download(), ref, N, rows, kFp8Fp32Tolerance, "fp8 kAccumulateF32");
+        }
+        for (const HopperEpilogue e : {HopperEpilogue::kSwiGlu, HopperEpilogue::kGeGlu}) {
+          const bool swiglu = e == HopperEpilogue::kSwiGlu;
+          DeviceArray<bf16> y(static_cast<size_t>(M) * I);
+          y.Poison();
+          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(AsFp8(d_x), d_xs.get(), AsFp8(d_wi),
+                                                              d_wsi.get(), y.get(), M, N, K, e,
+                                                              &plan, tile_n, schedule, 1));
+          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+          Sync();
+          std::vector<float> ref(static_cast<size_t>(M) * I);
+          for (const int r : rows) {
+            for (int i = 0; i < I; ++i) {
+              const float g = RoundBf16(acc[static_cast<size_t>(r) * N + i]);
+              const float u = RoundBf16(acc[static_cast<size_t>(r) * N + I + i]);
+              ref[static_cast<size_t>(r) * I + i] = (swiglu ? Silu(g) : GeluTanh(g)) * u;
+            }
+          }
+          ExpectClose(FromBf16(y.Download()), ref, I, rows, kBf16Tolerance,
+                      swiglu ? "fp8 kSwiGlu" : "fp8 kGeGlu");
+        }
+      }
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// fp8 kStoreBf16Rope (the 379M model's qkv layout: 16 q, 16 k, 16 v heads of 64) is bit for bit
+// the same variant's fp8 kStoreBf16 followed by LaunchQkvRope on the k heads, on every fp8
+// schedule.
+TEST_F(HopperGemmTest, Fp8RopeEpilogueIsTheUnfusedPath) {
+  using kernels::HopperSchedule;
+  constexpr int M = 1000, D = 64, kHeads = 16, N = 3 * kHeads * D, K = 1024;
+  const Fp8Operand x = RandomFp8(rng_, M, K), w = RandomFp8(rng_, N, K);
+  DeviceArray<uint8_t> d_x(x.rows.q), d_w(w.rows.q);
+  DeviceArray<float> d_xs(x.rows.scale), d_ws(w.rows.scale);
+  DeviceArray<float2> d_rot(RandomRotations(rng_, M, D));
+  DeviceArray<int32_t> d_rows(std::vector<int32_t>{M});
+  for (const auto& [schedule, tile_n] :
+       {std::pair{HopperSchedule::kPingPong, 128}, std::pair{HopperSchedule::kPingPongShort, 128},
+        std::pair{HopperSchedule::kCooperative, 128},
+        std::pair{HopperSchedule::kCooperative, 256}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "schedule " << static_cast<int>(schedule) << " tile_n " << tile_n);
+    DeviceArray<bf16> fused(static_cast<size_t>(M) * N), unfused(fused.size());
+    fused.Poison();
+    unfused.Poison();
+    kernels::HopperGemmPlan plan, store;
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+        AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), fused.get(), M, N, K,
+        HopperEpilogue::kStoreBf16Rope, &plan, tile_n, schedule, 1));
+    RANKD_EXPECT_CUDA_OK(
+        kernels::SetHopperGemmRope(&plan, d_rot.get(), kHeads * D, 2 * kHeads * D, D));
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+        AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), unfused.get(), M, N, K,
+        HopperEpilogue::kStoreBf16, &store, tile_n, schedule, 1));
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
+    kernels::QkvRopeParams r;
+    r.qkv = unfused.get();
+    r.rotations = d_rot.get();
+    r.num_rows = d_rows.get();
+    r.skip_q = true;
+    r.num_tokens = M;
+    r.num_q_heads = kHeads;
+    r.num_kv_heads = kHeads;
+    r.head_dim = D;
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+    Sync();
+    const std::vector<bf16> got = fused.Download(), want = unfused.Download();
+    int64_t differ = 0, first = -1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::memcmp(&got[i], &want[i], sizeof(bf16)) != 0 && differ++ == 0) first = i;
+    }
+    EXPECT_EQ(differ, 0) << "elements that differ from fp8 kStoreBf16 + LaunchQkvRope; first at "
+                         << "row " << first / N << " column " << first % N;
+  }
+}
+
+// The fp8 plan's own preconditions (the rest are MakeHopperGemmPlan's), and the schedules that
+// have no fp8 kernel.
+TEST_F(HopperGemmTest, Fp8PlansAreChecked) {
+  using kernels::HopperSchedule;
+  DeviceArray<uint8_t> x(64 * 64), w(128 * 64);
+  DeviceArray<float> xs(64), ws(128 + 1), y(64 * 128);
+  const auto* fx = AsFp8(x);
+  const auto* fw = AsFp8(w);
+  kernels::HopperGemmPlan plan;
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64, 128,
+                                                      64, HopperEpilogue::kAccumulateF32, &plan));
+  EXPECT_EQ(kernels::MakeHopperGemmPlanFp8(fx, nullptr, fw, ws.get(), y.get(), 64, 128, 64,
+                                           HopperEpilogue::kAccumulateF32, &plan),
+            cudaErrorInvalidValue)
+      << "no x_scale";
+  EXPECT_EQ(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, nullptr, y.get(), 64, 128, 64,
+                                           HopperEpilogue::kAccumulateF32, &plan),
+            cudaErrorInvalidValue)
+      << "no w_scale";
+  EXPECT_EQ(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get() + 1, y.get(), 64, 128, 64,
+                                           HopperEpilogue::kAccumulateF32, &plan),
+            cudaErrorInvalidValue)
+      << "w_scale not 8-byte aligned (read in pairs)";
+  EXPECT_EQ(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64, 128, 56,
+                                           HopperEpilogue::kAccumulateF32, &plan),
+            cudaErrorInvalidValue)
+      << "K = 56: e4m3 rows of 56 bytes are not whole 16 bytes";
+  for (const auto& [schedule, cluster] :
+       {std::pair{HopperSchedule::kPingPong, 2}, std::pair{HopperSchedule::kCooperative, 2},
+        std::pair{HopperSchedule::kCooperativeTall, 1}}) {
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64,
+                                                        128, 64, HopperEpilogue::kAccumulateF32,
+                                                        &plan, 128, schedule, cluster));
+    EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorNotSupported)
+        << "schedule " << static_cast<int>(schedule) << " cluster " << cluster;
   }
 }
 
