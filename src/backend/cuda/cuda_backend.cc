@@ -51,9 +51,7 @@ CudaBackend::OwnUse CudaBackend::OwnGemmUse() const {
   std::string why;
   const int widths[] = {config_.hidden_size, config_.q_width(), qkv_width(),
                         config_.intermediate_size};
-  if (precision_ != Precision::kBf16) {
-    why = "precision is not bf16";
-  } else if (const cudaError_t e = kernels::HopperGemmSupported(); e != cudaSuccess) {
+  if (const cudaError_t e = kernels::HopperGemmSupported(); e != cudaSuccess) {
     why = absl::StrCat(cudaGetErrorString(e),
                        " (it needs an sm_90 device and sm_90a code in this build)");
   } else if (config_.intermediate_size % kernels::kHopperGluHalf != 0) {
@@ -61,6 +59,9 @@ CudaBackend::OwnUse CudaBackend::OwnGemmUse() const {
                        kernels::kHopperGluHalf);
   } else if (std::any_of(std::begin(widths), std::end(widths), [](int w) { return w % 8 != 0; })) {
     why = "a layer width is not a multiple of 8";
+  } else if (precision_ == Precision::kFp8 &&
+             std::any_of(std::begin(widths), std::end(widths), [](int w) { return w % 16 != 0; })) {
+    why = "precision fp8 and a layer width is not a multiple of 16 (an e4m3 row of whole 16 bytes)";
   }
   if (why.empty()) return switches_.own_gemm == Switch::kOn ? OwnUse::kAlways : OwnUse::kTimed;
   if (switches_.own_gemm == Switch::kOn) {
@@ -71,12 +72,15 @@ CudaBackend::OwnUse CudaBackend::OwnGemmUse() const {
   return OwnUse::kNever;
 }
 
-cudaError_t CudaBackend::MakeOwnPlan(const bf16* x, const bf16* w, void* y, int rows, int in,
-                                     int out, kernels::HopperEpilogue epilogue,
-                                     const OwnVariant& variant,
+cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int in, int out,
+                                     kernels::HopperEpilogue epilogue, const OwnVariant& variant,
                                      kernels::HopperGemmPlan* plan) const {
-  cudaError_t e = kernels::MakeHopperGemmPlan(x, w, y, rows, out, in, epilogue, plan,
-                                              variant.tile_n, variant.schedule, variant.cluster);
+  cudaError_t e =
+      ops.fp8 ? kernels::MakeHopperGemmPlanFp8(ops.xq.data, ops.xq.scale, ops.wq.data, ops.wq.scale,
+                                               y, rows, out, in, epilogue, plan, variant.tile_n,
+                                               variant.schedule, variant.cluster)
+              : kernels::MakeHopperGemmPlan(ops.x, ops.w, y, rows, out, in, epilogue, plan,
+                                            variant.tile_n, variant.schedule, variant.cluster);
   if (e == cudaSuccess && epilogue == kernels::HopperEpilogue::kStoreBf16Rope) {
     const int q = config_.q_width();
     e = kernels::SetHopperGemmRope(plan, rotations_, q, q + config_.kv_width(), config_.head_dim);
@@ -84,42 +88,52 @@ cudaError_t CudaBackend::MakeOwnPlan(const bf16* x, const bf16* w, void* y, int 
   return e;
 }
 
-absl::Status CudaBackend::OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
+absl::Status CudaBackend::OwnGemm(const LinearIn& ops, int rows, int in, int out,
                                   kernels::HopperEpilogue epilogue, const OwnVariant& variant,
                                   void* y) {
   if (rows == 0) return absl::OkStatus();
-  // Keyed by the operands' addresses, shape and variant: the same key is the same descriptors.
+  // Keyed by the operands' addresses, shape and variant: the same key is the same descriptors
+  // (an fp8 operand's data and scales are carved together, so its data address names both).
   constexpr size_t kMaxOwnPlans = 4096;
-  const OwnGemmKey key{x, w, y, rotations_, rows, in, out, epilogue, variant.Key()};
+  const OwnGemmKey key{ops.x_data(), ops.w_data(), y,        rotations_,   rows,
+                       in,           out,          epilogue, variant.Key()};
   auto it = own_plans_.find(key);
   if (it == own_plans_.end()) {
     if (own_plans_.size() >= kMaxOwnPlans) own_plans_.clear();
     kernels::HopperGemmPlan plan;
-    RANKD_CUDA_RETURN_IF_ERROR(MakeOwnPlan(x, w, y, rows, in, out, epilogue, variant, &plan));
+    RANKD_CUDA_RETURN_IF_ERROR(MakeOwnPlan(ops, y, rows, in, out, epilogue, variant, &plan));
     it = own_plans_.emplace(key, plan).first;
   }
   RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(it->second, launch_stream()));
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::CublasLinear(const bf16* x, const bf16* w, int rows, int in, int out,
+absl::Status CudaBackend::CublasLinear(const LinearIn& ops, int rows, int in, int out,
                                        kernels::HopperEpilogue epilogue, void* y, bf16* wide) {
   cudaStream_t s = ctx_->stream();
+  // y [rows, out] bf16 = x . w^T, either precision.
+  auto store = [&](bf16* to) {
+    return ops.fp8 ? gemm_->LinearFp8(ops.xq, ops.wq, rows, in, out, to, s)
+                   : gemm_->Linear(ops.x, ops.w, rows, in, out, to, s);
+  };
   switch (epilogue) {
     case kernels::HopperEpilogue::kStoreBf16:
-      return gemm_->Linear(x, w, rows, in, out, static_cast<bf16*>(y), s);
+      return store(static_cast<bf16*>(y));
     case kernels::HopperEpilogue::kStoreBf16Rope: {
-      RANKD_RETURN_IF_ERROR(gemm_->Linear(x, w, rows, in, out, static_cast<bf16*>(y), s));
+      RANKD_RETURN_IF_ERROR(store(static_cast<bf16*>(y)));
       kernels::QkvRopeParams r = rope_unfused_;
       r.qkv = static_cast<bf16*>(y);
       RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, launch_stream()));
       return absl::OkStatus();
     }
     case kernels::HopperEpilogue::kAccumulateF32:
-      return gemm_->LinearAccumulate(x, w, rows, in, out, static_cast<float*>(y), s);
+      return ops.fp8
+                 ? gemm_->LinearAccumulateFp8(ops.xq, ops.wq, rows, in, out, static_cast<float*>(y),
+                                              s)
+                 : gemm_->LinearAccumulate(ops.x, ops.w, rows, in, out, static_cast<float*>(y), s);
     case kernels::HopperEpilogue::kSwiGlu:
     case kernels::HopperEpilogue::kGeGlu:
-      RANKD_RETURN_IF_ERROR(gemm_->Linear(x, w, rows, in, out, wide, s));
+      RANKD_RETURN_IF_ERROR(store(wide));
       RANKD_CUDA_RETURN_IF_ERROR(
           epilogue == kernels::HopperEpilogue::kGeGlu
               ? kernels::LaunchGeGlu(wide, rows, out / 2, static_cast<bf16*>(y), launch_stream(),
@@ -154,10 +168,10 @@ constexpr struct {
 constexpr int kNumOwnVariants = sizeof(kOwnVariants) / sizeof(kOwnVariants[0]);
 
 absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
-    const bf16* x, const bf16* w, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
+    const LinearIn& ops, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
   if (own_use_ == OwnUse::kNever || rows == 0) return std::nullopt;
   if (own_use_ == OwnUse::kAlways) return OwnVariant{};
-  const auto key = std::make_tuple(epilogue, rows, in, out);
+  const auto key = std::make_tuple(epilogue, rows, in, out, ops.fp8);
   if (auto it = own_choice_.find(key); it != own_choice_.end()) return it->second;
   cudaStream_t s = ctx_->stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -195,14 +209,14 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
                        : switches_.own_gemm_variants == OwnVariants::kPingPong ? 2
                                                                                : 1;
   for (int v = 0; v < variants; ++v) {
-    cudaError_t e = MakeOwnPlan(x, w, scratch, rows, in, out, epilogue,
+    cudaError_t e = MakeOwnPlan(ops, scratch, rows, in, out, epilogue,
                                 {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster}, &plans[v]);
     if (e == cudaSuccess) e = kernels::LaunchHopperGemm(plans[v], s);
     if (e == cudaErrorNotSupported) continue;
     RANKD_CUDA_RETURN_IF_ERROR(e);
     runs[v] = true;
   }
-  auto theirs = [&] { return CublasLinear(x, w, rows, in, out, epilogue, scratch, wide); };
+  auto theirs = [&] { return CublasLinear(ops, rows, in, out, epilogue, scratch, wide); };
   // One untimed run each (above; cuBLASLt tunes its algorithm on its first), then kRuns each.
   constexpr int kRuns = 5;
   RANKD_RETURN_IF_ERROR(theirs());
@@ -236,30 +250,32 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   }
   own_choice_.emplace(key, choice);
   spdlog::info(
-      "cuda backend: the {} GEMM of {} rows, {} -> {}: Hopper GEMM {}cuBLASLt {:.1f} us "
+      "cuda backend: the {}{} GEMM of {} rows, {} -> {}: Hopper GEMM {}cuBLASLt {:.1f} us "
       "(epilogue included): {} for this shape",
-      kernels::HopperEpilogueName(epilogue), rows, in, out, times,
+      ops.fp8 ? "fp8 " : "", kernels::HopperEpilogueName(epilogue), rows, in, out, times,
       1e3 * ms[kNumOwnVariants] / kRuns,
       choice ? absl::StrCat("the Hopper GEMM (", kOwnVariants[best].name, ")") : "cuBLASLt");
   return choice;
 }
 
-absl::Status CudaBackend::Linear(const bf16* x, const bf16* w, int rows, int in, int out,
+absl::Status CudaBackend::Linear(const LinearIn& ops, int rows, int in, int out,
                                  kernels::HopperEpilogue epilogue, void* y) {
-  RANKD_ASSIGN_OR_RETURN(const std::optional<OwnVariant> own,
-                         OwnFor(x, w, rows, in, out, epilogue));
-  return own ? OwnGemm(x, w, rows, in, out, epilogue, *own, y)
-             : CublasLinear(x, w, rows, in, out, epilogue, y, wide_);
+  RANKD_ASSIGN_OR_RETURN(const std::optional<OwnVariant> own, OwnFor(ops, rows, in, out, epilogue));
+  return own ? OwnGemm(ops, rows, in, out, epilogue, *own, y)
+             : CublasLinear(ops, rows, in, out, epilogue, y, wide_);
 }
 
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
   own_use_ = OwnGemmUse();
-  gate_up_half_ = own_use_ == OwnUse::kNever ? 0 : kernels::kHopperGluHalf;
+  // gate_up interleaved for the Hopper GEMM's gated epilogue, which writes bf16: not where down
+  // reads e4m3 (the fp8 activation kernels quantise from the stacked layout).
+  const bool gated_epilogue =
+      own_use_ != OwnUse::kNever && !(precision_ == Precision::kFp8 && switches_.fp8_linears.down);
+  gate_up_half_ = gated_epilogue ? kernels::kHopperGluHalf : 0;
   RANKD_ASSIGN_OR_RETURN(
       weights_,
-      UploadWeights(
-          config_, head_, st, kGemmWorkspaceBytes, precision_, switches_.fp8_linears,
-          own_use_ != OwnUse::kNever ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
+      UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_, switches_.fp8_linears,
+                    gated_epilogue ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));

@@ -153,27 +153,40 @@ class CudaBackend final : public backend::Backend {
     int cluster = 0;
     auto Key() const { return std::make_tuple(tile_n, static_cast<int>(schedule), cluster); }
   };
+  // One linear layer's operands: x [rows, in] and w [out, in] in bf16, or (fp8) in e4m3 with
+  // their row scales (x: gemm_in_fp8_, which the layer's input producer wrote).
+  struct LinearIn {
+    const bf16* x = nullptr;
+    const bf16* w = nullptr;
+    Fp8Matrix xq, wq;
+    bool fp8 = false;
+    static LinearIn Bf16(const bf16* x, const bf16* w) { return {x, w, {}, {}, false}; }
+    static LinearIn Fp8(Fp8Matrix xq, Fp8Matrix wq) { return {nullptr, nullptr, xq, wq, true}; }
+    // The operands' addresses, whichever precision: what keys a plan.
+    const void* x_data() const { return fp8 ? static_cast<const void*>(xq.data) : x; }
+    const void* w_data() const { return fp8 ? static_cast<const void*>(wq.data) : w; }
+  };
   // The Hopper GEMM's plan for these operands as `variant` (kStoreBf16Rope: the k heads of
   // rotations_).
-  cudaError_t MakeOwnPlan(const bf16* x, const bf16* w, void* y, int rows, int in, int out,
+  cudaError_t MakeOwnPlan(const LinearIn& ops, void* y, int rows, int in, int out,
                           kernels::HopperEpilogue epilogue, const OwnVariant& variant,
                           kernels::HopperGemmPlan* plan) const;
   // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue`, as `variant`.
-  absl::Status OwnGemm(const bf16* x, const bf16* w, int rows, int in, int out,
+  absl::Status OwnGemm(const LinearIn& ops, int rows, int in, int out,
                        kernels::HopperEpilogue epilogue, const OwnVariant& variant, void* y);
   // The same layer's work on cuBLASLt: the GEMM, and for the gated epilogues the activation
   // kernel after it (gate_up [rows, out] in `wide`, in the weights' gate_up layout; y [rows,
-  // out/2]).
-  absl::Status CublasLinear(const bf16* x, const bf16* w, int rows, int in, int out,
+  // out/2]), for kStoreBf16Rope the QkvRope kernel.
+  absl::Status CublasLinear(const LinearIn& ops, int rows, int in, int out,
                             kernels::HopperEpilogue epilogue, void* y, bf16* wide);
   // The Hopper GEMM variant the layer shape runs on, or none for cuBLASLt (own_use_). kAlways: the
   // plan's defaults. kTimed: the first time the shape runs outside graph capture, every variant of
   // kOwnVariants and cuBLASLt run on scratch outputs and the fastest is kept; during a capture, a
-  // shape not timed yet takes cuBLASLt.
-  absl::StatusOr<std::optional<OwnVariant>> OwnFor(const bf16* x, const bf16* w, int rows, int in,
-                                                   int out, kernels::HopperEpilogue epilogue);
-  // y = x . w^T with `epilogue` (kStoreBf16, kAccumulateF32) on the GEMM OwnFor picks.
-  absl::Status Linear(const bf16* x, const bf16* w, int rows, int in, int out,
+  // shape not timed yet takes cuBLASLt. bf16 and fp8 operands are timed apart.
+  absl::StatusOr<std::optional<OwnVariant>> OwnFor(const LinearIn& ops, int rows, int in, int out,
+                                                   kernels::HopperEpilogue epilogue);
+  // y = x . w^T with `epilogue` on the GEMM OwnFor picks.
+  absl::Status Linear(const LinearIn& ops, int rows, int in, int out,
                       kernels::HopperEpilogue epilogue, void* y);
   // The stream that the pass's own kernels launch on: with PDL where RANKD_CUDA_PDL=1
   // (kernels/launch.cuh). cuBLASLt, copies and the GEMM timing use ctx_->stream() as it is.
@@ -251,8 +264,8 @@ class CudaBackend final : public backend::Backend {
   // shape (epilogue, rows, in, out: true when the Hopper GEMM was faster), under ctx_->mu().
   OwnUse own_use_ = OwnUse::kNever;
   int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
-  std::map<std::tuple<kernels::HopperEpilogue, int, int, int>, std::optional<OwnVariant>>
-      own_choice_;
+  std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool>, std::optional<OwnVariant>>
+      own_choice_;  // (epilogue, rows, in, out, fp8)
   using OwnGemmKey = std::tuple<const void*, const void*, const void*, const void*, int, int, int,
                                 kernels::HopperEpilogue, std::tuple<int, int, int>>;
   std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;

@@ -54,17 +54,21 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
                : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, ks));
     return absl::OkStatus();
   };
+  // A layer's operands: the bf16 input x and weight w, or (in_fp8) gemm_in and the e4m3 weight.
+  auto operands = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, bool in_fp8) {
+    return in_fp8 ? LinearIn::Fp8(gemm_in, wq) : LinearIn::Bf16(x, w);
+  };
   // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused when `in_fp8`).
   auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
                     bf16* y, bool in_fp8) {
-    if (in_fp8) return gemm_->LinearFp8(gemm_in, wq, rows, in, out, y, s);
-    return Linear(x, w, rows, in, out, kernels::HopperEpilogue::kStoreBf16, y);
+    return Linear(operands(x, w, wq, in_fp8), rows, in, out, kernels::HopperEpilogue::kStoreBf16,
+                  y);
   };
   // y [rows, out] fp32 += input . w^T.
   auto linear_add = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in,
                         int out, float* y, bool in_fp8) {
-    if (in_fp8) return gemm_->LinearAccumulateFp8(gemm_in, wq, rows, in, out, y, s);
-    return Linear(x, w, rows, in, out, kernels::HopperEpilogue::kAccumulateF32, y);
+    return Linear(operands(x, w, wq, in_fp8), rows, in, out,
+                  kernels::HopperEpilogue::kAccumulateF32, y);
   };
 
   // The profile's two numbers of every stage (pass_costs.h).
@@ -98,12 +102,12 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     r.head_dim = D;
     r.eps = eps;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvGemm, cost.QkvGemm()));
-    if (k_rope_in_gemm_ && !encode && !fp8_qkv) {
+    if (k_rope_in_gemm_ && !encode) {
       // k rotated in the GEMM's epilogue (or, where cuBLASLt is the faster, by QkvRope right
       // after it: the profile counts either in the qkv GEMM's stage).
       rope_unfused_ = r;
-      RANKD_RETURN_IF_ERROR(
-          Linear(normed_, w.wqkv, Tb, H, W, kernels::HopperEpilogue::kStoreBf16Rope, wide_));
+      RANKD_RETURN_IF_ERROR(Linear(operands(normed_, w.wqkv, w.wqkv_fp8, fp8_qkv), Tb, H, W,
+                                   kernels::HopperEpilogue::kStoreBf16Rope, wide_));
     } else {
       RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
       RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, cost.QkvRope(q_rope_in_attention_, encode)));
@@ -173,16 +177,18 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
     const kernels::HopperEpilogue gated =
         gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu;
+    // The gated epilogue writes bf16: not where down reads e4m3 (the fp8 activation kernel
+    // quantises gate_up's product then, from the stacked layout).
+    const LinearIn gate_up = operands(normed_, w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up);
     std::optional<OwnVariant> own_gate_up;
-    if (!fp8_gate_up && !fp8_down) {
-      RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(normed_, w.w_gate_up, rows, H, 2 * I, gated));
+    if (!fp8_down) {
+      RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(gate_up, rows, H, 2 * I, gated));
     }
     // The Hopper GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
     // memory, and there is no activation kernel (its stage's time is gate_up's).
     RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, own_gate_up.has_value())));
     if (own_gate_up) {
-      RANKD_RETURN_IF_ERROR(
-          OwnGemm(normed_, w.w_gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
+      RANKD_RETURN_IF_ERROR(OwnGemm(gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
     } else {
       RANKD_RETURN_IF_ERROR(
           fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)

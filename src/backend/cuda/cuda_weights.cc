@@ -84,10 +84,10 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
   const int H = config.hidden_size, L = config.num_layers;
   const bool fp8 = precision == Precision::kFp8;
   const bool interleaved = gate_up == GateUpLayout::kInterleaved;
-  if (interleaved && (fp8 || config.intermediate_size % kernels::kHopperGluHalf != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gate_up's interleaved layout needs precision bf16 and intermediate_size a multiple of ",
-        kernels::kHopperGluHalf, " (it is ", config.intermediate_size, ")"));
+  if (interleaved && config.intermediate_size % kernels::kHopperGluHalf != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gate_up's interleaved layout needs intermediate_size a multiple of ",
+                     kernels::kHopperGluHalf, " (it is ", config.intermediate_size, ")"));
   }
   CudaWeights w;
 
@@ -223,7 +223,10 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
       host_scales.clear();
       for (const Piece& p : u.pieces) {
         host_q.insert(host_q.end(), p.tensor->data + p.begin, p.tensor->data + p.begin + p.count);
-        host_scales.insert(host_scales.end(), p.scales.begin(), p.scales.end());
+        // The scales of the piece's rows (whole rows: a tensor, or gate_up's interleave chunks).
+        const int64_t cols = p.tensor->numel() / static_cast<int64_t>(p.scales.size());
+        host_scales.insert(host_scales.end(), p.scales.begin() + p.begin / cols,
+                           p.scales.begin() + (p.begin + p.count) / cols);
       }
       RANKD_CUDA_RETURN_IF_ERROR(
           cudaMemcpy(dsts[i].data, host_q.data(), n, cudaMemcpyHostToDevice));

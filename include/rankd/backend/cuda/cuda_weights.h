@@ -27,7 +27,7 @@ enum class Precision {
   kFp8,   // e4m3 weights (a scale per output channel) and GEMM inputs (a scale per token)
 };
 
-// The row order of gate_up's bf16 weight.
+// The row order of gate_up's weight (bf16, or e4m3 with its row scales in the same order).
 enum class GateUpLayout {
   kStacked,      // gate_proj's I rows, then up_proj's (cuBLASLt, then the gated activation kernel)
   kInterleaved,  // kernels/hopper_gemm.cuh's gated epilogues: per N tile of kHopperGluTileN rows,
@@ -70,8 +70,8 @@ struct CudaWeights {
 // device, through a bf16 staging buffer freed before returning) and copies them to the current
 // device (synchronously), with `gemm_workspace_bytes` of workspace reserved in front. With
 // precision fp8, `fp8_linears` names the linear layers stored in e4m3 (the others bf16, an fp8
-// checkpoint's dequantised). `gate_up`: the bf16 gate_up weight's row order (kInterleaved needs
-// precision bf16 and I a multiple of kHopperGluHalf).
+// checkpoint's dequantised). `gate_up`: the gate_up weight's row order, bf16 or e4m3
+// (kInterleaved needs I a multiple of kHopperGluHalf).
 using Fp8Linears = backend::BackendOptions::CudaSwitches::Fp8Linears;
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config,
                                           const backend::HeadSpec& head,
