@@ -130,6 +130,22 @@ std::vector<int> RowsToCheck(int M) {
   return rows;
 }
 
+// The gated epilogues' reference on `rows` of acc [M, N] (gate_up's product, gate columns then
+// up columns): act(bf16(gate)) * bf16(up), [M, N / 2].
+std::vector<float> GatedReference(const std::vector<float>& acc, int M, int N,
+                                  const std::vector<int>& rows, bool swiglu) {
+  const int I = N / 2;
+  std::vector<float> ref(static_cast<size_t>(M) * I);
+  for (const int r : rows) {
+    for (int i = 0; i < I; ++i) {
+      const float g = RoundBf16(acc[static_cast<size_t>(r) * N + i]);
+      const float u = RoundBf16(acc[static_cast<size_t>(r) * N + I + i]);
+      ref[static_cast<size_t>(r) * I + i] = (swiglu ? Silu(g) : GeluTanh(g)) * u;
+    }
+  }
+  return ref;
+}
+
 // X [M, K] . W [N, K]^T (x, w on the device) on one schedule, with kStoreBf16 into a poisoned Y
 // (a tile left unwritten fails) and kAccumulateF32 onto a random Y (a tile added twice or never
 // fails), `adjust` checking or changing each plan before its launch; both against `acc`, the
@@ -224,16 +240,8 @@ void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
     EXPECT_EQ(gated.tile_n, tile_n);
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-    std::vector<float> ref(static_cast<size_t>(M) * I);
-    for (const int r : rows) {
-      for (int i = 0; i < I; ++i) {
-        const float g = RoundBf16(acc[static_cast<size_t>(r) * N + i]);
-        const float u = RoundBf16(acc[static_cast<size_t>(r) * N + I + i]);
-        ref[static_cast<size_t>(r) * I + i] = (swiglu ? Silu(g) : GeluTanh(g)) * u;
-      }
-    }
-    ExpectClose(FromBf16(y.Download()), ref, I, rows, kBf16Tolerance,
-                swiglu ? "kSwiGlu" : "kGeGlu");
+    ExpectClose(FromBf16(y.Download()), GatedReference(acc, M, N, rows, swiglu), I, rows,
+                kBf16Tolerance, swiglu ? "kSwiGlu" : "kGeGlu");
   }
 }
 
@@ -576,6 +584,36 @@ std::vector<float2> RandomRotations(Rng& rng, int M, int D) {
   return rot;
 }
 
+// The unfused path that kStoreBf16Rope replaces, after the GEMM's kStoreBf16 into qkv [M, (q_heads
+// + 2 kv_heads) D]: LaunchQkvRope on the k heads alone (q is rotated in attention).
+void LaunchKRope(bf16* qkv, const float2* rotations, const int32_t* num_rows, int M, int q_heads,
+                 int kv_heads, int D) {
+  kernels::QkvRopeParams r;
+  r.qkv = qkv;
+  r.rotations = rotations;
+  r.num_rows = num_rows;
+  r.skip_q = true;
+  r.num_tokens = M;
+  r.num_q_heads = q_heads;
+  r.num_kv_heads = kv_heads;
+  r.head_dim = D;
+  RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+}
+
+// got and want [rows, cols] bf16 equal bit for bit; the count that differ and the first of them.
+void ExpectSameBits(const std::vector<bf16>& got, const std::vector<bf16>& want, int cols,
+                    const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int64_t differ = 0, first = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(bf16)) != 0 && differ++ == 0) first = i;
+  }
+  EXPECT_EQ(differ, 0) << "elements that differ from " << what << "; first at row " << first / cols
+                       << " column " << first % cols << ": "
+                       << FromBf16(got[std::max<int64_t>(first, 0)]) << " vs "
+                       << FromBf16(want[std::max<int64_t>(first, 0)]);
+}
+
 // kStoreBf16Rope: against the CPU (the bf16-rounded product, its rope columns rotated in fp32 as
 // RotatePair does, fmaf for the pairs' products) on every schedule and cluster, with head dims
 // 64 and 128 and a rope range that starts and ends inside a tile; and bit for bit against the
@@ -648,25 +686,9 @@ TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
                                                        K, HopperEpilogue::kStoreBf16, &store,
                                                        plan.tile_n, schedule, cluster));
       RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
-      kernels::QkvRopeParams r;
-      r.qkv = unfused.get();
-      r.rotations = d_rot.get();
-      r.num_rows = d_rows.get();
-      r.skip_q = true;
-      r.num_tokens = c.M;
-      r.num_q_heads = c.q_heads;
-      r.num_kv_heads = c.kv_heads;
-      r.head_dim = c.D;
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+      LaunchKRope(unfused.get(), d_rot.get(), d_rows.get(), c.M, c.q_heads, c.kv_heads, c.D);
       Sync();
-      const std::vector<float> want = FromBf16(unfused.Download());
-      int64_t differ = 0, first = -1;
-      for (size_t i = 0; i < want.size(); ++i) {
-        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0) first = i;
-      }
-      EXPECT_EQ(differ, 0) << "elements that differ from kStoreBf16 + LaunchQkvRope; first at row "
-                           << first / N << " column " << first % N << ": " << got[first] << " vs "
-                           << want[first];
+      ExpectSameBits(fused.Download(), unfused.Download(), N, "kStoreBf16 + LaunchQkvRope");
     }
   }
 }
@@ -763,16 +785,8 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
                                                               &plan, tile_n, schedule, 1));
           RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
           Sync();
-          std::vector<float> ref(static_cast<size_t>(M) * I);
-          for (const int r : rows) {
-            for (int i = 0; i < I; ++i) {
-              const float g = RoundBf16(acc[static_cast<size_t>(r) * N + i]);
-              const float u = RoundBf16(acc[static_cast<size_t>(r) * N + I + i]);
-              ref[static_cast<size_t>(r) * I + i] = (swiglu ? Silu(g) : GeluTanh(g)) * u;
-            }
-          }
-          ExpectClose(FromBf16(y.Download()), ref, I, rows, kBf16Tolerance,
-                      swiglu ? "fp8 kSwiGlu" : "fp8 kGeGlu");
+          ExpectClose(FromBf16(y.Download()), GatedReference(acc, M, N, rows, swiglu), I, rows,
+                      kBf16Tolerance, swiglu ? "fp8 kSwiGlu" : "fp8 kGeGlu");
         }
       }
       if (HasFatalFailure()) return;
@@ -811,24 +825,9 @@ TEST_F(HopperGemmTest, Fp8RopeEpilogueIsTheUnfusedPath) {
         AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), unfused.get(), M, N, K,
         HopperEpilogue::kStoreBf16, &store, tile_n, schedule, 1));
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
-    kernels::QkvRopeParams r;
-    r.qkv = unfused.get();
-    r.rotations = d_rot.get();
-    r.num_rows = d_rows.get();
-    r.skip_q = true;
-    r.num_tokens = M;
-    r.num_q_heads = kHeads;
-    r.num_kv_heads = kHeads;
-    r.head_dim = D;
-    RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+    LaunchKRope(unfused.get(), d_rot.get(), d_rows.get(), M, kHeads, kHeads, D);
     Sync();
-    const std::vector<bf16> got = fused.Download(), want = unfused.Download();
-    int64_t differ = 0, first = -1;
-    for (size_t i = 0; i < want.size(); ++i) {
-      if (std::memcmp(&got[i], &want[i], sizeof(bf16)) != 0 && differ++ == 0) first = i;
-    }
-    EXPECT_EQ(differ, 0) << "elements that differ from fp8 kStoreBf16 + LaunchQkvRope; first at "
-                         << "row " << first / N << " column " << first % N;
+    ExpectSameBits(fused.Download(), unfused.Download(), N, "fp8 kStoreBf16 + LaunchQkvRope");
   }
 }
 
