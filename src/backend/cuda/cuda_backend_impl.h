@@ -261,11 +261,12 @@ class CudaBackend final : public backend::Backend {
   // Where the Hopper GEMM may run (OwnGemmUse), gate_up's weight is interleaved for its gated
   // epilogue (and cuBLASLt's gate_up output then too: the activation kernel reads it so). The
   // plans of the operands met so far (their TMA descriptors) and, kTimed, the choice per layer
-  // shape (epilogue, rows, in, out: true when the Hopper GEMM was faster), under ctx_->mu().
+  // shape (epilogue, rows, in, out, fp8 operands: the variant where the Hopper GEMM was faster,
+  // else none), under ctx_->mu().
   OwnUse own_use_ = OwnUse::kNever;
   int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
   std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool>, std::optional<OwnVariant>>
-      own_choice_;  // (epilogue, rows, in, out, fp8)
+      own_choice_;
   using OwnGemmKey = std::tuple<const void*, const void*, const void*, const void*, int, int, int,
                                 kernels::HopperEpilogue, std::tuple<int, int, int>>;
   std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
