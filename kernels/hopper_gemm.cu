@@ -3,8 +3,9 @@
 // fastest, so that CTAs running at the same time share W's tile in L2, within raster groups of
 // rows where X is too large to stay in L2: UnitTile). In clusters of CM = 2
 // CTAs the unit of work is a pair of vertically adjacent tiles (one per CTA, the same W tile):
-//   warpgroup 0, the producer: one thread issues, per K block of 64, the TMA loads of X's
-//     [128 x 64] and W's [BN x 64] tiles into stage s of a Cfg::kStages ring (128-byte swizzle),
+//   warpgroup 0, the producer: one thread issues, per K block (128 bytes of a row: 64 bf16 or,
+//     with e4m3 operands, 128 columns), the TMA loads of X's [128 x block] and W's [BN x block]
+//     tiles into stage s of a Cfg::kStages ring (128-byte swizzle),
 //     after waiting for empty[s]; the loads complete full[s] (arrive.expect_tx of the stage's
 //     bytes). The ring holds the CTA's tiles' K blocks in tile order, whichever consumer takes
 //     them. In a cluster, each CTA's producer loads BN / CM of W's rows and multicasts them into
