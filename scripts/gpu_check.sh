@@ -50,6 +50,11 @@
 #              HF float32 (golden.json, or computed) against HF bf16 and `rankd score --backend
 #              cuda` at each of $FIDELITY_PRECISIONS (bf16,fp8): mean per-request Spearman, same
 #              top-1, RMS error; fidelity.md (the Markdown table) and fidelity.json in $OUT
+#   demo       scripts/eval_demo_model.py (issue 25's fp8 fidelity bar): the demo model's MRR@10 on
+#              its three query sets through `rankd score --backend cuda` at each of
+#              $DEMO_PRECISIONS (bf16,fp8), the training code's float32 torch model on the GPU beside
+#              it; a line each with rankd's held-out MRR@10 and its difference to float32's (the bar:
+#              within 0.005); demo_<precision>.json in $OUT
 #   memcheck   compute-sanitizer memcheck on every GPU test binary
 #   racecheck  compute-sanitizer racecheck on the attention kernel tests
 # TEST_TIMEOUT (600) bounds each GPU test binary, RUN_TIMEOUT (300) each variants, shapes and gemm
@@ -601,6 +606,22 @@ PY
         --json "$OUT/fidelity.json" --markdown "$OUT/fidelity.md"
       [[ -f $OUT/fidelity.md ]] && sed -n '/^All models/,$p' "$OUT/fidelity.md" |
         sed 's/^/    /' | tee -a "$SUMMARY"
+      ;;
+    demo)
+      IFS=',' read -r -a demo_precisions <<<"${DEMO_PRECISIONS:-bf16,fp8}"
+      for p in "${demo_precisions[@]}"; do
+        run "demo model $p" "$OUT/demo.log" 600 python3 scripts/eval_demo_model.py \
+          --rankd "$BIN/rankd" --rankd-args "--backend cuda --precision $p" --no-hf \
+          --device cuda --json "$OUT/demo_$p.json" &&
+          python3 - "$OUT/demo_$p.json" "$p" <<'PY' | tee -a "$SUMMARY"
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+rankd, torch = m["rankd"]["heldout"]["mrr@10"], m["torch"]["heldout"]["mrr@10"]
+sets = " ".join(f"{s} {m['rankd'][s]['mrr@10']:.4f}" for s in m["rankd"])
+print(f"    demo model {sys.argv[2]}: held-out MRR@10 {rankd:.4f}, float32 {torch:.4f}, "
+      f"difference {rankd - torch:+.4f} (rankd MRR@10: {sets})")
+PY
+      done
       ;;
     memcheck)
       for t in "${GPU_TESTS[@]}"; do
