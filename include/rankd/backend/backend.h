@@ -146,9 +146,11 @@ struct BackendOptions {
     bool gemm_tune = true;    // RANKD_CUDA_GEMM_TUNE=0: cuBLASLt's first heuristic pick
     int gemm_candidates = 0;  // RANKD_CUDA_GEMM_CANDIDATES: candidates timed (0: the default, 8)
     bool fuse_q_rope = true;  // RANKD_CUDA_FUSE_Q_ROPE=0: RoPE of q in its own kernel
-    // RANKD_CUDA_FUSE_K_ROPE=1: RoPE of k in the qkv GEMM's epilogue (the Hopper GEMM's
-    // kStoreBf16Rope) instead of its own kernel. Off until an H200 A/B has measured it.
-    bool fuse_k_rope = false;
+    // RANKD_CUDA_FUSE_K_ROPE (default on; 0: off): RoPE of k in the qkv GEMM's epilogue (the
+    // Hopper GEMM's kStoreBf16Rope, timed against cuBLASLt + the RoPE kernel per shape) instead of
+    // its own kernel. bench/RESULTS.md, 2026-12-07 (session 37): +1.2-1.4% in fp8 on 379M, bf16
+    // and the 0.6B shape (q/k norm: no fusion) unchanged.
+    bool fuse_k_rope = true;
     // RANKD_CUDA_ATTENTION_PIPELINE=1: attention's pipelined kernel (each block issues its next
     // work unit's loads under the current one's work; the same scores bit for bit). Off until an
     // H200 A/B has measured it.

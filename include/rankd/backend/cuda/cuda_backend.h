@@ -52,8 +52,8 @@ struct CudaBackendStats {
   // The bf16 linear layers may run on kernels/hopper_gemm (RANKD_CUDA_OWN_GEMM auto or 1, on a
   // device, build and model that take it): always with 1, per shape where faster with auto.
   bool own_gemm = false;
-  // RoPE of k may run in the qkv GEMM's epilogue (RANKD_CUDA_FUSE_K_ROPE, on where own_gemm is and
-  // the model takes it: q rotated in attention, heads of 64 or 128).
+  // RoPE of k may run in the qkv GEMM's epilogue (RANKD_CUDA_FUSE_K_ROPE, default on; where
+  // own_gemm is and the model takes it: q rotated in attention, heads of 64 or 128).
   bool k_rope_in_gemm = false;
   // Attention runs its pipelined kernel (RANKD_CUDA_ATTENTION_PIPELINE).
   bool attention_pipelined = false;
