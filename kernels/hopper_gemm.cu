@@ -43,6 +43,7 @@
 
 #include "kernels/activations.cuh"
 #include "kernels/common.cuh"
+#include "kernels/fp8.cuh"
 #include "kernels/hopper_gemm.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -69,8 +70,11 @@ static_assert(kBK * 2 == 128, "one K block is one 128-byte swizzle row");
 // far above the 0 of the sm_90a body, and above the 1 KiB that tools report as reserved per CTA.
 constexpr int kNoSm90aMarkerBytes = 4096;
 
+__host__ __device__ constexpr bool IsFp8Out(HopperEpilogue e) {
+  return e == HopperEpilogue::kSwiGluFp8 || e == HopperEpilogue::kGeGluFp8;
+}
 __host__ __device__ constexpr bool IsGated(HopperEpilogue e) {
-  return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu;
+  return e == HopperEpilogue::kSwiGlu || e == HopperEpilogue::kGeGlu || IsFp8Out(e);
 }
 
 // The tile's rows: 256 for kCooperativeTall (128 a consumer), 64 for kPingPongShort, else 128.
@@ -84,10 +88,13 @@ __host__ __device__ constexpr bool IsPingPong(HopperSchedule s) {
   return s == HopperSchedule::kPingPong || s == HopperSchedule::kPingPongShort;
 }
 
-// fp8 operands' row scales (HopperGemmPlan::x_scale, w_scale); both null for bf16.
+// fp8 operands' scales (HopperGemmPlan::x_scale, w_scale; both null for bf16) and the fp8
+// gated output's (y_scale).
 struct HopperScales {
-  const float* x = nullptr;  // [m]
+  const float* x = nullptr;  // [m], or [m, x_groups] (kGroup)
   const float* w = nullptr;  // [n]
+  int x_groups = 0;          // kGroup: groups of kHopperScaleGroup K columns a row of X
+  float* y = nullptr;        // kSwiGluFp8/kGeGluFp8: [m, n / 2 / kHopperScaleGroup]
 };
 
 // The sizes that depend on the tile, the schedule, the cluster, the epilogue and the operands
@@ -115,13 +122,16 @@ struct Cfg {
   // CTA of the cluster (a stage is free for the multicast only once all of them have read it).
   static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers) * CM;
   // The output: columns of the consumer's block, bytes an element, and its TMA boxes of
-  // kRows x 128 bytes (64 bf16 or 32 fp32 columns), 128-byte swizzled.
+  // kRows x 128 bytes (64 bf16 or 32 fp32 columns), 128-byte swizzled; e4m3 (kFp8Out) in boxes of
+  // kRows x 64 bytes, unswizzled, one scale group of kHopperScaleGroup columns each.
   static constexpr bool kF32Out = E == HopperEpilogue::kAccumulateF32;
+  static constexpr bool kFp8Out = IsFp8Out(E);
   static constexpr int kOutCols = IsGated(E) ? BN / 2 : BN;
-  static constexpr int kOutBytes = kF32Out ? 4 : 2;
-  static constexpr int kBoxCols = 128 / kOutBytes;
+  static constexpr int kOutBytes = kF32Out ? 4 : kFp8Out ? 1 : 2;
+  static constexpr int kBoxRowBytes = kFp8Out ? kHopperScaleGroup : 128;
+  static constexpr int kBoxCols = kBoxRowBytes / kOutBytes;
   static constexpr int kBoxes = kOutCols / kBoxCols;
-  static constexpr int kBoxBytes = kRows * 128;
+  static constexpr int kBoxBytes = kRows * kBoxRowBytes;
   // A consumer's epilogue buffer: 32 KB ping-pong, 16 KB cooperative (whose ring needs more),
   // written in rounds of kBoxesPerRound boxes.
   static constexpr int kEpiBufBytes = (kPingPong ? 32 : 16) * 1024;
@@ -312,7 +322,9 @@ __device__ __forceinline__ void Wgmma(float (&d)[128], uint64_t desc_a, uint64_t
 
 // The same with e4m3 operands: d [64 x BN] fp32 += A [64 x 32] . B [BN x 32]^T, 32 bytes of each
 // row a step as above (fp8's wgmma has no transpose: both operands K-major, as TMA writes them).
-__device__ __forceinline__ void WgmmaF8(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+// accumulate 0: d = A . B^T (the promotion's partial products start so).
+__device__ __forceinline__ void WgmmaF8(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                        int accumulate = 1) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -321,7 +333,7 @@ __device__ __forceinline__ void WgmmaF8(float (&d)[64], uint64_t desc_a, uint64_
       "%64, %65, p, 1, 1;\n"
       "}\n"
       : RANKD_WGMMA_D64(0)
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 __device__ __forceinline__ void WgmmaF8(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
@@ -354,7 +366,7 @@ __device__ __forceinline__ float Gated(float gate, float up) {
   // Rounded to bf16 first: the unfused path's gate_up is a bf16 tensor.
   const float g = __bfloat162float(__float2bfloat16(gate));
   const float u = __bfloat162float(__float2bfloat16(up));
-  if constexpr (E == HopperEpilogue::kSwiGlu) {
+  if constexpr (E == HopperEpilogue::kSwiGlu || E == HopperEpilogue::kSwiGluFp8) {
     return Silu(g) * u;
   } else {
     return GeluTanh(g) * u;
@@ -466,8 +478,9 @@ __device__ __forceinline__ void RopeBlock(float (&d)[kHalves][BN / 2], const Hop
 // Dequantises a consumer's kHalves x 64 rows x BN block of e4m3 products (the wgmma fragment:
 // d[hf][4j + q] is row 64 hf + 16 w + l/4 + 8 (q/2), column 8j + 2 (l%4) + q%2, of the block at
 // row0, col0 of the product): each times its row's x_scale and its column's w_scale, as cuBLASLt's
-// outer-vector scales. Rows at or past m and columns at or past n (TMA's zero fill; never stored)
-// take 0 rather than a scale from past the vectors' ends.
+// outer-vector scales (x_scale null: X's scales are already in, kGroup's promotion). Rows at or
+// past m and columns at or past n (TMA's zero fill; never stored) take 0 rather than a scale from
+// past the vectors' ends.
 template <int BN, int kHalves>
 __device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const float* x_scale,
                                            const float* w_scale, int m, int n, int row0, int col0,
@@ -478,7 +491,7 @@ __device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const fl
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
-      xs[hf][h] = row < m ? __ldg(x_scale + row) : 0.0f;
+      xs[hf][h] = row >= m ? 0.0f : x_scale != nullptr ? __ldg(x_scale + row) : 1.0f;
     }
   }
 #pragma unroll
@@ -505,7 +518,46 @@ __device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const fl
 // the swizzled layout (row r's 16-byte chunk j at r * 128 + 16 * (j ^ r % 8): the fragment's 8
 // rows a store land in 8 different chunks, no bank conflicts), a proxy fence, then thread 0 issues
 // the boxes' TMA stores and does not wait for them. e4m3 products (F8) are dequantised first
-// (ScaleBlock; col0 is the block's first column of the product, tn * BN).
+// (ScaleBlock; col0 is the block's first column of the product, tn * BN). The e4m3 output
+// (kFp8Out) is quantised first too (QuantizeGated), and its boxes are plain 64-byte rows.
+// kSwiGluFp8/kGeGluFp8: the gated activation of a consumer's block into the gate slots of d
+// (d[hf][4 GatedGroup(j) + 2h + {0, 1}]: row 64 hf + 16 w + l/4 + 8h, output column 8j + 2 (l%4)
+// + {0, 1} of the block), then per row and box (kHopperScaleGroup outputs: output groups j of 8
+// columns, 8 a box) the largest magnitude over the 4 threads of the row (a quad: lanes 4i..4i+3)
+// and its scale (kernels/fp8.cuh), into sc and, by the quad's first thread, into y_scale [m,
+// groups] at the block's first group g0. Rows at or past m are computed (zeros) and not written.
+template <HopperEpilogue E, int kHalves, int kOutCols, int BN>
+__device__ __forceinline__ void QuantizeGated(float (&d)[kHalves][BN / 2],
+                                              float (&sc)[kHalves][2][kOutCols / kHopperScaleGroup],
+                                              float* y_scale, int groups, int g0, int m, int row0,
+                                              int w, int l) {
+  constexpr int kUp = 4 * (kHopperGluHalf / 8);
+  constexpr int kGroupJ = kHopperScaleGroup / 8;  // output groups of 8 columns a scale group
+#pragma unroll
+  for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+#pragma unroll
+      for (int b = 0; b < kOutCols / kHopperScaleGroup; ++b) {
+        float amax = 0.0f;
+#pragma unroll
+        for (int j = b * kGroupJ; j < (b + 1) * kGroupJ; ++j) {
+          const int q = 4 * GatedGroup(j) + 2 * h;
+          d[hf][q] = Gated<E>(d[hf][q], d[hf][q + kUp]);
+          d[hf][q + 1] = Gated<E>(d[hf][q + 1], d[hf][q + 1 + kUp]);
+          amax = fmaxf(amax, fmaxf(fabsf(d[hf][q]), fabsf(d[hf][q + 1])));
+        }
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        sc[hf][h][b] = Fp8Scale(amax);
+        if (l % 4 == 0 && row < m)
+          y_scale[static_cast<int64_t>(row) * groups + g0 + b] = sc[hf][h][b];
+      }
+    }
+  }
+}
+
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
 __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalves][BN / 2],
                                          const CUtensorMap* y_map, const HopperRope& rope,
@@ -514,6 +566,12 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
   using C = Cfg<E, BN, S, CM, F8>;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   if constexpr (F8) ScaleBlock<BN, C::kHalves>(d, scales.x, scales.w, m, n, row0, col0, w, l);
+  // kFp8Out: each row's scale per box (a box is one scale group).
+  float sc[C::kHalves][2][C::kFp8Out ? C::kBoxes : 1];
+  if constexpr (C::kFp8Out) {
+    QuantizeGated<E, C::kHalves, C::kOutCols, BN>(d, sc, scales.y, n / 2 / kHopperScaleGroup,
+                                                  out0 / kHopperScaleGroup, m, row0, w, l);
+  }
   if constexpr (E == HopperEpilogue::kStoreBf16Rope) {
     if (out0 < rope.col_hi && out0 + BN > rope.col_lo) {  // uniform: the block has rope columns
       if (rope.head_dim == 64) {
@@ -538,9 +596,16 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
         for (int h = 0; h < 2; ++h) {
           const int r = 64 * hf + w * 16 + l / 4 + 8 * h;
           const int byte = (8 * j + 2 * (l % 4)) % kColsPerBox * C::kOutBytes;  // in the box row
-          uint8_t* p = buf + (box % C::kBoxesPerRound) * C::kBoxBytes + r * 128 +
-                       16 * ((byte / 16) ^ (r % 8)) + byte % 16;
-          if constexpr (C::kF32Out) {
+          uint8_t* p = buf + (box % C::kBoxesPerRound) * C::kBoxBytes +
+                       (C::kFp8Out ? r * C::kBoxRowBytes + byte
+                                   : r * 128 + 16 * ((byte / 16) ^ (r % 8)) + byte % 16);
+          if constexpr (C::kFp8Out) {
+            // QuantizeGated left the activation in the gate slots.
+            const int q = 4 * GatedGroup(j) + 2 * h;
+            const float s = sc[hf][h][box];
+            *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(
+                ToE4m3(d[hf][q], s) | static_cast<uint32_t>(ToE4m3(d[hf][q + 1], s)) << 8);
+          } else if constexpr (C::kF32Out) {
             const int q = 4 * j + 2 * h;
             *reinterpret_cast<float2*>(p) = make_float2(d[hf][q], d[hf][q + 1]);
           } else if constexpr (IsGated(E)) {
@@ -586,7 +651,10 @@ __device__ __forceinline__ void UnitTile(int u, int num_mc, int num_n, int group
 
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
+// G: X's scales per group of kHopperScaleGroup K columns (HopperXScales::kGroup; F8 and one
+// 64-row wgmma a consumer only): each K block's two groups are multiplied into a second set of
+// accumulators, one group a commit, and added into d times the group's scale of each row.
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, bool G = false>
 __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
@@ -595,6 +663,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                      bool prefetch_w) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM, F8>;
+  static_assert(!G || (F8 && C::kHalves == 1 && BN == 128),
+                "group scales: e4m3, 64 x 128 a consumer");
   constexpr int kBlockK = C::kBlockK;
   constexpr bool kPingPong = C::kPingPong;
   extern __shared__ uint8_t smem_raw[];
@@ -719,43 +789,90 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t a_off = kPingPong ? 0 : c * C::kRows * 128;
     if (kPingPong && i > 0) OrderWait(c);
     if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
-    // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
-    // for, and only then is kb-1's stage given back to the producer.
-    for (int kb = 0; kb < num_k; ++kb, ++it) {
-      const int s = it % C::kStages;
-      MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
-      const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
+    if constexpr (G) {
+      // Per K block: its two groups' products, each into p alone (a commit, waited for), then
+      // into d times the group's scale of each of the thread's two rows (the fragment's d[4j +
+      // q]: row r0 for q < 2, r0 + 8 else); the stage is free once the second is read.
+      constexpr int kGroupSteps = kHopperScaleGroup / 32;  // k32 wgmmas a group
+      const int r0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows) + 16 * (threadIdx.x % 128 / 32) +
+                     threadIdx.x % 32 / 4;
+      const float* xs0 = r0 < m ? scales.x + static_cast<int64_t>(r0) * scales.x_groups : nullptr;
+      const float* xs1 =
+          r0 + 8 < m ? scales.x + static_cast<int64_t>(r0 + 8) * scales.x_groups : nullptr;
+      float p[BN / 2];
+      for (int kb = 0; kb < num_k; ++kb, ++it) {
+        const int s = it % C::kStages;
+        float sx[2][2];  // [group of the block][row]
 #pragma unroll
-      for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-      WgmmaFence();
+        for (int g = 0; g < 2; ++g) {
+          const int gi = 2 * kb + g;  // a K block is two groups; the last may be past k
+          const bool in = gi < scales.x_groups;
+          sx[g][0] = in && xs0 != nullptr ? __ldg(xs0 + gi) : 0.0f;
+          sx[g][1] = in && xs1 != nullptr ? __ldg(xs1 + gi) : 0.0f;
+        }
+        MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
+        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
 #pragma unroll
-      for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of each row a wgmma
+        for (int g = 0; g < 2; ++g) {
+          FenceAcc(p);
+          WgmmaFence();
 #pragma unroll
-        for (int hf = 0; hf < C::kHalves; ++hf) {
-          if constexpr (F8) {
-            WgmmaF8(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
-          } else {
-            Wgmma(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+          for (int kk = 0; kk < kGroupSteps; ++kk) {
+            const int step = g * kGroupSteps + kk;
+            WgmmaF8(p, SmemDesc(a + 32 * step), SmemDesc(b + 32 * step), kk > 0);
+          }
+          WgmmaCommit();
+          WgmmaWait<0>();
+          FenceAcc(p);
+#pragma unroll
+          for (int q = 0; q < BN / 2; ++q) d[0][q] += p[q] * sx[g][q % 4 / 2];
+        }
+        release(s);
+        if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
+      }
+      if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
+      const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, HopperScales{nullptr, scales.w, 0, scales.y}, m,
+                                 n, row0, tn * BN, tn * C::kOutCols, buf, c);
+    } else {
+      // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
+      // for, and only then is kb-1's stage given back to the producer.
+      for (int kb = 0; kb < num_k; ++kb, ++it) {
+        const int s = it % C::kStages;
+        MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
+        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
+#pragma unroll
+        for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < 128 / 32; ++kk) {  // 32 bytes of each row a wgmma
+#pragma unroll
+          for (int hf = 0; hf < C::kHalves; ++hf) {
+            if constexpr (F8) {
+              WgmmaF8(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+            } else {
+              Wgmma(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+            }
           }
         }
+        WgmmaCommit();
+        WgmmaWait<1>();
+#pragma unroll
+        for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
+        if (kb > 0) release((it - 1) % C::kStages);
+        if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
       }
-      WgmmaCommit();
-      WgmmaWait<1>();
+      // Every full[] of the tile waited for: the other consumer may start its next tile (there is
+      // one: every OrderSignal meets an OrderWait).
+      if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
+      WgmmaWait<0>();
 #pragma unroll
       for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-      if (kb > 0) release((it - 1) % C::kStages);
-      if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
+      if (num_k > 0) release((it - 1) % C::kStages);
+      const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
+      const int out0 = tn * C::kOutCols;
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, m, n, row0, tn * BN, out0, buf, c);
     }
-    // Every full[] of the tile waited for: the other consumer may start its next tile (there is
-    // one: every OrderSignal meets an OrderWait).
-    if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
-    WgmmaWait<0>();
-#pragma unroll
-    for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-    if (num_k > 0) release((it - 1) % C::kStages);
-    const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
-    const int out0 = tn * C::kOutCols;
-    Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, m, n, row0, tn * BN, out0, buf, c);
   }
   // The shared memory must outlive the copy engine's reads of it, and the stores must be done
   // when the kernel is.
@@ -765,7 +882,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
-      m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr);
+      m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr) + G;
 #endif
 }
 
@@ -786,18 +903,22 @@ EncodeTiledFn GetEncodeTiled() {
 }
 
 // A [rows, cols] row-major tensor of `type` (elem_bytes each) in boxes of box_rows x box_cols
-// (box_cols * elem_bytes = 128: one swizzle row), 128-byte swizzled; loads zero-fill out of
-// bounds, stores skip it.
+// (box_cols * elem_bytes = 128: one swizzle row), 128-byte swizzled; or, with `box_bytes` 64, in
+// unswizzled boxes of 64-byte rows (the e4m3 outputs'); loads zero-fill out of bounds, stores
+// skip it.
 cudaError_t EncodeTensor(EncodeTiledFn encode, CUtensorMapDataType type, int elem_bytes,
-                         const void* p, int rows, int cols, int box_rows, CUtensorMap* map) {
+                         const void* p, int rows, int cols, int box_rows, CUtensorMap* map,
+                         int box_bytes = 128) {
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * elem_bytes};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem_bytes),
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes / elem_bytes),
                              static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(map, type, 2, const_cast<void*>(p), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode(map, type, 2, const_cast<void*>(p), dims, strides, box, elem_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE,
+             box_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -814,7 +935,7 @@ int64_t Tiles(int m, int n, int tile_m, int tile_n) {
 // The clusters of CM CTAs that the device runs at once with this kernel's shared memory (every
 // SM's count in clusters when CM is 1): the persistent grid's size, in clusters. Asked of the
 // driver once per kernel.
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, bool G>
 cudaError_t ResidentClusters(int sms, int* clusters) {
   static const std::pair<cudaError_t, int> answer = [&]() -> std::pair<cudaError_t, int> {
     if constexpr (CM == 1) {
@@ -833,7 +954,7 @@ cudaError_t ResidentClusters(int sms, int* clusters) {
       config.numAttrs = 1;
       int n = 0;
       const cudaError_t e =
-          cudaOccupancyMaxActiveClusters(&n, HopperGemmKernel<E, BN, S, CM, F8>, &config);
+          cudaOccupancyMaxActiveClusters(&n, HopperGemmKernel<E, BN, S, CM, F8, G>, &config);
       return {e, n};
     }
   }();
@@ -842,9 +963,9 @@ cudaError_t ResidentClusters(int sms, int* clusters) {
   return answer.second > 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, bool G = false>
 cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
-  const auto kernel = HopperGemmKernel<E, BN, S, CM, F8>;
+  const auto kernel = HopperGemmKernel<E, BN, S, CM, F8, G>;
   using C = Cfg<E, BN, S, CM, F8>;
   cudaFuncAttributes attr{};
   cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
@@ -855,28 +976,31 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
     return e;
   }
   int resident = 0;
-  if ((e = ResidentClusters<E, BN, S, CM, F8>(sms, &resident)) != cudaSuccess) return e;
+  if ((e = ResidentClusters<E, BN, S, CM, F8, G>(sms, &resident)) != cudaSuccess) return e;
   // Units of CM vertically adjacent tiles; a cluster per unit, at most `resident` of them.
   const int64_t units = Tiles(plan.m, plan.n, CM * C::kBM, BN);
   const int clusters = static_cast<int>(units < resident ? units : resident);
-  return LaunchClusterKernel(kernel, CM * clusters, kThreads, C::kSmemBytes, stream, CM, plan.x_map,
-                             plan.w_map, plan.y_map, plan.rope,
-                             HopperScales{plan.x_scale, plan.w_scale}, plan.m, plan.n, plan.k,
-                             plan.group, plan.stagger, stream.pdl);
+  return LaunchClusterKernel(
+      kernel, CM * clusters, kThreads, C::kSmemBytes, stream, CM, plan.x_map, plan.w_map,
+      plan.y_map, plan.rope,
+      HopperScales{plan.x_scale, plan.w_scale, G ? plan.k / kHopperScaleGroup : 0, plan.y_scale},
+      plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
 }
 
-// bf16: clusters of 1 and 2. fp8 (e4m3) kernels are built in clusters of 1 only.
+// bf16: clusters of 1 and 2. fp8 (e4m3) kernels and the e4m3 outputs' are built in clusters of
+// 1 only.
 template <HopperEpilogue E, int BN, HopperSchedule S, bool F8>
 cudaError_t LaunchCluster(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
-  if constexpr (F8) {
-    return plan.cluster == 1 ? Launch<E, BN, S, 1, true>(plan, sms, stream) : cudaErrorNotSupported;
+  if constexpr (F8 || IsFp8Out(E)) {
+    return plan.cluster == 1 ? Launch<E, BN, S, 1, F8>(plan, sms, stream) : cudaErrorNotSupported;
   } else {
     return plan.cluster == 2 ? Launch<E, BN, S, 2, false>(plan, sms, stream)
                              : Launch<E, BN, S, 1, false>(plan, sms, stream);
   }
 }
 
-// bf16: every schedule. fp8: ping-pong (128 and 64 rows) and cooperative (tile 128 or 256).
+// bf16: every schedule. fp8, and the e4m3 outputs: ping-pong (128 and 64 rows) and cooperative
+// (tile 128 or 256).
 template <HopperEpilogue E, bool F8>
 cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   constexpr HopperSchedule kCoop = HopperSchedule::kCooperative;
@@ -884,7 +1008,7 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream)
     case HopperSchedule::kPingPong:
       return LaunchCluster<E, 128, HopperSchedule::kPingPong, F8>(plan, sms, stream);
     case HopperSchedule::kCooperativeTall:
-      if constexpr (F8) return cudaErrorNotSupported;
+      if constexpr (F8 || IsFp8Out(E)) return cudaErrorNotSupported;
       return LaunchCluster<E, 128, HopperSchedule::kCooperativeTall, false>(plan, sms, stream);
     case HopperSchedule::kPingPongShort:
       return Launch<E, 128, HopperSchedule::kPingPongShort, 1, F8>(plan, sms, stream);
@@ -895,10 +1019,26 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream)
                             : LaunchCluster<E, 128, kCoop, F8>(plan, sms, stream);
 }
 
+// kGroup X scales: kStoreBf16 and kAccumulateF32 on cooperative 128 and ping-pong 64, cluster 1.
+template <HopperEpilogue E>
+cudaError_t LaunchGrouped(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
+  if constexpr (E == HopperEpilogue::kStoreBf16 || E == HopperEpilogue::kAccumulateF32) {
+    if (plan.cluster != 1) return cudaErrorNotSupported;
+    if (plan.schedule == HopperSchedule::kPingPongShort) {
+      return Launch<E, 128, HopperSchedule::kPingPongShort, 1, true, true>(plan, sms, stream);
+    }
+    if (plan.schedule == HopperSchedule::kCooperative && plan.tile_n == 128) {
+      return Launch<E, 128, HopperSchedule::kCooperative, 1, true, true>(plan, sms, stream);
+    }
+  }
+  return cudaErrorNotSupported;
+}
+
 template <HopperEpilogue E>
 cudaError_t LaunchOperands(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
-  return plan.fp8 ? LaunchTile<E, true>(plan, sms, stream)
-                  : LaunchTile<E, false>(plan, sms, stream);
+  if (!plan.fp8) return LaunchTile<E, false>(plan, sms, stream);
+  return plan.x_scales == HopperXScales::kGroup ? LaunchGrouped<E>(plan, sms, stream)
+                                                : LaunchTile<E, true>(plan, sms, stream);
 }
 
 // The current device's SM count, cudaErrorNotSupported unless it is sm_90.
@@ -919,13 +1059,16 @@ cudaError_t Sm90Multiprocessors(int* sms) {
 // MakeHopperGemmPlan and MakeHopperGemmPlanFp8: X and W bf16, or e4m3 (fp8) with their scales.
 cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int n, int k,
                      HopperEpilogue epilogue, HopperGemmPlan* plan, int tile_n,
-                     HopperSchedule schedule, int cluster) {
+                     HopperSchedule schedule, int cluster, HopperXScales x_scales) {
   const bool gated = IsGated(epilogue);
-  // A row of X and W is a whole number of 16 bytes (TMA's stride unit).
-  const int k_multiple = fp8 ? 16 : 8;
+  const bool grouped = x_scales == HopperXScales::kGroup;
+  // A row of X and W is a whole number of 16 bytes (TMA's stride unit); group scales cover
+  // whole groups.
+  const int k_multiple = grouped ? kHopperScaleGroup : fp8 ? 16 : 8;
   if (schedule == HopperSchedule::kAuto) {
-    schedule = tile_n == 256 ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
+    schedule = tile_n == 256 || grouped ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
   }
+  if (grouped && tile_n == 0) tile_n = 128;  // the grouped kernels' tile
   const bool ping_pong = IsPingPong(schedule);
   const int tile_m = TileRows(schedule);
   if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % k_multiple != 0 ||
@@ -934,7 +1077,7 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
       (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
       (cluster != 0 && cluster != 1 && cluster != 2) ||
       (schedule == HopperSchedule::kPingPongShort && cluster == 2) ||
-      (gated && n % kHopperGluTileN != 0)) {
+      (gated && n % kHopperGluTileN != 0) || (grouped && !fp8)) {
     return cudaErrorInvalidValue;
   }
   int sms = 0;
@@ -955,7 +1098,9 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
   plan->epilogue = epilogue;
   plan->rope = HopperRope{};
   plan->fp8 = fp8;
+  plan->x_scales = x_scales;
   plan->x_scale = plan->w_scale = nullptr;
+  plan->y_scale = nullptr;
   if (cluster == 0) cluster = kHopperDefaultCluster;
   plan->tile_n = tile_n;
   plan->schedule = schedule;
@@ -984,6 +1129,10 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
           cudaSuccess) {
     return e;
   }
+  if (IsFp8Out(epilogue)) {
+    return EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, y, m, n / 2, y_box_rows,
+                        &plan->y_map, kHopperScaleGroup);
+  }
   return f32_out ? EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, y, m, n, y_box_rows,
                                 &plan->y_map)
                  : EncodeTensor(encode, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, y, m,
@@ -995,19 +1144,21 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
 cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int m,
                                int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
                                int tile_n, HopperSchedule schedule, int cluster) {
-  return MakePlan(x, w, /*fp8=*/false, y, m, n, k, epilogue, plan, tile_n, schedule, cluster);
+  return MakePlan(x, w, /*fp8=*/false, y, m, n, k, epilogue, plan, tile_n, schedule, cluster,
+                  HopperXScales::kRow);
 }
 
 cudaError_t MakeHopperGemmPlanFp8(const __nv_fp8_e4m3* x, const float* x_scale,
                                   const __nv_fp8_e4m3* w, const float* w_scale, void* y, int m,
                                   int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
-                                  int tile_n, HopperSchedule schedule, int cluster) {
+                                  int tile_n, HopperSchedule schedule, int cluster,
+                                  HopperXScales x_scales) {
   // w_scale is read two columns at a time (float2).
   if (x_scale == nullptr || w_scale == nullptr || reinterpret_cast<uintptr_t>(w_scale) % 8 != 0) {
     return cudaErrorInvalidValue;
   }
   const cudaError_t e =
-      MakePlan(x, w, /*fp8=*/true, y, m, n, k, epilogue, plan, tile_n, schedule, cluster);
+      MakePlan(x, w, /*fp8=*/true, y, m, n, k, epilogue, plan, tile_n, schedule, cluster, x_scales);
   if (e != cudaSuccess) return e;
   plan->x_scale = x_scale;
   plan->w_scale = w_scale;
@@ -1038,6 +1189,15 @@ cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int
   return cudaSuccess;
 }
 
+cudaError_t SetHopperGemmOutScales(HopperGemmPlan* plan, float* y_scale) {
+  if (plan == nullptr || !IsFp8Out(plan->epilogue) || y_scale == nullptr ||
+      reinterpret_cast<uintptr_t>(y_scale) % alignof(float) != 0) {
+    return cudaErrorInvalidValue;
+  }
+  plan->y_scale = y_scale;
+  return cudaSuccess;
+}
+
 cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, LaunchStream stream) {
   int sms = 0;
   const cudaError_t e = Sm90Multiprocessors(&sms);
@@ -1055,6 +1215,12 @@ cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, LaunchStream stream) {
     case HopperEpilogue::kStoreBf16Rope:
       if (plan.rope.rotations == nullptr) return cudaErrorInvalidValue;
       return LaunchOperands<HopperEpilogue::kStoreBf16Rope>(plan, sms, stream);
+    case HopperEpilogue::kSwiGluFp8:
+      if (plan.y_scale == nullptr) return cudaErrorInvalidValue;
+      return LaunchOperands<HopperEpilogue::kSwiGluFp8>(plan, sms, stream);
+    case HopperEpilogue::kGeGluFp8:
+      if (plan.y_scale == nullptr) return cudaErrorInvalidValue;
+      return LaunchOperands<HopperEpilogue::kGeGluFp8>(plan, sms, stream);
   }
   return cudaErrorInvalidValue;
 }

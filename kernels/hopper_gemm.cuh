@@ -17,9 +17,16 @@
 //                   rotated as kernels/qkv_rope.cu would, without the pass over k in memory
 // The gated epilogues round gate and up to bf16 before the activation, as the unfused path
 // (cuBLASLt's bf16 gate_up, then kernels/swiglu.cu) does, and use the same fp32 activation.
+//   kSwiGluFp8/kGeGluFp8  Y [M, N/2] e4m3 = the gated activation quantised per row and group of
+//                   kHopperScaleGroup outputs (kernels/fp8.cuh's rule: scale = amax / 448), the
+//                   scales in y_scale [M, N/2 / kHopperScaleGroup] (SetHopperGemmOutScales): down's
+//                   input, with the group scales that kGroup X scales read
 // Operands are bf16 (wgmma k16), or fp8 e4m3 with a scale per row of each (MakeHopperGemmPlanFp8:
 // wgmma k32 on the same 128-byte K blocks, so 128 K columns a block; acc[r, c] * x_scale[r] *
-// w_scale[c] is what every epilogue then takes, as cuBLASLt's outer-vector scales give it).
+// w_scale[c] is what every epilogue then takes, as cuBLASLt's outer-vector scales give it), or
+// X's scales per row and group of kHopperScaleGroup K columns (HopperXScales::kGroup): each
+// group's partial product is multiplied by its scale and added into the accumulators in fp32
+// (DeepSeek-V3's fine-grained scales and their promotion out of the tensor cores).
 // cuBLASLt (rankd/backend/cuda/gemm.h) remains the fallback: every launcher reports
 // cudaErrorNotSupported on a device other than sm_90 or a build without sm_90a code.
 #ifndef RANKD_KERNELS_HOPPER_GEMM_CUH_
@@ -36,7 +43,15 @@
 
 namespace rankd::kernels {
 
-enum class HopperEpilogue { kStoreBf16, kAccumulateF32, kSwiGlu, kGeGlu, kStoreBf16Rope };
+enum class HopperEpilogue {
+  kStoreBf16,
+  kAccumulateF32,
+  kSwiGlu,
+  kGeGlu,
+  kStoreBf16Rope,
+  kSwiGluFp8,
+  kGeGluFp8
+};
 // For messages: "store", "residual add", "SwiGLU", "GeGLU", "store + RoPE".
 inline const char* HopperEpilogueName(HopperEpilogue e) {
   switch (e) {
@@ -50,9 +65,18 @@ inline const char* HopperEpilogueName(HopperEpilogue e) {
       return "GeGLU";
     case HopperEpilogue::kStoreBf16Rope:
       return "store + RoPE";
+    case HopperEpilogue::kSwiGluFp8:
+      return "SwiGLU to fp8";
+    case HopperEpilogue::kGeGluFp8:
+      return "GeGLU to fp8";
   }
   return "?";
 }
+// fp8 X scales: one per row (kRow), or one per row and group of kHopperScaleGroup K columns
+// (kGroup: x_scale [m, k / kHopperScaleGroup], row-major). Weights keep a scale per row.
+enum class HopperXScales { kRow, kGroup };
+inline constexpr int kHopperScaleGroup = 64;
+
 // kAuto: kPingPong where the tile is 128 wide, else kCooperative. kCooperativeTall: both consumers
 // on one 256 x 128 tile, 128 rows each (a quarter fewer operand bytes per MMA than 128 x 128).
 // kPingPongShort: ping-pong on 64 x 128 tiles (one wgmma m64 a K step), for passes of few rows:
@@ -114,10 +138,15 @@ struct HopperGemmPlan {
   // ignores it. Any value >= 0 computes the same Y.
   int stagger = 0;
   HopperRope rope;  // kStoreBf16Rope only (SetHopperGemmRope)
-  // fp8 e4m3 operands (MakeHopperGemmPlanFp8) and their scales: x_scale [m], w_scale [n] fp32.
+  // fp8 e4m3 operands (MakeHopperGemmPlanFp8) and their scales: x_scale [m] (kRow) or
+  // [m, k / kHopperScaleGroup] (kGroup), w_scale [n], fp32.
   bool fp8 = false;
+  HopperXScales x_scales = HopperXScales::kRow;
   const float* x_scale = nullptr;
   const float* w_scale = nullptr;
+  // kSwiGluFp8/kGeGluFp8: the output's group scales, [m, n / 2 / kHopperScaleGroup] fp32
+  // (SetHopperGemmOutScales).
+  float* y_scale = nullptr;
 };
 
 // The raster group MakeHopperGemmPlan picks, in units' rows (0: none). While X [m, k] and W [n, k]
@@ -131,7 +160,9 @@ int HopperRasterGroup(int m, int n, int k, int unit_rows, int tile_n, int units_
                       size_t l2_bytes);
 
 // Fills `plan` for y (16-byte aligned): bf16 [m, n] for kStoreBf16, fp32 [m, n] (read and
-// written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues. cudaErrorInvalidValue
+// written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues (e4m3 for kSwiGluFp8 and
+// kGeGluFp8, whose n must then be a multiple of 2 kHopperScaleGroup and whose kernels are built
+// for the schedules of fp8 operands below). cudaErrorInvalidValue
 // unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k), x, w and y are 16-byte aligned,
 // tile_n is 0 (choose), 128 or 256, only kCooperative has tile_n 256, cluster is 0
 // (kHopperDefaultCluster), 1 or 2 (kPingPongShort: 0 or 1), and for a gated epilogue n
@@ -155,11 +186,22 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
 // H100, the product is off by up to 3.4e-3 of its largest element at K = 3,328 (1e-3 at 1,024),
 // truncated towards zero; cuBLASLt's default promotes. That is below e4m3's own rounding (a 3-bit
 // mantissa) and below bf16's output rounding; bench/fidelity.py is the check on the ranking.
+// x_scales kGroup: x_scale is [m, k / kHopperScaleGroup] (k a multiple of kHopperScaleGroup) and
+// every group's product is promoted into the fp32 accumulators with its scale (no truncation
+// past a group's 64 columns). Its kernels are built for kCooperative with tile 128 (the default
+// schedule then) and kPingPongShort (one 64-row wgmma a consumer: the promotion's second set of
+// accumulators fits beside the first), epilogues kStoreBf16 and kAccumulateF32; the others
+// report cudaErrorNotSupported at launch.
 cudaError_t MakeHopperGemmPlanFp8(const __nv_fp8_e4m3* x, const float* x_scale,
                                   const __nv_fp8_e4m3* w, const float* w_scale, void* y, int m,
                                   int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,
                                   int tile_n = 0, HopperSchedule schedule = HopperSchedule::kAuto,
-                                  int cluster = 0);
+                                  int cluster = 0, HopperXScales x_scales = HopperXScales::kRow);
+
+// Sets a kSwiGluFp8/kGeGluFp8 plan's output scales y_scale [m, n / 2 / kHopperScaleGroup] fp32
+// (4-byte aligned). cudaErrorInvalidValue for another epilogue or a null pointer. Such a plan
+// launches only once set.
+cudaError_t SetHopperGemmOutScales(HopperGemmPlan* plan, float* y_scale);
 
 // Sets a kStoreBf16Rope plan's rotation (HopperRope above). cudaErrorInvalidValue for another
 // epilogue, a head_dim other than 64 or 128, a range that is not whole heads inside [0, N], or

@@ -877,6 +877,186 @@ TEST_F(HopperGemmTest, Fp8PlansAreChecked) {
   }
 }
 
+// X quantised per row and group of kHopperScaleGroup columns (HopperXScales::kGroup): the host
+// quantises each group as a row of its own (the same layout: [M, K] is [M K / 64, 64]), some
+// groups 16x the others, so that a scale applied to the wrong group or row shows. The reference is
+// the dequantised X times the codes of W, times W's row scales. Each group's product is promoted
+// into fp32 accumulators, so the fp32 output is held to 2e-3 of the largest |reference| (the
+// row-scaled kernel, without promotion, was off by up to 3.4e-3 at K = 3,328; a misplaced scale is
+// off by O(1)). K = 1,088 leaves the last K block half past K.
+constexpr double kFp8GroupFp32Tolerance = 2e-3;
+
+TEST_F(HopperGemmTest, Fp8GroupScalesMatchCpuReference) {
+  using kernels::HopperSchedule;
+  constexpr int G = kernels::kHopperScaleGroup;
+  for (const int M : {1, 129, 1000, 7500}) {
+    for (const auto& [N, K] : {std::pair{1024, 3328}, {1152, 1088}}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
+      std::vector<float> xv = rng_.Floats(static_cast<size_t>(M) * K, 1.0f);
+      for (size_t i = 0; i < xv.size(); ++i) {
+        if ((i / G + i / K) % 3 == 0) xv[i] *= 16.0f;
+      }
+      const test_util::Fp8Rows xq = test_util::QuantizeRows(xv, M * (K / G), G);
+      const std::vector<float> xd = test_util::Dequantize(xq, G);
+      const Fp8Operand w = RandomFp8(rng_, N, K);
+      const std::vector<int> rows = RowsToCheck(M);
+      std::vector<float> acc = ReferenceAcc(xd, w.codes, M, N, K, rows);
+      for (const int r : rows) {
+        for (int c = 0; c < N; ++c) acc[static_cast<size_t>(r) * N + c] *= w.rows.scale[c];
+      }
+      DeviceArray<uint8_t> d_x(xq.q), d_w(w.rows.q);
+      DeviceArray<float> d_xs(xq.scale), d_ws(w.rows.scale);
+      for (const HopperSchedule schedule :
+           {HopperSchedule::kCooperative, HopperSchedule::kPingPongShort}) {
+        SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule));
+        kernels::HopperGemmPlan plan;
+        {
+          DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+          y.Poison();
+          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+              AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
+              HopperEpilogue::kStoreBf16, &plan, 0, schedule, 0, kernels::HopperXScales::kGroup));
+          EXPECT_EQ(plan.tile_n, 128);
+          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+          Sync();
+          ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "grouped kStoreBf16");
+        }
+        const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(M) * N, 8.0f);
+        DeviceArray<float> y(y0);
+        RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+            AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
+            HopperEpilogue::kAccumulateF32, &plan, 0, schedule, 0, kernels::HopperXScales::kGroup));
+        RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+        Sync();
+        std::vector<float> ref = y0;
+        for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
+        ExpectClose(y.Download(), ref, N, rows, kFp8GroupFp32Tolerance, "grouped kAccumulateF32");
+      }
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// The grouped plans' conditions: e4m3 operands, K a multiple of kHopperScaleGroup, and kernels for
+// kStoreBf16 / kAccumulateF32 on cooperative 128 and ping-pong 64 only.
+TEST_F(HopperGemmTest, Fp8GroupPlansAreChecked) {
+  using kernels::HopperSchedule;
+  using kernels::HopperXScales;
+  DeviceArray<uint8_t> x(64 * 256), w(256 * 256);
+  DeviceArray<float> xs(64 * 4), ws(256), y(64 * 256);
+  const auto* fx = AsFp8(x);
+  const auto* fw = AsFp8(w);
+  kernels::HopperGemmPlan plan;
+  EXPECT_EQ(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64, 256, 96,
+                                           HopperEpilogue::kAccumulateF32, &plan, 0,
+                                           HopperSchedule::kAuto, 0, HopperXScales::kGroup),
+            cudaErrorInvalidValue)
+      << "K = 96: not whole groups";
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+      fx, xs.get(), fw, ws.get(), y.get(), 64, 256, 256, HopperEpilogue::kAccumulateF32, &plan, 0,
+      HopperSchedule::kAuto, 0, HopperXScales::kGroup));
+  EXPECT_EQ(plan.schedule, HopperSchedule::kCooperative);
+  EXPECT_EQ(plan.tile_n, 128);
+  for (const auto& [schedule, tile_n, epilogue] :
+       {std::tuple{HopperSchedule::kPingPong, 128, HopperEpilogue::kAccumulateF32},
+        {HopperSchedule::kCooperative, 256, HopperEpilogue::kAccumulateF32},
+        {HopperSchedule::kCooperative, 128, HopperEpilogue::kSwiGlu}}) {
+    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64,
+                                                        256, 256, epilogue, &plan, tile_n, schedule,
+                                                        1, HopperXScales::kGroup));
+    EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorNotSupported)
+        << "schedule " << static_cast<int>(schedule) << " tile " << tile_n << " epilogue "
+        << kernels::HopperEpilogueName(epilogue);
+  }
+}
+
+// kSwiGluFp8 / kGeGluFp8: the gated activation in e4m3 with a scale per row and group of
+// kHopperScaleGroup outputs, on bf16 and on e4m3 operands, every schedule they are built for.
+// Against the CPU's activation (GatedReference) of the group: each scale within 2% of the group's
+// largest |reference| / 448, each dequantised element within e4m3's half ulp (1/16 of it) plus
+// 1.5% of that largest (the GEMM's rounding, and gate and up a bf16 ulp apart). Gate and up rows
+// of every third group are 8x the others, so that a scale from the wrong group or row shows.
+TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
+  using kernels::HopperSchedule;
+  constexpr int G = kernels::kHopperScaleGroup;
+  constexpr int M = 1000, N = 2 * 768, K = 1040, I = N / 2;
+  std::vector<float> xv = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
+  std::vector<float> wv = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+  for (int r = 0; r < N; ++r) {
+    if (r % I / G % 3 == 0) {
+      for (int k = 0; k < K; ++k) wv[static_cast<size_t>(r) * K + k] *= 8.0f;
+    }
+  }
+  const std::vector<int> rows = RowsToCheck(M);
+  for (const bool fp8_operands : {false, true}) {
+    SCOPED_TRACE(fp8_operands ? "e4m3 operands" : "bf16 operands");
+    const test_util::Fp8Rows xq = test_util::QuantizeRows(xv, M, K);
+    const test_util::Fp8Rows wq = test_util::QuantizeRows(wv, N, K);
+    const std::vector<float> acc = fp8_operands
+                                       ? ReferenceAcc(test_util::Dequantize(xq, K),
+                                                      test_util::Dequantize(wq, K), M, N, K, rows)
+                                       : ReferenceAcc(xv, wv, M, N, K, rows);
+    DeviceArray<bf16> d_x(ToBf16(xv)), d_w(ToBf16(wv)), d_wi(static_cast<size_t>(N) * K);
+    RANKD_EXPECT_CUDA_OK(
+        kernels::InterleaveGateUp(d_w.get(), I, K * sizeof(bf16), d_wi.get(), nullptr));
+    DeviceArray<uint8_t> d_xq(xq.q), d_wq(wq.q), d_wqi(wq.q.size());
+    DeviceArray<float> d_xs(xq.scale), d_ws(wq.scale), d_wsi(wq.scale.size());
+    RANKD_EXPECT_CUDA_OK(kernels::InterleaveGateUp(d_wq.get(), I, K, d_wqi.get(), nullptr));
+    RANKD_EXPECT_CUDA_OK(
+        kernels::InterleaveGateUp(d_ws.get(), I, sizeof(float), d_wsi.get(), nullptr));
+    for (const HopperEpilogue e : {HopperEpilogue::kSwiGluFp8, HopperEpilogue::kGeGluFp8}) {
+      const std::vector<float> ref =
+          GatedReference(acc, M, N, rows, e == HopperEpilogue::kSwiGluFp8);
+      for (const auto& [schedule, tile_n] : {std::pair{HopperSchedule::kPingPong, 128},
+                                             {HopperSchedule::kPingPongShort, 128},
+                                             {HopperSchedule::kCooperative, 128},
+                                             {HopperSchedule::kCooperative, 256}}) {
+        SCOPED_TRACE(::testing::Message() << kernels::HopperEpilogueName(e) << " schedule "
+                                          << static_cast<int>(schedule) << " tile " << tile_n);
+        DeviceArray<uint8_t> y(static_cast<size_t>(M) * I);
+        DeviceArray<float> ys(static_cast<size_t>(M) * (I / G));
+        y.Poison();
+        ys.Poison();
+        kernels::HopperGemmPlan plan;
+        RANKD_EXPECT_CUDA_OK(
+            fp8_operands
+                ? kernels::MakeHopperGemmPlanFp8(AsFp8(d_xq), d_xs.get(), AsFp8(d_wqi), d_wsi.get(),
+                                                 y.get(), M, N, K, e, &plan, tile_n, schedule, 1)
+                : kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e, &plan,
+                                              tile_n, schedule, 1));
+        EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorInvalidValue)
+            << "no output scales set";
+        RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmOutScales(&plan, ys.get()));
+        RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+        Sync();
+        const std::vector<uint8_t> q = y.Download();
+        const std::vector<float> scale = ys.Download();
+        int bad = 0;
+        std::string first;
+        for (const int r : rows) {
+          for (int g = 0; g < I / G; ++g) {
+            const size_t base = static_cast<size_t>(r) * I + g * G;
+            double amax = 0;
+            for (int i = 0; i < G; ++i) amax = std::max(amax, std::abs(double{ref[base + i]}));
+            const double s = scale[static_cast<size_t>(r) * (I / G) + g];
+            bool ok = std::isfinite(s) && std::abs(s - amax / 448.0) <= 0.02 * amax / 448.0 + 1e-30;
+            for (int i = 0; i < G && ok; ++i) {
+              const double deq = model::F8E4M3ToF32(q[base + i]) * s;
+              ok = std::abs(deq - ref[base + i]) <=
+                   0.0625 * std::abs(ref[base + i]) + 0.015 * amax + 1e-30;
+            }
+            if (!ok && bad++ == 0) {
+              first = "row " + std::to_string(r) + " group " + std::to_string(g) + ": scale " +
+                      std::to_string(s) + ", want " + std::to_string(amax / 448.0);
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0) << bad << " (row, group) pairs off; the first: " << first;
+      }
+    }
+  }
+}
+
 TEST_F(HopperGemmTest, RopePlansAreCheckedAtTheirSetting) {
   DeviceArray<bf16> x(64 * 64), w(256 * 64), y(64 * 256);
   DeviceArray<float2> rot(64 * 32);
