@@ -76,14 +76,19 @@ cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int
                                      kernels::HopperEpilogue epilogue, const OwnVariant& variant,
                                      kernels::HopperGemmPlan* plan) const {
   cudaError_t e =
-      ops.fp8 ? kernels::MakeHopperGemmPlanFp8(ops.xq.data, ops.xq.scale, ops.wq.data, ops.wq.scale,
-                                               y, rows, out, in, epilogue, plan, variant.tile_n,
-                                               variant.schedule, variant.cluster)
+      ops.fp8 ? kernels::MakeHopperGemmPlanFp8(
+                    ops.xq.data, ops.xq.scale, ops.wq.data, ops.wq.scale, y, rows, out, in,
+                    epilogue, plan, variant.tile_n, variant.schedule, variant.cluster,
+                    ops.x_groups ? kernels::HopperXScales::kGroup : kernels::HopperXScales::kRow)
               : kernels::MakeHopperGemmPlan(ops.x, ops.w, y, rows, out, in, epilogue, plan,
                                             variant.tile_n, variant.schedule, variant.cluster);
   if (e == cudaSuccess && epilogue == kernels::HopperEpilogue::kStoreBf16Rope) {
     const int q = config_.q_width();
     e = kernels::SetHopperGemmRope(plan, rotations_, q, q + config_.kv_width(), config_.head_dim);
+  }
+  if (e == cudaSuccess && (epilogue == kernels::HopperEpilogue::kSwiGluFp8 ||
+                           epilogue == kernels::HopperEpilogue::kGeGluFp8)) {
+    e = kernels::SetHopperGemmOutScales(plan, act_group_scale_);
   }
   return e;
 }
@@ -95,8 +100,8 @@ absl::Status CudaBackend::OwnGemm(const LinearIn& ops, int rows, int in, int out
   // Keyed by the operands' addresses, shape and variant: the same key is the same descriptors
   // (an fp8 operand's data and scales are carved together, so its data address names both).
   constexpr size_t kMaxOwnPlans = 4096;
-  const OwnGemmKey key{ops.x_data(), ops.w_data(), y,        rotations_,   rows,
-                       in,           out,          epilogue, variant.Key()};
+  const OwnGemmKey key{ops.x_data(), ops.w_data(), y,        rotations_,    rows,
+                       in,           out,          epilogue, variant.Key(), ops.x_groups};
   auto it = own_plans_.find(key);
   if (it == own_plans_.end()) {
     if (own_plans_.size() >= kMaxOwnPlans) own_plans_.clear();
@@ -110,6 +115,9 @@ absl::Status CudaBackend::OwnGemm(const LinearIn& ops, int rows, int in, int out
 
 absl::Status CudaBackend::CublasLinear(const LinearIn& ops, int rows, int in, int out,
                                        kernels::HopperEpilogue epilogue, void* y, bf16* wide) {
+  if (ops.x_groups) {
+    return absl::InternalError("group-scaled fp8 operands run on the Hopper GEMM only");
+  }
   cudaStream_t s = ctx_->stream();
   // y [rows, out] bf16 = x . w^T, either precision.
   auto store = [&](bf16* to) {
@@ -141,6 +149,9 @@ absl::Status CudaBackend::CublasLinear(const LinearIn& ops, int rows, int in, in
               : kernels::LaunchSwiGlu(wide, rows, out / 2, static_cast<bf16*>(y), launch_stream(),
                                       gate_up_half_));
       return absl::OkStatus();
+    case kernels::HopperEpilogue::kSwiGluFp8:
+    case kernels::HopperEpilogue::kGeGluFp8:
+      return absl::InternalError("the e4m3 gated epilogues run on the Hopper GEMM only");
   }
   return absl::InternalError("unknown GEMM epilogue");
 }
@@ -267,10 +278,14 @@ absl::Status CudaBackend::Linear(const LinearIn& ops, int rows, int in, int out,
 
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
   own_use_ = OwnGemmUse();
-  // gate_up interleaved for the Hopper GEMM's gated epilogue, which writes bf16: not where down
-  // reads e4m3 (the fp8 activation kernels quantise from the stacked layout).
-  const bool gated_epilogue =
-      own_use_ != OwnUse::kNever && !(precision_ == Precision::kFp8 && switches_.fp8_linears.down);
+  // gate_up interleaved for the Hopper GEMM's gated epilogues (bf16 out, or e4m3 with group
+  // scales where down is e4m3: down_groups_).
+  const bool gated_epilogue = own_use_ != OwnUse::kNever;
+  // (OwnGemmUse has checked that intermediate_size is a multiple of kHopperGluHalf: whole scale
+  // groups too.)
+  static_assert(kernels::kHopperScaleGroup == kernels::kHopperGluHalf,
+                "a gated tile's outputs are one scale group");
+  down_groups_ = gated_epilogue && precision_ == Precision::kFp8 && switches_.fp8_linears.down;
   gate_up_half_ = gated_epilogue ? kernels::kHopperGluHalf : 0;
   RANKD_ASSIGN_OR_RETURN(
       weights_,

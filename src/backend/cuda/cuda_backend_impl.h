@@ -154,20 +154,28 @@ class CudaBackend final : public backend::Backend {
     auto Key() const { return std::make_tuple(tile_n, static_cast<int>(schedule), cluster); }
   };
   // One linear layer's operands: x [rows, in] and w [out, in] in bf16, or (fp8) in e4m3 with
-  // their row scales (x: gemm_in_fp8_, which the layer's input producer wrote).
+  // their row scales (x: gemm_in_fp8_, which the layer's input producer wrote), or x's scales per
+  // row and group of kHopperScaleGroup columns (x_groups: down's input when down_groups_; the
+  // Hopper GEMM only).
   struct LinearIn {
     const bf16* x = nullptr;
     const bf16* w = nullptr;
     Fp8Matrix xq, wq;
     bool fp8 = false;
-    static LinearIn Bf16(const bf16* x, const bf16* w) { return {x, w, {}, {}, false}; }
-    static LinearIn Fp8(Fp8Matrix xq, Fp8Matrix wq) { return {nullptr, nullptr, xq, wq, true}; }
+    bool x_groups = false;
+    static LinearIn Bf16(const bf16* x, const bf16* w) { return {x, w, {}, {}, false, false}; }
+    static LinearIn Fp8(Fp8Matrix xq, Fp8Matrix wq) {
+      return {nullptr, nullptr, xq, wq, true, false};
+    }
+    static LinearIn Fp8Groups(Fp8Matrix xq, Fp8Matrix wq) {
+      return {nullptr, nullptr, xq, wq, true, true};
+    }
     // The operands' addresses, whichever precision: what keys a plan.
     const void* x_data() const { return fp8 ? static_cast<const void*>(xq.data) : x; }
     const void* w_data() const { return fp8 ? static_cast<const void*>(wq.data) : w; }
   };
   // The Hopper GEMM's plan for these operands as `variant` (kStoreBf16Rope: the k heads of
-  // rotations_).
+  // rotations_; kSwiGluFp8/kGeGluFp8: the group scales into act_group_scale_).
   cudaError_t MakeOwnPlan(const LinearIn& ops, void* y, int rows, int in, int out,
                           kernels::HopperEpilogue epilogue, const OwnVariant& variant,
                           kernels::HopperGemmPlan* plan) const;
@@ -220,8 +228,14 @@ class CudaBackend final : public backend::Backend {
   // RoPE of k happens in the qkv GEMM's epilogue (kStoreBf16Rope) where the Hopper GEMM may run,
   // q is rotated in attention, the head is 64 or 128 wide and the pass fills no cache: the QkvRope
   // kernel then does not run (or runs inside CublasLinear, where cuBLASLt is the faster).
-  // RANKD_CUDA_FUSE_K_ROPE=1 turns it on (off by default until measured).
+  // RANKD_CUDA_FUSE_K_ROPE=0 turns it off.
   bool k_rope_in_gemm_ = false;
+  // Precision fp8 with down in e4m3 where the Hopper GEMM may run: gate_up's gated epilogue
+  // quantises the activation per row and group of kHopperScaleGroup columns (kSwiGluFp8 /
+  // kGeGluFp8, into act_ as e4m3 and act_group_scale_), and down multiplies each group with its
+  // scale (HopperXScales::kGroup): finer than a scale per row, and neither cuBLASLt's gate_up nor
+  // an activation kernel. Both on the Hopper GEMM (no cuBLASLt twin to time against).
+  bool down_groups_ = false;
   // The QkvRope launch that kStoreBf16Rope stands for (its qkv set to the output), for the layer
   // being run: what CublasLinear runs after cuBLASLt's GEMM for that epilogue.
   kernels::QkvRopeParams rope_unfused_;
@@ -249,6 +263,7 @@ class CudaBackend final : public backend::Backend {
   // by the input and post norms, the attention output's quantiser and the gated activation).
   __nv_fp8_e4m3* gemm_in_fp8_ = nullptr;  // [Tc, max(H, Q, I)]
   float* gemm_in_scale_ = nullptr;        // [Tc]
+  float* act_group_scale_ = nullptr;      // [Tc, I / kHopperScaleGroup] (down_groups_)
   float* x_last_ = nullptr;       // [Tc, H] fp32 the items' last rows in the last layer (compact)
   float* dev_rows_ = nullptr;     // [Rc, H] fp32 injected embedding rows
   float* dev_scores_ = nullptr;   // [Tc] fp32 (N <= T)
@@ -268,7 +283,7 @@ class CudaBackend final : public backend::Backend {
   std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool>, std::optional<OwnVariant>>
       own_choice_;
   using OwnGemmKey = std::tuple<const void*, const void*, const void*, const void*, int, int, int,
-                                kernels::HopperEpilogue, std::tuple<int, int, int>>;
+                                kernels::HopperEpilogue, std::tuple<int, int, int>, bool>;
   std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
 };
 

@@ -175,11 +175,37 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(live, fp8_gate_up)));
     RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
+    const LinearIn gate_up = operands(normed_, w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up);
+    if (down_groups_) {
+      // down in e4m3 on the Hopper GEMM: gate_up's epilogue quantises the activation per group of
+      // kHopperScaleGroup columns into act_ (as e4m3; gemm_in_fp8_ may be gate_up's input), and
+      // down promotes each group's product with its scale. The variants: ping-pong for gate_up
+      // (the faster in e4m3, bench/RESULTS.md 2026-12-07), cooperative 128 for down (the grouped
+      // kernel's tile).
+      auto* act_fp8 = reinterpret_cast<__nv_fp8_e4m3*>(act_);
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, true)));
+      RANKD_RETURN_IF_ERROR(
+          OwnGemm(gate_up, rows, H, 2 * I,
+                  gelu ? kernels::HopperEpilogue::kGeGluFp8 : kernels::HopperEpilogue::kSwiGluFp8,
+                  OwnVariant{128, kernels::HopperSchedule::kPingPong, 1}, act_fp8));
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, cost.Down(live)));
+      const LinearIn down = LinearIn::Fp8Groups(Fp8Matrix{act_fp8, act_group_scale_}, w.w_down_fp8);
+      const OwnVariant down_variant{128, kernels::HopperSchedule::kCooperative, 1};
+      if (config_.sandwich_norms) {
+        RANKD_RETURN_IF_ERROR(
+            OwnGemm(down, rows, I, H, kernels::HopperEpilogue::kStoreBf16, down_variant, normed_));
+        RANKD_CUDA_RETURN_IF_ERROR(
+            kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, ks));
+      } else {
+        RANKD_RETURN_IF_ERROR(
+            OwnGemm(down, rows, I, H, kernels::HopperEpilogue::kAccumulateF32, down_variant, xr));
+      }
+      continue;
+    }
     const kernels::HopperEpilogue gated =
         gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu;
-    // The gated epilogue writes bf16: not where down reads e4m3 (the fp8 activation kernel
-    // quantises gate_up's product then, from the stacked layout).
-    const LinearIn gate_up = operands(normed_, w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up);
+    // The gated epilogue writes bf16: not where down reads e4m3 (without the Hopper GEMM, the fp8
+    // activation kernel quantises gate_up's product then, from the stacked layout).
     std::optional<OwnVariant> own_gate_up;
     if (!fp8_down) {
       RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(gate_up, rows, H, 2 * I, gated));

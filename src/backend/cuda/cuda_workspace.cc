@@ -61,6 +61,7 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
     if (precision_ == Precision::kFp8) {
       gemm_in_fp8_ = c.Take<__nv_fp8_e4m3>(T * std::max({H, Q, I}));
       gemm_in_scale_ = c.Take<float>(T);
+      if (down_groups_) act_group_scale_ = c.Take<float>(T * (I / kernels::kHopperScaleGroup));
     }
     x_last_ = c.Take<float>(T * H);
     dev_rows_ = c.Take<float>(int64_t{cap.rows} * H);
