@@ -52,7 +52,44 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Groups of kFp8Group columns: 16 lanes a group, 4 bf16 (8 bytes) a lane, the largest magnitude
+// a reduction over the half-warp; 16 groups a 256-thread block.
+constexpr int kGroupLanes = kFp8Group / 4;
+__global__ void __launch_bounds__(kThreads)
+    QuantizeGroupsKernel(const __nv_bfloat16* __restrict__ x, int64_t groups,
+                         __nv_fp8_storage_t* __restrict__ q, float* __restrict__ scale) {
+  EnterGrid();
+  const int64_t g = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / kGroupLanes;
+  const int lane = threadIdx.x % kGroupLanes;
+  // Whole half-warps drop out together: the shuffles below stay within live ones.
+  if (g >= groups) return;
+  const uint2 v = reinterpret_cast<const uint2*>(x + g * kFp8Group)[lane];
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
+  float amax = fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(b.x), fabsf(b.y)));
+  const unsigned mask = threadIdx.x % 32 < kGroupLanes ? 0x0000ffffu : 0xffff0000u;
+#pragma unroll
+  for (int o = 1; o < kGroupLanes; o *= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+  const float s = Fp8Scale(amax);
+  if (lane == 0) scale[g] = s;
+  reinterpret_cast<uint32_t*>(q + g * kFp8Group)[lane] = ToE4m3x4(a.x, a.y, b.x, b.y, s);
+}
+
 }  // namespace
+
+cudaError_t LaunchQuantizeGroupsFp8(const __nv_bfloat16* x, int64_t rows, int cols,
+                                    __nv_fp8_e4m3* q, float* scale, LaunchStream stream) {
+  if (rows < 0 || cols <= 0 || cols % kFp8Group != 0 || reinterpret_cast<uintptr_t>(x) % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(q) % 4 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t groups = rows * (cols / kFp8Group);
+  if (groups == 0) return cudaSuccess;
+  const int64_t blocks = (groups * kGroupLanes + kThreads - 1) / kThreads;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  return LaunchKernel(QuantizeGroupsKernel, static_cast<unsigned>(blocks), kThreads, 0, stream, x,
+                      groups, reinterpret_cast<__nv_fp8_storage_t*>(q), scale);
+}
 
 cudaError_t LaunchQuantizeRowsFp8(const __nv_bfloat16* x, int64_t rows, int cols, __nv_fp8_e4m3* q,
                                   float* scale, LaunchStream stream) {

@@ -18,6 +18,13 @@ namespace rankd::kernels {
 cudaError_t LaunchQuantizeRowsFp8(const __nv_bfloat16* x, int64_t rows, int cols, __nv_fp8_e4m3* q,
                                   float* scale, LaunchStream stream);
 
+// The same per row and group of kFp8Group (64) columns: scale[r, g] = max over the group's |x| /
+// 448, the scales [rows, cols / kFp8Group] row-major (the Hopper GEMM's HopperXScales::kGroup).
+// cols a multiple of kFp8Group, x 8-byte and q 4-byte aligned, else cudaErrorInvalidValue.
+inline constexpr int kFp8Group = 64;
+cudaError_t LaunchQuantizeGroupsFp8(const __nv_bfloat16* x, int64_t rows, int cols,
+                                    __nv_fp8_e4m3* q, float* scale, LaunchStream stream);
+
 }  // namespace rankd::kernels
 
 #endif  // RANKD_KERNELS_QUANTIZE_FP8_CUH_

@@ -28,6 +28,12 @@ struct Fp8Out {
   __nv_fp8_storage_t* q;  // [rows, dim]
   float* scale;           // [rows]
 };
+// Per row and group of 64 columns: a lane's float4 j is columns 4 (lane + 32 j) .., so group 2j
+// is lanes 0-15's float4 j and group 2j + 1 lanes 16-31's (the registers kernel only).
+struct Fp8GroupOut {
+  __nv_fp8_storage_t* q;  // [rows, dim]
+  float* scale;           // [rows, dim / 64]
+};
 
 template <int N, typename Out>
 __global__ void __launch_bounds__(kThreads)
@@ -58,7 +64,18 @@ __global__ void __launch_bounds__(kThreads)
     v[j].z = v[j].z * inv * (w23.x + offset);
     v[j].w = v[j].w * inv * (w23.y + offset);
   }
-  if constexpr (std::is_same_v<Out, Fp8Out>) {
+  if constexpr (std::is_same_v<Out, Fp8GroupOut>) {
+    uint32_t* qrow = reinterpret_cast<uint32_t*>(o.q + static_cast<int64_t>(r) * kDim);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      float amax = fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w)));
+#pragma unroll
+      for (int m = 1; m < 16; m *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+      const float s = Fp8Scale(amax);
+      if (lane % 16 == 0) o.scale[static_cast<int64_t>(r) * (2 * N) + 2 * j + lane / 16] = s;
+      qrow[lane + kWarpSize * j] = ToE4m3x4(v[j].x, v[j].y, v[j].z, v[j].w, s);
+    }
+  } else if constexpr (std::is_same_v<Out, Fp8Out>) {
     float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
@@ -175,6 +192,19 @@ cudaError_t LaunchRmsNormFp8(const float* x, const __nv_bfloat16* w, float weigh
                              LaunchStream stream) {
   return LaunchNorm(x, w, weight_offset, eps, rows, dim,
                     Fp8Out{reinterpret_cast<__nv_fp8_storage_t*>(q), scale}, stream);
+}
+
+cudaError_t LaunchRmsNormFp8Groups(const float* x, const __nv_bfloat16* w, float weight_offset,
+                                   float eps, int rows, int dim, __nv_fp8_e4m3* q, float* scale,
+                                   LaunchStream stream) {
+  constexpr int kChunk = 4 * kWarpSize;
+  if (rows < 0 || dim % kChunk != 0 || dim / kChunk < 1 || dim / kChunk > kMaxChunks) {
+    return cudaErrorInvalidValue;
+  }
+  if (rows == 0) return cudaSuccess;
+  return LaunchRegisters(dim / kChunk, x, w, weight_offset, eps, rows,
+                         Fp8GroupOut{reinterpret_cast<__nv_fp8_storage_t*>(q), scale}, stream,
+                         std::make_integer_sequence<int, kMaxChunks>{});
 }
 
 cudaError_t LaunchRmsNormAdd(const __nv_bfloat16* y, const __nv_bfloat16* w, float weight_offset,

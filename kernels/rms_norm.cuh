@@ -27,6 +27,13 @@ cudaError_t LaunchRmsNormFp8(const float* x, const __nv_bfloat16* w, float weigh
                              int rows, int dim, __nv_fp8_e4m3* q, float* scale,
                              LaunchStream stream);
 
+// The same quantised per row and group of 64 columns: scale [rows, dim / 64] row-major (the
+// Hopper GEMM's HopperXScales::kGroup). dim a multiple of 128 up to 2048 (the row in registers),
+// else cudaErrorInvalidValue.
+cudaError_t LaunchRmsNormFp8Groups(const float* x, const __nv_bfloat16* w, float weight_offset,
+                                   float eps, int rows, int dim, __nv_fp8_e4m3* q, float* scale,
+                                   LaunchStream stream);
+
 // The residual add of a normalised sublayer output (Gemma 2's post-attention and post-feedforward
 // norms): x[r, :] += bf16(y[r, :] / sqrt(mean(y[r, :]^2) + eps) * (weight_offset + w)), the norm
 // in fp32 and rounded to bf16 (HF's norm output) before the fp32 add.

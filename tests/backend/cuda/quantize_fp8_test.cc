@@ -46,5 +46,40 @@ TEST_F(KernelTest, QuantizeRowsFp8) {
   }
 }
 
+// Per row and group of 64 columns: every code and scale as the host quantising each group as a
+// row of its own ([rows, cols] is [rows cols / 64, 64]); groups 16x apart, row 0 zero. Columns
+// that are not whole groups are refused.
+TEST_F(KernelTest, QuantizeGroupsFp8) {
+  constexpr int G = kernels::kFp8Group;
+  for (const auto& [rows, cols] : {std::pair{37, 1024}, {3, 3328}, {1, 64}, {300, 192}, {0, 128}}) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols);
+    std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(rows) * cols, 3.0f);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i / G % 3 == 1) x[i] *= 16.0f;
+    }
+    std::fill(x.begin(), x.begin() + std::min<size_t>(cols, x.size()), 0.0f);
+    const int groups = rows * (cols / G);
+    DeviceArray<bf16> d_x(ToBf16(x));
+    DeviceArray<fp8> d_q(std::max<size_t>(x.size(), 1));
+    DeviceArray<float> d_scale(std::max(groups, 1));
+    d_q.Poison();
+    d_scale.Poison();
+    RANKD_EXPECT_CUDA_OK(
+        kernels::LaunchQuantizeGroupsFp8(d_x.get(), rows, cols, d_q.get(), d_scale.get(), nullptr));
+    Sync();
+    if (rows == 0) continue;
+    const Fp8Rows got = DownloadFp8(d_q, d_scale);
+    const Fp8Rows want = test_util::QuantizeRows(x, groups, G);
+    EXPECT_EQ(got.scale, want.scale);
+    EXPECT_EQ(got.q, want.q);
+  }
+  DeviceArray<bf16> x(128);
+  DeviceArray<fp8> q(128);
+  DeviceArray<float> s(2);
+  EXPECT_EQ(kernels::LaunchQuantizeGroupsFp8(x.get(), 1, 96, q.get(), s.get(), nullptr),
+            cudaErrorInvalidValue)
+      << "96 columns: not whole groups";
+}
+
 }  // namespace
 }  // namespace rankd::cuda::kernel_test

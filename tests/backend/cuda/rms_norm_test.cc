@@ -88,6 +88,43 @@ TEST_F(KernelTest, RmsNormFp8) {
   }
 }
 
+// Quantised per row and group of 64 columns (the Hopper GEMM's grouped X): the CPU norm's
+// groups quantised as rows of their own ([rows, dim] is [rows dim / 64, 64]), a zero row; dims
+// the registers kernel does not take are refused.
+TEST_F(KernelTest, RmsNormFp8Groups) {
+  for (const auto& [rows, dim] : {std::pair{37, 1024}, {17, 128}, {6, 2048}, {4, 1152}}) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << rows << " dim=" << dim);
+    std::vector<float> x = rng_.Floats(static_cast<size_t>(rows) * dim, 4.0f);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i / 64 % 3 == 2) x[i] *= 16.0f;
+    }
+    std::fill(x.begin(), x.begin() + dim, 0.0f);
+    const std::vector<float> w = rng_.Bf16Values(dim, 2.0f);
+    const float eps = 1e-5f;
+    std::vector<float> ref(x.size());
+    cpu::RmsNorm(x.data(), w.data(), eps, rows, dim, ref.data());
+    const int groups = rows * (dim / 64);
+    DeviceArray<float> d_x(x), d_scale(groups);
+    DeviceArray<bf16> d_w(ToBf16(w));
+    DeviceArray<fp8> d_q(x.size());
+    d_q.Poison();
+    d_scale.Poison();
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchRmsNormFp8Groups(d_x.get(), d_w.get(), 0.0f, eps, rows, dim,
+                                                         d_q.get(), d_scale.get(), nullptr));
+    Sync();
+    const Fp8Rows got = DownloadFp8(d_q, d_scale);
+    EXPECT_EQ(got.scale[0], 1.0f) << "zero row";
+    ExpectFp8RowsMatch(got, ref, groups, 64);
+  }
+  DeviceArray<float> x(1000), s(16);
+  DeviceArray<bf16> w(1000);
+  DeviceArray<fp8> q(1000);
+  EXPECT_EQ(kernels::LaunchRmsNormFp8Groups(x.get(), w.get(), 0.0f, 1e-5f, 1, 1000, q.get(),
+                                            s.get(), nullptr),
+            cudaErrorInvalidValue)
+      << "dim 1000";
+}
+
 // Gemma 2's sandwich norms: x += bf16(RMSNorm(y) * (offset + w)).
 TEST_F(KernelTest, RmsNormAdd) {
   for (const auto& [rows, dim] : {std::pair{37, 72}, {5, 1000}, {1, 16}, {19, 2304}}) {
