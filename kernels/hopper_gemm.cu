@@ -1019,17 +1019,15 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream)
                             : LaunchCluster<E, 128, kCoop, F8>(plan, sms, stream);
 }
 
-// kGroup X scales: kStoreBf16 and kAccumulateF32 on cooperative 128 and ping-pong 64, cluster 1.
+// kGroup X scales: every epilogue on cooperative 128 and ping-pong 64, cluster 1.
 template <HopperEpilogue E>
 cudaError_t LaunchGrouped(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
-  if constexpr (E == HopperEpilogue::kStoreBf16 || E == HopperEpilogue::kAccumulateF32) {
-    if (plan.cluster != 1) return cudaErrorNotSupported;
-    if (plan.schedule == HopperSchedule::kPingPongShort) {
-      return Launch<E, 128, HopperSchedule::kPingPongShort, 1, true, true>(plan, sms, stream);
-    }
-    if (plan.schedule == HopperSchedule::kCooperative && plan.tile_n == 128) {
-      return Launch<E, 128, HopperSchedule::kCooperative, 1, true, true>(plan, sms, stream);
-    }
+  if (plan.cluster != 1) return cudaErrorNotSupported;
+  if (plan.schedule == HopperSchedule::kPingPongShort) {
+    return Launch<E, 128, HopperSchedule::kPingPongShort, 1, true, true>(plan, sms, stream);
+  }
+  if (plan.schedule == HopperSchedule::kCooperative && plan.tile_n == 128) {
+    return Launch<E, 128, HopperSchedule::kCooperative, 1, true, true>(plan, sms, stream);
   }
   return cudaErrorNotSupported;
 }

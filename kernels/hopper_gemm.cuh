@@ -190,8 +190,8 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
 // every group's product is promoted into the fp32 accumulators with its scale (no truncation
 // past a group's 64 columns). Its kernels are built for kCooperative with tile 128 (the default
 // schedule then) and kPingPongShort (one 64-row wgmma a consumer: the promotion's second set of
-// accumulators fits beside the first), epilogues kStoreBf16 and kAccumulateF32; the others
-// report cudaErrorNotSupported at launch.
+// accumulators fits beside the first), every epilogue, clusters of 1; the other schedules report
+// cudaErrorNotSupported at launch.
 cudaError_t MakeHopperGemmPlanFp8(const __nv_fp8_e4m3* x, const float* x_scale,
                                   const __nv_fp8_e4m3* w, const float* w_scale, void* y, int m,
                                   int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,

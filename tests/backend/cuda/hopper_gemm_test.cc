@@ -937,8 +937,8 @@ TEST_F(HopperGemmTest, Fp8GroupScalesMatchCpuReference) {
   }
 }
 
-// The grouped plans' conditions: e4m3 operands, K a multiple of kHopperScaleGroup, and kernels for
-// kStoreBf16 / kAccumulateF32 on cooperative 128 and ping-pong 64 only.
+// The grouped plans' conditions: e4m3 operands, K a multiple of kHopperScaleGroup, and kernels on
+// cooperative 128 and ping-pong 64 only.
 TEST_F(HopperGemmTest, Fp8GroupPlansAreChecked) {
   using kernels::HopperSchedule;
   using kernels::HopperXScales;
@@ -960,7 +960,7 @@ TEST_F(HopperGemmTest, Fp8GroupPlansAreChecked) {
   for (const auto& [schedule, tile_n, epilogue] :
        {std::tuple{HopperSchedule::kPingPong, 128, HopperEpilogue::kAccumulateF32},
         {HopperSchedule::kCooperative, 256, HopperEpilogue::kAccumulateF32},
-        {HopperSchedule::kCooperative, 128, HopperEpilogue::kSwiGlu}}) {
+        {HopperSchedule::kCooperative, 256, HopperEpilogue::kSwiGlu}}) {
     RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64,
                                                         256, 256, epilogue, &plan, tile_n, schedule,
                                                         1, HopperXScales::kGroup));
@@ -971,7 +971,8 @@ TEST_F(HopperGemmTest, Fp8GroupPlansAreChecked) {
 }
 
 // kSwiGluFp8 / kGeGluFp8: the gated activation in e4m3 with a scale per row and group of
-// kHopperScaleGroup outputs, on bf16 and on e4m3 operands, every schedule they are built for.
+// kHopperScaleGroup outputs, on bf16 and on e4m3 operands (X scaled by rows, every schedule they
+// are built for; or by groups, HopperXScales::kGroup's two schedules).
 // Against the CPU's activation (GatedReference) of the group: each scale within 2% of the group's
 // largest |reference| / 448, each dequantised element within e4m3's half ulp (1/16 of it) plus
 // 1.5% of that largest (the GEMM's rounding, and gate and up a bf16 ulp apart). Gate and up rows
@@ -979,7 +980,7 @@ TEST_F(HopperGemmTest, Fp8GroupPlansAreChecked) {
 TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
   using kernels::HopperSchedule;
   constexpr int G = kernels::kHopperScaleGroup;
-  constexpr int M = 1000, N = 2 * 768, K = 1040, I = N / 2;
+  constexpr int M = 1000, N = 2 * 768, K = 1088, I = N / 2;
   std::vector<float> xv = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
   std::vector<float> wv = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
   for (int r = 0; r < N; ++r) {
@@ -988,12 +989,14 @@ TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
     }
   }
   const std::vector<int> rows = RowsToCheck(M);
-  for (const bool fp8_operands : {false, true}) {
-    SCOPED_TRACE(fp8_operands ? "e4m3 operands" : "bf16 operands");
-    const test_util::Fp8Rows xq = test_util::QuantizeRows(xv, M, K);
+  for (const int mode : {0, 1, 2}) {  // bf16, e4m3 with row scales, e4m3 with group scales
+    SCOPED_TRACE(mode == 0 ? "bf16 operands" : mode == 1 ? "e4m3 operands" : "e4m3, X by groups");
+    const bool fp8_operands = mode > 0, groups = mode == 2;
+    const test_util::Fp8Rows xq =
+        groups ? test_util::QuantizeRows(xv, M * (K / G), G) : test_util::QuantizeRows(xv, M, K);
     const test_util::Fp8Rows wq = test_util::QuantizeRows(wv, N, K);
     const std::vector<float> acc = fp8_operands
-                                       ? ReferenceAcc(test_util::Dequantize(xq, K),
+                                       ? ReferenceAcc(test_util::Dequantize(xq, groups ? G : K),
                                                       test_util::Dequantize(wq, K), M, N, K, rows)
                                        : ReferenceAcc(xv, wv, M, N, K, rows);
     DeviceArray<bf16> d_x(ToBf16(xv)), d_w(ToBf16(wv)), d_wi(static_cast<size_t>(N) * K);
@@ -1011,6 +1014,7 @@ TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
                                              {HopperSchedule::kPingPongShort, 128},
                                              {HopperSchedule::kCooperative, 128},
                                              {HopperSchedule::kCooperative, 256}}) {
+        if (groups && (schedule == HopperSchedule::kPingPong || tile_n == 256)) continue;
         SCOPED_TRACE(::testing::Message() << kernels::HopperEpilogueName(e) << " schedule "
                                           << static_cast<int>(schedule) << " tile " << tile_n);
         DeviceArray<uint8_t> y(static_cast<size_t>(M) * I);
@@ -1020,8 +1024,10 @@ TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
         kernels::HopperGemmPlan plan;
         RANKD_EXPECT_CUDA_OK(
             fp8_operands
-                ? kernels::MakeHopperGemmPlanFp8(AsFp8(d_xq), d_xs.get(), AsFp8(d_wqi), d_wsi.get(),
-                                                 y.get(), M, N, K, e, &plan, tile_n, schedule, 1)
+                ? kernels::MakeHopperGemmPlanFp8(
+                      AsFp8(d_xq), d_xs.get(), AsFp8(d_wqi), d_wsi.get(), y.get(), M, N, K, e,
+                      &plan, tile_n, schedule, 1,
+                      groups ? kernels::HopperXScales::kGroup : kernels::HopperXScales::kRow)
                 : kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e, &plan,
                                               tile_n, schedule, 1));
         EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorInvalidValue)
