@@ -190,6 +190,13 @@ struct BackendOptions {
       bool operator==(const Fp8Linears&) const = default;
     };
     Fp8Linears fp8_linears;
+    // RANKD_CUDA_FP8_GROUP_SCALES=1: with precision fp8, where the Hopper GEMM may run and the
+    // hidden size is a multiple of 128, the e4m3 layers' inputs are quantised per row and group of
+    // 64 columns (the norms, the attention output's quantiser; kernels/hopper_gemm's
+    // HopperXScales::kGroup, each group's product promoted into fp32) instead of per row, and
+    // those layers run on the Hopper GEMM alone. Off until measured (issue 25). (down's input
+    // has group scales wherever down is e4m3 on the Hopper GEMM, this switch or not.)
+    bool fp8_group_scales = false;
 
     bool operator==(const CudaSwitches&) const = default;
   };

@@ -182,12 +182,17 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
     const LinearIn& ops, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
   if (own_use_ == OwnUse::kNever || rows == 0) return std::nullopt;
   if (own_use_ == OwnUse::kAlways) return OwnVariant{};
-  const auto key = std::make_tuple(epilogue, rows, in, out, ops.fp8);
+  // The grouped kernels' default (MakeHopperGemmPlan's for kGroup), where nothing is timed.
+  const std::optional<OwnVariant> untimed =
+      ops.x_groups
+          ? std::optional<OwnVariant>(OwnVariant{128, kernels::HopperSchedule::kCooperative, 1})
+          : std::nullopt;
+  const auto key = std::make_tuple(epilogue, rows, in, out, ops.fp8, ops.x_groups);
   if (auto it = own_choice_.find(key); it != own_choice_.end()) return it->second;
   cudaStream_t s = ctx_->stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(s, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return std::nullopt;
+  if (capture != cudaStreamCaptureStatusNone) return untimed;
   // Scratch outputs (and gate_up's bf16 product for cuBLASLt), so that the timed runs write
   // nothing the pass reads: y [rows, out] fp32 or bf16 ([rows, out/2] gated), then wide.
   const bool gated =
@@ -216,10 +221,18 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   bool runs[kNumOwnVariants] = {};
   // The first variants of kOwnVariants: ping-pong (128-row tiles), ping-pong 64, then the rest.
   using OwnVariants = backend::BackendOptions::CudaSwitches::OwnVariants;
-  const int variants = switches_.own_gemm_variants == OwnVariants::kAll        ? kNumOwnVariants
+  const int variants = ops.x_groups                                            ? kNumOwnVariants
+                       : switches_.own_gemm_variants == OwnVariants::kAll      ? kNumOwnVariants
                        : switches_.own_gemm_variants == OwnVariants::kPingPong ? 2
                                                                                : 1;
   for (int v = 0; v < variants; ++v) {
+    // Grouped operands: the variants their kernels are built for (the others would only report
+    // cudaErrorNotSupported).
+    if (ops.x_groups && !(kOwnVariants[v].cluster == 1 &&
+                          (kOwnVariants[v].schedule == kernels::HopperSchedule::kCooperative ||
+                           kOwnVariants[v].schedule == kernels::HopperSchedule::kPingPongShort))) {
+      continue;
+    }
     cudaError_t e = MakeOwnPlan(ops, scratch, rows, in, out, epilogue,
                                 {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster}, &plans[v]);
     if (e == cudaSuccess) e = kernels::LaunchHopperGemm(plans[v], s);
@@ -229,13 +242,14 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   }
   auto theirs = [&] { return CublasLinear(ops, rows, in, out, epilogue, scratch, wide); };
   // One untimed run each (above; cuBLASLt tunes its algorithm on its first), then kRuns each.
+  // Grouped operands: no cuBLASLt.
   constexpr int kRuns = 5;
-  RANKD_RETURN_IF_ERROR(theirs());
+  if (!ops.x_groups) RANKD_RETURN_IF_ERROR(theirs());
   for (int v = 0; v < kCandidates; ++v) {
     RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[v], s));
     for (int r = 0; r < kRuns; ++r) {
       if (v == kNumOwnVariants) {
-        RANKD_RETURN_IF_ERROR(theirs());
+        if (!ops.x_groups) RANKD_RETURN_IF_ERROR(theirs());
       } else if (runs[v]) {
         RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(plans[v], s));
       }
@@ -253,7 +267,10 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
     if (!runs[v]) continue;
     absl::StrAppend(&times, kOwnVariants[v].name, " ", absl::StrFormat("%.1f", 1e3 * ms[v] / kRuns),
                     " us, ");
-    if (ms[v] < ms[best]) best = v;
+    if (ms[v] < ms[best] || (ops.x_groups && best == kNumOwnVariants)) best = v;
+  }
+  if (ops.x_groups && best == kNumOwnVariants) {
+    return absl::InternalError("no grouped variant of the Hopper GEMM ran for this shape");
   }
   std::optional<OwnVariant> choice;
   if (best < kNumOwnVariants) {
@@ -261,10 +278,14 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   }
   own_choice_.emplace(key, choice);
   spdlog::info(
-      "cuda backend: the {}{} GEMM of {} rows, {} -> {}: Hopper GEMM {}cuBLASLt {:.1f} us "
+      "cuda backend: the {}{} GEMM of {} rows, {} -> {}: Hopper GEMM {}cuBLASLt {} "
       "(epilogue included): {} for this shape",
-      ops.fp8 ? "fp8 " : "", kernels::HopperEpilogueName(epilogue), rows, in, out, times,
-      1e3 * ms[kNumOwnVariants] / kRuns,
+      ops.x_groups ? "fp8 (group-scaled) "
+      : ops.fp8    ? "fp8 "
+                   : "",
+      kernels::HopperEpilogueName(epilogue), rows, in, out, times,
+      ops.x_groups ? std::string("not run")
+                   : absl::StrFormat("%.1f us", 1e3 * ms[kNumOwnVariants] / kRuns),
       choice ? absl::StrCat("the Hopper GEMM (", kOwnVariants[best].name, ")") : "cuBLASLt");
   return choice;
 }
@@ -286,6 +307,15 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   static_assert(kernels::kHopperScaleGroup == kernels::kHopperGluHalf,
                 "a gated tile's outputs are one scale group");
   down_groups_ = gated_epilogue && precision_ == Precision::kFp8 && switches_.fp8_linears.down;
+  fp8_groups_ = switches_.fp8_group_scales && gated_epilogue && precision_ == Precision::kFp8 &&
+                config_.hidden_size % 128 == 0 && config_.hidden_size <= 2048 &&
+                config_.q_width() % kernels::kHopperScaleGroup == 0;
+  if (switches_.fp8_group_scales && !fp8_groups_ && precision_ == Precision::kFp8) {
+    spdlog::info(
+        "cuda backend: RANKD_CUDA_FP8_GROUP_SCALES=1 needs the Hopper GEMM, a hidden size that "
+        "is a multiple of 128 up to 2048 and q heads of whole 64-column groups; the fp8 inputs "
+        "keep a scale per row");
+  }
   gate_up_half_ = gated_epilogue ? kernels::kHopperGluHalf : 0;
   RANKD_ASSIGN_OR_RETURN(
       weights_,
@@ -544,8 +574,10 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
       sw.attention_pipeline, sw.attention_wgmma, OwnGemmName(sw.own_gemm),
       backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
-      precision == Precision::kFp8 ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears))
-                                   : "");
+      precision == Precision::kFp8
+          ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",
+                         backend->fp8_group_scales() ? "per 64 columns" : "per row")
+          : "");
   return backend;
 }
 

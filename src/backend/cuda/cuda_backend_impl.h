@@ -104,6 +104,7 @@ class CudaBackend final : public backend::Backend {
 
   size_t weight_bytes() const { return weights_.arena->capacity(); }
   bool own_gemm() const { return own_use_ != OwnUse::kNever; }
+  bool fp8_group_scales() const { return fp8_groups_; }
   CudaBackendStats Stats() {
     std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
     const GraphStats& stats = graphs_.stats();
@@ -118,6 +119,7 @@ class CudaBackend final : public backend::Backend {
     s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
     s.own_gemm = own_gemm();
     s.k_rope_in_gemm = k_rope_in_gemm_;
+    s.fp8_group_scales = fp8_groups_;
     s.attention_pipelined = switches_.attention_pipeline;
     s.attention_wgmma = attention_wgmma_;
     s.pdl = pdl_;
@@ -190,7 +192,9 @@ class CudaBackend final : public backend::Backend {
   // The Hopper GEMM variant the layer shape runs on, or none for cuBLASLt (own_use_). kAlways: the
   // plan's defaults. kTimed: the first time the shape runs outside graph capture, every variant of
   // kOwnVariants and cuBLASLt run on scratch outputs and the fastest is kept; during a capture, a
-  // shape not timed yet takes cuBLASLt. bf16 and fp8 operands are timed apart.
+  // shape not timed yet takes cuBLASLt. bf16 and fp8 operands are timed apart. Group-scaled
+  // operands (x_groups) have no cuBLASLt twin: their grouped variants (cooperative 128, ping-pong
+  // 64) are timed against each other, and the cooperative one runs until they are.
   absl::StatusOr<std::optional<OwnVariant>> OwnFor(const LinearIn& ops, int rows, int in, int out,
                                                    kernels::HopperEpilogue epilogue);
   // y = x . w^T with `epilogue` on the GEMM OwnFor picks.
@@ -236,6 +240,11 @@ class CudaBackend final : public backend::Backend {
   // scale (HopperXScales::kGroup): finer than a scale per row, and neither cuBLASLt's gate_up nor
   // an activation kernel. Both on the Hopper GEMM (no cuBLASLt twin to time against).
   bool down_groups_ = false;
+  // RANKD_CUDA_FP8_GROUP_SCALES=1 where it applies (precision fp8, the Hopper GEMM may run, the
+  // hidden size a multiple of 128 for the norm's registers kernel): every e4m3 layer's input
+  // quantised per row and group of kHopperScaleGroup columns into gemm_in_fp8_ and
+  // gemm_in_group_scale_, and those layers on the Hopper GEMM's grouped kernels alone.
+  bool fp8_groups_ = false;
   // The QkvRope launch that kStoreBf16Rope stands for (its qkv set to the output), for the layer
   // being run: what CublasLinear runs after cuBLASLt's GEMM for that epilogue.
   kernels::QkvRopeParams rope_unfused_;
@@ -264,6 +273,7 @@ class CudaBackend final : public backend::Backend {
   __nv_fp8_e4m3* gemm_in_fp8_ = nullptr;  // [Tc, max(H, Q, I)]
   float* gemm_in_scale_ = nullptr;        // [Tc]
   float* act_group_scale_ = nullptr;      // [Tc, I / kHopperScaleGroup] (down_groups_)
+  float* gemm_in_group_scale_ = nullptr;  // [Tc, max(H, Q) / kHopperScaleGroup] (fp8_groups_)
   float* x_last_ = nullptr;       // [Tc, H] fp32 the items' last rows in the last layer (compact)
   float* dev_rows_ = nullptr;     // [Rc, H] fp32 injected embedding rows
   float* dev_scores_ = nullptr;   // [Tc] fp32 (N <= T)
@@ -280,7 +290,8 @@ class CudaBackend final : public backend::Backend {
   // else none), under ctx_->mu().
   OwnUse own_use_ = OwnUse::kNever;
   int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
-  std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool>, std::optional<OwnVariant>>
+  std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool, bool>,
+           std::optional<OwnVariant>>
       own_choice_;
   using OwnGemmKey = std::tuple<const void*, const void*, const void*, const void*, int, int, int,
                                 kernels::HopperEpilogue, std::tuple<int, int, int>, bool>;

@@ -46,17 +46,22 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   const Fp8Linears& f8 = switches_.fp8_linears;
   const bool fp8_qkv = fp8 && f8.qkv, fp8_o = fp8 && f8.o_proj, fp8_gate_up = fp8 && f8.gate_up,
              fp8_down = fp8 && f8.down;
-  const Fp8Matrix gemm_in{gemm_in_fp8_, gemm_in_scale_};
+  // fp8_groups_: the inputs' scales per row and group of 64 columns (gemm_in_group_scale_).
+  const Fp8Matrix gemm_in{gemm_in_fp8_, fp8_groups_ ? gemm_in_group_scale_ : gemm_in_scale_};
   auto norm = [&](const float* x, const bf16* w, int rows, bool to_fp8) -> absl::Status {
     RANKD_CUDA_RETURN_IF_ERROR(
-        to_fp8 ? kernels::LaunchRmsNormFp8(x, w, norm_offset, eps, rows, H, gemm_in_fp8_,
-                                           gemm_in_scale_, ks)
-               : kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, ks));
+        !to_fp8       ? kernels::LaunchRmsNorm(x, w, norm_offset, eps, rows, H, normed_, ks)
+        : fp8_groups_ ? kernels::LaunchRmsNormFp8Groups(x, w, norm_offset, eps, rows, H,
+                                                        gemm_in_fp8_, gemm_in_group_scale_, ks)
+                      : kernels::LaunchRmsNormFp8(x, w, norm_offset, eps, rows, H, gemm_in_fp8_,
+                                                  gemm_in_scale_, ks));
     return absl::OkStatus();
   };
   // A layer's operands: the bf16 input x and weight w, or (in_fp8) gemm_in and the e4m3 weight.
   auto operands = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, bool in_fp8) {
-    return in_fp8 ? LinearIn::Fp8(gemm_in, wq) : LinearIn::Bf16(x, w);
+    return !in_fp8       ? LinearIn::Bf16(x, w)
+           : fp8_groups_ ? LinearIn::Fp8Groups(gemm_in, wq)
+                         : LinearIn::Fp8(gemm_in, wq);
   };
   // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused when `in_fp8`).
   auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
@@ -160,7 +165,10 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     if (fp8_o) {
       RANKD_RETURN_IF_ERROR(Mark(Stage::kQuantize, cost.QuantizeRows(live)));
       RANKD_CUDA_RETURN_IF_ERROR(
-          kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, ks));
+          fp8_groups_
+              ? kernels::LaunchQuantizeGroupsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_group_scale_,
+                                                 ks)
+              : kernels::LaunchQuantizeRowsFp8(ar, rows, Q, gemm_in_fp8_, gemm_in_scale_, ks));
     }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kOProj, cost.OProj(live)));
     // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
@@ -180,25 +188,34 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       // down in e4m3 on the Hopper GEMM: gate_up's epilogue quantises the activation per group of
       // kHopperScaleGroup columns into act_ (as e4m3; gemm_in_fp8_ may be gate_up's input), and
       // down promotes each group's product with its scale. The variants: ping-pong for gate_up
-      // (the faster in e4m3, bench/RESULTS.md 2026-12-07), cooperative 128 for down (the grouped
-      // kernel's tile).
+      // (the faster in e4m3, bench/RESULTS.md 2026-12-07) unless its input is group-scaled too;
+      // for those, and for down, the grouped kernels' timed choice (OwnFor).
       auto* act_fp8 = reinterpret_cast<__nv_fp8_e4m3*>(act_);
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, true)));
-      RANKD_RETURN_IF_ERROR(
-          OwnGemm(gate_up, rows, H, 2 * I,
-                  gelu ? kernels::HopperEpilogue::kGeGluFp8 : kernels::HopperEpilogue::kSwiGluFp8,
-                  OwnVariant{128, kernels::HopperSchedule::kPingPong, 1}, act_fp8));
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, cost.Down(live)));
+      const kernels::HopperEpilogue gated_fp8 =
+          gelu ? kernels::HopperEpilogue::kGeGluFp8 : kernels::HopperEpilogue::kSwiGluFp8;
       const LinearIn down = LinearIn::Fp8Groups(Fp8Matrix{act_fp8, act_group_scale_}, w.w_down_fp8);
-      const OwnVariant down_variant{128, kernels::HopperSchedule::kCooperative, 1};
+      const kernels::HopperEpilogue down_epilogue = config_.sandwich_norms
+                                                        ? kernels::HopperEpilogue::kStoreBf16
+                                                        : kernels::HopperEpilogue::kAccumulateF32;
+      std::optional<OwnVariant> gate_up_variant =
+          OwnVariant{128, kernels::HopperSchedule::kPingPong, 1};
+      if (gate_up.x_groups) {
+        RANKD_ASSIGN_OR_RETURN(gate_up_variant, OwnFor(gate_up, rows, H, 2 * I, gated_fp8));
+      }
+      RANKD_ASSIGN_OR_RETURN(const std::optional<OwnVariant> down_variant,
+                             OwnFor(down, rows, I, H, down_epilogue));
+      if (!gate_up_variant || !down_variant) {
+        return absl::InternalError("the group-scaled layers have no Hopper GEMM variant");
+      }
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, true)));
+      RANKD_RETURN_IF_ERROR(OwnGemm(gate_up, rows, H, 2 * I, gated_fp8, *gate_up_variant, act_fp8));
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, cost.Down(live)));
       if (config_.sandwich_norms) {
-        RANKD_RETURN_IF_ERROR(
-            OwnGemm(down, rows, I, H, kernels::HopperEpilogue::kStoreBf16, down_variant, normed_));
+        RANKD_RETURN_IF_ERROR(OwnGemm(down, rows, I, H, down_epilogue, *down_variant, normed_));
         RANKD_CUDA_RETURN_IF_ERROR(
             kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, ks));
       } else {
-        RANKD_RETURN_IF_ERROR(
-            OwnGemm(down, rows, I, H, kernels::HopperEpilogue::kAccumulateF32, down_variant, xr));
+        RANKD_RETURN_IF_ERROR(OwnGemm(down, rows, I, H, down_epilogue, *down_variant, xr));
       }
       continue;
     }

@@ -62,6 +62,9 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
       gemm_in_fp8_ = c.Take<__nv_fp8_e4m3>(T * std::max({H, Q, I}));
       gemm_in_scale_ = c.Take<float>(T);
       if (down_groups_) act_group_scale_ = c.Take<float>(T * (I / kernels::kHopperScaleGroup));
+      if (fp8_groups_) {
+        gemm_in_group_scale_ = c.Take<float>(T * (std::max(H, Q) / kernels::kHopperScaleGroup));
+      }
     }
     x_last_ = c.Take<float>(T * H);
     dev_rows_ = c.Take<float>(int64_t{cap.rows} * H);
