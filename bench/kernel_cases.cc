@@ -230,6 +230,33 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         c.flops = 2.0 * M * n * k;
         cases.push_back(std::move(c));
       }
+      // The grouped kernels (X's scales per 64 columns; gate_up's output in e4m3 with its group
+      // scales: half the bytes), and gate_up into e4m3 on row-scaled X (ping-pong 128).
+      const double f8_out_bytes = layer == GemmLayer::kGateUp ? out_bytes / 2 : out_bytes;
+      for (const auto& [groups, schedule, name] :
+           {std::tuple{true, GemmSchedule::kCooperative, "grp128"},
+            {true, GemmSchedule::kPingPongShort, "grppp64"},
+            {false, GemmSchedule::kPingPong, "pp128q"}}) {
+        if (!groups && layer != GemmLayer::kGateUp) continue;
+        KernelCase c;
+        c.kernel = Kernel::kGemm;
+        c.shape = s;
+        c.variant = absl::StrCat(GemmLayerName(layer), " f8",
+                                 groups ? "" : GemmImplName(GemmImpl::kOwn), name, " T=", M);
+        c.rows = M;
+        c.gemm_layer = layer;
+        c.gemm_impl = GemmImpl::kOwn;
+        c.gemm_tile_n = 128;
+        c.gemm_schedule = schedule;
+        c.gemm_n = n;
+        c.gemm_k = k;
+        c.gemm_fp8 = true;
+        c.gemm_x_groups = groups;
+        c.gemm_fp8_out = layer == GemmLayer::kGateUp;
+        c.bytes = 1.0 * M * k + 1.0 * n * k + 4.0 * (M * (groups ? k / 64 : 1) + n) + f8_out_bytes;
+        c.flops = 2.0 * M * n * k;
+        cases.push_back(std::move(c));
+      }
     }
   }
   return cases;

@@ -109,6 +109,10 @@ struct KernelCase {
   int gemm_group = -1;   // own: HopperGemmPlan::group; -1: the plan's own choice
   int gemm_stagger = -1;  // own: HopperGemmPlan::stagger; -1: the plan's own choice
   bool gemm_fp8 = false;  // e4m3 X and W with row scales (both implementations), bf16 otherwise
+  // own, fp8: X's scales per row and 64 columns (HopperXScales::kGroup); gate_up's activation
+  // written in e4m3 with group scales (kSwiGluFp8: down's input when down is e4m3).
+  bool gemm_x_groups = false;
+  bool gemm_fp8_out = false;
   double bytes = 0, flops = 0;
 };
 
@@ -123,7 +127,9 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
 // The GEMMs of every linear layer at shape `s` at each of `rows` tokens: own with tile N 128 and
 // (not gated) 256, and cuBLASLt; then in fp8 ("f8own", "f8cublaslt": e4m3 X and W with row
 // scales, cuBLASLt's gate_up followed by the bf16 SwiGLU kernel, its qkv by QkvRope), the own
-// kernel on its fp8 schedules (ping-pong 128 and 64, cooperative 128 and 256).
+// kernel on its fp8 schedules (ping-pong 128 and 64, cooperative 128 and 256); then the own
+// kernel with X's scales per 64 columns ("f8grp128", "f8grppp64": the grouped kernels, gate_up
+// into e4m3) and gate_up into e4m3 with row-scaled X ("f8own pp128q").
 // Bytes: X, W and the output once (fp32 read and written for the accumulating layers; the gated
 // product only for gate_up, the fused minimum, for either implementation); FLOPs 2 M N K.
 std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<int>& rows);

@@ -150,7 +150,11 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
   if (c.gemm_fp8) {
     RANKD_ASSIGN_OR_RETURN(x8, m.Fp8(static_cast<size_t>(M) * K));
     RANKD_ASSIGN_OR_RETURN(w8, m.Fp8(static_cast<size_t>(N) * K));
-    RANKD_ASSIGN_OR_RETURN(x_scale, m.Upload(std::vector<float>(M, 1.0f / 448)));
+    // Grouped: a scale per row and 64 columns.
+    RANKD_ASSIGN_OR_RETURN(
+        x_scale,
+        m.Upload(std::vector<float>(c.gemm_x_groups ? static_cast<size_t>(M) * (K / 64) : M,
+                                    1.0f / 448)));
     RANKD_ASSIGN_OR_RETURN(w_scale, m.Upload(std::vector<float>(N, 0.05f / 448)));
   } else {
     RANKD_ASSIGN_OR_RETURN(x, m.Bf16(static_cast<size_t>(M) * K, 1.0f));
@@ -172,12 +176,16 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
       break;
     }
     case GemmLayer::kGateUp: {
+      // (e4m3 out: half of the bf16 buffer, checked as bf16 all the same: only finiteness of
+      // the product matters to the bench.)
       RANKD_ASSIGN_OR_RETURN(y, m.Alloc<bf16>(out / 2));
-      p->out_count = out / 2;
+      p->out_count = c.gemm_fp8_out ? out / 4 : out / 2;
       p->out_bf16 = true;
       break;
     }
   }
+  float* y_scale = nullptr;  // gemm_fp8_out: the activation's group scales
+  if (c.gemm_fp8_out) RANKD_ASSIGN_OR_RETURN(y_scale, m.Alloc<float>(static_cast<size_t>(M) * (N / 128)));
   p->out = y;
   // kQkvRope: the rows' rotations and the unfused pass's QkvRope launch (k heads only: q is
   // rotated in attention).
@@ -217,7 +225,7 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
             kernels::InterleaveGateUp(w, N / 2, K * sizeof(bf16), wi, nullptr));
         w = wi;
       }
-      e = HopperEpilogue::kSwiGlu;
+      e = c.gemm_fp8_out ? HopperEpilogue::kSwiGluFp8 : HopperEpilogue::kSwiGlu;
     } else if (c.gemm_layer == GemmLayer::kQkvRope) {
       e = HopperEpilogue::kStoreBf16Rope;
     }
@@ -228,8 +236,11 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
         : c.gemm_schedule == GemmSchedule::kTall ? kernels::HopperSchedule::kCooperativeTall
                                                  : kernels::HopperSchedule::kCooperative;
     cudaError_t err =
-        c.gemm_fp8 ? kernels::MakeHopperGemmPlanFp8(x8, x_scale, w8, w_scale, y, M, N, K, e, &plan,
-                                                    c.gemm_tile_n, schedule, c.gemm_cluster)
+        c.gemm_fp8 ? kernels::MakeHopperGemmPlanFp8(
+                         x8, x_scale, w8, w_scale, y, M, N, K, e, &plan, c.gemm_tile_n, schedule,
+                         c.gemm_cluster,
+                         c.gemm_x_groups ? kernels::HopperXScales::kGroup
+                                         : kernels::HopperXScales::kRow)
                    : kernels::MakeHopperGemmPlan(x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
                                                  schedule, c.gemm_cluster);
     if (c.gemm_group >= 0) plan.group = c.gemm_group;
@@ -239,6 +250,7 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
       err =
           kernels::SetHopperGemmRope(&plan, rotations, q, q + c.shape.kv_width(), c.shape.head_dim);
     }
+    if (err == cudaSuccess && c.gemm_fp8_out) err = kernels::SetHopperGemmOutScales(&plan, y_scale);
     p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, st); };
     if (err == cudaSuccess) err = p->launch(nullptr);
     if (err == cudaErrorNotSupported) {
