@@ -800,6 +800,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float* xs1 =
           r0 + 8 < m ? scales.x + static_cast<int64_t>(r0 + 8) * scales.x_groups : nullptr;
       float p[BN / 2];
+#pragma unroll
+      for (int q = 0; q < BN / 2; ++q) p[q] = 0.0f;  // (each group's first wgmma overwrites it)
       for (int kb = 0; kb < num_k; ++kb, ++it) {
         const int s = it % C::kStages;
         float sx[2][2];  // [group of the block][row]
