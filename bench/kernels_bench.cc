@@ -152,9 +152,8 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     RANKD_ASSIGN_OR_RETURN(w8, m.Fp8(static_cast<size_t>(N) * K));
     // Grouped: a scale per row and 64 columns.
     RANKD_ASSIGN_OR_RETURN(
-        x_scale,
-        m.Upload(std::vector<float>(c.gemm_x_groups ? static_cast<size_t>(M) * (K / 64) : M,
-                                    1.0f / 448)));
+        x_scale, m.Upload(std::vector<float>(
+                     c.gemm_x_groups ? static_cast<size_t>(M) * (K / 64) : M, 1.0f / 448)));
     RANKD_ASSIGN_OR_RETURN(w_scale, m.Upload(std::vector<float>(N, 0.05f / 448)));
   } else {
     RANKD_ASSIGN_OR_RETURN(x, m.Bf16(static_cast<size_t>(M) * K, 1.0f));
@@ -185,7 +184,9 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     }
   }
   float* y_scale = nullptr;  // gemm_fp8_out: the activation's group scales
-  if (c.gemm_fp8_out) RANKD_ASSIGN_OR_RETURN(y_scale, m.Alloc<float>(static_cast<size_t>(M) * (N / 128)));
+  if (c.gemm_fp8_out) {
+    RANKD_ASSIGN_OR_RETURN(y_scale, m.Alloc<float>(static_cast<size_t>(M) * (N / 128)));
+  }
   p->out = y;
   // kQkvRope: the rows' rotations and the unfused pass's QkvRope launch (k heads only: q is
   // rotated in attention).
@@ -236,11 +237,10 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
         : c.gemm_schedule == GemmSchedule::kTall ? kernels::HopperSchedule::kCooperativeTall
                                                  : kernels::HopperSchedule::kCooperative;
     cudaError_t err =
-        c.gemm_fp8 ? kernels::MakeHopperGemmPlanFp8(
-                         x8, x_scale, w8, w_scale, y, M, N, K, e, &plan, c.gemm_tile_n, schedule,
-                         c.gemm_cluster,
-                         c.gemm_x_groups ? kernels::HopperXScales::kGroup
-                                         : kernels::HopperXScales::kRow)
+        c.gemm_fp8 ? kernels::MakeHopperGemmPlanFp8(x8, x_scale, w8, w_scale, y, M, N, K, e, &plan,
+                                                    c.gemm_tile_n, schedule, c.gemm_cluster,
+                                                    c.gemm_x_groups ? kernels::HopperXScales::kGroup
+                                                                    : kernels::HopperXScales::kRow)
                    : kernels::MakeHopperGemmPlan(x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
                                                  schedule, c.gemm_cluster);
     if (c.gemm_group >= 0) plan.group = c.gemm_group;
