@@ -181,6 +181,8 @@ constexpr int kNumOwnVariants = sizeof(kOwnVariants) / sizeof(kOwnVariants[0]);
 absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
     const LinearIn& ops, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
   if (own_use_ == OwnUse::kNever || rows == 0) return std::nullopt;
+  // e4m3 with row scales: the Hopper GEMM does not promote its accumulation (cuBLASLt does).
+  if (ops.fp8 && !ops.x_groups && !switches_.fp8_fast_accum) return std::nullopt;
   if (own_use_ == OwnUse::kAlways) return OwnVariant{};
   // The grouped kernels' default (MakeHopperGemmPlan's for kGroup), where nothing is timed.
   const std::optional<OwnVariant> untimed =
@@ -299,17 +301,20 @@ absl::Status CudaBackend::Linear(const LinearIn& ops, int rows, int in, int out,
 
 absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_tokens) {
   own_use_ = OwnGemmUse();
-  // gate_up interleaved for the Hopper GEMM's gated epilogues (bf16 out, or e4m3 with group
-  // scales where down is e4m3: down_groups_).
-  const bool gated_epilogue = own_use_ != OwnUse::kNever;
+  const bool own = own_use_ != OwnUse::kNever, fp8 = precision_ == Precision::kFp8;
+  fp8_groups_ = switches_.fp8_group_scales && own && fp8 && config_.hidden_size % 128 == 0 &&
+                config_.hidden_size <= 2048 && config_.q_width() % kernels::kHopperScaleGroup == 0;
   // (OwnGemmUse has checked that intermediate_size is a multiple of kHopperGluHalf: whole scale
-  // groups too.)
+  // groups too.) gate_up's e4m3 epilogue runs on the Hopper GEMM: where its input is e4m3 with
+  // row scales, only with RANKD_CUDA_FP8_FAST_ACCUM=1 (that kernel does not promote).
   static_assert(kernels::kHopperScaleGroup == kernels::kHopperGluHalf,
                 "a gated tile's outputs are one scale group");
-  down_groups_ = gated_epilogue && precision_ == Precision::kFp8 && switches_.fp8_linears.down;
-  fp8_groups_ = switches_.fp8_group_scales && gated_epilogue && precision_ == Precision::kFp8 &&
-                config_.hidden_size % 128 == 0 && config_.hidden_size <= 2048 &&
-                config_.q_width() % kernels::kHopperScaleGroup == 0;
+  down_groups_ = own && fp8 && switches_.fp8_linears.down &&
+                 (!switches_.fp8_linears.gate_up || fp8_groups_ || switches_.fp8_fast_accum);
+  // gate_up interleaved for the Hopper GEMM's gated epilogues (bf16 out, or e4m3 with group
+  // scales: down_groups_); stacked where down reads e4m3 with row scales (the fp8 activation
+  // kernels quantise from the stacked layout).
+  const bool gated_epilogue = own && !(fp8 && switches_.fp8_linears.down && !down_groups_);
   if (switches_.fp8_group_scales && !fp8_groups_ && precision_ == Precision::kFp8) {
     spdlog::info(
         "cuda backend: RANKD_CUDA_FP8_GROUP_SCALES=1 needs the Hopper GEMM, a hidden size that "
@@ -576,7 +581,8 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
           ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",
-                         backend->fp8_group_scales() ? "per 64 columns" : "per row")
+                         backend->fp8_group_scales() ? "per 64 columns" : "per row",
+                         sw.fp8_fast_accum ? ", fp8 fast accumulation" : "")
           : "");
   return backend;
 }

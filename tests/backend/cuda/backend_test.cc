@@ -506,11 +506,13 @@ TEST_P(CudaGoldenTest, OwnGemmMatchesGolden) {
   }
 }
 
-// The Hopper GEMM on e4m3 operands (precision fp8, RANKD_CUDA_OWN_GEMM=1): with the default fp8
-// linears (qkv with k's RoPE in its epilogue, gate_up with the gated activation in its epilogue,
-// o_proj and down bf16) and with all four (down reads e4m3, so gate_up stays stacked and the fp8
-// activation kernel runs): within fp8's bound (16x HF's bf16 RMS error), as on cuBLASLt
-// (Fp8OnSomeLinearLayersOnly), and within that bound of the cuBLASLt fp8 backend's scores.
+// The Hopper GEMM on e4m3 operands (precision fp8, RANKD_CUDA_OWN_GEMM=1 and
+// RANKD_CUDA_FP8_FAST_ACCUM=1; with RANKD_CUDA_FP8_GROUP_SCALES=1 in the environment, the grouped
+// kernels): with the default fp8 linears (qkv with k's RoPE in its epilogue, gate_up with the
+// gated activation in its epilogue, o_proj and down bf16) and with all four (gate_up's epilogue
+// writes e4m3 with group scales, down reads them): within fp8's bound (16x HF's bf16 RMS error),
+// as on cuBLASLt (Fp8OnSomeLinearLayersOnly), and within that bound of the cuBLASLt fp8
+// backend's scores.
 TEST_P(CudaGoldenTest, OwnGemmFp8MatchesGolden) {
   auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
   ASSERT_TRUE(config.ok()) << config.status();
@@ -518,6 +520,8 @@ TEST_P(CudaGoldenTest, OwnGemmFp8MatchesGolden) {
     SCOPED_TRACE(::testing::Message() << "RANKD_CUDA_FP8_LINEARS='" << layers << "'");
     ScopedEnv env("RANKD_CUDA_FP8_LINEARS", layers);
     ScopedEnv k_rope("RANKD_CUDA_FUSE_K_ROPE", "1");
+    // The row-scaled e4m3 layers on the Hopper GEMM (not promoted: off by default).
+    ScopedEnv fast("RANKD_CUDA_FP8_FAST_ACCUM", "1");
     std::optional<ScopedEnv> own(std::in_place, "RANKD_CUDA_OWN_GEMM", "1");
     auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_, 16384, true, "fp8");
     ASSERT_TRUE(b.ok()) << b.status();
@@ -638,6 +642,7 @@ TEST_P(Fp8CheckpointTest, LoadsAsItIsAndDequantised) {
   {
     ScopedEnv all("RANKD_CUDA_FP8_LINEARS", "qkv,o_proj,gate_up,down");
     ScopedEnv own("RANKD_CUDA_OWN_GEMM", "1");
+    ScopedEnv fast("RANKD_CUDA_FP8_FAST_ACCUM", "1");  // the e4m3 layers on the Hopper GEMM
     auto quantised_at_load =
         MakeBackend(golden_.model_dir, golden_.head, "cuda", "ibpc", 16384, true, "fp8");
     auto as_stored = MakeBackend(dir, golden_.head, "cuda", "ibpc", 16384, true, "fp8");
@@ -1095,6 +1100,7 @@ TEST(CudaPdlTest, ScoresAsStreamOrderBitwise) {
     const auto& [dir, prefix, batch, ref] = pc;
     for (const auto& [own, precision] : gemms) {
       ScopedEnv own_gemm("RANKD_CUDA_OWN_GEMM", own);
+      ScopedEnv fast("RANKD_CUDA_FP8_FAST_ACCUM", "1");  // fp8 on the Hopper GEMM where own
       for (const std::string& strategy : kStrategies) {
         for (const bool graphs : {false, true}) {
           SCOPED_TRACE(::testing::Message() << "own GEMM " << own << ", " << precision << ", "
