@@ -524,8 +524,9 @@ __device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const fl
 // (d[hf][4 GatedGroup(j) + 2h + {0, 1}]: row 64 hf + 16 w + l/4 + 8h, output column 8j + 2 (l%4)
 // + {0, 1} of the block), then per row and box (kHopperScaleGroup outputs: output groups j of 8
 // columns, 8 a box) the largest magnitude over the 4 threads of the row (a quad: lanes 4i..4i+3)
-// and its scale (kernels/fp8.cuh), into sc and, by the quad's first thread, into y_scale [m,
-// groups] at the block's first group g0. Rows at or past m are computed (zeros) and not written.
+// and its scale (kernels/fp8.cuh): its reciprocal into sc (the stores multiply, ToE4m3Inv) and,
+// by the quad's first thread, the scale into y_scale [m, groups] at the block's first group g0.
+// Rows at or past m are computed (zeros) and not written.
 template <HopperEpilogue E, int kHalves, int kOutCols, int BN>
 __device__ __forceinline__ void QuantizeGated(float (&d)[kHalves][BN / 2],
                                               float (&sc)[kHalves][2][kOutCols / kHopperScaleGroup],
@@ -550,9 +551,9 @@ __device__ __forceinline__ void QuantizeGated(float (&d)[kHalves][BN / 2],
         }
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        sc[hf][h][b] = Fp8Scale(amax);
-        if (l % 4 == 0 && row < m)
-          y_scale[static_cast<int64_t>(row) * groups + g0 + b] = sc[hf][h][b];
+        const float scale = Fp8Scale(amax);
+        sc[hf][h][b] = __frcp_rn(scale);
+        if (l % 4 == 0 && row < m) y_scale[static_cast<int64_t>(row) * groups + g0 + b] = scale;
       }
     }
   }
@@ -602,9 +603,10 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
           if constexpr (C::kFp8Out) {
             // QuantizeGated left the activation in the gate slots.
             const int q = 4 * GatedGroup(j) + 2 * h;
-            const float s = sc[hf][h][box];
-            *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(
-                ToE4m3(d[hf][q], s) | static_cast<uint32_t>(ToE4m3(d[hf][q + 1], s)) << 8);
+            const float inv = sc[hf][h][box];
+            *reinterpret_cast<uint16_t*>(p) =
+                static_cast<uint16_t>(ToE4m3Inv(d[hf][q], inv) |
+                                      static_cast<uint32_t>(ToE4m3Inv(d[hf][q + 1], inv)) << 8);
           } else if constexpr (C::kF32Out) {
             const int q = 4 * j + 2 * h;
             *reinterpret_cast<float2*>(p) = make_float2(d[hf][q], d[hf][q + 1]);
@@ -790,18 +792,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kPingPong && i > 0) OrderWait(c);
     if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
     if constexpr (G) {
-      // Per K block: its two groups' products, each into p alone (a commit, waited for), then
-      // into d times the group's scale of each of the thread's two rows (the fragment's d[4j +
-      // q]: row r0 for q < 2, r0 + 8 else); the stage is free once the second is read.
+      // Per K block: its two groups' products, each into a set of accumulators of its own (p[g],
+      // a commit each, both in flight), then added into d times the group's scale of each of the
+      // thread's two rows (the fragment's d[4j + q]: row r0 for q < 2, r0 + 8 else): the first
+      // group's promotion runs while the second group's wgmmas do. The stage is free once the
+      // second is read. (d and the two sets: 192 fp32 registers a thread.)
       constexpr int kGroupSteps = kHopperScaleGroup / 32;  // k32 wgmmas a group
       const int r0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows) + 16 * (threadIdx.x % 128 / 32) +
                      threadIdx.x % 32 / 4;
       const float* xs0 = r0 < m ? scales.x + static_cast<int64_t>(r0) * scales.x_groups : nullptr;
       const float* xs1 =
           r0 + 8 < m ? scales.x + static_cast<int64_t>(r0 + 8) * scales.x_groups : nullptr;
-      float p[BN / 2];
+      float p[2][BN / 2];
 #pragma unroll
-      for (int q = 0; q < BN / 2; ++q) p[q] = 0.0f;  // (each group's first wgmma overwrites it)
+      for (int g = 0; g < 2; ++g) {
+#pragma unroll
+        for (int q = 0; q < BN / 2; ++q) p[g][q] = 0.0f;  // (a group's first wgmma overwrites)
+      }
       for (int kb = 0; kb < num_k; ++kb, ++it) {
         const int s = it % C::kStages;
         float sx[2][2];  // [group of the block][row]
@@ -816,19 +823,23 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
-          FenceAcc(p);
+          FenceAcc(p[g]);
           WgmmaFence();
 #pragma unroll
           for (int kk = 0; kk < kGroupSteps; ++kk) {
             const int step = g * kGroupSteps + kk;
-            WgmmaF8(p, SmemDesc(a + 32 * step), SmemDesc(b + 32 * step), kk > 0);
+            WgmmaF8(p[g], SmemDesc(a + 32 * step), SmemDesc(b + 32 * step), kk > 0);
           }
           WgmmaCommit();
-          WgmmaWait<0>();
-          FenceAcc(p);
-#pragma unroll
-          for (int q = 0; q < BN / 2; ++q) d[0][q] += p[q] * sx[g][q % 4 / 2];
         }
+        WgmmaWait<1>();  // the first group's product
+        FenceAcc(p[0]);
+#pragma unroll
+        for (int q = 0; q < BN / 2; ++q) d[0][q] += p[0][q] * sx[0][q % 4 / 2];
+        WgmmaWait<0>();
+        FenceAcc(p[1]);
+#pragma unroll
+        for (int q = 0; q < BN / 2; ++q) d[0][q] += p[1][q] * sx[1][q % 4 / 2];
         release(s);
         if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
       }
