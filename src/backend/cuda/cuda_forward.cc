@@ -184,73 +184,65 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
     const LinearIn gate_up = operands(normed_, w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up);
+    // down's input: act_ in bf16, gemm_in (e4m3 with row scales, the fp8 activation kernel's),
+    // or, down_groups_, act_ as e4m3 with group scales (gate_up's epilogue's).
+    auto* act_fp8 = reinterpret_cast<__nv_fp8_e4m3*>(act_);
+    const LinearIn down =
+        down_groups_ ? LinearIn::Fp8Groups(Fp8Matrix{act_fp8, act_group_scale_}, w.w_down_fp8)
+                     : operands(act_, w.w_down, w.w_down_fp8, fp8_down);
     if (down_groups_) {
       // down in e4m3 on the Hopper GEMM: gate_up's epilogue quantises the activation per group of
       // kHopperScaleGroup columns into act_ (as e4m3; gemm_in_fp8_ may be gate_up's input), and
-      // down promotes each group's product with its scale. The variants: ping-pong for gate_up
-      // (the faster in e4m3, bench/RESULTS.md 2026-12-07) unless its input is group-scaled too;
-      // for those, and for down, the grouped kernels' timed choice (OwnFor).
-      auto* act_fp8 = reinterpret_cast<__nv_fp8_e4m3*>(act_);
+      // down promotes each group's product with its scale. gate_up's variant: ping-pong (the
+      // faster in e4m3, bench/RESULTS.md 2026-12-07) unless its input is group-scaled too, then
+      // the grouped kernels' timed choice (OwnFor; cuBLASLt has no e4m3 gated epilogue to time).
       const kernels::HopperEpilogue gated_fp8 =
           gelu ? kernels::HopperEpilogue::kGeGluFp8 : kernels::HopperEpilogue::kSwiGluFp8;
-      const LinearIn down = LinearIn::Fp8Groups(Fp8Matrix{act_fp8, act_group_scale_}, w.w_down_fp8);
-      const kernels::HopperEpilogue down_epilogue = config_.sandwich_norms
-                                                        ? kernels::HopperEpilogue::kStoreBf16
-                                                        : kernels::HopperEpilogue::kAccumulateF32;
       std::optional<OwnVariant> gate_up_variant =
           OwnVariant{128, kernels::HopperSchedule::kPingPong, 1};
       if (gate_up.x_groups) {
         RANKD_ASSIGN_OR_RETURN(gate_up_variant, OwnFor(gate_up, rows, H, 2 * I, gated_fp8));
       }
-      RANKD_ASSIGN_OR_RETURN(const std::optional<OwnVariant> down_variant,
-                             OwnFor(down, rows, I, H, down_epilogue));
-      if (!gate_up_variant || !down_variant) {
-        return absl::InternalError("the group-scaled layers have no Hopper GEMM variant");
+      if (!gate_up_variant) {
+        return absl::InternalError("gate_up's group-scaled input has no Hopper GEMM variant");
       }
       RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, true)));
       RANKD_RETURN_IF_ERROR(OwnGemm(gate_up, rows, H, 2 * I, gated_fp8, *gate_up_variant, act_fp8));
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, cost.Down(live)));
-      if (config_.sandwich_norms) {
-        RANKD_RETURN_IF_ERROR(OwnGemm(down, rows, I, H, down_epilogue, *down_variant, normed_));
-        RANKD_CUDA_RETURN_IF_ERROR(
-            kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, ks));
-      } else {
-        RANKD_RETURN_IF_ERROR(OwnGemm(down, rows, I, H, down_epilogue, *down_variant, xr));
-      }
-      continue;
-    }
-    const kernels::HopperEpilogue gated =
-        gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu;
-    // The gated epilogue writes bf16: not where down reads e4m3 (without the Hopper GEMM, the fp8
-    // activation kernel quantises gate_up's product then, from the stacked layout).
-    std::optional<OwnVariant> own_gate_up;
-    if (!fp8_down) {
-      RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(gate_up, rows, H, 2 * I, gated));
-    }
-    // The Hopper GEMM's gated epilogue writes act_ from its accumulators: gate and up never reach
-    // memory, and there is no activation kernel (its stage's time is gate_up's).
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, own_gate_up.has_value())));
-    if (own_gate_up) {
-      RANKD_RETURN_IF_ERROR(OwnGemm(gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
     } else {
-      RANKD_RETURN_IF_ERROR(
-          fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)
-                      : gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
-      RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, cost.SwiGlu(live)));
-      RANKD_CUDA_RETURN_IF_ERROR(
-          fp8_down
-              ? (gelu ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, ks)
-                      : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, ks))
-              : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, ks, gate_up_half_)
-                      : kernels::LaunchSwiGlu(wide_, rows, I, act_, ks, gate_up_half_)));
+      const kernels::HopperEpilogue gated =
+          gelu ? kernels::HopperEpilogue::kGeGlu : kernels::HopperEpilogue::kSwiGlu;
+      // The gated epilogue writes bf16 here: not where down reads e4m3 with row scales (the fp8
+      // activation kernel quantises gate_up's product then, from the stacked layout).
+      std::optional<OwnVariant> own_gate_up;
+      if (!fp8_down) {
+        RANKD_ASSIGN_OR_RETURN(own_gate_up, OwnFor(gate_up, rows, H, 2 * I, gated));
+      }
+      // The Hopper GEMM's gated epilogue writes act_ from its accumulators: gate and up never
+      // reach memory, and there is no activation kernel (its stage's time is gate_up's).
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, own_gate_up.has_value())));
+      if (own_gate_up) {
+        RANKD_RETURN_IF_ERROR(OwnGemm(gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
+      } else {
+        RANKD_RETURN_IF_ERROR(
+            fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)
+                        : gemm_->Linear(normed_, w.w_gate_up, rows, H, 2 * I, wide_, s));
+        RANKD_RETURN_IF_ERROR(Mark(Stage::kSwiGlu, cost.SwiGlu(live)));
+        RANKD_CUDA_RETURN_IF_ERROR(
+            fp8_down
+                ? (gelu
+                       ? kernels::LaunchGeGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, ks)
+                       : kernels::LaunchSwiGluFp8(wide_, rows, I, gemm_in_fp8_, gemm_in_scale_, ks))
+                : (gelu ? kernels::LaunchGeGlu(wide_, rows, I, act_, ks, gate_up_half_)
+                        : kernels::LaunchSwiGlu(wide_, rows, I, act_, ks, gate_up_half_)));
+      }
     }
     RANKD_RETURN_IF_ERROR(Mark(Stage::kDown, cost.Down(live)));
     if (config_.sandwich_norms) {
-      RANKD_RETURN_IF_ERROR(linear(act_, w.w_down, w.w_down_fp8, rows, I, H, normed_, fp8_down));
+      RANKD_RETURN_IF_ERROR(Linear(down, rows, I, H, kernels::HopperEpilogue::kStoreBf16, normed_));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, ks));
     } else {
-      RANKD_RETURN_IF_ERROR(linear_add(act_, w.w_down, w.w_down_fp8, rows, I, H, xr, fp8_down));
+      RANKD_RETURN_IF_ERROR(Linear(down, rows, I, H, kernels::HopperEpilogue::kAccumulateF32, xr));
     }
   }
   if (encode) return absl::OkStatus();
