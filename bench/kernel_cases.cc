@@ -191,6 +191,27 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
                                : layer == GemmLayer::kQkv     ? 2.0 * M * n
                                : layer == GemmLayer::kQkvRope ? 2.0 * M * n + 4.0 * M * s.head_dim
                                                               : 8.0 * M * n;
+      // A case of this layer at M rows: "<layer> [f8]<impl><name> T=<M>", 2 M N K FLOPs (bytes:
+      // the caller's).
+      auto add = [&](const char* impl_name, const char* name, GemmImpl impl, int tile_n,
+                     GemmSchedule schedule, int cluster, bool fp8) -> KernelCase& {
+        KernelCase& c = cases.emplace_back();
+        c.kernel = Kernel::kGemm;
+        c.shape = s;
+        c.variant =
+            absl::StrCat(GemmLayerName(layer), " ", fp8 ? "f8" : "", impl_name, name, " T=", M);
+        c.rows = M;
+        c.gemm_layer = layer;
+        c.gemm_impl = impl;
+        c.gemm_tile_n = tile_n;
+        c.gemm_schedule = schedule;
+        c.gemm_cluster = cluster;
+        c.gemm_n = n;
+        c.gemm_k = k;
+        c.gemm_fp8 = fp8;
+        c.flops = 2.0 * M * n * k;
+        return c;
+      };
       // own: ping-pong (128 x 128 tiles), cooperative at 128 x 128, 128 x 256 and 256 x 128,
       // alone and in clusters of 2 CTAs ("c2": W's tile multicast to both); ping-pong on 64 x 128
       // tiles alone.
@@ -210,25 +231,10 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
             {true, GemmImpl::kOwn, 128, GemmSchedule::kCooperative, 1, "128"},
             {true, GemmImpl::kOwn, 256, GemmSchedule::kCooperative, 1, "256"},
             {true, GemmImpl::kCublasLt, 0, GemmSchedule::kCooperative, 1, ""}}) {
-        KernelCase c;
-        c.kernel = Kernel::kGemm;
-        c.shape = s;
-        c.variant = absl::StrCat(GemmLayerName(layer), " ", fp8 ? "f8" : "", GemmImplName(impl),
-                                 name, " T=", M);
-        c.rows = M;
-        c.gemm_layer = layer;
-        c.gemm_impl = impl;
-        c.gemm_tile_n = tile_n;
-        c.gemm_schedule = schedule;
-        c.gemm_cluster = cluster;
-        c.gemm_n = n;
-        c.gemm_k = k;
-        c.gemm_fp8 = fp8;
+        KernelCase& c = add(GemmImplName(impl), name, impl, tile_n, schedule, cluster, fp8);
         // fp8: a byte an operand element, and their scales.
         const double in_bytes = fp8 ? 1.0 : 2.0;
         c.bytes = in_bytes * (1.0 * M * k + 1.0 * n * k) + (fp8 ? 4.0 * (M + n) : 0.0) + out_bytes;
-        c.flops = 2.0 * M * n * k;
-        cases.push_back(std::move(c));
       }
       // The grouped kernels (X's scales per 64 columns; gate_up's output in e4m3 with its group
       // scales: half the bytes), and gate_up into e4m3 on row-scaled X (ping-pong 128).
@@ -238,24 +244,11 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
             {true, GemmSchedule::kPingPongShort, "grppp64"},
             {false, GemmSchedule::kPingPong, "pp128q"}}) {
         if (!groups && layer != GemmLayer::kGateUp) continue;
-        KernelCase c;
-        c.kernel = Kernel::kGemm;
-        c.shape = s;
-        c.variant = absl::StrCat(GemmLayerName(layer), " f8",
-                                 groups ? "" : GemmImplName(GemmImpl::kOwn), name, " T=", M);
-        c.rows = M;
-        c.gemm_layer = layer;
-        c.gemm_impl = GemmImpl::kOwn;
-        c.gemm_tile_n = 128;
-        c.gemm_schedule = schedule;
-        c.gemm_n = n;
-        c.gemm_k = k;
-        c.gemm_fp8 = true;
+        KernelCase& c = add(groups ? "" : GemmImplName(GemmImpl::kOwn), name, GemmImpl::kOwn, 128,
+                            schedule, 1, true);
         c.gemm_x_groups = groups;
         c.gemm_fp8_out = layer == GemmLayer::kGateUp;
         c.bytes = 1.0 * M * k + 1.0 * n * k + 4.0 * (M * (groups ? k / 64 : 1) + n) + f8_out_bytes;
-        c.flops = 2.0 * M * n * k;
-        cases.push_back(std::move(c));
       }
     }
   }
