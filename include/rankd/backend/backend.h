@@ -194,7 +194,8 @@ struct BackendOptions {
     // hidden size is a multiple of 128, the e4m3 layers' inputs are quantised per row and group of
     // 64 columns (the norms, the attention output's quantiser; kernels/hopper_gemm's
     // HopperXScales::kGroup, each group's product promoted into fp32) instead of per row, and
-    // those layers run on the Hopper GEMM alone. Off until measured (issue 25). (down's input
+    // those layers run on the Hopper GEMM alone. Off: on an H100 (bench/RESULTS.md, 2026-12-07,
+    // session 37) it held the demo model's fp8 bar (-0.0038) but was 15-18% slower. (down's input
     // has group scales wherever down is e4m3 on the Hopper GEMM, this switch or not.)
     bool fp8_group_scales = false;
     // RANKD_CUDA_FP8_FAST_ACCUM=1: the e4m3 layers with a scale per row may run on the Hopper
