@@ -146,35 +146,50 @@ std::vector<float> GatedReference(const std::vector<float>& acc, int M, int N,
   return ref;
 }
 
-// X [M, K] . W [N, K]^T (x, w on the device) on one schedule, with kStoreBf16 into a poisoned Y
-// (a tile left unwritten fails) and kAccumulateF32 onto a random Y (a tile added twice or never
-// fails), `adjust` checking or changing each plan before its launch; both against `acc`, the
-// reference's accumulators of `rows`.
-void ExpectStoreAndAccumulate(Rng& rng, const bf16* x, const bf16* w, int M, int N, int K,
-                              int tile_n, kernels::HopperSchedule schedule, int cluster,
-                              const std::vector<float>& acc, const std::vector<int>& rows,
-                              const std::function<void(kernels::HopperGemmPlan&)>& adjust) {
+// A plan of one epilogue into y, as the caller makes it (its operands, schedule and checks).
+using MakePlanFn =
+    std::function<void(HopperEpilogue epilogue, void* y, kernels::HopperGemmPlan* plan)>;
+
+// kStoreBf16 into a poisoned Y [M, N] (a tile left unwritten fails) and kAccumulateF32 onto a
+// random Y (a tile added twice or never fails), each plan from `make`; both against `acc`, the
+// reference's accumulators of `rows`, the fp32 output within fp32_tolerance. `what` prefixes the
+// messages.
+void ExpectStoreAndAccumulateWith(Rng& rng, int M, int N, const MakePlanFn& make,
+                                  const std::vector<float>& acc, const std::vector<int>& rows,
+                                  double fp32_tolerance, const std::string& what) {
   kernels::HopperGemmPlan plan;
   {
     DeviceArray<bf16> y(static_cast<size_t>(M) * N);
     y.Poison();
-    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(
-        x, w, y.get(), M, N, K, HopperEpilogue::kStoreBf16, &plan, tile_n, schedule, cluster));
-    adjust(plan);
+    make(HopperEpilogue::kStoreBf16, y.get(), &plan);
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-    ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "kStoreBf16");
+    ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, what + "kStoreBf16");
   }
   const std::vector<float> y0 = rng.Floats(static_cast<size_t>(M) * N, 8.0f);
   DeviceArray<float> y(y0);
-  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(
-      x, w, y.get(), M, N, K, HopperEpilogue::kAccumulateF32, &plan, tile_n, schedule, cluster));
-  adjust(plan);
+  make(HopperEpilogue::kAccumulateF32, y.get(), &plan);
   RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
   RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
   std::vector<float> ref = y0;
   for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
-  ExpectClose(y.Download(), ref, N, rows, kFp32Tolerance, "kAccumulateF32");
+  ExpectClose(y.Download(), ref, N, rows, fp32_tolerance, what + "kAccumulateF32");
+}
+
+// The same for bf16 X [M, K] . W [N, K]^T (x, w on the device) on one schedule, `adjust` checking
+// or changing each plan before its launch.
+void ExpectStoreAndAccumulate(Rng& rng, const bf16* x, const bf16* w, int M, int N, int K,
+                              int tile_n, kernels::HopperSchedule schedule, int cluster,
+                              const std::vector<float>& acc, const std::vector<int>& rows,
+                              const std::function<void(kernels::HopperGemmPlan&)>& adjust) {
+  ExpectStoreAndAccumulateWith(
+      rng, M, N,
+      [&](HopperEpilogue e, void* y, kernels::HopperGemmPlan* plan) {
+        RANKD_EXPECT_CUDA_OK(
+            kernels::MakeHopperGemmPlan(x, w, y, M, N, K, e, plan, tile_n, schedule, cluster));
+        adjust(*plan);
+      },
+      acc, rows, kFp32Tolerance, "");
 }
 
 // Runs every epilogue of X [M, K] . W [N, K]^T and checks it against the reference, the
@@ -760,30 +775,18 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
       for (const auto& [schedule, tile_n] : schedules) {
         SCOPED_TRACE(::testing::Message()
                      << "schedule " << static_cast<int>(schedule) << " tile_n " << tile_n);
+        ExpectStoreAndAccumulateWith(
+            rng_, M, N,
+            [&](HopperEpilogue e, void* y, kernels::HopperGemmPlan* plan) {
+              RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(AsFp8(d_x), d_xs.get(),
+                                                                  AsFp8(d_w), d_ws.get(), y, M, N,
+                                                                  K, e, plan, tile_n, schedule, 1));
+              if (e == HopperEpilogue::kStoreBf16) {
+                EXPECT_TRUE(plan->fp8);
+              }
+            },
+            acc, rows, kFp8Fp32Tolerance, "fp8 ");
         kernels::HopperGemmPlan plan;
-        {
-          DeviceArray<bf16> y(static_cast<size_t>(M) * N);
-          y.Poison();
-          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
-              AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
-              HopperEpilogue::kStoreBf16, &plan, tile_n, schedule, 1));
-          EXPECT_TRUE(plan.fp8);
-          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-          Sync();
-          ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "fp8 kStoreBf16");
-        }
-        {
-          const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(M) * N, 8.0f);
-          DeviceArray<float> y(y0);
-          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
-              AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
-              HopperEpilogue::kAccumulateF32, &plan, tile_n, schedule, 1));
-          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-          Sync();
-          std::vector<float> ref = y0;
-          for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
-          ExpectClose(y.Download(), ref, N, rows, kFp8Fp32Tolerance, "fp8 kAccumulateF32");
-        }
         for (const HopperEpilogue e : {HopperEpilogue::kSwiGlu, HopperEpilogue::kGeGlu}) {
           const bool swiglu = e == HopperEpilogue::kSwiGlu;
           DeviceArray<bf16> y(static_cast<size_t>(M) * I);
@@ -909,28 +912,17 @@ TEST_F(HopperGemmTest, Fp8GroupScalesMatchCpuReference) {
       for (const HopperSchedule schedule :
            {HopperSchedule::kCooperative, HopperSchedule::kPingPongShort}) {
         SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule));
-        kernels::HopperGemmPlan plan;
-        {
-          DeviceArray<bf16> y(static_cast<size_t>(M) * N);
-          y.Poison();
-          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
-              AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
-              HopperEpilogue::kStoreBf16, &plan, 0, schedule, 0, kernels::HopperXScales::kGroup));
-          EXPECT_EQ(plan.tile_n, 128);
-          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-          Sync();
-          ExpectClose(FromBf16(y.Download()), acc, N, rows, kBf16Tolerance, "grouped kStoreBf16");
-        }
-        const std::vector<float> y0 = rng_.Floats(static_cast<size_t>(M) * N, 8.0f);
-        DeviceArray<float> y(y0);
-        RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
-            AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y.get(), M, N, K,
-            HopperEpilogue::kAccumulateF32, &plan, 0, schedule, 0, kernels::HopperXScales::kGroup));
-        RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
-        Sync();
-        std::vector<float> ref = y0;
-        for (size_t i = 0; i < ref.size(); ++i) ref[i] += acc[i];
-        ExpectClose(y.Download(), ref, N, rows, kFp8GroupFp32Tolerance, "grouped kAccumulateF32");
+        ExpectStoreAndAccumulateWith(
+            rng_, M, N,
+            [&](HopperEpilogue e, void* y, kernels::HopperGemmPlan* plan) {
+              RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+                  AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y, M, N, K, e, plan, 0, schedule,
+                  0, kernels::HopperXScales::kGroup));
+              if (e == HopperEpilogue::kStoreBf16) {
+                EXPECT_EQ(plan->tile_n, 128);
+              }
+            },
+            acc, rows, kFp8GroupFp32Tolerance, "grouped ");
       }
       if (HasFatalFailure()) return;
     }
