@@ -792,11 +792,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kPingPong && i > 0) OrderWait(c);
     if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
     if constexpr (G) {
-      // Per K block: its two groups' products, each into a set of accumulators of its own (p[g],
-      // a commit each, both in flight), then added into d times the group's scale of each of the
-      // thread's two rows (the fragment's d[4j + q]: row r0 for q < 2, r0 + 8 else): the first
-      // group's promotion runs while the second group's wgmmas do. The stage is free once the
-      // second is read. (d and the two sets: 192 fp32 registers a thread.)
+      // Each K block's two groups multiply into a set of accumulators each (p[g], a commit a
+      // group) and are added into d times the group's scale of each of the thread's two rows (the
+      // fragment's d[4j + q]: row r0 for q < 2, r0 + 8 else). One group is always in flight while
+      // the other is promoted: block kb's second group is issued before its first is waited for,
+      // and block kb+1's first before kb's second is; the stage is released once its second group
+      // is read. (d and the two sets: 192 fp32 registers a thread.)
       constexpr int kGroupSteps = kHopperScaleGroup / 32;  // k32 wgmmas a group
       const int r0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows) + 16 * (threadIdx.x % 128 / 32) +
                      threadIdx.x % 32 / 4;
@@ -809,39 +810,61 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int q = 0; q < BN / 2; ++q) p[g][q] = 0.0f;  // (a group's first wgmma overwrites)
       }
-      for (int kb = 0; kb < num_k; ++kb, ++it) {
-        const int s = it % C::kStages;
-        float sx[2][2];  // [group of the block][row]
+      // Group g of the K block in ring position `at` (its stage full) into p[g], committed.
+      auto issue = [&](int g, int at) {
+        const int s = at % C::kStages;
+        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
+        FenceAcc(p[g]);
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kGroupSteps; ++kk) {
+          const int step = g * kGroupSteps + kk;
+          WgmmaF8(p[g], SmemDesc(a + 32 * step), SmemDesc(b + 32 * step), kk > 0);
+        }
+        WgmmaCommit();
+      };
+      // The scales of K block kb's two groups for rows r0 and r0 + 8 (the last group may be past
+      // k: 0).
+      auto load_scales = [&](int kb, float (&sx)[2][2]) {
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
-          const int gi = 2 * kb + g;  // a K block is two groups; the last may be past k
+          const int gi = 2 * kb + g;
           const bool in = gi < scales.x_groups;
           sx[g][0] = in && xs0 != nullptr ? __ldg(xs0 + gi) : 0.0f;
           sx[g][1] = in && xs1 != nullptr ? __ldg(xs1 + gi) : 0.0f;
         }
-        MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
-        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
-#pragma unroll
-        for (int g = 0; g < 2; ++g) {
-          FenceAcc(p[g]);
-          WgmmaFence();
-#pragma unroll
-          for (int kk = 0; kk < kGroupSteps; ++kk) {
-            const int step = g * kGroupSteps + kk;
-            WgmmaF8(p[g], SmemDesc(a + 32 * step), SmemDesc(b + 32 * step), kk > 0);
-          }
-          WgmmaCommit();
-        }
-        WgmmaWait<1>();  // the first group's product
+      };
+      float sx[2][2];  // [group of the block][row]
+      if (num_k > 0) {
+        load_scales(0, sx);
+        MbarWait(full_base + 8 * (it % C::kStages), (it / C::kStages) & 1);
+        issue(0, it);
+      }
+      for (int kb = 0; kb < num_k; ++kb, ++it) {
+        issue(1, it);
+        WgmmaWait<1>();  // block kb's first group
         FenceAcc(p[0]);
 #pragma unroll
         for (int q = 0; q < BN / 2; ++q) d[0][q] += p[0][q] * sx[0][q % 4 / 2];
-        WgmmaWait<0>();
+        float next[2][2] = {};
+        if (kb + 1 < num_k) {
+          load_scales(kb + 1, next);
+          MbarWait(full_base + 8 * ((it + 1) % C::kStages), ((it + 1) / C::kStages) & 1);
+          issue(0, it + 1);
+          WgmmaWait<1>();  // block kb's second group; kb+1's first in flight
+        } else {
+          WgmmaWait<0>();
+        }
         FenceAcc(p[1]);
 #pragma unroll
         for (int q = 0; q < BN / 2; ++q) d[0][q] += p[1][q] * sx[1][q % 4 / 2];
-        release(s);
+        release(it % C::kStages);
         if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
+#pragma unroll
+        for (int g = 0; g < 2; ++g) {
+          sx[g][0] = next[g][0];
+          sx[g][1] = next[g][1];
+        }
       }
       if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
