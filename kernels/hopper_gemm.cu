@@ -123,12 +123,13 @@ struct Cfg {
   static constexpr int kEmptyArrivals = 4 * (kPingPong ? 1 : kConsumers) * CM;
   // The output: columns of the consumer's block, bytes an element, and its TMA boxes of
   // kRows x 128 bytes (64 bf16 or 32 fp32 columns), 128-byte swizzled; e4m3 (kFp8Out) in boxes of
-  // kRows x 64 bytes, unswizzled, one scale group of kHopperScaleGroup columns each.
+  // kRows x 64 bytes, 64-byte swizzled, one scale group of kHopperScaleGroup columns each.
   static constexpr bool kF32Out = E == HopperEpilogue::kAccumulateF32;
   static constexpr bool kFp8Out = IsFp8Out(E);
   static constexpr int kOutCols = IsGated(E) ? BN / 2 : BN;
   static constexpr int kOutBytes = kF32Out ? 4 : kFp8Out ? 1 : 2;
   static constexpr int kBoxRowBytes = kFp8Out ? kHopperScaleGroup : 128;
+  static_assert(!kFp8Out || kBoxRowBytes == 64, "the e4m3 boxes' swizzle is the 64-byte one");
   static constexpr int kBoxCols = kBoxRowBytes / kOutBytes;
   static constexpr int kBoxes = kOutCols / kBoxCols;
   static constexpr int kBoxBytes = kRows * kBoxRowBytes;
@@ -519,7 +520,8 @@ __device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const fl
 // rows a store land in 8 different chunks, no bank conflicts), a proxy fence, then thread 0 issues
 // the boxes' TMA stores and does not wait for them. e4m3 products (F8) are dequantised first
 // (ScaleBlock; col0 is the block's first column of the product, tn * BN). The e4m3 output
-// (kFp8Out) is quantised first too (QuantizeGated), and its boxes are plain 64-byte rows.
+// (kFp8Out) is quantised first too (QuantizeGated), and its boxes are 64-byte rows in the 64-byte
+// swizzle (row r's chunk j at r * 64 + 16 * (j ^ (r / 2 % 4)): a store's 8 rows in distinct banks).
 // kSwiGluFp8/kGeGluFp8: the gated activation of a consumer's block into the gate slots of d
 // (d[hf][4 GatedGroup(j) + 2h + {0, 1}]: row 64 hf + 16 w + l/4 + 8h, output column 8j + 2 (l%4)
 // + {0, 1} of the block), then per row and box (kHopperScaleGroup outputs: output groups j of 8
@@ -598,7 +600,7 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
           const int r = 64 * hf + w * 16 + l / 4 + 8 * h;
           const int byte = (8 * j + 2 * (l % 4)) % kColsPerBox * C::kOutBytes;  // in the box row
           uint8_t* p = buf + (box % C::kBoxesPerRound) * C::kBoxBytes +
-                       (C::kFp8Out ? r * C::kBoxRowBytes + byte
+                       (C::kFp8Out ? r * C::kBoxRowBytes + 16 * ((byte / 16) ^ (r / 2 % 4)) + byte % 16
                                    : r * 128 + 16 * ((byte / 16) ^ (r % 8)) + byte % 16);
           if constexpr (C::kFp8Out) {
             // QuantizeGated left the activation in the gate slots.
@@ -940,8 +942,8 @@ EncodeTiledFn GetEncodeTiled() {
 
 // A [rows, cols] row-major tensor of `type` (elem_bytes each) in boxes of box_rows x box_cols
 // (box_cols * elem_bytes = 128: one swizzle row), 128-byte swizzled; or, with `box_bytes` 64, in
-// unswizzled boxes of 64-byte rows (the e4m3 outputs'); loads zero-fill out of bounds, stores
-// skip it.
+// 64-byte swizzled boxes of 64-byte rows (the e4m3 outputs': row r's 16-byte chunk j at r * 64 +
+// 16 * (j ^ (r / 2 % 4))); loads zero-fill out of bounds, stores skip it.
 cudaError_t EncodeTensor(EncodeTiledFn encode, CUtensorMapDataType type, int elem_bytes,
                          const void* p, int rows, int cols, int box_rows, CUtensorMap* map,
                          int box_bytes = 128) {
@@ -953,7 +955,7 @@ cudaError_t EncodeTensor(EncodeTiledFn encode, CUtensorMapDataType type, int ele
   const CUresult r =
       encode(map, type, 2, const_cast<void*>(p), dims, strides, box, elem_strides,
              CU_TENSOR_MAP_INTERLEAVE_NONE,
-             box_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+             box_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
