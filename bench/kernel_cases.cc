@@ -260,6 +260,9 @@ void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o) {
                "379m, qwen3-0.6b, or both (379m, plus qwen3-0.6b for the kernels that depend "
                "on head_dim and the GEMMs)");
   flags.String("filter", &o->filter, "only kernels whose name contains this");
+  flags.String("variant", &o->variant,
+               "only cases whose variant contains this (e.g. 'qkv f8grp128', 'T=7500'; for one "
+               "launch under a profiler)");
   flags.Int("tq", &o->workload.tq, "prefix tokens");
   flags.Int("ti", &o->workload.ti, "tokens per item");
   flags.Int("ni", &o->workload.ni, "items per request");
@@ -305,10 +308,12 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
         absl::StrCat("--shape must be 379m, qwen3-0.6b or both (got '", o.shape, "')"));
   }
   std::erase_if(cases, [&](const KernelCase& c) {
-    return std::string_view(KernelName(c.kernel)).find(o.filter) == std::string_view::npos;
+    return std::string_view(KernelName(c.kernel)).find(o.filter) == std::string_view::npos ||
+           std::string_view(c.variant).find(o.variant) == std::string_view::npos;
   });
   if (cases.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--filter '", o.filter, "' matches no kernel"));
+    return absl::InvalidArgumentError(absl::StrCat("--filter '", o.filter, "' and --variant '",
+                                                   o.variant, "' match no kernel"));
   }
   for (KernelCase& c : cases) {
     c.gemm_group = o.gemm_group;

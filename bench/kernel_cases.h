@@ -143,6 +143,7 @@ struct KernelsBenchOptions {
   std::string shape = "both";  // 379m, qwen3-0.6b, or both: 379m + qwen3-0.6b's head_dim kernels
                                // and GEMMs
   std::string filter;          // only cases whose kernel name contains this
+  std::string variant;         // and whose variant contains this ("qkv f8grp128 T=7500")
   KernelWorkload workload;
   int warmup = 5, iters = 50;
   int device = 0, seed = 1;
@@ -159,7 +160,7 @@ void AddKernelsBenchFlags(cli::FlagSet& flags, KernelsBenchOptions* o);
 
 // The cases `o` selects; InvalidArgument naming the flag for an unknown shape, a workload below 1
 // token, iters below 1, warmup, gemm-group or gemm-stagger below their least (0, -1, -1), or a
-// filter that selects nothing.
+// filter and variant that select nothing.
 absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOptions& o);
 
 // The launch shape in words, for the table ("T=7500 H=1024").

@@ -264,6 +264,23 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(Find(*cases, Kernel::kPrefixAttention, "multi-item").rows, 10 + 15);
 }
 
+// --variant keeps the cases whose variant contains it, with --filter's kernel name.
+TEST(KernelsBenchFlagsTest, VariantSelectsCases) {
+  int code = -1;
+  std::optional<KernelsBenchOptions> o =
+      Parse({"--shape", "379m", "--filter", "gemm", "--variant", "qkv f8grp128 T=7500"}, &code);
+  ASSERT_TRUE(o.has_value());
+  absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_EQ(cases->size(), 1u);
+  EXPECT_EQ(cases->front().kernel, Kernel::kGemm);
+  EXPECT_TRUE(cases->front().gemm_x_groups);
+  EXPECT_EQ(cases->front().rows, 7500);
+  o = Parse({"--shape", "379m", "--filter", "attention", "--variant", "f8grp128"}, &code);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(SelectKernelCases(*o).status()));
+}
+
 // --gemm-group and --gemm-stagger reach every GEMM case (the plan's choice, -1, unless given).
 TEST(KernelsBenchFlagsTest, GemmGroupAndStaggerReachEveryGemmCase) {
   for (const auto& [args, want, want_stagger] :
