@@ -655,9 +655,10 @@ __device__ __forceinline__ void UnitTile(int u, int num_mc, int num_n, int group
 
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
-// G: X's scales per group of kHopperScaleGroup K columns (HopperXScales::kGroup; F8 and one
-// 64-row wgmma a consumer only): each K block's two groups are multiplied into a second set of
-// accumulators, one group a commit, and added into d times the group's scale of each row.
+// G: the promoted kernels (F8 and one 64-row wgmma a consumer only): each K block's two groups of
+// kHopperScaleGroup K columns are multiplied into sets of accumulators of their own and added into
+// d, times the group's scale of each row (HopperXScales::kGroup: scales.x_groups > 0) or as they
+// are (kRowPromoted: x_groups 0, X's row scales applied by the epilogue as kRow's are).
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, bool G = false>
 __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
@@ -826,10 +827,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         WgmmaCommit();
       };
       // The scales of K block kb's two groups for rows r0 and r0 + 8 (the last group may be past
-      // k: 0).
+      // k: 0); kRowPromoted: 1.
+      const bool row_promoted = scales.x_groups == 0;
       auto load_scales = [&](int kb, float (&sx)[2][2]) {
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
+          if (row_promoted) {
+            sx[g][0] = sx[g][1] = 1.0f;
+            continue;
+          }
           const int gi = 2 * kb + g;
           const bool in = gi < scales.x_groups;
           sx[g][0] = in && xs0 != nullptr ? __ldg(xs0 + gi) : 0.0f;
@@ -870,8 +876,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
-      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, HopperScales{nullptr, scales.w, 0, scales.y}, m,
-                                 n, row0, tn * BN, tn * C::kOutCols, buf, c);
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope,
+                                 HopperScales{row_promoted ? scales.x : nullptr, scales.w, 0,
+                                              scales.y},
+                                 m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
     } else {
       // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
       // for, and only then is kb-1's stage given back to the producer.
@@ -1021,7 +1029,9 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   return LaunchClusterKernel(
       kernel, CM * clusters, kThreads, C::kSmemBytes, stream, CM, plan.x_map, plan.w_map,
       plan.y_map, plan.rope,
-      HopperScales{plan.x_scale, plan.w_scale, G ? plan.k / kHopperScaleGroup : 0, plan.y_scale},
+      HopperScales{plan.x_scale, plan.w_scale,
+                   plan.x_scales == HopperXScales::kGroup ? plan.k / kHopperScaleGroup : 0,
+                   plan.y_scale},
       plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
 }
 
@@ -1057,7 +1067,8 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream)
                             : LaunchCluster<E, 128, kCoop, F8>(plan, sms, stream);
 }
 
-// kGroup X scales: every epilogue on cooperative 128 and ping-pong 64, cluster 1.
+// The promoted kernels (kGroup and kRowPromoted X scales): every epilogue on cooperative 128 and
+// ping-pong 64, cluster 1.
 template <HopperEpilogue E>
 cudaError_t LaunchGrouped(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   if (plan.cluster != 1) return cudaErrorNotSupported;
@@ -1073,8 +1084,8 @@ cudaError_t LaunchGrouped(const HopperGemmPlan& plan, int sms, LaunchStream stre
 template <HopperEpilogue E>
 cudaError_t LaunchOperands(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   if (!plan.fp8) return LaunchTile<E, false>(plan, sms, stream);
-  return plan.x_scales == HopperXScales::kGroup ? LaunchGrouped<E>(plan, sms, stream)
-                                                : LaunchTile<E, true>(plan, sms, stream);
+  return plan.x_scales == HopperXScales::kRow ? LaunchTile<E, true>(plan, sms, stream)
+                                              : LaunchGrouped<E>(plan, sms, stream);
 }
 
 // The current device's SM count, cudaErrorNotSupported unless it is sm_90.
@@ -1098,13 +1109,14 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
                      HopperSchedule schedule, int cluster, HopperXScales x_scales) {
   const bool gated = IsGated(epilogue);
   const bool grouped = x_scales == HopperXScales::kGroup;
+  const bool promoted = x_scales != HopperXScales::kRow;
   // A row of X and W is a whole number of 16 bytes (TMA's stride unit); group scales cover
   // whole groups.
   const int k_multiple = grouped ? kHopperScaleGroup : fp8 ? 16 : 8;
   if (schedule == HopperSchedule::kAuto) {
-    schedule = tile_n == 256 || grouped ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
+    schedule = tile_n == 256 || promoted ? HopperSchedule::kCooperative : HopperSchedule::kPingPong;
   }
-  if (grouped && tile_n == 0) tile_n = 128;  // the grouped kernels' tile
+  if (promoted && tile_n == 0) tile_n = 128;  // the promoted kernels' tile
   const bool ping_pong = IsPingPong(schedule);
   const int tile_m = TileRows(schedule);
   if (plan == nullptr || m < 0 || n <= 0 || k <= 0 || n % 8 != 0 || k % k_multiple != 0 ||
@@ -1113,7 +1125,7 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
       (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
       (cluster != 0 && cluster != 1 && cluster != 2) ||
       (schedule == HopperSchedule::kPingPongShort && cluster == 2) ||
-      (gated && n % kHopperGluTileN != 0) || (grouped && !fp8)) {
+      (gated && n % kHopperGluTileN != 0) || (promoted && !fp8)) {
     return cudaErrorInvalidValue;
   }
   int sms = 0;

@@ -79,7 +79,7 @@ cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int
       ops.fp8 ? kernels::MakeHopperGemmPlanFp8(
                     ops.xq.data, ops.xq.scale, ops.wq.data, ops.wq.scale, y, rows, out, in,
                     epilogue, plan, variant.tile_n, variant.schedule, variant.cluster,
-                    ops.x_groups ? kernels::HopperXScales::kGroup : kernels::HopperXScales::kRow)
+                    XScalesOf(ops))
               : kernels::MakeHopperGemmPlan(ops.x, ops.w, y, rows, out, in, epilogue, plan,
                                             variant.tile_n, variant.schedule, variant.cluster);
   if (e == cudaSuccess && epilogue == kernels::HopperEpilogue::kStoreBf16Rope) {
@@ -181,14 +181,14 @@ constexpr int kNumOwnVariants = sizeof(kOwnVariants) / sizeof(kOwnVariants[0]);
 absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
     const LinearIn& ops, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
   if (own_use_ == OwnUse::kNever || rows == 0) return std::nullopt;
-  // e4m3 with row scales: the Hopper GEMM does not promote its accumulation (cuBLASLt does).
-  if (ops.fp8 && !ops.x_groups && !switches_.fp8_fast_accum) return std::nullopt;
   if (own_use_ == OwnUse::kAlways) return OwnVariant{};
-  // The grouped kernels' default (MakeHopperGemmPlan's for kGroup), where nothing is timed.
+  const bool promoted = ops.fp8 && XScalesOf(ops) != kernels::HopperXScales::kRow;
+  // No cuBLASLt twin: group-scaled X, and gate_up's activation written in e4m3.
+  const bool own_only = ops.x_groups || epilogue == kernels::HopperEpilogue::kSwiGluFp8 ||
+                        epilogue == kernels::HopperEpilogue::kGeGluFp8;
+  // Where nothing is timed (in a capture): cuBLASLt, or with no twin the plan's default.
   const std::optional<OwnVariant> untimed =
-      ops.x_groups
-          ? std::optional<OwnVariant>(OwnVariant{128, kernels::HopperSchedule::kCooperative, 1})
-          : std::nullopt;
+      own_only ? std::optional<OwnVariant>(OwnVariant{}) : std::nullopt;
   const auto key = std::make_tuple(epilogue, rows, in, out, ops.fp8, ops.x_groups);
   if (auto it = own_choice_.find(key); it != own_choice_.end()) return it->second;
   cudaStream_t s = ctx_->stream();
@@ -223,16 +223,16 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   bool runs[kNumOwnVariants] = {};
   // The first variants of kOwnVariants: ping-pong (128-row tiles), ping-pong 64, then the rest.
   using OwnVariants = backend::BackendOptions::CudaSwitches::OwnVariants;
-  const int variants = ops.x_groups                                            ? kNumOwnVariants
+  const int variants = promoted || own_only                                    ? kNumOwnVariants
                        : switches_.own_gemm_variants == OwnVariants::kAll      ? kNumOwnVariants
                        : switches_.own_gemm_variants == OwnVariants::kPingPong ? 2
                                                                                : 1;
   for (int v = 0; v < variants; ++v) {
-    // Grouped operands: the variants their kernels are built for (the others would only report
+    // The promoted kernels: the variants they are built for (the others would only report
     // cudaErrorNotSupported).
-    if (ops.x_groups && !(kOwnVariants[v].cluster == 1 &&
-                          (kOwnVariants[v].schedule == kernels::HopperSchedule::kCooperative ||
-                           kOwnVariants[v].schedule == kernels::HopperSchedule::kPingPongShort))) {
+    if (promoted && !(kOwnVariants[v].cluster == 1 &&
+                      (kOwnVariants[v].schedule == kernels::HopperSchedule::kCooperative ||
+                       kOwnVariants[v].schedule == kernels::HopperSchedule::kPingPongShort))) {
       continue;
     }
     cudaError_t e = MakeOwnPlan(ops, scratch, rows, in, out, epilogue,
@@ -244,14 +244,14 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   }
   auto theirs = [&] { return CublasLinear(ops, rows, in, out, epilogue, scratch, wide); };
   // One untimed run each (above; cuBLASLt tunes its algorithm on its first), then kRuns each.
-  // Grouped operands: no cuBLASLt.
+  // No twin: no cuBLASLt.
   constexpr int kRuns = 5;
-  if (!ops.x_groups) RANKD_RETURN_IF_ERROR(theirs());
+  if (!own_only) RANKD_RETURN_IF_ERROR(theirs());
   for (int v = 0; v < kCandidates; ++v) {
     RANKD_CUDA_RETURN_IF_ERROR(cudaEventRecord(marks[v], s));
     for (int r = 0; r < kRuns; ++r) {
       if (v == kNumOwnVariants) {
-        if (!ops.x_groups) RANKD_RETURN_IF_ERROR(theirs());
+        if (!own_only) RANKD_RETURN_IF_ERROR(theirs());
       } else if (runs[v]) {
         RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchHopperGemm(plans[v], s));
       }
@@ -269,10 +269,12 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
     if (!runs[v]) continue;
     absl::StrAppend(&times, kOwnVariants[v].name, " ", absl::StrFormat("%.1f", 1e3 * ms[v] / kRuns),
                     " us, ");
-    if (ms[v] < ms[best] || (ops.x_groups && best == kNumOwnVariants)) best = v;
+    if (ms[v] < ms[best] || (own_only && best == kNumOwnVariants)) best = v;
   }
-  if (ops.x_groups && best == kNumOwnVariants) {
-    return absl::InternalError("no grouped variant of the Hopper GEMM ran for this shape");
+  if (own_only && best == kNumOwnVariants) {
+    return absl::InternalError(absl::StrCat("no variant of the Hopper GEMM ran the ",
+                                            kernels::HopperEpilogueName(epilogue), " GEMM of ",
+                                            rows, " rows, ", in, " -> ", out));
   }
   std::optional<OwnVariant> choice;
   if (best < kNumOwnVariants) {
@@ -283,10 +285,11 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
       "cuda backend: the {}{} GEMM of {} rows, {} -> {}: Hopper GEMM {}cuBLASLt {} "
       "(epilogue included): {} for this shape",
       ops.x_groups ? "fp8 (group-scaled) "
+      : promoted   ? "fp8 (promoted) "
       : ops.fp8    ? "fp8 "
                    : "",
       kernels::HopperEpilogueName(epilogue), rows, in, out, times,
-      ops.x_groups ? std::string("not run")
+      own_only ? std::string("not run")
                    : absl::StrFormat("%.1f us", 1e3 * ms[kNumOwnVariants] / kRuns),
       choice ? absl::StrCat("the Hopper GEMM (", kOwnVariants[best].name, ")") : "cuBLASLt");
   return choice;
@@ -305,12 +308,11 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   fp8_groups_ = switches_.fp8_group_scales && own && fp8 && config_.hidden_size % 128 == 0 &&
                 config_.hidden_size <= 2048 && config_.q_width() % kernels::kHopperScaleGroup == 0;
   // (OwnGemmUse has checked that intermediate_size is a multiple of kHopperGluHalf: whole scale
-  // groups too.) gate_up's e4m3 epilogue runs on the Hopper GEMM: where its input is e4m3 with
-  // row scales, only with RANKD_CUDA_FP8_FAST_ACCUM=1 (that kernel does not promote).
+  // groups too.) gate_up's e4m3 epilogue runs on the Hopper GEMM, on the promoted kernels unless
+  // RANKD_CUDA_FP8_FAST_ACCUM=1 (XScalesOf).
   static_assert(kernels::kHopperScaleGroup == kernels::kHopperGluHalf,
                 "a gated tile's outputs are one scale group");
-  down_groups_ = own && fp8 && switches_.fp8_linears.down &&
-                 (!switches_.fp8_linears.gate_up || fp8_groups_ || switches_.fp8_fast_accum);
+  down_groups_ = own && fp8 && switches_.fp8_linears.down;
   // gate_up interleaved for the Hopper GEMM's gated epilogues (bf16 out, or e4m3 with group
   // scales: down_groups_); stacked where down reads e4m3 with row scales (the fp8 activation
   // kernels quantise from the stacked layout).

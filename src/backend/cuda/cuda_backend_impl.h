@@ -176,6 +176,14 @@ class CudaBackend final : public backend::Backend {
     const void* x_data() const { return fp8 ? static_cast<const void*>(xq.data) : x; }
     const void* w_data() const { return fp8 ? static_cast<const void*>(wq.data) : w; }
   };
+  // How the Hopper GEMM takes these operands' X scales: kGroup for x_groups; e4m3 with row scales
+  // on the promoted kernels (kRowPromoted) unless RANKD_CUDA_FP8_FAST_ACCUM=1 (kRow, the faster
+  // schedules, no promotion); kRow (unused) for bf16.
+  kernels::HopperXScales XScalesOf(const LinearIn& ops) const {
+    if (ops.x_groups) return kernels::HopperXScales::kGroup;
+    return ops.fp8 && !switches_.fp8_fast_accum ? kernels::HopperXScales::kRowPromoted
+                                                : kernels::HopperXScales::kRow;
+  }
   // The Hopper GEMM's plan for these operands as `variant` (kStoreBf16Rope: the k heads of
   // rotations_; kSwiGluFp8/kGeGluFp8: the group scales into act_group_scale_).
   cudaError_t MakeOwnPlan(const LinearIn& ops, void* y, int rows, int in, int out,
@@ -192,9 +200,11 @@ class CudaBackend final : public backend::Backend {
   // The Hopper GEMM variant the layer shape runs on, or none for cuBLASLt (own_use_). kAlways: the
   // plan's defaults. kTimed: the first time the shape runs outside graph capture, every variant of
   // kOwnVariants and cuBLASLt run on scratch outputs and the fastest is kept; during a capture, a
-  // shape not timed yet takes cuBLASLt. bf16 and fp8 operands are timed apart. Group-scaled
-  // operands (x_groups) have no cuBLASLt twin: their grouped variants (cooperative 128, ping-pong
-  // 64) are timed against each other, and the cooperative one runs until they are.
+  // shape not timed yet takes cuBLASLt. bf16 and fp8 operands are timed apart. The promoted
+  // kernels (XScalesOf: group-scaled X, and row-scaled X unless fast accumulation) are timed on
+  // the schedules they are built for (cooperative 128, ping-pong 64). Group-scaled operands
+  // (x_groups) and the e4m3 gated epilogues have no cuBLASLt twin: the Hopper GEMM's variants are
+  // timed against each other, and the plan's default runs until they are.
   absl::StatusOr<std::optional<OwnVariant>> OwnFor(const LinearIn& ops, int rows, int in, int out,
                                                    kernels::HopperEpilogue epilogue);
   // y = x . w^T with `epilogue` on the GEMM OwnFor picks.
@@ -238,7 +248,8 @@ class CudaBackend final : public backend::Backend {
   // quantises the activation per row and group of kHopperScaleGroup columns (kSwiGluFp8 /
   // kGeGluFp8, into act_ as e4m3 and act_group_scale_), and down multiplies each group with its
   // scale (HopperXScales::kGroup): finer than a scale per row, and neither cuBLASLt's gate_up nor
-  // an activation kernel. Both on the Hopper GEMM (no cuBLASLt twin to time against).
+  // an activation kernel. Both on the Hopper GEMM (no cuBLASLt twin to time against); gate_up
+  // with its input's scales as XScalesOf says.
   bool down_groups_ = false;
   // RANKD_CUDA_FP8_GROUP_SCALES=1 where it applies (precision fp8, the Hopper GEMM may run, the
   // hidden size a multiple of 128 for the norm's registers kernel): every e4m3 layer's input

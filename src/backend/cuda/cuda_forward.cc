@@ -193,18 +193,14 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     if (down_groups_) {
       // down in e4m3 on the Hopper GEMM: gate_up's epilogue quantises the activation per group of
       // kHopperScaleGroup columns into act_ (as e4m3; gemm_in_fp8_ may be gate_up's input), and
-      // down promotes each group's product with its scale. gate_up's variant: ping-pong (the
-      // faster in e4m3, bench/RESULTS.md 2026-12-07) unless its input is group-scaled too, then
-      // the grouped kernels' timed choice (OwnFor; cuBLASLt has no e4m3 gated epilogue to time).
+      // down promotes each group's product with its scale. gate_up's variant: the Hopper GEMM's
+      // timed choice (OwnFor; cuBLASLt has no e4m3 gated epilogue to time against).
       const kernels::HopperEpilogue gated_fp8 =
           gelu ? kernels::HopperEpilogue::kGeGluFp8 : kernels::HopperEpilogue::kSwiGluFp8;
-      std::optional<OwnVariant> gate_up_variant =
-          OwnVariant{128, kernels::HopperSchedule::kPingPong, 1};
-      if (gate_up.x_groups) {
-        RANKD_ASSIGN_OR_RETURN(gate_up_variant, OwnFor(gate_up, rows, H, 2 * I, gated_fp8));
-      }
+      RANKD_ASSIGN_OR_RETURN(const std::optional<OwnVariant> gate_up_variant,
+                             OwnFor(gate_up, rows, H, 2 * I, gated_fp8));
       if (!gate_up_variant) {
-        return absl::InternalError("gate_up's group-scaled input has no Hopper GEMM variant");
+        return absl::InternalError("gate_up's e4m3 gated epilogue has no Hopper GEMM variant");
       }
       RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, true)));
       RANKD_RETURN_IF_ERROR(OwnGemm(gate_up, rows, H, 2 * I, gated_fp8, *gate_up_variant, act_fp8));

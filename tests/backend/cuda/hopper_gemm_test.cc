@@ -722,6 +722,10 @@ constexpr double kFp8Fp32Tolerance = 1e-2;
 // (2026-12-07): 1.04e-2 of the largest |reference| at worst (M = 1000, K = 3,328); so
 // 2e-2, two ulps.
 constexpr double kFp8GatedTolerance = 2e-2;
+// The promoted kernels (HopperXScales::kGroup and kRowPromoted) add each 64-column group's product
+// into fp32 accumulators, so that the truncation above stops at a group: their fp32 output is held
+// to 2e-3 of the largest |reference| (a misplaced scale is off by O(1)).
+constexpr double kFp8PromotedFp32Tolerance = 2e-3;
 
 struct Fp8Operand {
   test_util::Fp8Rows rows;
@@ -747,11 +751,17 @@ const __nv_fp8_e4m3* AsFp8(const DeviceArray<uint8_t>& a) {
 
 TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
   using kernels::HopperSchedule;
-  const std::vector<std::tuple<HopperSchedule, int>> schedules = {
-      {HopperSchedule::kPingPong, 128},
-      {HopperSchedule::kPingPongShort, 128},
-      {HopperSchedule::kCooperative, 128},
-      {HopperSchedule::kCooperative, 256}};
+  using kernels::HopperXScales;
+  // Every schedule the row-scaled kernels are built for, then the promoted kernels' two
+  // (HopperXScales::kRowPromoted: the same row scales, each group's product promoted; held to
+  // kFp8PromotedFp32Tolerance).
+  const std::vector<std::tuple<HopperSchedule, int, HopperXScales>> schedules = {
+      {HopperSchedule::kPingPong, 128, HopperXScales::kRow},
+      {HopperSchedule::kPingPongShort, 128, HopperXScales::kRow},
+      {HopperSchedule::kCooperative, 128, HopperXScales::kRow},
+      {HopperSchedule::kCooperative, 256, HopperXScales::kRow},
+      {HopperSchedule::kCooperative, 128, HopperXScales::kRowPromoted},
+      {HopperSchedule::kPingPongShort, 128, HopperXScales::kRowPromoted}};
   for (const int M : {1, 129, 1000, 7500}) {
     for (const auto& [N, K] : {std::pair{1152, 1040}, {6656, 1024}, {1024, 3328}}) {
       SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
@@ -772,20 +782,21 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
       RANKD_EXPECT_CUDA_OK(kernels::InterleaveGateUp(d_w.get(), I, K, d_wi.get(), nullptr));
       RANKD_EXPECT_CUDA_OK(
           kernels::InterleaveGateUp(d_ws.get(), I, sizeof(float), d_wsi.get(), nullptr));
-      for (const auto& [schedule, tile_n] : schedules) {
-        SCOPED_TRACE(::testing::Message()
-                     << "schedule " << static_cast<int>(schedule) << " tile_n " << tile_n);
+      for (const auto& [schedule, tile_n, x_scales] : schedules) {
+        const bool promoted = x_scales == HopperXScales::kRowPromoted;
+        SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule)
+                                          << " tile_n " << tile_n << (promoted ? " promoted" : ""));
         ExpectStoreAndAccumulateWith(
             rng_, M, N,
             [&](HopperEpilogue e, void* y, kernels::HopperGemmPlan* plan) {
-              RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(AsFp8(d_x), d_xs.get(),
-                                                                  AsFp8(d_w), d_ws.get(), y, M, N,
-                                                                  K, e, plan, tile_n, schedule, 1));
+              RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+                  AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y, M, N, K, e, plan, tile_n,
+                  schedule, 1, x_scales));
               if (e == HopperEpilogue::kStoreBf16) {
                 EXPECT_TRUE(plan->fp8);
               }
             },
-            acc, rows, kFp8Fp32Tolerance, "fp8 ");
+            acc, rows, promoted ? kFp8PromotedFp32Tolerance : kFp8Fp32Tolerance, "fp8 ");
         kernels::HopperGemmPlan plan;
         for (const HopperEpilogue e : {HopperEpilogue::kSwiGlu, HopperEpilogue::kGeGlu}) {
           const bool swiglu = e == HopperEpilogue::kSwiGlu;
@@ -793,7 +804,7 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
           y.Poison();
           RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(AsFp8(d_x), d_xs.get(), AsFp8(d_wi),
                                                               d_wsi.get(), y.get(), M, N, K, e,
-                                                              &plan, tile_n, schedule, 1));
+                                                              &plan, tile_n, schedule, 1, x_scales));
           RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
           Sync();
           ExpectClose(FromBf16(y.Download()), GatedReference(acc, M, N, rows, swiglu), I, rows,
@@ -883,11 +894,8 @@ TEST_F(HopperGemmTest, Fp8PlansAreChecked) {
 // X quantised per row and group of kHopperScaleGroup columns (HopperXScales::kGroup): the host
 // quantises each group as a row of its own (the same layout: [M, K] is [M K / 64, 64]), some
 // groups 16x the others, so that a scale applied to the wrong group or row shows. The reference is
-// the dequantised X times the codes of W, times W's row scales. Each group's product is promoted
-// into fp32 accumulators, so the fp32 output is held to 2e-3 of the largest |reference| (the
-// row-scaled kernel, without promotion, was off by up to 3.4e-3 at K = 3,328; a misplaced scale is
-// off by O(1)). K = 1,088 leaves the last K block half past K.
-constexpr double kFp8GroupFp32Tolerance = 2e-3;
+// the dequantised X times the codes of W, times W's row scales; promoted, so within
+// kFp8PromotedFp32Tolerance. K = 1,088 leaves the last K block half past K.
 
 TEST_F(HopperGemmTest, Fp8GroupScalesMatchCpuReference) {
   using kernels::HopperSchedule;
@@ -922,15 +930,15 @@ TEST_F(HopperGemmTest, Fp8GroupScalesMatchCpuReference) {
                 EXPECT_EQ(plan->tile_n, 128);
               }
             },
-            acc, rows, kFp8GroupFp32Tolerance, "grouped ");
+            acc, rows, kFp8PromotedFp32Tolerance, "grouped ");
       }
       if (HasFatalFailure()) return;
     }
   }
 }
 
-// The grouped plans' conditions: e4m3 operands, K a multiple of kHopperScaleGroup, and kernels on
-// cooperative 128 and ping-pong 64 only.
+// The promoted plans' conditions: e4m3 operands, K a multiple of kHopperScaleGroup (kGroup) or of
+// 16 (kRowPromoted), and kernels on cooperative 128 and ping-pong 64 only.
 TEST_F(HopperGemmTest, Fp8GroupPlansAreChecked) {
   using kernels::HopperSchedule;
   using kernels::HopperXScales;
@@ -949,22 +957,30 @@ TEST_F(HopperGemmTest, Fp8GroupPlansAreChecked) {
       HopperSchedule::kAuto, 0, HopperXScales::kGroup));
   EXPECT_EQ(plan.schedule, HopperSchedule::kCooperative);
   EXPECT_EQ(plan.tile_n, 128);
-  for (const auto& [schedule, tile_n, epilogue] :
-       {std::tuple{HopperSchedule::kPingPong, 128, HopperEpilogue::kAccumulateF32},
-        {HopperSchedule::kCooperative, 256, HopperEpilogue::kAccumulateF32},
-        {HopperSchedule::kCooperative, 256, HopperEpilogue::kSwiGlu}}) {
-    RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64,
-                                                        256, 256, epilogue, &plan, tile_n, schedule,
-                                                        1, HopperXScales::kGroup));
-    EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorNotSupported)
-        << "schedule " << static_cast<int>(schedule) << " tile " << tile_n << " epilogue "
-        << kernels::HopperEpilogueName(epilogue);
+  // kRowPromoted: the promoted kernels' defaults, any K of whole 16 bytes.
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+      fx, xs.get(), fw, ws.get(), y.get(), 64, 256, 96, HopperEpilogue::kAccumulateF32, &plan, 0,
+      HopperSchedule::kAuto, 0, HopperXScales::kRowPromoted));
+  EXPECT_EQ(plan.schedule, HopperSchedule::kCooperative);
+  EXPECT_EQ(plan.tile_n, 128);
+  for (const HopperXScales x_scales : {HopperXScales::kGroup, HopperXScales::kRowPromoted}) {
+    for (const auto& [schedule, tile_n, epilogue] :
+         {std::tuple{HopperSchedule::kPingPong, 128, HopperEpilogue::kAccumulateF32},
+          {HopperSchedule::kCooperative, 256, HopperEpilogue::kAccumulateF32},
+          {HopperSchedule::kCooperative, 256, HopperEpilogue::kSwiGlu}}) {
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(fx, xs.get(), fw, ws.get(), y.get(), 64,
+                                                          256, 256, epilogue, &plan, tile_n,
+                                                          schedule, 1, x_scales));
+      EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorNotSupported)
+          << "schedule " << static_cast<int>(schedule) << " tile " << tile_n << " epilogue "
+          << kernels::HopperEpilogueName(epilogue) << " x_scales " << static_cast<int>(x_scales);
+    }
   }
 }
 
 // kSwiGluFp8 / kGeGluFp8: the gated activation in e4m3 with a scale per row and group of
 // kHopperScaleGroup outputs, on bf16 and on e4m3 operands (X scaled by rows, every schedule they
-// are built for; or by groups, HopperXScales::kGroup's two schedules).
+// are built for; or by groups or by rows promoted, the promoted kernels' two schedules).
 // Against the CPU's activation (GatedReference) of the group: each scale within 2% of the group's
 // largest |reference| / 448, each dequantised element within e4m3's half ulp (1/16 of it) plus
 // 1.5% of that largest (the GEMM's rounding, and gate and up a bf16 ulp apart). Gate and up rows
@@ -981,9 +997,16 @@ TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
     }
   }
   const std::vector<int> rows = RowsToCheck(M);
-  for (const int mode : {0, 1, 2}) {  // bf16, e4m3 with row scales, e4m3 with group scales
-    SCOPED_TRACE(mode == 0 ? "bf16 operands" : mode == 1 ? "e4m3 operands" : "e4m3, X by groups");
-    const bool fp8_operands = mode > 0, groups = mode == 2;
+  // bf16, e4m3 with row scales, e4m3 with group scales, e4m3 with row scales promoted
+  for (const int mode : {0, 1, 2, 3}) {
+    SCOPED_TRACE(mode == 0   ? "bf16 operands"
+                 : mode == 1 ? "e4m3 operands"
+                 : mode == 2 ? "e4m3, X by groups"
+                             : "e4m3, promoted");
+    const bool fp8_operands = mode > 0, groups = mode == 2, promoted = mode >= 2;
+    const kernels::HopperXScales x_scales = groups     ? kernels::HopperXScales::kGroup
+                                            : promoted ? kernels::HopperXScales::kRowPromoted
+                                                       : kernels::HopperXScales::kRow;
     const test_util::Fp8Rows xq =
         groups ? test_util::QuantizeRows(xv, M * (K / G), G) : test_util::QuantizeRows(xv, M, K);
     const test_util::Fp8Rows wq = test_util::QuantizeRows(wv, N, K);
@@ -1006,7 +1029,7 @@ TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
                                              {HopperSchedule::kPingPongShort, 128},
                                              {HopperSchedule::kCooperative, 128},
                                              {HopperSchedule::kCooperative, 256}}) {
-        if (groups && (schedule == HopperSchedule::kPingPong || tile_n == 256)) continue;
+        if (promoted && (schedule == HopperSchedule::kPingPong || tile_n == 256)) continue;
         SCOPED_TRACE(::testing::Message() << kernels::HopperEpilogueName(e) << " schedule "
                                           << static_cast<int>(schedule) << " tile " << tile_n);
         DeviceArray<uint8_t> y(static_cast<size_t>(M) * I);
@@ -1018,8 +1041,7 @@ TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
             fp8_operands
                 ? kernels::MakeHopperGemmPlanFp8(
                       AsFp8(d_xq), d_xs.get(), AsFp8(d_wqi), d_wsi.get(), y.get(), M, N, K, e,
-                      &plan, tile_n, schedule, 1,
-                      groups ? kernels::HopperXScales::kGroup : kernels::HopperXScales::kRow)
+                      &plan, tile_n, schedule, 1, x_scales)
                 : kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e, &plan,
                                               tile_n, schedule, 1));
         EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorInvalidValue)
