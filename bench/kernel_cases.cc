@@ -312,8 +312,8 @@ absl::StatusOr<std::vector<KernelCase>> SelectKernelCases(const KernelsBenchOpti
            std::string_view(c.variant).find(o.variant) == std::string_view::npos;
   });
   if (cases.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--filter '", o.filter, "' and --variant '",
-                                                   o.variant, "' match no kernel"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--filter '", o.filter, "' and --variant '", o.variant, "' match no kernel"));
   }
   for (KernelCase& c : cases) {
     c.gemm_group = o.gemm_group;

@@ -599,9 +599,10 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
         for (int h = 0; h < 2; ++h) {
           const int r = 64 * hf + w * 16 + l / 4 + 8 * h;
           const int byte = (8 * j + 2 * (l % 4)) % kColsPerBox * C::kOutBytes;  // in the box row
-          uint8_t* p = buf + (box % C::kBoxesPerRound) * C::kBoxBytes +
-                       (C::kFp8Out ? r * C::kBoxRowBytes + 16 * ((byte / 16) ^ (r / 2 % 4)) + byte % 16
-                                   : r * 128 + 16 * ((byte / 16) ^ (r % 8)) + byte % 16);
+          uint8_t* p =
+              buf + (box % C::kBoxesPerRound) * C::kBoxBytes +
+              (C::kFp8Out ? r * C::kBoxRowBytes + 16 * ((byte / 16) ^ (r / 2 % 4)) + byte % 16
+                          : r * 128 + 16 * ((byte / 16) ^ (r % 8)) + byte % 16);
           if constexpr (C::kFp8Out) {
             // QuantizeGated left the activation in the gate slots.
             const int q = 4 * GatedGroup(j) + 2 * h;
@@ -829,7 +830,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The scales of K block kb's two groups for rows r0 and r0 + 8 (the last group may be past
       // k: 0); kRowPromoted: 1.
       const bool row_promoted = scales.x_groups == 0;
-      auto load_scales = [&](int kb, float (&sx)[2][2]) {
+      auto load_scales = [&](int kb, float(&sx)[2][2]) {
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
           if (row_promoted) {
@@ -876,10 +877,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
-      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope,
-                                 HopperScales{row_promoted ? scales.x : nullptr, scales.w, 0,
-                                              scales.y},
-                                 m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
+      Epilogue<E, BN, S, CM, F8>(
+          d, &y_map, rope, HopperScales{row_promoted ? scales.x : nullptr, scales.w, 0, scales.y},
+          m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
     } else {
       // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
       // for, and only then is kb-1's stage given back to the producer.

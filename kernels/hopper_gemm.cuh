@@ -193,9 +193,9 @@ cudaError_t MakeHopperGemmPlan(const __nv_bfloat16* x, const __nv_bfloat16* w, v
 // past a group's 64 columns). Its kernels are built for kCooperative with tile 128 (the default
 // schedule then) and kPingPongShort (one 64-row wgmma a consumer: the promotion's second set of
 // accumulators fits beside the first), every epilogue, clusters of 1; the other schedules report
-// cudaErrorNotSupported at launch. x_scales kRowPromoted: x_scale [m] as kRow's, on kGroup's kernels
-// and schedules (the default schedule cooperative 128), with their promotion (k a multiple of 16,
-// as kRow's: a group past k is zeros).
+// cudaErrorNotSupported at launch. x_scales kRowPromoted: x_scale [m] as kRow's, on kGroup's
+// kernels and schedules (the default schedule cooperative 128), with their promotion (k a multiple
+// of 16, as kRow's: a group past k is zeros).
 cudaError_t MakeHopperGemmPlanFp8(const __nv_fp8_e4m3* x, const float* x_scale,
                                   const __nv_fp8_e4m3* w, const float* w_scale, void* y, int m,
                                   int n, int k, HopperEpilogue epilogue, HopperGemmPlan* plan,

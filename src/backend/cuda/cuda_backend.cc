@@ -76,10 +76,9 @@ cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int
                                      kernels::HopperEpilogue epilogue, const OwnVariant& variant,
                                      kernels::HopperGemmPlan* plan) const {
   cudaError_t e =
-      ops.fp8 ? kernels::MakeHopperGemmPlanFp8(
-                    ops.xq.data, ops.xq.scale, ops.wq.data, ops.wq.scale, y, rows, out, in,
-                    epilogue, plan, variant.tile_n, variant.schedule, variant.cluster,
-                    XScalesOf(ops))
+      ops.fp8 ? kernels::MakeHopperGemmPlanFp8(ops.xq.data, ops.xq.scale, ops.wq.data, ops.wq.scale,
+                                               y, rows, out, in, epilogue, plan, variant.tile_n,
+                                               variant.schedule, variant.cluster, XScalesOf(ops))
               : kernels::MakeHopperGemmPlan(ops.x, ops.w, y, rows, out, in, epilogue, plan,
                                             variant.tile_n, variant.schedule, variant.cluster);
   if (e == cudaSuccess && epilogue == kernels::HopperEpilogue::kStoreBf16Rope) {
@@ -290,7 +289,7 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
                    : "",
       kernels::HopperEpilogueName(epilogue), rows, in, out, times,
       own_only ? std::string("not run")
-                   : absl::StrFormat("%.1f us", 1e3 * ms[kNumOwnVariants] / kRuns),
+               : absl::StrFormat("%.1f us", 1e3 * ms[kNumOwnVariants] / kRuns),
       choice ? absl::StrCat("the Hopper GEMM (", kOwnVariants[best].name, ")") : "cuBLASLt");
   return choice;
 }

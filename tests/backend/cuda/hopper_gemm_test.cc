@@ -784,14 +784,14 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
           kernels::InterleaveGateUp(d_ws.get(), I, sizeof(float), d_wsi.get(), nullptr));
       for (const auto& [schedule, tile_n, x_scales] : schedules) {
         const bool promoted = x_scales == HopperXScales::kRowPromoted;
-        SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule)
-                                          << " tile_n " << tile_n << (promoted ? " promoted" : ""));
+        SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule) << " tile_n "
+                                          << tile_n << (promoted ? " promoted" : ""));
         ExpectStoreAndAccumulateWith(
             rng_, M, N,
             [&](HopperEpilogue e, void* y, kernels::HopperGemmPlan* plan) {
-              RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
-                  AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y, M, N, K, e, plan, tile_n,
-                  schedule, 1, x_scales));
+              RANKD_EXPECT_CUDA_OK(
+                  kernels::MakeHopperGemmPlanFp8(AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), y,
+                                                 M, N, K, e, plan, tile_n, schedule, 1, x_scales));
               if (e == HopperEpilogue::kStoreBf16) {
                 EXPECT_TRUE(plan->fp8);
               }
@@ -802,9 +802,9 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
           const bool swiglu = e == HopperEpilogue::kSwiGlu;
           DeviceArray<bf16> y(static_cast<size_t>(M) * I);
           y.Poison();
-          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(AsFp8(d_x), d_xs.get(), AsFp8(d_wi),
-                                                              d_wsi.get(), y.get(), M, N, K, e,
-                                                              &plan, tile_n, schedule, 1, x_scales));
+          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
+              AsFp8(d_x), d_xs.get(), AsFp8(d_wi), d_wsi.get(), y.get(), M, N, K, e, &plan, tile_n,
+              schedule, 1, x_scales));
           RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
           Sync();
           ExpectClose(FromBf16(y.Download()), GatedReference(acc, M, N, rows, swiglu), I, rows,
@@ -1037,13 +1037,12 @@ TEST_F(HopperGemmTest, GatedFp8OutputMatchesCpuReference) {
         y.Poison();
         ys.Poison();
         kernels::HopperGemmPlan plan;
-        RANKD_EXPECT_CUDA_OK(
-            fp8_operands
-                ? kernels::MakeHopperGemmPlanFp8(
-                      AsFp8(d_xq), d_xs.get(), AsFp8(d_wqi), d_wsi.get(), y.get(), M, N, K, e,
-                      &plan, tile_n, schedule, 1, x_scales)
-                : kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N, K, e, &plan,
-                                              tile_n, schedule, 1));
+        RANKD_EXPECT_CUDA_OK(fp8_operands
+                                 ? kernels::MakeHopperGemmPlanFp8(
+                                       AsFp8(d_xq), d_xs.get(), AsFp8(d_wqi), d_wsi.get(), y.get(),
+                                       M, N, K, e, &plan, tile_n, schedule, 1, x_scales)
+                                 : kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), y.get(), M, N,
+                                                               K, e, &plan, tile_n, schedule, 1));
         EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorInvalidValue)
             << "no output scales set";
         RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmOutScales(&plan, ys.get()));
