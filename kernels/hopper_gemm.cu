@@ -796,12 +796,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kPingPong && i > 0) OrderWait(c);
     if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
     if constexpr (G) {
-      // Each K block's two groups multiply into a set of accumulators each (p[g], a commit a
-      // group) and are added into d times the group's scale of each of the thread's two rows (the
-      // fragment's d[4j + q]: row r0 for q < 2, r0 + 8 else). One group is always in flight while
-      // the other is promoted: block kb's second group is issued before its first is waited for,
-      // and block kb+1's first before kb's second is; the stage is released once its second group
-      // is read. (d and the two sets: 192 fp32 registers a thread.)
+      // kGroup: each K block's two groups multiply into a set of accumulators each (p[g], a
+      // commit a group) and are added into d times the group's scale of each of the thread's two
+      // rows (the fragment's d[4j + q]: row r0 for q < 2, r0 + 8 else). One group is always in
+      // flight while the other is promoted: block kb's second group is issued before its first is
+      // waited for, and block kb+1's first before kb's second is; the stage is released once its
+      // second group is read. (d and the two sets: 192 fp32 registers a thread.)
       constexpr int kGroupSteps = kHopperScaleGroup / 32;  // k32 wgmmas a group
       const int r0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows) + 16 * (threadIdx.x % 128 / 32) +
                      threadIdx.x % 32 / 4;
@@ -827,16 +827,37 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         WgmmaCommit();
       };
-      // The scales of K block kb's two groups for rows r0 and r0 + 8 (the last group may be past
-      // k: 0); kRowPromoted: 1.
+      // kRowPromoted (no group scales): a whole K block's four wgmmas into one set, the sets
+      // alternating block by block with two blocks in flight; block kb-1's set is added into d
+      // once kb's is issued, and kb-1's stage released. A promotion every 128 K columns, as
+      // DeepSeek-V3's (half the adds of a promotion per group).
       const bool row_promoted = scales.x_groups == 0;
+      // Block `at`'s set g added into d and its stage released.
+      auto promote_block = [&](int g, int at, int kb) {
+        FenceAcc(p[g]);
+#pragma unroll
+        for (int q = 0; q < BN / 2; ++q) d[0][q] += p[g][q];
+        release(at % C::kStages);
+        if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
+      };
+      // Block `at` (its stage full) into set g, committed.
+      auto issue_block = [&](int g, int at) {
+        MbarWait(full_base + 8 * (at % C::kStages), (at / C::kStages) & 1);
+        const int s = at % C::kStages;
+        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
+        FenceAcc(p[g]);
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < 128 / 32; ++kk) {
+          WgmmaF8(p[g], SmemDesc(a + 32 * kk), SmemDesc(b + 32 * kk), kk > 0);
+        }
+        WgmmaCommit();
+      };
+      // The scales of K block kb's two groups for rows r0 and r0 + 8 (the last group may be past
+      // k: 0).
       auto load_scales = [&](int kb, float(&sx)[2][2]) {
 #pragma unroll
         for (int g = 0; g < 2; ++g) {
-          if (row_promoted) {
-            sx[g][0] = sx[g][1] = 1.0f;
-            continue;
-          }
           const int gi = 2 * kb + g;
           const bool in = gi < scales.x_groups;
           sx[g][0] = in && xs0 != nullptr ? __ldg(xs0 + gi) : 0.0f;
@@ -844,12 +865,34 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       };
       float sx[2][2];  // [group of the block][row]
-      if (num_k > 0) {
+      if (row_promoted) {
+        // Blocks kb (set 0) and kb + 1 (set 1) a round; num_k > 0 (k > 0).
+        for (int kb = 0; kb < num_k; kb += 2, it += 2) {
+          issue_block(0, it);
+          if (kb > 0) {
+            WgmmaWait<1>();  // block kb - 1 (set 1)
+            promote_block(1, it - 1, kb - 1);
+          }
+          if (kb + 1 < num_k) {
+            issue_block(1, it + 1);
+            WgmmaWait<1>();  // block kb (set 0)
+            promote_block(0, it, kb);
+          }
+        }
+        // The last block, still in flight: set 0 when num_k is odd.
+        WgmmaWait<0>();
+        const int last = i * num_k + num_k - 1;
+        if (num_k % 2 == 1) {
+          promote_block(0, last, num_k - 1);
+        } else {
+          promote_block(1, last, num_k - 1);
+        }
+      } else if (num_k > 0) {
         load_scales(0, sx);
         MbarWait(full_base + 8 * (it % C::kStages), (it / C::kStages) & 1);
         issue(0, it);
       }
-      for (int kb = 0; kb < num_k; ++kb, ++it) {
+      for (int kb = 0; kb < num_k && !row_promoted; ++kb, ++it) {
         issue(1, it);
         WgmmaWait<1>();  // block kb's first group
         FenceAcc(p[0]);
