@@ -250,6 +250,13 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         c.gemm_fp8_out = layer == GemmLayer::kGateUp;
         c.bytes = 1.0 * M * k + 1.0 * n * k + 4.0 * (M * (groups ? k / 64 : 1) + n) + f8_out_bytes;
       }
+      // Row-scaled X on the promoted kernels, each layer's own epilogue (gate_up's into bf16).
+      for (const auto& [schedule, name] : {std::pair{GemmSchedule::kCooperative, "prom128"},
+                                           {GemmSchedule::kPingPongShort, "prompp64"}}) {
+        KernelCase& c = add("", name, GemmImpl::kOwn, 128, schedule, 1, true);
+        c.gemm_promoted = true;
+        c.bytes = 1.0 * M * k + 1.0 * n * k + 4.0 * (M + n) + out_bytes;
+      }
     }
   }
   return cases;

@@ -113,6 +113,8 @@ struct KernelCase {
   // written in e4m3 with group scales (kSwiGluFp8: down's input when down is e4m3).
   bool gemm_x_groups = false;
   bool gemm_fp8_out = false;
+  // own, fp8: X's scales per row on the promoted kernels (HopperXScales::kRowPromoted).
+  bool gemm_promoted = false;
   double bytes = 0, flops = 0;
 };
 
@@ -129,7 +131,8 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
 // scales, cuBLASLt's gate_up followed by the bf16 SwiGLU kernel, its qkv by QkvRope), the own
 // kernel on its fp8 schedules (ping-pong 128 and 64, cooperative 128 and 256); then the own
 // kernel with X's scales per 64 columns ("f8grp128", "f8grppp64": the grouped kernels, gate_up
-// into e4m3) and gate_up into e4m3 with row-scaled X ("f8own pp128q").
+// into e4m3), gate_up into e4m3 with row-scaled X ("f8own pp128q"), and row-scaled X on the
+// promoted kernels ("f8prom128", "f8prompp64": each K block's product added into fp32).
 // Bytes: X, W and the output once (fp32 read and written for the accumulating layers; the gated
 // product only for gate_up, the fused minimum, for either implementation); FLOPs 2 M N K.
 std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<int>& rows);

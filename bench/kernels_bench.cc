@@ -236,13 +236,15 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
         : c.gemm_schedule == GemmSchedule::kPingPongShort ? kernels::HopperSchedule::kPingPongShort
         : c.gemm_schedule == GemmSchedule::kTall ? kernels::HopperSchedule::kCooperativeTall
                                                  : kernels::HopperSchedule::kCooperative;
-    cudaError_t err =
-        c.gemm_fp8 ? kernels::MakeHopperGemmPlanFp8(x8, x_scale, w8, w_scale, y, M, N, K, e, &plan,
-                                                    c.gemm_tile_n, schedule, c.gemm_cluster,
-                                                    c.gemm_x_groups ? kernels::HopperXScales::kGroup
-                                                                    : kernels::HopperXScales::kRow)
-                   : kernels::MakeHopperGemmPlan(x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
-                                                 schedule, c.gemm_cluster);
+    cudaError_t err = c.gemm_fp8
+                          ? kernels::MakeHopperGemmPlanFp8(
+                                x8, x_scale, w8, w_scale, y, M, N, K, e, &plan, c.gemm_tile_n,
+                                schedule, c.gemm_cluster,
+                                c.gemm_x_groups   ? kernels::HopperXScales::kGroup
+                                : c.gemm_promoted ? kernels::HopperXScales::kRowPromoted
+                                                  : kernels::HopperXScales::kRow)
+                          : kernels::MakeHopperGemmPlan(x, w, y, M, N, K, e, &plan, c.gemm_tile_n,
+                                                        schedule, c.gemm_cluster);
     if (c.gemm_group >= 0) plan.group = c.gemm_group;
     if (c.gemm_stagger >= 0) plan.stagger = c.gemm_stagger;
     if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {

@@ -46,6 +46,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_PDL", "1"},
                                                {"RANKD_CUDA_FP8_GROUP_SCALES", "1"},
                                                {"RANKD_CUDA_FP8_FAST_ACCUM", "1"},
+                                               {"RANKD_CUDA_FP8_PROMOTED", "1"},
                                                {"RANKD_CUDA_OWN_GEMM", "1"},
                                                {"RANKD_CUDA_OWN_GEMM_VARIANTS", "all"},
                                                {"RANKD_CUDA_FP8_LINEARS", "qkv, down"}}))
@@ -63,6 +64,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
   EXPECT_TRUE(o.cuda.fp8_fast_accum);
+  EXPECT_TRUE(o.cuda.fp8_promoted);
   EXPECT_EQ(o.cuda.own_gemm, BackendOptions::CudaSwitches::OwnGemm::kOn);
   EXPECT_EQ(o.cuda.own_gemm_variants, BackendOptions::CudaSwitches::OwnVariants::kAll);
   // Not yet measured on a GPU, or measured no faster: off unless set; the Hopper GEMM's ping-pong
@@ -71,6 +73,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_fast_accum);
+  EXPECT_FALSE(BackendOptions{}.cuda.fp8_promoted);
   EXPECT_TRUE(BackendOptions{}.cuda.attention_wgmma);  // measured faster: on unless set to 0
   EXPECT_TRUE(BackendOptions{}.cuda.fuse_k_rope);      // likewise
   EXPECT_EQ(BackendOptions{}.cuda.own_gemm_variants,

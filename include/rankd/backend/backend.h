@@ -198,16 +198,22 @@ struct BackendOptions {
     // session 37) it held the demo model's fp8 bar (-0.0038) but was 15-18% slower. (down's input
     // has group scales wherever down is e4m3 on the Hopper GEMM, this switch or not.)
     bool fp8_group_scales = false;
-    // RANKD_CUDA_FP8_FAST_ACCUM=1: the e4m3 layers with a scale per row run, where the Hopper
-    // GEMM wins its timing against cuBLASLt, on its row-scaled kernels (every schedule), whose
-    // e4m3 accumulation is not promoted (what cuBLASLt calls fast accumulation). Off: on its
-    // promoted kernels (HopperXScales::kRowPromoted: each 64-column group's product added into
-    // fp32; cooperative 128 and ping-pong 64) against cuBLASLt, which promotes too; the
-    // group-scaled kernels promote either way. Off by default: on an H100 (bench/RESULTS.md,
+    // RANKD_CUDA_FP8_FAST_ACCUM=1: the e4m3 layers with a scale per row may run on the Hopper
+    // GEMM (timed against cuBLASLt as the bf16 ones), on its row-scaled kernels (every schedule),
+    // whose e4m3 accumulation is not promoted (what cuBLASLt calls fast accumulation). Off: they
+    // run on cuBLASLt, which promotes, unless fp8_promoted; the group-scaled kernels promote
+    // either way. Off by default: on an H100 (bench/RESULTS.md,
     // 2026-12-07, sessions 36 and 37) the unpromoted kernel was 6% faster on 379M than cuBLASLt
     // but put the demo model's held-out MRR@10 0.0059 under float32's (issue 25's bar: 0.005;
     // 0.0041 on cuBLASLt).
     bool fp8_fast_accum = false;
+    // RANKD_CUDA_FP8_PROMOTED=1: the e4m3 layers with a scale per row are timed on the Hopper
+    // GEMM's promoted kernels (HopperXScales::kRowPromoted: each 128-column K block's product
+    // added into fp32; cooperative 128 and ping-pong 64) against cuBLASLt, which promotes too,
+    // and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. Off
+    // until measured on a GPU (session 38 built it; no device ran it); RANKD_CUDA_FP8_FAST_ACCUM
+    // wins where both are set.
+    bool fp8_promoted = false;
 
     bool operator==(const CudaSwitches&) const = default;
   };

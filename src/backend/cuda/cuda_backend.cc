@@ -180,6 +180,10 @@ constexpr int kNumOwnVariants = sizeof(kOwnVariants) / sizeof(kOwnVariants[0]);
 absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
     const LinearIn& ops, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
   if (own_use_ == OwnUse::kNever || rows == 0) return std::nullopt;
+  // Row-scaled e4m3 stays on cuBLASLt unless a switch lets the Hopper GEMM take it.
+  if (ops.fp8 && !ops.x_groups && !switches_.fp8_fast_accum && !switches_.fp8_promoted) {
+    return std::nullopt;
+  }
   if (own_use_ == OwnUse::kAlways) return OwnVariant{};
   const bool promoted = ops.fp8 && XScalesOf(ops) != kernels::HopperXScales::kRow;
   // No cuBLASLt twin: group-scaled X, and gate_up's activation written in e4m3.
@@ -307,11 +311,14 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   fp8_groups_ = switches_.fp8_group_scales && own && fp8 && config_.hidden_size % 128 == 0 &&
                 config_.hidden_size <= 2048 && config_.q_width() % kernels::kHopperScaleGroup == 0;
   // (OwnGemmUse has checked that intermediate_size is a multiple of kHopperGluHalf: whole scale
-  // groups too.) gate_up's e4m3 epilogue runs on the Hopper GEMM, on the promoted kernels unless
+  // groups too.) gate_up's e4m3 epilogue runs on the Hopper GEMM: where its input is e4m3 with
+  // row scales, with RANKD_CUDA_FP8_PROMOTED=1 (the promoted kernels) or
   // RANKD_CUDA_FP8_FAST_ACCUM=1 (XScalesOf).
   static_assert(kernels::kHopperScaleGroup == kernels::kHopperGluHalf,
                 "a gated tile's outputs are one scale group");
-  down_groups_ = own && fp8 && switches_.fp8_linears.down;
+  down_groups_ = own && fp8 && switches_.fp8_linears.down &&
+                 (!switches_.fp8_linears.gate_up || fp8_groups_ || switches_.fp8_fast_accum ||
+                  switches_.fp8_promoted);
   // gate_up interleaved for the Hopper GEMM's gated epilogues (bf16 out, or e4m3 with group
   // scales: down_groups_); stacked where down reads e4m3 with row scales (the fp8 activation
   // kernels quantise from the stacked layout).
@@ -583,7 +590,9 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       precision == Precision::kFp8
           ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",
                          backend->fp8_group_scales() ? "per 64 columns" : "per row",
-                         sw.fp8_fast_accum ? ", fp8 fast accumulation" : "")
+                         sw.fp8_fast_accum ? ", fp8 fast accumulation"
+                         : sw.fp8_promoted ? ", fp8 promoted on the Hopper GEMM"
+                                           : "")
           : "");
   return backend;
 }

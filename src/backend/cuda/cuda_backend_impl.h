@@ -178,7 +178,8 @@ class CudaBackend final : public backend::Backend {
   };
   // How the Hopper GEMM takes these operands' X scales: kGroup for x_groups; e4m3 with row scales
   // on the promoted kernels (kRowPromoted) unless RANKD_CUDA_FP8_FAST_ACCUM=1 (kRow, the faster
-  // schedules, no promotion); kRow (unused) for bf16.
+  // schedules, no promotion); kRow (unused) for bf16. (Row-scaled e4m3 reaches the Hopper GEMM
+  // only with RANKD_CUDA_FP8_FAST_ACCUM=1 or RANKD_CUDA_FP8_PROMOTED=1: OwnFor.)
   kernels::HopperXScales XScalesOf(const LinearIn& ops) const {
     if (ops.x_groups) return kernels::HopperXScales::kGroup;
     return ops.fp8 && !switches_.fp8_fast_accum ? kernels::HopperXScales::kRowPromoted

@@ -506,26 +506,27 @@ TEST_P(CudaGoldenTest, OwnGemmMatchesGolden) {
   }
 }
 
-// The Hopper GEMM on e4m3 operands (precision fp8, RANKD_CUDA_OWN_GEMM=1; its promoted kernels,
-// and with RANKD_CUDA_FP8_FAST_ACCUM=1 its row-scaled ones; with RANKD_CUDA_FP8_GROUP_SCALES=1 in
-// the environment, the grouped kernels): with the default fp8 linears (qkv with k's RoPE in its
-// epilogue, gate_up with the gated activation in its epilogue, o_proj and down bf16) and with all
-// four (gate_up's epilogue writes e4m3 with group scales, down reads them): within fp8's bound (16x
-// HF's bf16 RMS error), as on cuBLASLt (Fp8OnSomeLinearLayersOnly), and within that bound of the
-// cuBLASLt fp8 backend's scores.
+// The Hopper GEMM on e4m3 operands (precision fp8, RANKD_CUDA_OWN_GEMM=1; its promoted kernels
+// with RANKD_CUDA_FP8_PROMOTED=1, its row-scaled ones with RANKD_CUDA_FP8_FAST_ACCUM=1; with
+// RANKD_CUDA_FP8_GROUP_SCALES=1 in the environment, the grouped kernels): with the default fp8
+// linears (qkv with k's RoPE in its epilogue, gate_up with the gated activation in its epilogue,
+// o_proj and down bf16) and with all four (gate_up's epilogue writes e4m3 with group scales, down
+// reads them): within fp8's bound (16x HF's bf16 RMS error), as on cuBLASLt
+// (Fp8OnSomeLinearLayersOnly), and within that bound of the cuBLASLt fp8 backend's scores.
 TEST_P(CudaGoldenTest, OwnGemmFp8MatchesGolden) {
   auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
   ASSERT_TRUE(config.ok()) << config.status();
-  for (const auto& [layers, fast_accum] : {std::pair{"qkv,gate_up", "0"},
-                                           {"qkv,o_proj,gate_up,down", "0"},
-                                           {"qkv,gate_up", "1"},
-                                           {"qkv,o_proj,gate_up,down", "1"}}) {
-    SCOPED_TRACE(::testing::Message() << "RANKD_CUDA_FP8_LINEARS='" << layers
-                                      << "' RANKD_CUDA_FP8_FAST_ACCUM=" << fast_accum);
+  for (const auto& [layers, accumulation] :
+       {std::pair{"qkv,gate_up", "RANKD_CUDA_FP8_PROMOTED"},
+        {"qkv,o_proj,gate_up,down", "RANKD_CUDA_FP8_PROMOTED"},
+        {"qkv,gate_up", "RANKD_CUDA_FP8_FAST_ACCUM"},
+        {"qkv,o_proj,gate_up,down", "RANKD_CUDA_FP8_FAST_ACCUM"}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "RANKD_CUDA_FP8_LINEARS='" << layers << "' " << accumulation << "=1");
     ScopedEnv env("RANKD_CUDA_FP8_LINEARS", layers);
     ScopedEnv k_rope("RANKD_CUDA_FUSE_K_ROPE", "1");
-    // The row-scaled e4m3 layers on the promoted kernels (0) or the unpromoted ones (1).
-    ScopedEnv fast("RANKD_CUDA_FP8_FAST_ACCUM", fast_accum);
+    // The row-scaled e4m3 layers on the promoted kernels or on the unpromoted ones.
+    ScopedEnv on(accumulation, "1");
     std::optional<ScopedEnv> own(std::in_place, "RANKD_CUDA_OWN_GEMM", "1");
     auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_, 16384, true, "fp8");
     ASSERT_TRUE(b.ok()) << b.status();
@@ -543,10 +544,8 @@ TEST_P(CudaGoldenTest, OwnGemmFp8MatchesGolden) {
         std::all_of(std::begin(widths), std::end(widths), [](int w) { return w % 16 == 0; });
     ASSERT_EQ(stats->own_gemm, usable);
     if (!usable) GTEST_SKIP() << "the own GEMM takes neither this model nor this device";
-    Stats st{
-        Tag(absl::StrCat("own gemm fp8 '", layers, "' fast accum ", fast_accum, " golden ids"))};
-    Stats vs{Tag(
-        absl::StrCat("own gemm fp8 '", layers, "' fast accum ", fast_accum, " vs cuBLASLt fp8"))};
+    Stats st{Tag(absl::StrCat("own gemm fp8 '", layers, "' ", accumulation, " golden ids"))};
+    Stats vs{Tag(absl::StrCat("own gemm fp8 '", layers, "' ", accumulation, " vs cuBLASLt fp8"))};
     for (const auto& c : golden_.cases) {
       const std::vector<float> got = Score(**b, c.prefix_ids, IdItems(c));
       const std::vector<float> theirs = Score(**lt, c.prefix_ids, IdItems(c));
