@@ -656,11 +656,12 @@ __device__ __forceinline__ void UnitTile(int u, int num_mc, int num_n, int group
 
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
-// G: the promoted kernels (F8 and one 64-row wgmma a consumer only): each K block's two groups of
-// kHopperScaleGroup K columns are multiplied into sets of accumulators of their own and added into
-// d, times the group's scale of each row (HopperXScales::kGroup: scales.x_groups > 0) or as they
-// are (kRowPromoted: x_groups 0, X's row scales applied by the epilogue as kRow's are).
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, bool G = false>
+// X: the promoted kernels (F8 and one 64-row wgmma a consumer only) multiply parts of each K block
+// into sets of accumulators of their own and add them into d in fp32: kGroup each group of
+// kHopperScaleGroup K columns, times the group's scale of each row (scales.x_groups > 0);
+// kRowPromoted each whole K block as it is (X's row scales applied by the epilogue as kRow's are).
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8,
+          HopperXScales X = HopperXScales::kRow>
 __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
@@ -669,7 +670,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      bool prefetch_w) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM, F8>;
-  static_assert(!G || (F8 && C::kHalves == 1 && BN == 128),
+  static_assert(X == HopperXScales::kRow || (F8 && C::kHalves == 1 && BN == 128),
                 "group scales: e4m3, 64 x 128 a consumer");
   constexpr int kBlockK = C::kBlockK;
   constexpr bool kPingPong = C::kPingPong;
@@ -795,134 +796,69 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t a_off = kPingPong ? 0 : c * C::kRows * 128;
     if (kPingPong && i > 0) OrderWait(c);
     if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
-    if constexpr (G) {
-      // kGroup: each K block's two groups multiply into a set of accumulators each (p[g], a
-      // commit a group) and are added into d times the group's scale of each of the thread's two
-      // rows (the fragment's d[4j + q]: row r0 for q < 2, r0 + 8 else). One group is always in
-      // flight while the other is promoted: block kb's second group is issued before its first is
-      // waited for, and block kb+1's first before kb's second is; the stage is released once its
-      // second group is read. (d and the two sets: 192 fp32 registers a thread.)
-      constexpr int kGroupSteps = kHopperScaleGroup / 32;  // k32 wgmmas a group
+    if constexpr (X != HopperXScales::kRow) {
+      // Each K block's four k32 wgmmas multiply into sets of accumulators of their own, zeroed by
+      // the first wgmma of a set: kRowPromoted one set (p[0]) for the block, kGroup one for each
+      // of its two groups. Once they are done (wait 0), the sets are added into d (kGroup: times
+      // the group's scale of each of the thread's two rows, the fragment's d[4j + q] being row r0
+      // for q < 2 and r0 + 8 else) and the stage is released. A promotion every 128 K columns, as
+      // DeepSeek-V3's and CUTLASS's fp8 accumulation: the tensor cores run the other consumer's
+      // wgmmas while this one adds. (Two sets with one in flight while the other is added are
+      // what ptxas serializes every wgmma of the kernel for: C7514, the sets' registers read
+      // inside a wgmma pipeline stage; so are wgmmas issued under a branch: C7518.)
+      constexpr bool kGrouped = X == HopperXScales::kGroup;
+      constexpr int kSets = kGrouped ? 2 : 1;
+      constexpr int kSetSteps = 4 / kSets;  // k32 wgmmas a set
+      static_assert(!kGrouped || kSetSteps * 32 == kHopperScaleGroup, "a set a scale group");
+      float p[kSets][BN / 2];
+      // kGroup: the rows' scales of a group (r0 and r0 + 8; rows past m and groups past k: 0).
       const int r0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows) + 16 * (threadIdx.x % 128 / 32) +
                      threadIdx.x % 32 / 4;
-      const float* xs0 = r0 < m ? scales.x + static_cast<int64_t>(r0) * scales.x_groups : nullptr;
+      const float* xs0 = kGrouped && r0 < m ? scales.x + int64_t{r0} * scales.x_groups : nullptr;
       const float* xs1 =
-          r0 + 8 < m ? scales.x + static_cast<int64_t>(r0 + 8) * scales.x_groups : nullptr;
-      float p[2][BN / 2];
+          kGrouped && r0 + 8 < m ? scales.x + int64_t{r0 + 8} * scales.x_groups : nullptr;
+      for (int kb = 0; kb < num_k; ++kb, ++it) {
+        const int s = it % C::kStages;
+        float sx[kSets][2];
 #pragma unroll
-      for (int g = 0; g < 2; ++g) {
-#pragma unroll
-        for (int q = 0; q < BN / 2; ++q) p[g][q] = 0.0f;  // (a group's first wgmma overwrites)
-      }
-      // Group g of the K block in ring position `at` (its stage full) into p[g], committed.
-      auto issue = [&](int g, int at) {
-        const int s = at % C::kStages;
-        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
-        FenceAcc(p[g]);
-        WgmmaFence();
-#pragma unroll
-        for (int kk = 0; kk < kGroupSteps; ++kk) {
-          const int step = g * kGroupSteps + kk;
-          WgmmaF8(p[g], SmemDesc(a + 32 * step), SmemDesc(b + 32 * step), kk > 0);
+        for (int g = 0; g < kSets; ++g) {
+          const int gi = kSets * kb + g;
+          const bool in = gi < scales.x_groups;
+          sx[g][0] = kGrouped && in && xs0 != nullptr ? __ldg(xs0 + gi) : 1.0f;
+          sx[g][1] = kGrouped && in && xs1 != nullptr ? __ldg(xs1 + gi) : 1.0f;
         }
-        WgmmaCommit();
-      };
-      // kRowPromoted (no group scales): a whole K block's four wgmmas into one set, the sets
-      // alternating block by block with two blocks in flight; block kb-1's set is added into d
-      // once kb's is issued, and kb-1's stage released. A promotion every 128 K columns, as
-      // DeepSeek-V3's (half the adds of a promotion per group).
-      const bool row_promoted = scales.x_groups == 0;
-      // Block `at`'s set g added into d and its stage released.
-      auto promote_block = [&](int g, int at, int kb) {
-        FenceAcc(p[g]);
-#pragma unroll
-        for (int q = 0; q < BN / 2; ++q) d[0][q] += p[g][q];
-        release(at % C::kStages);
-        if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
-      };
-      // Block `at` (its stage full) into set g, committed.
-      auto issue_block = [&](int g, int at) {
-        MbarWait(full_base + 8 * (at % C::kStages), (at / C::kStages) & 1);
-        const int s = at % C::kStages;
+        MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
         const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
-        FenceAcc(p[g]);
+#pragma unroll
+        for (int g = 0; g < kSets; ++g) FenceAcc(p[g]);
         WgmmaFence();
 #pragma unroll
         for (int kk = 0; kk < 128 / 32; ++kk) {
-          WgmmaF8(p[g], SmemDesc(a + 32 * kk), SmemDesc(b + 32 * kk), kk > 0);
+          WgmmaF8(p[kk / kSetSteps], SmemDesc(a + 32 * kk), SmemDesc(b + 32 * kk),
+                  kk % kSetSteps > 0);
         }
         WgmmaCommit();
-      };
-      // The scales of K block kb's two groups for rows r0 and r0 + 8 (the last group may be past
-      // k: 0).
-      auto load_scales = [&](int kb, float(&sx)[2][2]) {
-#pragma unroll
-        for (int g = 0; g < 2; ++g) {
-          const int gi = 2 * kb + g;
-          const bool in = gi < scales.x_groups;
-          sx[g][0] = in && xs0 != nullptr ? __ldg(xs0 + gi) : 0.0f;
-          sx[g][1] = in && xs1 != nullptr ? __ldg(xs1 + gi) : 0.0f;
-        }
-      };
-      float sx[2][2];  // [group of the block][row]
-      if (row_promoted) {
-        // Blocks kb (set 0) and kb + 1 (set 1) a round; num_k > 0 (k > 0).
-        for (int kb = 0; kb < num_k; kb += 2, it += 2) {
-          issue_block(0, it);
-          if (kb > 0) {
-            WgmmaWait<1>();  // block kb - 1 (set 1)
-            promote_block(1, it - 1, kb - 1);
-          }
-          if (kb + 1 < num_k) {
-            issue_block(1, it + 1);
-            WgmmaWait<1>();  // block kb (set 0)
-            promote_block(0, it, kb);
-          }
-        }
-        // The last block, still in flight: set 0 when num_k is odd.
         WgmmaWait<0>();
-        const int last = i * num_k + num_k - 1;
-        if (num_k % 2 == 1) {
-          promote_block(0, last, num_k - 1);
-        } else {
-          promote_block(1, last, num_k - 1);
-        }
-      } else if (num_k > 0) {
-        load_scales(0, sx);
-        MbarWait(full_base + 8 * (it % C::kStages), (it / C::kStages) & 1);
-        issue(0, it);
-      }
-      for (int kb = 0; kb < num_k && !row_promoted; ++kb, ++it) {
-        issue(1, it);
-        WgmmaWait<1>();  // block kb's first group
-        FenceAcc(p[0]);
 #pragma unroll
-        for (int q = 0; q < BN / 2; ++q) d[0][q] += p[0][q] * sx[0][q % 4 / 2];
-        float next[2][2] = {};
-        if (kb + 1 < num_k) {
-          load_scales(kb + 1, next);
-          MbarWait(full_base + 8 * ((it + 1) % C::kStages), ((it + 1) / C::kStages) & 1);
-          issue(0, it + 1);
-          WgmmaWait<1>();  // block kb's second group; kb+1's first in flight
-        } else {
-          WgmmaWait<0>();
-        }
-        FenceAcc(p[1]);
+        for (int g = 0; g < kSets; ++g) {
+          FenceAcc(p[g]);
+          if constexpr (kGrouped) {
 #pragma unroll
-        for (int q = 0; q < BN / 2; ++q) d[0][q] += p[1][q] * sx[1][q % 4 / 2];
-        release(it % C::kStages);
+            for (int q = 0; q < BN / 2; ++q) d[0][q] += p[g][q] * sx[g][q % 4 / 2];
+          } else {
+#pragma unroll
+            for (int q = 0; q < BN / 2; ++q) d[0][q] += p[g][q];
+          }
+        }
+        release(s);
         if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
-#pragma unroll
-        for (int g = 0; g < 2; ++g) {
-          sx[g][0] = next[g][0];
-          sx[g][1] = next[g][1];
-        }
       }
       if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
-      Epilogue<E, BN, S, CM, F8>(
-          d, &y_map, rope, HopperScales{row_promoted ? scales.x : nullptr, scales.w, 0, scales.y},
-          m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
+      // kGroup: X's scales are in d; kRowPromoted: the epilogue applies the rows' scales.
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope,
+                                 HopperScales{kGrouped ? nullptr : scales.x, scales.w, 0, scales.y},
+                                 m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
     } else {
       // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
       // for, and only then is kb-1's stage given back to the producer.
@@ -971,7 +907,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
-      m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr) + G;
+      m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr) +
+      static_cast<int>(X);
 #endif
 }
 
@@ -1024,7 +961,7 @@ int64_t Tiles(int m, int n, int tile_m, int tile_n) {
 // The clusters of CM CTAs that the device runs at once with this kernel's shared memory (every
 // SM's count in clusters when CM is 1): the persistent grid's size, in clusters. Asked of the
 // driver once per kernel.
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, bool G>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, HopperXScales X>
 cudaError_t ResidentClusters(int sms, int* clusters) {
   static const std::pair<cudaError_t, int> answer = [&]() -> std::pair<cudaError_t, int> {
     if constexpr (CM == 1) {
@@ -1043,7 +980,7 @@ cudaError_t ResidentClusters(int sms, int* clusters) {
       config.numAttrs = 1;
       int n = 0;
       const cudaError_t e =
-          cudaOccupancyMaxActiveClusters(&n, HopperGemmKernel<E, BN, S, CM, F8, G>, &config);
+          cudaOccupancyMaxActiveClusters(&n, HopperGemmKernel<E, BN, S, CM, F8, X>, &config);
       return {e, n};
     }
   }();
@@ -1052,9 +989,10 @@ cudaError_t ResidentClusters(int sms, int* clusters) {
   return answer.second > 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8, bool G = false>
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8,
+          HopperXScales X = HopperXScales::kRow>
 cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
-  const auto kernel = HopperGemmKernel<E, BN, S, CM, F8, G>;
+  const auto kernel = HopperGemmKernel<E, BN, S, CM, F8, X>;
   using C = Cfg<E, BN, S, CM, F8>;
   cudaFuncAttributes attr{};
   cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
@@ -1065,7 +1003,7 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
     return e;
   }
   int resident = 0;
-  if ((e = ResidentClusters<E, BN, S, CM, F8, G>(sms, &resident)) != cudaSuccess) return e;
+  if ((e = ResidentClusters<E, BN, S, CM, F8, X>(sms, &resident)) != cudaSuccess) return e;
   // Units of CM vertically adjacent tiles; a cluster per unit, at most `resident` of them.
   const int64_t units = Tiles(plan.m, plan.n, CM * C::kBM, BN);
   const int clusters = static_cast<int>(units < resident ? units : resident);
@@ -1112,14 +1050,14 @@ cudaError_t LaunchTile(const HopperGemmPlan& plan, int sms, LaunchStream stream)
 
 // The promoted kernels (kGroup and kRowPromoted X scales): every epilogue on cooperative 128 and
 // ping-pong 64, cluster 1.
-template <HopperEpilogue E>
-cudaError_t LaunchGrouped(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
+template <HopperEpilogue E, HopperXScales X>
+cudaError_t LaunchPromoted(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   if (plan.cluster != 1) return cudaErrorNotSupported;
   if (plan.schedule == HopperSchedule::kPingPongShort) {
-    return Launch<E, 128, HopperSchedule::kPingPongShort, 1, true, true>(plan, sms, stream);
+    return Launch<E, 128, HopperSchedule::kPingPongShort, 1, true, X>(plan, sms, stream);
   }
   if (plan.schedule == HopperSchedule::kCooperative && plan.tile_n == 128) {
-    return Launch<E, 128, HopperSchedule::kCooperative, 1, true, true>(plan, sms, stream);
+    return Launch<E, 128, HopperSchedule::kCooperative, 1, true, X>(plan, sms, stream);
   }
   return cudaErrorNotSupported;
 }
@@ -1127,8 +1065,14 @@ cudaError_t LaunchGrouped(const HopperGemmPlan& plan, int sms, LaunchStream stre
 template <HopperEpilogue E>
 cudaError_t LaunchOperands(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   if (!plan.fp8) return LaunchTile<E, false>(plan, sms, stream);
-  return plan.x_scales == HopperXScales::kRow ? LaunchTile<E, true>(plan, sms, stream)
-                                              : LaunchGrouped<E>(plan, sms, stream);
+  switch (plan.x_scales) {
+    case HopperXScales::kGroup:
+      return LaunchPromoted<E, HopperXScales::kGroup>(plan, sms, stream);
+    case HopperXScales::kRowPromoted:
+      return LaunchPromoted<E, HopperXScales::kRowPromoted>(plan, sms, stream);
+    default:
+      return LaunchTile<E, true>(plan, sms, stream);
+  }
 }
 
 // The current device's SM count, cudaErrorNotSupported unless it is sm_90.
