@@ -139,7 +139,7 @@ struct Cfg {
   static constexpr int kBoxesPerRound =
       kBoxes < kEpiBufBytes / kBoxBytes ? kBoxes : kEpiBufBytes / kBoxBytes;
   static constexpr int kRounds = kBoxes / kBoxesPerRound;
-  static_assert(kBoxes % kBoxesPerRound == 0, "whole rounds");
+  static_assert(kBoxes % kBoxesPerRound == 0 && kRounds >= 1, "whole rounds");
   static constexpr int kEpiBytes = kConsumers * kEpiBufBytes;
   // 5 stages ping-pong, 6 / 4 cooperative at BN 128 / 256.
   static constexpr int kStages = (kSmemBudget - kEpiBytes) / kStageBytes;
@@ -561,29 +561,131 @@ __device__ __forceinline__ void QuantizeGated(float (&d)[kHalves][BN / 2],
   }
 }
 
-template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
-__device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalves][BN / 2],
-                                         const CUtensorMap* y_map, const HopperRope& rope,
-                                         const HopperScales& scales, int m, int n, int row0,
-                                         int col0, int out0, uint8_t* buf, int c) {
-  using C = Cfg<E, BN, S, CM, F8>;
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-  if constexpr (F8) ScaleBlock<BN, C::kHalves>(d, scales.x, scales.w, m, n, row0, col0, w, l);
-  // kFp8Out: each row's scale per box (a box is one scale group).
-  float sc[C::kHalves][2][C::kFp8Out ? C::kBoxes : 1];
-  if constexpr (C::kFp8Out) {
-    QuantizeGated<E, C::kHalves, C::kOutCols, BN>(d, sc, scales.y, n / 2 / kHopperScaleGroup,
-                                                  out0 / kHopperScaleGroup, m, row0, w, l);
-  }
-  if constexpr (E == HopperEpilogue::kStoreBf16Rope) {
-    if (out0 < rope.col_hi && out0 + BN > rope.col_lo) {  // uniform: the block has rope columns
-      if (rope.head_dim == 64) {
-        RopeBlock<BN, C::kHalves, 4>(d, rope, m, row0, out0, w, l);
-      } else {
-        RopeBlock<BN, C::kHalves, 8>(d, rope, m, row0, out0, w, l);
+// The RMSNorm fold's input side (HopperNorm): each of the thread's rows of a consumer's kHalves x
+// 64 rows x BN block (the wgmma fragment: d[hf][4j + q] is row 64 hf + 16 w + l/4 + 8 (q/2))
+// times rsqrt(mean + eps), the mean from the row's sums of squares per group, which the 4 threads
+// of the row (a quad) add a quarter each. Rows at or past m are left as they are (never stored).
+template <int BN, int kHalves>
+__device__ __forceinline__ void NormRows(float (&d)[kHalves][BN / 2], const HopperNorm& norm, int m,
+                                         int row0, int w, int l) {
+  const float inv_cols = 1.0f / static_cast<float>(kHopperScaleGroup * norm.in_groups);
+#pragma unroll
+  for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+      float ss = 0.0f;
+      if (row < m) {
+        const float* p = norm.in_sumsq + static_cast<int64_t>(row) * norm.in_groups;
+        for (int g = l % 4; g < norm.in_groups; g += 4) ss += __ldg(p + g);
+      }
+      ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+      ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+      const float r = row < m ? rsqrtf(ss * inv_cols + norm.eps) : 1.0f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        d[hf][4 * j + 2 * h] *= r;
+        d[hf][4 * j + 2 * h + 1] *= r;
       }
     }
   }
+}
+
+// kResidualNorm: the consumer's block of the fp32 stream (rows row0.., columns col0..) into L2,
+// a 128-byte line a prefetch, the consumer's 128 threads taking kRows x BN / 32 lines between
+// them.
+template <int BN, int kRows>
+__device__ __forceinline__ void PrefetchResidual(const float* residual, int m, int n, int row0,
+                                                 int col0) {
+  constexpr int kLinesARow = BN * 4 / 128;
+  for (int i = threadIdx.x % 128; i < kRows * kLinesARow; i += 128) {
+    const int row = row0 + i / kLinesARow, col = col0 + 32 * (i % kLinesARow);
+    if (row < m && col < n) {
+      asm volatile(
+          "prefetch.global.L2 [%0];" ::"l"(residual + static_cast<int64_t>(row) * n + col));
+    }
+  }
+}
+
+// kResidualNorm's epilogue, without the shared-memory boxes: each thread adds its fragment of the
+// product into the stream (two columns at a time, a quad's 8 columns one 32-byte sector), writes
+// the sum back and its bf16 copy, and adds the squares of each group of kHopperScaleGroup columns
+// (8 column groups j of the fragment), which the quad sums and its first thread writes. n is a
+// multiple of kHopperScaleGroup (SetHopperGemmNormOut), so a group is inside n or past it whole.
+template <int BN, int kHalves>
+__device__ __forceinline__ void ResidualNormBlock(const float (&d)[kHalves][BN / 2],
+                                                  const HopperNorm& norm, int m, int n, int row0,
+                                                  int col0, int w, int l) {
+  constexpr int kGroupJ = kHopperScaleGroup / 8;
+  const int groups = n / kHopperScaleGroup;
+#pragma unroll
+  for (int g = 0; g < BN / kHopperScaleGroup; ++g) {
+    const bool cols_in = col0 + g * kHopperScaleGroup < n;  // uniform
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const bool in = cols_in && row < m;
+        const int64_t at = static_cast<int64_t>(row) * n + col0 + 2 * (l % 4);
+        float ss = 0.0f;
+        if (in) {
+          float2 x[kGroupJ];
+#pragma unroll
+          for (int jj = 0; jj < kGroupJ; ++jj) {
+            x[jj] = *reinterpret_cast<const float2*>(norm.residual + at + 8 * (g * kGroupJ + jj));
+          }
+#pragma unroll
+          for (int jj = 0; jj < kGroupJ; ++jj) {
+            const int j = g * kGroupJ + jj, q = 4 * j + 2 * h;
+            x[jj].x += d[hf][q];
+            x[jj].y += d[hf][q + 1];
+            *reinterpret_cast<float2*>(norm.residual + at + 8 * j) = x[jj];
+            *reinterpret_cast<__nv_bfloat162*>(norm.copy + at + 8 * j) =
+                __floats2bfloat162_rn(x[jj].x, x[jj].y);
+            ss += x[jj].x * x[jj].x + x[jj].y * x[jj].y;
+          }
+        }
+        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+        ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+        if (in && l % 4 == 0) {
+          norm.out_sumsq[static_cast<int64_t>(row) * groups + col0 / kHopperScaleGroup + g] = ss;
+        }
+      }
+    }
+  }
+}
+
+template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
+__device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalves][BN / 2],
+                                         const CUtensorMap* y_map, const HopperRope& rope,
+                                         const HopperScales& scales, const HopperNorm& norm, int m,
+                                         int n, int row0, int col0, int out0, uint8_t* buf, int c) {
+  using C = Cfg<E, BN, S, CM, F8>;
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  if constexpr (F8) {
+    ScaleBlock<BN, C::kHalves>(d, scales.x, scales.w, m, n, row0, col0, w, l);
+  } else {
+    if (norm.in_sumsq != nullptr) NormRows<BN, C::kHalves>(d, norm, m, row0, w, l);  // uniform
+  }
+  if constexpr (E == HopperEpilogue::kResidualNorm) {
+    ResidualNormBlock<BN, C::kHalves>(d, norm, m, n, row0, col0, w, l);
+  } else {
+    // kFp8Out: each row's scale per box (a box is one scale group).
+    float sc[C::kHalves][2][C::kFp8Out ? C::kBoxes : 1];
+    if constexpr (C::kFp8Out) {
+      QuantizeGated<E, C::kHalves, C::kOutCols, BN>(d, sc, scales.y, n / 2 / kHopperScaleGroup,
+                                                    out0 / kHopperScaleGroup, m, row0, w, l);
+    }
+    if constexpr (E == HopperEpilogue::kStoreBf16Rope) {
+      if (out0 < rope.col_hi && out0 + BN > rope.col_lo) {  // uniform: the block has rope columns
+        if (rope.head_dim == 64) {
+          RopeBlock<BN, C::kHalves, 4>(d, rope, m, row0, out0, w, l);
+        } else {
+          RopeBlock<BN, C::kHalves, 8>(d, rope, m, row0, out0, w, l);
+        }
+      }
+    }
 #pragma unroll
   for (int round = 0; round < C::kRounds; ++round) {
     if (t == 0) BulkWait<true>();
@@ -639,6 +741,7 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
       BulkCommit();
     }
   }
+  }
 }
 
 // The raster (HopperGemmPlan::group): unit u's cluster row tile `mc` and column tile `tn`, in
@@ -666,8 +769,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const HopperRope rope,
-                     const HopperScales scales, int m, int n, int k, int group, int stagger,
-                     bool prefetch_w) {
+                     const HopperScales scales, const HopperNorm norm, int m, int n, int k,
+                     int group, int stagger, bool prefetch_w) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM, F8>;
   static_assert(X == HopperXScales::kRow || (F8 && C::kHalves == 1 && BN == 128),
@@ -794,6 +897,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // The A rows this consumer multiplies: its own (cooperative) or all of them (ping-pong).
     const uint32_t a_off = kPingPong ? 0 : c * C::kRows * 128;
+    if constexpr (E == HopperEpilogue::kResidualNorm) {
+      // The epilogue reads the block of the stream it adds to: into L2 while the block multiplies.
+      PrefetchResidual<BN, C::kRows>(norm.residual, m, n,
+                                     tm * C::kBM + (kPingPong ? 0 : c * C::kRows), tn * BN);
+    }
     if (kPingPong && i > 0) OrderWait(c);
     if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
     if constexpr (X != HopperXScales::kRow) {
@@ -858,7 +966,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // kGroup: X's scales are in d; kRowPromoted: the epilogue applies the rows' scales.
       Epilogue<E, BN, S, CM, F8>(d, &y_map, rope,
                                  HopperScales{kGrouped ? nullptr : scales.x, scales.w, 0, scales.y},
-                                 m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
+                                 norm, m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
     } else {
       // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
       // for, and only then is kb-1's stage given back to the producer.
@@ -896,7 +1004,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (num_k > 0) release((it - 1) % C::kStages);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
       const int out0 = tn * C::kOutCols;
-      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, m, n, row0, tn * BN, out0, buf, c);
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, m, n, row0, tn * BN, out0, buf, c);
     }
   }
   // The shared memory must outlive the copy engine's reads of it, and the stores must be done
@@ -908,7 +1016,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
       m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr) +
-      static_cast<int>(X);
+      norm.in_groups + static_cast<int>(X);
 #endif
 }
 
@@ -1013,7 +1121,7 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
       HopperScales{plan.x_scale, plan.w_scale,
                    plan.x_scales == HopperXScales::kGroup ? plan.k / kHopperScaleGroup : 0,
                    plan.y_scale},
-      plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
+      plan.norm, plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
 }
 
 // bf16: clusters of 1 and 2. fp8 (e4m3) kernels and the e4m3 outputs' are built in clusters of
@@ -1065,13 +1173,17 @@ cudaError_t LaunchPromoted(const HopperGemmPlan& plan, int sms, LaunchStream str
 template <HopperEpilogue E>
 cudaError_t LaunchOperands(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   if (!plan.fp8) return LaunchTile<E, false>(plan, sms, stream);
-  switch (plan.x_scales) {
-    case HopperXScales::kGroup:
-      return LaunchPromoted<E, HopperXScales::kGroup>(plan, sms, stream);
-    case HopperXScales::kRowPromoted:
-      return LaunchPromoted<E, HopperXScales::kRowPromoted>(plan, sms, stream);
-    default:
-      return LaunchTile<E, true>(plan, sms, stream);
+  if constexpr (E == HopperEpilogue::kResidualNorm) {
+    return cudaErrorNotSupported;  // bf16 only (MakePlan refuses fp8)
+  } else {
+    switch (plan.x_scales) {
+      case HopperXScales::kGroup:
+        return LaunchPromoted<E, HopperXScales::kGroup>(plan, sms, stream);
+      case HopperXScales::kRowPromoted:
+        return LaunchPromoted<E, HopperXScales::kRowPromoted>(plan, sms, stream);
+      default:
+        return LaunchTile<E, true>(plan, sms, stream);
+    }
   }
 }
 
@@ -1112,7 +1224,8 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
       (schedule != HopperSchedule::kCooperative && tile_n == 256) ||
       (cluster != 0 && cluster != 1 && cluster != 2) ||
       (schedule == HopperSchedule::kPingPongShort && cluster == 2) ||
-      (gated && n % kHopperGluTileN != 0) || (promoted && !fp8)) {
+      (gated && n % kHopperGluTileN != 0) || (promoted && !fp8) ||
+      (fp8 && epilogue == HopperEpilogue::kResidualNorm)) {
     return cudaErrorInvalidValue;
   }
   int sms = 0;
@@ -1136,6 +1249,8 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
   plan->x_scales = x_scales;
   plan->x_scale = plan->w_scale = nullptr;
   plan->y_scale = nullptr;
+  plan->norm = HopperNorm{};
+  if (epilogue == HopperEpilogue::kResidualNorm) plan->norm.residual = static_cast<float*>(y);
   if (cluster == 0) cluster = kHopperDefaultCluster;
   plan->tile_n = tile_n;
   plan->schedule = schedule;
@@ -1155,7 +1270,8 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
       fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const int in_bytes = fp8 ? 1 : 2;
   if (m == 0) return EncodeTensor(encode, in_type, in_bytes, w, n, k, w_box_rows, &plan->w_map);
-  const bool f32_out = epilogue == HopperEpilogue::kAccumulateF32;
+  const bool f32_out =
+      epilogue == HopperEpilogue::kAccumulateF32 || epilogue == HopperEpilogue::kResidualNorm;
   // The output's boxes: the rows of a consumer's block (64 cooperative and short ping-pong, 128
   // ping-pong and tall).
   const int y_box_rows = ping_pong ? tile_m : tile_m / kConsumers;
@@ -1224,6 +1340,30 @@ cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int
   return cudaSuccess;
 }
 
+cudaError_t SetHopperGemmNormIn(HopperGemmPlan* plan, const float* in_sumsq, float eps) {
+  if (plan == nullptr || plan->fp8 || in_sumsq == nullptr ||
+      reinterpret_cast<uintptr_t>(in_sumsq) % alignof(float) != 0 ||
+      plan->k % kHopperScaleGroup != 0 || !(eps >= 0.0f)) {
+    return cudaErrorInvalidValue;
+  }
+  plan->norm.in_sumsq = in_sumsq;
+  plan->norm.in_groups = plan->k / kHopperScaleGroup;
+  plan->norm.eps = eps;
+  return cudaSuccess;
+}
+
+cudaError_t SetHopperGemmNormOut(HopperGemmPlan* plan, __nv_bfloat16* copy, float* out_sumsq) {
+  if (plan == nullptr || plan->epilogue != HopperEpilogue::kResidualNorm || copy == nullptr ||
+      !Aligned16(copy) || out_sumsq == nullptr ||
+      reinterpret_cast<uintptr_t>(out_sumsq) % alignof(float) != 0 ||
+      plan->n % kHopperScaleGroup != 0) {
+    return cudaErrorInvalidValue;
+  }
+  plan->norm.copy = copy;
+  plan->norm.out_sumsq = out_sumsq;
+  return cudaSuccess;
+}
+
 cudaError_t SetHopperGemmOutScales(HopperGemmPlan* plan, float* y_scale) {
   if (plan == nullptr || !IsFp8Out(plan->epilogue) || y_scale == nullptr ||
       reinterpret_cast<uintptr_t>(y_scale) % alignof(float) != 0) {
@@ -1256,6 +1396,9 @@ cudaError_t LaunchHopperGemm(const HopperGemmPlan& plan, LaunchStream stream) {
     case HopperEpilogue::kGeGluFp8:
       if (plan.y_scale == nullptr) return cudaErrorInvalidValue;
       return LaunchOperands<HopperEpilogue::kGeGluFp8>(plan, sms, stream);
+    case HopperEpilogue::kResidualNorm:
+      if (plan.norm.copy == nullptr) return cudaErrorInvalidValue;
+      return LaunchOperands<HopperEpilogue::kResidualNorm>(plan, sms, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -50,9 +50,10 @@ enum class HopperEpilogue {
   kGeGlu,
   kStoreBf16Rope,
   kSwiGluFp8,
-  kGeGluFp8
+  kGeGluFp8,
+  kResidualNorm
 };
-// For messages: "store", "residual add", "SwiGLU", "GeGLU", "store + RoPE".
+// For messages: "store", "residual add", "SwiGLU", "GeGLU", "store + RoPE", ...
 inline const char* HopperEpilogueName(HopperEpilogue e) {
   switch (e) {
     case HopperEpilogue::kStoreBf16:
@@ -69,6 +70,8 @@ inline const char* HopperEpilogueName(HopperEpilogue e) {
       return "SwiGLU to fp8";
     case HopperEpilogue::kGeGluFp8:
       return "GeGLU to fp8";
+    case HopperEpilogue::kResidualNorm:
+      return "residual add + norm input";
   }
   return "?";
 }
@@ -115,6 +118,26 @@ struct HopperRope {
   int head_dim = 0;
 };
 
+// The RMSNorm fold: a norm in front of a GEMM (y = norm(x) . W^T, norm(x) = x / rms(x) * w) runs
+// as y[r, :] = (x . (W diag(w))^T)[r, :] / rms(x[r, :]): the norm's weight is folded into the
+// GEMM's weight once (the caller's), X is the residual stream's bf16 copy, and the product's rows
+// are divided by their rms in the epilogue. The rms comes from the residual add before it
+// (kResidualNorm), which writes the stream's new value, its bf16 copy and its sums of squares
+// per row and group of kHopperScaleGroup columns: no norm kernel reads or writes the stream.
+struct HopperNorm {
+  // Input side, any bf16 plan (SetHopperGemmNormIn): row r of the product times
+  // rsqrt(sum_g in_sumsq[r, g] / (kHopperScaleGroup * in_groups) + eps), before the epilogue.
+  const float* in_sumsq = nullptr;  // [m, in_groups] fp32; in_groups * kHopperScaleGroup = k
+  int in_groups = 0;
+  float eps = 0.0f;
+  // kResidualNorm (SetHopperGemmNormOut): y, the fp32 stream [m, n], += the product; copy [m, n]
+  // bf16 = the new stream rounded; out_sumsq [m, n / kHopperScaleGroup] fp32 = its sums of squares
+  // per group (in fp32, of the fp32 values).
+  __nv_bfloat16* copy = nullptr;
+  float* out_sumsq = nullptr;
+  float* residual = nullptr;  // kResidualNorm's y (MakeHopperGemmPlan sets it)
+};
+
 // One launch's TMA descriptors and shape: X [m, k] and W [n, k], both bf16 row-major, the output
 // Y, the epilogue, the tile's N and the schedule. Building it costs one host-side driver call per
 // tensor (no GPU work); a caller that launches the same operands repeatedly (a weight and
@@ -149,6 +172,7 @@ struct HopperGemmPlan {
   // kSwiGluFp8/kGeGluFp8: the output's group scales, [m, n / 2 / kHopperScaleGroup] fp32
   // (SetHopperGemmOutScales).
   float* y_scale = nullptr;
+  HopperNorm norm;  // the RMSNorm fold's (SetHopperGemmNormIn, SetHopperGemmNormOut)
 };
 
 // The raster group MakeHopperGemmPlan picks, in units' rows (0: none). While X [m, k] and W [n, k]
@@ -162,8 +186,9 @@ int HopperRasterGroup(int m, int n, int k, int unit_rows, int tile_n, int units_
                       size_t l2_bytes);
 
 // Fills `plan` for y (16-byte aligned): bf16 [m, n] for kStoreBf16, fp32 [m, n] (read and
-// written) for kAccumulateF32, bf16 [m, n/2] for the gated epilogues (e4m3 for kSwiGluFp8 and
-// kGeGluFp8, whose n must then be a multiple of 2 kHopperScaleGroup and whose kernels are built
+// written) for kAccumulateF32 and kResidualNorm (bf16 operands only: its plan launches once
+// SetHopperGemmNormOut has been called), bf16 [m, n/2] for the gated epilogues (e4m3 for kSwiGluFp8
+// and kGeGluFp8, whose n must then be a multiple of 2 kHopperScaleGroup and whose kernels are built
 // for the schedules of fp8 operands below). cudaErrorInvalidValue
 // unless m >= 0, n > 0 and k > 0 are multiples of 8 (n, k), x, w and y are 16-byte aligned,
 // tile_n is 0 (choose), 128 or 256, only kCooperative has tile_n 256, cluster is 0
@@ -206,6 +231,15 @@ cudaError_t MakeHopperGemmPlanFp8(const __nv_fp8_e4m3* x, const float* x_scale,
 // (4-byte aligned). cudaErrorInvalidValue for another epilogue or a null pointer. Such a plan
 // launches only once set.
 cudaError_t SetHopperGemmOutScales(HopperGemmPlan* plan, float* y_scale);
+
+// The RMSNorm fold (HopperNorm above). SetHopperGemmNormIn: a bf16 plan's rows divided by their
+// rms from in_sumsq [m, k / kHopperScaleGroup] (4-byte aligned); k a multiple of
+// kHopperScaleGroup, eps >= 0. SetHopperGemmNormOut: a kResidualNorm plan's copy [m, n] bf16
+// (16-byte aligned) and out_sumsq [m, n / kHopperScaleGroup] fp32 (4-byte aligned); n a multiple
+// of kHopperScaleGroup. cudaErrorInvalidValue otherwise (an fp8 plan, another epilogue for
+// NormOut, a null pointer).
+cudaError_t SetHopperGemmNormIn(HopperGemmPlan* plan, const float* in_sumsq, float eps);
+cudaError_t SetHopperGemmNormOut(HopperGemmPlan* plan, __nv_bfloat16* copy, float* out_sumsq);
 
 // Sets a kStoreBf16Rope plan's rotation (HopperRope above). cudaErrorInvalidValue for another
 // epilogue, a head_dim other than 64 or 128, a range that is not whole heads inside [0, N], or

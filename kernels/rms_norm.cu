@@ -19,6 +19,8 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
 constexpr int kMaxChunks = 16;  // float4s a lane keeps in registers: rows up to 2048 floats
+constexpr int kFoldGroup = 2 * kWarpSize;  // LaunchNormFoldInput's group: a float2 a lane
+static_assert(kFoldGroup == kNormFoldGroup, "a warp's float2s are one group");
 
 // Where a normalised row goes: bf16, or fp8 e4m3 with the row's scale (kernels/fp8.cuh).
 struct Bf16Out {
@@ -152,6 +154,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One warp per row, a group of 64 columns (a float2 a lane) per step: the bf16 copy, then the
+// group's sum of squares by lane 0.
+__global__ void __launch_bounds__(kThreads)
+    NormFoldInputKernel(const float* __restrict__ x, int rows, int dim,
+                        __nv_bfloat16* __restrict__ copy, float* __restrict__ sumsq) {
+  EnterGrid();
+  const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (r >= rows) return;  // whole warps
+  const int groups = dim / kFoldGroup;
+  const int64_t at = static_cast<int64_t>(r) * dim + 2 * lane;
+  for (int g = 0; g < groups; ++g) {
+    const float2 v = *reinterpret_cast<const float2*>(x + at + kFoldGroup * g);
+    *reinterpret_cast<__nv_bfloat162*>(copy + at + kFoldGroup * g) =
+        __floats2bfloat162_rn(v.x, v.y);
+    const float ss = WarpSum(v.x * v.x + v.y * v.y);
+    if (lane == 0) sumsq[static_cast<int64_t>(r) * groups + g] = ss;
+  }
+}
+
 template <typename Out, int... Ns>
 cudaError_t LaunchRegisters(int n, const float* x, const __nv_bfloat16* w, float offset, float eps,
                             int rows, Out out, LaunchStream stream,
@@ -205,6 +227,18 @@ cudaError_t LaunchRmsNormFp8Groups(const float* x, const __nv_bfloat16* w, float
   return LaunchRegisters(dim / kChunk, x, w, weight_offset, eps, rows,
                          Fp8GroupOut{reinterpret_cast<__nv_fp8_storage_t*>(q), scale}, stream,
                          std::make_integer_sequence<int, kMaxChunks>{});
+}
+
+cudaError_t LaunchNormFoldInput(const float* x, int rows, int dim, __nv_bfloat16* copy,
+                                float* sumsq, LaunchStream stream) {
+  if (rows < 0 || dim <= 0 || dim % kFoldGroup != 0 || x == nullptr || copy == nullptr ||
+      sumsq == nullptr || reinterpret_cast<uintptr_t>(x) % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(copy) % 4 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (rows == 0) return cudaSuccess;
+  return LaunchKernel(NormFoldInputKernel, CeilDiv(rows, kWarpsPerBlock), kThreads, 0, stream, x,
+                      rows, dim, copy, sumsq);
 }
 
 cudaError_t LaunchRmsNormAdd(const __nv_bfloat16* y, const __nv_bfloat16* w, float weight_offset,

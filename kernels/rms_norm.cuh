@@ -34,6 +34,14 @@ cudaError_t LaunchRmsNormFp8Groups(const float* x, const __nv_bfloat16* w, float
                                    float eps, int rows, int dim, __nv_fp8_e4m3* q, float* scale,
                                    LaunchStream stream);
 
+// The RMSNorm fold's input (kernels/hopper_gemm.cuh, HopperNorm) for a stream that no GEMM
+// epilogue wrote (the embeddings'): copy [rows, dim] bf16 = x rounded, sumsq [rows, dim /
+// kNormFoldGroup] fp32 = the sums of squares of x per row and group of kNormFoldGroup columns.
+// cudaErrorInvalidValue unless dim is a positive multiple of kNormFoldGroup, x 8-byte and copy
+// 4-byte aligned.
+inline constexpr int kNormFoldGroup = 64;
+cudaError_t LaunchNormFoldInput(const float* x, int rows, int dim, __nv_bfloat16* copy,
+                                float* sumsq, LaunchStream stream);
 // The residual add of a normalised sublayer output (Gemma 2's post-attention and post-feedforward
 // norms): x[r, :] += bf16(y[r, :] / sqrt(mean(y[r, :]^2) + eps) * (weight_offset + w)), the norm
 // in fp32 and rounded to bf16 (HF's norm output) before the fp32 add.

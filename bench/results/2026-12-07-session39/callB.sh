@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 39 call B. Bundle c: the promoted kernels (kRowPromoted, kGroup) rebuilt without the
+# Session 39 call B. Bundle c (with the norm fold kernels and their test): the promoted kernels (kRowPromoted, kGroup) rebuilt without the
 # wgmma serialization ptxas reported (C7514/C7518): each K block's wgmmas into their own sets,
 # waited for (wait 0), then added into d. Tests, GEMM rows, demo MRR@10, fp8 A/B, ncu.
 for x in c; do mkdir -p build-gpu-$x && tar -C build-gpu-$x -xJf build-gpu-$x/rankd-bundle.tar.xz; done
@@ -10,7 +10,7 @@ t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
 export LD_LIBRARY_PATH=$PWD/build-gpu-c/lib:/usr/local/cuda/lib64
 B=build-gpu-c/bin
-timeout 100 $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter='*Fp8*:*Group*' > $OUT/t_hopper.log 2>&1; echo "hopper rc=$? ($(el) s)" >> $L
+timeout 100 $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter='*Fp8*:*Group*:*NormFold*:*Precond*' > $OUT/t_hopper.log 2>&1; echo "hopper rc=$? ($(el) s)" >> $L
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|FAILED  \]|^\[       OK' $OUT/t_hopper.log | tail -n 12 >> $L
 echo "== gemm ($(el) s)" >> $L
 timeout 60 $B/rankd-bench kernels --filter gemm --shape 379m --variant f8 > $OUT/gemm_379m.log 2>&1; echo "gemm rc=$?" >> $L

@@ -151,6 +151,8 @@ absl::Status CudaBackend::CublasLinear(const LinearIn& ops, int rows, int in, in
     case kernels::HopperEpilogue::kSwiGluFp8:
     case kernels::HopperEpilogue::kGeGluFp8:
       return absl::InternalError("the e4m3 gated epilogues run on the Hopper GEMM only");
+    case kernels::HopperEpilogue::kResidualNorm:
+      return absl::InternalError("the norm fold's residual add runs on the Hopper GEMM only");
   }
   return absl::InternalError("unknown GEMM epilogue");
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/qkv_rope.cuh"
+#include "kernels/rms_norm.cuh"
 #include "kernels/swiglu.cuh"
 #include "rankd/backend/cuda/gemm.h"
 #include "rankd/model/safetensors.h"
@@ -529,6 +530,139 @@ TEST_F(HopperGemmTest, InterleaveGateUpOnTheDevice) {
   }
 }
 
+// The RMSNorm fold (HopperNorm). kResidualNorm on every bf16 schedule, alone and in clusters of 2:
+// the stream (random) plus the product against the CPU (fp32 tolerance), its bf16 copy bit for
+// bit the rounding of the stream the GPU wrote, and the sums of squares per group of 64 columns
+// against those of that stream (N = 192: a 128-wide tile whose second half is past N; N = 1024).
+// Then the input side on that copy: kStoreBf16 and kSwiGlu with SetHopperGemmNormIn against the
+// CPU's product of the copy, each row times rsqrt(mean + eps) from the GPU's sums of squares.
+// And LaunchNormFoldInput: the copy and sums of a stream no epilogue wrote.
+TEST_F(HopperGemmTest, NormFoldMatchesCpuReference) {
+  constexpr float kEps = 1e-5f;
+  constexpr int kGroup = kernels::kHopperScaleGroup;
+  for (const auto& [M, N, K] : {std::tuple{77, 192, 320}, {300, 1024, 1024}, {1, 192, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
+    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
+    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+    const std::vector<int> rows = RowsToCheck(M);
+    const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
+    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+    const std::vector<float> stream0 = rng_.Floats(static_cast<size_t>(M) * N, 4.0f);
+    std::vector<float> want = stream0;
+    for (size_t i = 0; i < want.size(); ++i) want[i] += acc[i];
+    const int groups = N / kGroup;
+    std::vector<float> stream;
+    std::vector<bf16> copy;
+    std::vector<float> sumsq;
+    for (const auto& [tile_n, schedule, cluster] :
+         {std::tuple{128, kernels::HopperSchedule::kPingPong, 1},
+          {128, kernels::HopperSchedule::kPingPong, 2},
+          {128, kernels::HopperSchedule::kCooperative, 1},
+          {256, kernels::HopperSchedule::kCooperative, 2},
+          {128, kernels::HopperSchedule::kCooperativeTall, 1},
+          {128, kernels::HopperSchedule::kPingPongShort, 1}}) {
+      SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " schedule "
+                                        << static_cast<int>(schedule) << " cluster " << cluster);
+      DeviceArray<float> d_stream(stream0);
+      DeviceArray<bf16> d_copy(static_cast<size_t>(M) * N);
+      DeviceArray<float> d_sumsq(static_cast<size_t>(M) * groups);
+      d_copy.Poison();
+      d_sumsq.Poison();
+      kernels::HopperGemmPlan plan;
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), d_stream.get(), M, N,
+                                                       K, HopperEpilogue::kResidualNorm, &plan,
+                                                       tile_n, schedule, cluster));
+      EXPECT_EQ(kernels::LaunchHopperGemm(plan, nullptr), cudaErrorInvalidValue)
+          << "kResidualNorm without its outputs";
+      RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmNormOut(&plan, d_copy.get(), d_sumsq.get()));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+      Sync();
+      stream = d_stream.Download();
+      copy = d_copy.Download();
+      sumsq = d_sumsq.Download();
+      ExpectClose(stream, want, N, rows, kFp32Tolerance, "kResidualNorm stream");
+      int copy_mismatches = 0;
+      double worst_sumsq = 0;
+      for (const int r : rows) {
+        for (int g = 0; g < groups; ++g) {
+          double ss = 0;
+          for (int c = g * kGroup; c < (g + 1) * kGroup; ++c) {
+            const size_t i = static_cast<size_t>(r) * N + c;
+            ss += static_cast<double>(stream[i]) * stream[i];
+            const bf16 rounded = ToBf16(stream[i]);
+            copy_mismatches += std::memcmp(&copy[i], &rounded, sizeof(bf16)) != 0;
+          }
+          const double got = sumsq[static_cast<size_t>(r) * groups + g];
+          worst_sumsq = std::max(worst_sumsq, std::isfinite(got) ? std::abs(got - ss) / ss : 1e9);
+        }
+      }
+      EXPECT_EQ(copy_mismatches, 0) << "the bf16 copy is the stream rounded";
+      EXPECT_LE(worst_sumsq, 1e-5) << "sums of squares per group";
+    }
+
+    // The input side on the last variant's copy and sums: Y = rows of (copy . W2^T) / rms.
+    const int N2 = 256;
+    const std::vector<float> w2 = rng_.Bf16Values(static_cast<size_t>(N2) * N, 1.0f);
+    const std::vector<float> acc2 = ReferenceAcc(FromBf16(copy), w2, M, N2, N, rows);
+    std::vector<float> scaled = acc2;
+    for (const int r : rows) {
+      double ss = 0;
+      for (int g = 0; g < groups; ++g) ss += sumsq[static_cast<size_t>(r) * groups + g];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / N + kEps));
+      for (int c = 0; c < N2; ++c) scaled[static_cast<size_t>(r) * N2 + c] *= inv;
+    }
+    DeviceArray<bf16> d_copy(copy), d_w2(ToBf16(w2));
+    DeviceArray<float> d_sumsq(sumsq);
+    for (const auto& [tile_n, schedule, cluster] :
+         {std::tuple{128, kernels::HopperSchedule::kPingPong, 1},
+          {256, kernels::HopperSchedule::kCooperative, 1},
+          {128, kernels::HopperSchedule::kPingPongShort, 1}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "norm in: tile_n " << tile_n << " schedule " << static_cast<int>(schedule));
+      kernels::HopperGemmPlan plan;
+      DeviceArray<bf16> y(static_cast<size_t>(M) * N2);
+      y.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_copy.get(), d_w2.get(), y.get(), M, N2, N,
+                                                       HopperEpilogue::kStoreBf16, &plan, tile_n,
+                                                       schedule, cluster));
+      RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmNormIn(&plan, d_sumsq.get(), kEps));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+      Sync();
+      ExpectClose(FromBf16(y.Download()), scaled, N2, rows, kBf16Tolerance, "kStoreBf16, norm in");
+      // Gated: W2 as gate_up (gate rows, then up rows), interleaved.
+      DeviceArray<bf16> d_w2i(static_cast<size_t>(N2) * N);
+      RANKD_EXPECT_CUDA_OK(
+          kernels::InterleaveGateUp(d_w2.get(), N2 / 2, N * sizeof(bf16), d_w2i.get(), nullptr));
+      DeviceArray<bf16> act(static_cast<size_t>(M) * N2 / 2);
+      act.Poison();
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_copy.get(), d_w2i.get(), act.get(), M, N2,
+                                                       N, HopperEpilogue::kSwiGlu, &plan, tile_n,
+                                                       schedule, cluster));
+      RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmNormIn(&plan, d_sumsq.get(), kEps));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+      Sync();
+      ExpectClose(FromBf16(act.Download()), GatedReference(scaled, M, N2, rows, true), N2 / 2, rows,
+                  kBf16Tolerance, "kSwiGlu, norm in");
+    }
+
+    // LaunchNormFoldInput of the GPU's stream: the same copy and sums.
+    DeviceArray<float> d_stream(stream);
+    DeviceArray<bf16> d_copy_in(static_cast<size_t>(M) * N);
+    DeviceArray<float> d_sumsq_in(static_cast<size_t>(M) * groups);
+    d_copy_in.Poison();
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchNormFoldInput(d_stream.get(), M, N, d_copy_in.get(),
+                                                      d_sumsq_in.get(), nullptr));
+    Sync();
+    const std::vector<bf16> copy_in = d_copy_in.Download();
+    EXPECT_EQ(std::memcmp(copy_in.data(), copy.data(), copy.size() * sizeof(bf16)), 0)
+        << "LaunchNormFoldInput's copy";
+    const std::vector<float> sumsq_in = d_sumsq_in.Download();
+    for (size_t i = 0; i < sumsq.size(); ++i) {
+      ASSERT_NEAR(sumsq_in[i], sumsq[i], 1e-5 * sumsq[i]) << "LaunchNormFoldInput's sums, " << i;
+    }
+  }
+}
+
 // Preconditions, refused before any device work (no GPU needed).
 TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   alignas(16) static bf16 buf[64];
@@ -569,6 +703,39 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
         << "cluster " << cluster;
   }
   EXPECT_EQ(make(buf, buf, 8, 192, 64, kSwiGlu, 0), cudaErrorInvalidValue) << "gated N % 128";
+  // The norm fold's setters (plan holds no valid plan here: k and n 0, epilogue kStoreBf16).
+  alignas(16) static float sums[64];
+  kernels::HopperGemmPlan norm_plan;
+  norm_plan.k = 128;
+  norm_plan.n = 128;
+  EXPECT_EQ(kernels::SetHopperGemmNormIn(&norm_plan, nullptr, 1e-5f), cudaErrorInvalidValue)
+      << "null sums";
+  EXPECT_EQ(kernels::SetHopperGemmNormIn(&norm_plan, sums, -1.0f), cudaErrorInvalidValue) << "eps";
+  EXPECT_EQ(kernels::SetHopperGemmNormOut(&norm_plan, buf, sums), cudaErrorInvalidValue)
+      << "NormOut on kStoreBf16";
+  norm_plan.k = 96;
+  EXPECT_EQ(kernels::SetHopperGemmNormIn(&norm_plan, sums, 1e-5f), cudaErrorInvalidValue)
+      << "k % 64";
+  norm_plan.k = 128;
+  norm_plan.fp8 = true;
+  EXPECT_EQ(kernels::SetHopperGemmNormIn(&norm_plan, sums, 1e-5f), cudaErrorInvalidValue) << "fp8";
+  norm_plan = {};
+  norm_plan.epilogue = HopperEpilogue::kResidualNorm;
+  norm_plan.n = 96;
+  EXPECT_EQ(kernels::SetHopperGemmNormOut(&norm_plan, buf, sums), cudaErrorInvalidValue)
+      << "n % 64";
+  norm_plan.n = 128;
+  EXPECT_EQ(kernels::SetHopperGemmNormOut(&norm_plan, buf + 1, sums), cudaErrorInvalidValue)
+      << "copy misaligned";
+  EXPECT_EQ(kernels::SetHopperGemmNormOut(&norm_plan, buf, nullptr), cudaErrorInvalidValue)
+      << "null sums";
+  EXPECT_EQ(kernels::MakeHopperGemmPlanFp8(reinterpret_cast<const __nv_fp8_e4m3*>(buf), sums,
+                                           reinterpret_cast<const __nv_fp8_e4m3*>(buf), sums, buf,
+                                           8, 64, 64, HopperEpilogue::kResidualNorm, &plan),
+            cudaErrorInvalidValue)
+      << "kResidualNorm on fp8 operands";
+  EXPECT_EQ(kernels::LaunchNormFoldInput(sums, 1, 96, buf, sums, nullptr), cudaErrorInvalidValue)
+      << "LaunchNormFoldInput dim % 64";
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
       << "I not a multiple of " << kernels::kHopperGluHalf;
 }
