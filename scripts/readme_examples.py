@@ -25,8 +25,9 @@ but on free ports) and its binaries. To point a command at that server, and only
 What a command prints is compared with the README's block after normalizing both:
   - the values of "queue_seconds" and "compute_seconds" (the time a call waited and took,
     different on every run) become 0;
-  - numbers compare to 6 significant digits (scores are float32; a CPU with other vector units
-    may differ in the last digits);
+  - numbers with a fraction or an exponent compare within a relative 1e-5 (scores are float32,
+    printed to 6 significant digits; a CPU with other vector units may differ in the last digit,
+    and rounding to 6 digits alone would turn 1.553425e-05 and 1.553426e-05 into two numbers);
   - everything else compares exactly (ids, order, texts, token ids, counts).
 
   scripts/readme_examples.py --rankd build/bin/rankd            # check: exit 1 on any difference
@@ -53,6 +54,8 @@ MARKER = "<!-- example -->"
 FENCE = re.compile(r"^```(\S*)\s*$")
 TIMING_KEYS = ("queue_seconds", "compute_seconds")
 DIGITS = 6
+REL_TOLERANCE = 1e-5
+FLOAT = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?|-?\d+e[-+]?\d+")
 
 
 def parse_examples(lines):
@@ -155,6 +158,20 @@ def normalize(text):
     return out
 
 
+def same_lines(want, got):
+    """Normalized lines equal but for their floats, which agree within REL_TOLERANCE."""
+    if len(want) != len(got):
+        return False
+    for w, g in zip(want, got):
+        if FLOAT.sub("#", w) != FLOAT.sub("#", g):
+            return False
+        for a, b in zip(FLOAT.findall(w), FLOAT.findall(g)):
+            a, b = float(a), float(b)
+            if abs(a - b) > REL_TOLERANCE * max(abs(a), abs(b)):
+                return False
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rankd", default=os.path.join(ROOT, "build", "bin", "rankd"))
@@ -184,7 +201,7 @@ def main():
             outputs.append(printed.rstrip("\n").split("\n"))
             want = normalize("\n".join(lines[start:end]))
             got = normalize(printed)
-            if want != got:
+            if not same_lines(want, got):
                 diff = "\n".join(difflib.unified_diff(want, got, "README.md", "printed", lineterm=""))
                 failures.append("README.md:%d: %s\n%s" % (start, command.split("\n")[0], diff))
     finally:
