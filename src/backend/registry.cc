@@ -69,7 +69,8 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
         std::pair{"RANKD_CUDA_PDL", &c.pdl},
         std::pair{"RANKD_CUDA_FP8_GROUP_SCALES", &c.fp8_group_scales},
         std::pair{"RANKD_CUDA_FP8_FAST_ACCUM", &c.fp8_fast_accum},
-        std::pair{"RANKD_CUDA_FP8_PROMOTED", &c.fp8_promoted}}) {
+        std::pair{"RANKD_CUDA_FP8_PROMOTED", &c.fp8_promoted},
+        std::pair{"RANKD_CUDA_FOLD_NORMS", &c.fold_norms}}) {
     if (absl::Status s = flag(name, value); !s.ok()) return s;
   }
   if (const char* v = getenv("RANKD_CUDA_OWN_GEMM"); v != nullptr) {

@@ -47,6 +47,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_FP8_GROUP_SCALES", "1"},
                                                {"RANKD_CUDA_FP8_FAST_ACCUM", "1"},
                                                {"RANKD_CUDA_FP8_PROMOTED", "1"},
+                                               {"RANKD_CUDA_FOLD_NORMS", "1"},
                                                {"RANKD_CUDA_OWN_GEMM", "1"},
                                                {"RANKD_CUDA_OWN_GEMM_VARIANTS", "all"},
                                                {"RANKD_CUDA_FP8_LINEARS", "qkv, down"}}))
@@ -65,6 +66,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_TRUE(o.cuda.fp8_group_scales);
   EXPECT_TRUE(o.cuda.fp8_fast_accum);
   EXPECT_TRUE(o.cuda.fp8_promoted);
+  EXPECT_TRUE(o.cuda.fold_norms);
   EXPECT_EQ(o.cuda.own_gemm, BackendOptions::CudaSwitches::OwnGemm::kOn);
   EXPECT_EQ(o.cuda.own_gemm_variants, BackendOptions::CudaSwitches::OwnVariants::kAll);
   // Not yet measured on a GPU, or measured no faster: off unless set; the Hopper GEMM's ping-pong
@@ -74,6 +76,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_fast_accum);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_promoted);
+  EXPECT_FALSE(BackendOptions{}.cuda.fold_norms);
   EXPECT_TRUE(BackendOptions{}.cuda.attention_wgmma);  // measured faster: on unless set to 0
   EXPECT_TRUE(BackendOptions{}.cuda.fuse_k_rope);      // likewise
   EXPECT_EQ(BackendOptions{}.cuda.own_gemm_variants,

@@ -214,6 +214,13 @@ struct BackendOptions {
     // until measured on a GPU (session 38 built it; no device ran it); RANKD_CUDA_FP8_FAST_ACCUM
     // wins where both are set.
     bool fp8_promoted = false;
+    // RANKD_CUDA_FOLD_NORMS=1: with precision bf16 where the Hopper GEMM may run, the norms in
+    // front of qkv and gate_up are folded into those GEMMs (kernels/hopper_gemm.cuh, HopperNorm):
+    // their weights times the norm's at load, each row of the product divided by its rms in the
+    // epilogue, and the residual adds before them (o_proj, down; the embeddings' for layer 0)
+    // writing the stream's bf16 copy and sums of squares: no norm kernel in the layers. Off until
+    // measured on a GPU (session 39 built it).
+    bool fold_norms = false;
 
     bool operator==(const CudaSwitches&) const = default;
   };

@@ -74,7 +74,8 @@ CudaBackend::OwnUse CudaBackend::OwnGemmUse() const {
 
 cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int in, int out,
                                      kernels::HopperEpilogue epilogue, const OwnVariant& variant,
-                                     kernels::HopperGemmPlan* plan) const {
+                                     kernels::HopperGemmPlan* plan, bf16* norm_copy,
+                                     float* norm_sumsq) const {
   cudaError_t e =
       ops.fp8 ? kernels::MakeHopperGemmPlanFp8(ops.xq.data, ops.xq.scale, ops.wq.data, ops.wq.scale,
                                                y, rows, out, in, epilogue, plan, variant.tile_n,
@@ -89,6 +90,13 @@ cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int
                            epilogue == kernels::HopperEpilogue::kGeGluFp8)) {
     e = kernels::SetHopperGemmOutScales(plan, act_group_scale_);
   }
+  if (e == cudaSuccess && ops.x_sumsq != nullptr) {
+    e = kernels::SetHopperGemmNormIn(plan, ops.x_sumsq, config_.rms_norm_eps);
+  }
+  if (e == cudaSuccess && epilogue == kernels::HopperEpilogue::kResidualNorm) {
+    e = kernels::SetHopperGemmNormOut(plan, norm_copy != nullptr ? norm_copy : normed_,
+                                      norm_sumsq != nullptr ? norm_sumsq : norm_sumsq_);
+  }
   return e;
 }
 
@@ -99,8 +107,8 @@ absl::Status CudaBackend::OwnGemm(const LinearIn& ops, int rows, int in, int out
   // Keyed by the operands' addresses, shape and variant: the same key is the same descriptors
   // (an fp8 operand's data and scales are carved together, so its data address names both).
   constexpr size_t kMaxOwnPlans = 4096;
-  const OwnGemmKey key{ops.x_data(), ops.w_data(), y,        rotations_,    rows,
-                       in,           out,          epilogue, variant.Key(), ops.x_groups};
+  const OwnGemmKey key{ops.x_data(),  ops.w_data(), y,          rotations_, rows, in, out, epilogue,
+                       variant.Key(), ops.x_groups, ops.x_sumsq};
   auto it = own_plans_.find(key);
   if (it == own_plans_.end()) {
     if (own_plans_.size() >= kMaxOwnPlans) own_plans_.clear();
@@ -116,6 +124,9 @@ absl::Status CudaBackend::CublasLinear(const LinearIn& ops, int rows, int in, in
                                        kernels::HopperEpilogue epilogue, void* y, bf16* wide) {
   if (ops.x_groups) {
     return absl::InternalError("group-scaled fp8 operands run on the Hopper GEMM only");
+  }
+  if (ops.x_sumsq != nullptr) {
+    return absl::InternalError("the norm fold's GEMMs run on the Hopper GEMM only");
   }
   cudaStream_t s = ctx_->stream();
   // y [rows, out] bf16 = x . w^T, either precision.
@@ -188,26 +199,36 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   }
   if (own_use_ == OwnUse::kAlways) return OwnVariant{};
   const bool promoted = ops.fp8 && XScalesOf(ops) != kernels::HopperXScales::kRow;
-  // No cuBLASLt twin: group-scaled X, and gate_up's activation written in e4m3.
+  // No cuBLASLt twin: group-scaled X, gate_up's activation written in e4m3, the norm fold's.
   const bool own_only = ops.x_groups || epilogue == kernels::HopperEpilogue::kSwiGluFp8 ||
-                        epilogue == kernels::HopperEpilogue::kGeGluFp8;
+                        epilogue == kernels::HopperEpilogue::kGeGluFp8 ||
+                        epilogue == kernels::HopperEpilogue::kResidualNorm ||
+                        ops.x_sumsq != nullptr;
   // Where nothing is timed (in a capture): cuBLASLt, or with no twin the plan's default.
   const std::optional<OwnVariant> untimed =
       own_only ? std::optional<OwnVariant>(OwnVariant{}) : std::nullopt;
-  const auto key = std::make_tuple(epilogue, rows, in, out, ops.fp8, ops.x_groups);
+  const auto key =
+      std::make_tuple(epilogue, rows, in, out, ops.fp8, ops.x_groups, ops.x_sumsq != nullptr);
   if (auto it = own_choice_.find(key); it != own_choice_.end()) return it->second;
   cudaStream_t s = ctx_->stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   RANKD_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(s, &capture));
   if (capture != cudaStreamCaptureStatusNone) return untimed;
-  // Scratch outputs (and gate_up's bf16 product for cuBLASLt), so that the timed runs write
-  // nothing the pass reads: y [rows, out] fp32 or bf16 ([rows, out/2] gated), then wide.
+  // Scratch outputs (and gate_up's bf16 product for cuBLASLt; kResidualNorm's copy and sums), so
+  // that the timed runs write nothing the pass reads: y [rows, out] fp32 or bf16 ([rows, out/2]
+  // gated), then wide (or the copy [rows, out] bf16, then the sums [rows, out / 64] fp32).
   const bool gated =
       epilogue == kernels::HopperEpilogue::kSwiGlu || epilogue == kernels::HopperEpilogue::kGeGlu;
+  const bool norm_out = epilogue == kernels::HopperEpilogue::kResidualNorm;
+  auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
   const size_t y_bytes = static_cast<size_t>(rows) * out *
-                         (epilogue == kernels::HopperEpilogue::kAccumulateF32 ? 4 : 2);
-  const size_t wide_offset = (y_bytes + 255) / 256 * 256;
-  const size_t bytes = wide_offset + (gated ? static_cast<size_t>(rows) * out * 2 : 0);
+                         (epilogue == kernels::HopperEpilogue::kAccumulateF32 || norm_out ? 4 : 2);
+  const size_t wide_offset = round_up(y_bytes);
+  const size_t sumsq_offset = wide_offset + round_up(static_cast<size_t>(rows) * out * 2);
+  const size_t bytes =
+      gated      ? wide_offset + static_cast<size_t>(rows) * out * 2
+      : norm_out ? sumsq_offset + static_cast<size_t>(rows) * (out / kernels::kHopperScaleGroup) * 4
+                 : wide_offset;
   char* scratch = nullptr;
   // marks[v] .. marks[v + 1] time candidate v: the variants of kOwnVariants, then cuBLASLt.
   constexpr int kCandidates = kNumOwnVariants + 1;
@@ -241,7 +262,8 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
       continue;
     }
     cudaError_t e = MakeOwnPlan(ops, scratch, rows, in, out, epilogue,
-                                {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster}, &plans[v]);
+                                {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster}, &plans[v],
+                                wide, reinterpret_cast<float*>(scratch + sumsq_offset));
     if (e == cudaSuccess) e = kernels::LaunchHopperGemm(plans[v], s);
     if (e == cudaErrorNotSupported) continue;
     RANKD_CUDA_RETURN_IF_ERROR(e);
@@ -332,10 +354,21 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
         "keep a scale per row");
   }
   gate_up_half_ = gated_epilogue ? kernels::kHopperGluHalf : 0;
+  static_assert(kernels::kNormFoldGroup == kernels::kHopperScaleGroup,
+                "LaunchNormFoldInput's sums are the Hopper GEMM's");
+  fold_norms_ = switches_.fold_norms && own && !fp8 && !config_.sandwich_norms &&
+                config_.hidden_size % kernels::kHopperScaleGroup == 0;
+  if (switches_.fold_norms && !fold_norms_) {
+    spdlog::info(
+        "cuda backend: RANKD_CUDA_FOLD_NORMS=1 needs precision bf16, the Hopper GEMM, no sandwich "
+        "norms and a hidden size that is a multiple of {}; the norms run as kernels",
+        kernels::kHopperScaleGroup);
+  }
   RANKD_ASSIGN_OR_RETURN(
       weights_,
       UploadWeights(config_, head_, st, kGemmWorkspaceBytes, precision_, switches_.fp8_linears,
-                    gated_epilogue ? GateUpLayout::kInterleaved : GateUpLayout::kStacked));
+                    gated_epilogue ? GateUpLayout::kInterleaved : GateUpLayout::kStacked,
+                    fold_norms_));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
@@ -595,7 +628,8 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
                          sw.fp8_fast_accum ? ", fp8 fast accumulation"
                          : sw.fp8_promoted ? ", fp8 promoted on the Hopper GEMM"
                                            : "")
-          : "");
+      : backend->fold_norms() ? ", norms folded into qkv and gate_up"
+                              : "");
   return backend;
 }
 

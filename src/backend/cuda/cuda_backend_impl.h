@@ -105,6 +105,7 @@ class CudaBackend final : public backend::Backend {
   size_t weight_bytes() const { return weights_.arena->capacity(); }
   bool own_gemm() const { return own_use_ != OwnUse::kNever; }
   bool fp8_group_scales() const { return fp8_groups_; }
+  bool fold_norms() const { return fold_norms_; }
   CudaBackendStats Stats() {
     std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
     const GraphStats& stats = graphs_.stats();
@@ -119,6 +120,7 @@ class CudaBackend final : public backend::Backend {
     s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
     s.own_gemm = own_gemm();
     s.k_rope_in_gemm = k_rope_in_gemm_;
+    s.fold_norms = fold_norms_;
     s.fp8_group_scales = fp8_groups_;
     s.attention_pipelined = switches_.attention_pipeline;
     s.attention_wgmma = attention_wgmma_;
@@ -159,13 +161,19 @@ class CudaBackend final : public backend::Backend {
   // their row scales (x: gemm_in_fp8_, which the layer's input producer wrote), or x's scales per
   // row and group of kHopperScaleGroup columns (x_groups: down's input when down_groups_; the
   // Hopper GEMM only).
+  // fold_norms_: a bf16 x that is the stream's copy, its rows divided by their rms from x_sumsq
+  // (the Hopper GEMM's HopperNorm input side; no cuBLASLt twin).
   struct LinearIn {
     const bf16* x = nullptr;
     const bf16* w = nullptr;
     Fp8Matrix xq, wq;
     bool fp8 = false;
     bool x_groups = false;
+    const float* x_sumsq = nullptr;
     static LinearIn Bf16(const bf16* x, const bf16* w) { return {x, w, {}, {}, false, false}; }
+    static LinearIn Bf16Normed(const bf16* x, const bf16* w, const float* x_sumsq) {
+      return {x, w, {}, {}, false, false, x_sumsq};
+    }
     static LinearIn Fp8(Fp8Matrix xq, Fp8Matrix wq) {
       return {nullptr, nullptr, xq, wq, true, false};
     }
@@ -186,10 +194,13 @@ class CudaBackend final : public backend::Backend {
                                                 : kernels::HopperXScales::kRow;
   }
   // The Hopper GEMM's plan for these operands as `variant` (kStoreBf16Rope: the k heads of
-  // rotations_; kSwiGluFp8/kGeGluFp8: the group scales into act_group_scale_).
+  // rotations_; kSwiGluFp8/kGeGluFp8: the group scales into act_group_scale_; x_sumsq: the rows'
+  // rms; kResidualNorm: the stream's copy and sums into norm_copy and norm_sumsq, normed_ and
+  // norm_sumsq_ unless given).
   cudaError_t MakeOwnPlan(const LinearIn& ops, void* y, int rows, int in, int out,
                           kernels::HopperEpilogue epilogue, const OwnVariant& variant,
-                          kernels::HopperGemmPlan* plan) const;
+                          kernels::HopperGemmPlan* plan, bf16* norm_copy = nullptr,
+                          float* norm_sumsq = nullptr) const;
   // y = x [rows, in] . w [out, in]^T through kernels/hopper_gemm with `epilogue`, as `variant`.
   absl::Status OwnGemm(const LinearIn& ops, int rows, int in, int out,
                        kernels::HopperEpilogue epilogue, const OwnVariant& variant, void* y);
@@ -204,8 +215,9 @@ class CudaBackend final : public backend::Backend {
   // shape not timed yet takes cuBLASLt. bf16 and fp8 operands are timed apart. The promoted
   // kernels (XScalesOf: group-scaled X, and row-scaled X unless fast accumulation) are timed on
   // the schedules they are built for (cooperative 128, ping-pong 64). Group-scaled operands
-  // (x_groups) and the e4m3 gated epilogues have no cuBLASLt twin: the Hopper GEMM's variants are
-  // timed against each other, and the plan's default runs until they are.
+  // (x_groups), the e4m3 gated epilogues and the norm fold's GEMMs (x_sumsq, kResidualNorm) have
+  // no cuBLASLt twin: the Hopper GEMM's variants are timed against each other, and the plan's
+  // default runs until they are.
   absl::StatusOr<std::optional<OwnVariant>> OwnFor(const LinearIn& ops, int rows, int in, int out,
                                                    kernels::HopperEpilogue epilogue);
   // y = x . w^T with `epilogue` on the GEMM OwnFor picks.
@@ -257,6 +269,12 @@ class CudaBackend final : public backend::Backend {
   // quantised per row and group of kHopperScaleGroup columns into gemm_in_fp8_ and
   // gemm_in_group_scale_, and those layers on the Hopper GEMM's grouped kernels alone.
   bool fp8_groups_ = false;
+  // RANKD_CUDA_FOLD_NORMS=1 where it applies (precision bf16, the Hopper GEMM may run, no sandwich
+  // norms, the hidden size a multiple of 64): qkv and gate_up take normed_ as the stream's bf16
+  // copy with norm_sumsq_, their weights folded (UploadWeights); o_proj and down (but the last
+  // layer's) add into the stream with kResidualNorm, which writes both; layer 0's come from
+  // LaunchNormFoldInput. No norm kernel in the layers.
+  bool fold_norms_ = false;
   // The QkvRope launch that kStoreBf16Rope stands for (its qkv set to the output), for the layer
   // being run: what CublasLinear runs after cuBLASLt's GEMM for that epilogue.
   kernels::QkvRopeParams rope_unfused_;
@@ -276,7 +294,8 @@ class CudaBackend final : public backend::Backend {
   char* host_meta_ = nullptr;    // its pinned twin
   float2* rotations_ = nullptr;  // [Tc, D/2] fp32 (cos, sin) of each row's RoPE angles
   float* x_ = nullptr;           // [Tc, H] fp32 residual stream
-  bf16* normed_ = nullptr;       // [Tc, H]
+  bf16* normed_ = nullptr;       // [Tc, H] (fold_norms_: the stream's bf16 copy)
+  float* norm_sumsq_ = nullptr;  // [Tc, H / 64] the stream's sums of squares (fold_norms_)
   bf16* wide_ = nullptr;         // [Tc, max(Q + 2KV, 2I)]: qkv (roped in place), later gate_up
   bf16* attn_ = nullptr;         // [Tc, Q] attention output
   bf16* act_ = nullptr;          // [Tc, I]
@@ -302,11 +321,12 @@ class CudaBackend final : public backend::Backend {
   // else none), under ctx_->mu().
   OwnUse own_use_ = OwnUse::kNever;
   int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
-  std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool, bool>,
+  std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool, bool, bool>,
            std::optional<OwnVariant>>
       own_choice_;
-  using OwnGemmKey = std::tuple<const void*, const void*, const void*, const void*, int, int, int,
-                                kernels::HopperEpilogue, std::tuple<int, int, int>, bool>;
+  using OwnGemmKey =
+      std::tuple<const void*, const void*, const void*, const void*, int, int, int,
+                 kernels::HopperEpilogue, std::tuple<int, int, int>, bool, const void*>;
   std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
 };
 

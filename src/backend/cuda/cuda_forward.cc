@@ -69,12 +69,6 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     return Linear(operands(x, w, wq, in_fp8), rows, in, out, kernels::HopperEpilogue::kStoreBf16,
                   y);
   };
-  // y [rows, out] fp32 += input . w^T.
-  auto linear_add = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in,
-                        int out, float* y, bool in_fp8) {
-    return Linear(operands(x, w, wq, in_fp8), rows, in, out,
-                  kernels::HopperEpilogue::kAccumulateF32, y);
-  };
 
   // The profile's two numbers of every stage (pass_costs.h).
   const PassCosts cost({H, Q, KV, W, I, D}, work, {fp8_qkv, fp8_o, fp8_gate_up, fp8_down});
@@ -85,12 +79,30 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
   RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, cost.RopeTable()));
   RANKD_CUDA_RETURN_IF_ERROR(
       kernels::LaunchRopeRotations(m.positions, weights_.inv_freq, Tb, D / 2, rotations_, ks));
+  // The norm fold (fold_norms_): qkv and gate_up read the stream's bf16 copy in normed_ and divide
+  // their rows by the rms from norm_sumsq_; o_proj and down (but the last layer's) write both as
+  // they add into the stream, and here the embeddings' stream gets its own.
+  const bool fold = fold_norms_;
+  if (fold) {
+    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(cost.Rows(), false)));
+    RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchNormFoldInput(x_, Tb, H, normed_, norm_sumsq_, ks));
+  }
+  // The input of qkv and gate_up: the norm's output (bf16 or e4m3), or with the fold the copy.
+  auto normed_in = [&](const bf16* w, const Fp8Matrix& wq, bool in_fp8) {
+    return fold ? LinearIn::Bf16Normed(normed_, w, norm_sumsq_) : operands(normed_, w, wq, in_fp8);
+  };
+  // The residual adds: kResidualNorm where the fold's next GEMM reads what it writes.
+  const kernels::HopperEpilogue residual_add =
+      fold ? kernels::HopperEpilogue::kResidualNorm : kernels::HopperEpilogue::kAccumulateF32;
   const KvLayers own{wide_ + Q, wide_ + Q + KV, 0, W};
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     const bool last = l == config_.num_layers - 1;
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(cost.Rows(), fp8_qkv)));
-    RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb, fp8_qkv));
+    if (!fold) {
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(cost.Rows(), fp8_qkv)));
+      RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb, fp8_qkv));
+    }
+    const LinearIn qkv_in = normed_in(w.wqkv, w.wqkv_fp8, fp8_qkv);
     kernels::QkvRopeParams r;
     r.qkv = wide_;
     r.bias = w.bqkv;
@@ -111,10 +123,10 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       // k rotated in the GEMM's epilogue (or, where cuBLASLt is the faster, by QkvRope right
       // after it: the profile counts either in the qkv GEMM's stage).
       rope_unfused_ = r;
-      RANKD_RETURN_IF_ERROR(Linear(operands(normed_, w.wqkv, w.wqkv_fp8, fp8_qkv), Tb, H, W,
-                                   kernels::HopperEpilogue::kStoreBf16Rope, wide_));
+      RANKD_RETURN_IF_ERROR(
+          Linear(qkv_in, Tb, H, W, kernels::HopperEpilogue::kStoreBf16Rope, wide_));
     } else {
-      RANKD_RETURN_IF_ERROR(linear(normed_, w.wqkv, w.wqkv_fp8, Tb, H, W, wide_, fp8_qkv));
+      RANKD_RETURN_IF_ERROR(Linear(qkv_in, Tb, H, W, kernels::HopperEpilogue::kStoreBf16, wide_));
       RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvRope, cost.QkvRope(q_rope_in_attention_, encode)));
       RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchQkvRope(r, ks));
     }
@@ -178,12 +190,15 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, ks));
     } else {
-      RANKD_RETURN_IF_ERROR(linear_add(ar, w.wo, w.wo_fp8, rows, Q, H, xr, fp8_o));
+      RANKD_RETURN_IF_ERROR(
+          Linear(operands(ar, w.wo, w.wo_fp8, fp8_o), rows, Q, H, residual_add, xr));
     }
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(live, fp8_gate_up)));
-    RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
+    if (!fold) {
+      RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(live, fp8_gate_up)));
+      RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
+    }
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
-    const LinearIn gate_up = operands(normed_, w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up);
+    const LinearIn gate_up = normed_in(w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up);
     // down's input: act_ in bf16, gemm_in (e4m3 with row scales, the fp8 activation kernel's),
     // or, down_groups_, act_ as e4m3 with group scales (gate_up's epilogue's).
     auto* act_fp8 = reinterpret_cast<__nv_fp8_e4m3*>(act_);
@@ -218,6 +233,8 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       RANKD_RETURN_IF_ERROR(Mark(Stage::kGateUp, cost.GateUp(live, own_gate_up.has_value())));
       if (own_gate_up) {
         RANKD_RETURN_IF_ERROR(OwnGemm(gate_up, rows, H, 2 * I, gated, *own_gate_up, act_));
+      } else if (fold) {
+        return absl::InternalError("the norm fold's gate_up has no Hopper GEMM variant");
       } else {
         RANKD_RETURN_IF_ERROR(
             fp8_gate_up ? gemm_->LinearFp8(gemm_in, w.w_gate_up_fp8, rows, H, 2 * I, wide_, s)
@@ -238,7 +255,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.mlp_out_norm, norm_offset, eps, rows, H, xr, ks));
     } else {
-      RANKD_RETURN_IF_ERROR(Linear(down, rows, I, H, kernels::HopperEpilogue::kAccumulateF32, xr));
+      // The last layer's stream goes to the head's final norm, a kernel of its own.
+      RANKD_RETURN_IF_ERROR(Linear(
+          down, rows, I, H, last ? kernels::HopperEpilogue::kAccumulateF32 : residual_add, xr));
     }
   }
   if (encode) return absl::OkStatus();

@@ -79,7 +79,8 @@ struct DeviceFree {
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, const HeadSpec& head,
                                           const model::SafetensorsModel& st,
                                           size_t gemm_workspace_bytes, Precision precision,
-                                          const Fp8Linears& fp8_linears, GateUpLayout gate_up) {
+                                          const Fp8Linears& fp8_linears, GateUpLayout gate_up,
+                                          bool fold_norms) {
   RANKD_ASSIGN_OR_RETURN(model::ModelTensors t, model::BindTensors(config, st));
   const int H = config.hidden_size, L = config.num_layers;
   const bool fp8 = precision == Precision::kFp8;
@@ -88,6 +89,10 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     return absl::InvalidArgumentError(
         absl::StrCat("gate_up's interleaved layout needs intermediate_size a multiple of ",
                      kernels::kHopperGluHalf, " (it is ", config.intermediate_size, ")"));
+  }
+  if (fold_norms && fp8 && (fp8_linears.qkv || fp8_linears.gate_up)) {
+    return absl::InvalidArgumentError(
+        "the norm fold takes bf16 qkv and gate_up weights (precision fp8 quantises them)");
   }
   CudaWeights w;
 
@@ -98,6 +103,8 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     std::vector<Piece> pieces;
     Fp8Matrix* fp8 = nullptr;
     int64_t cols = 0;
+    // fold_norms: column c (of H) times (offset + fold[c]).
+    const model::TensorView* fold = nullptr;
     int64_t numel() const {
       int64_t n = 0;
       for (const Piece& p : pieces) n += p.count;
@@ -135,6 +142,7 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     uploads.push_back({&d.input_norm, {Whole(s.input_norm)}});
     RANKD_RETURN_IF_ERROR(
         linear(&d.wqkv, &d.wqkv_fp8, {s.q_proj, s.k_proj, s.v_proj}, H, fp8_linears.qkv));
+    if (fold_norms) uploads.back().fold = s.input_norm;
     if (config.attention_bias) {
       uploads.push_back({&d.bqkv, {Whole(s.q_bias), Whole(s.k_bias), Whole(s.v_bias)}});
     }
@@ -151,6 +159,7 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
     }
     RANKD_RETURN_IF_ERROR(
         linear(&d.w_gate_up, &d.w_gate_up_fp8, {s.gate_proj, s.up_proj}, H, fp8_linears.gate_up));
+    if (fold_norms) uploads.back().fold = s.post_norm;
     if (interleaved) {
       // Chunks of kHopperGluHalf rows, gate's then up's in turn (GateUpSourceRow): the same
       // pieces of the same tensors, in the kernel's order.
@@ -239,6 +248,15 @@ absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config, cons
       for (const Piece& p : u.pieces) {
         RANKD_RETURN_IF_ERROR(ToBf16(p, host.data() + at));
         at += p.count;
+      }
+      if (u.fold != nullptr) {
+        std::vector<uint16_t> norm(u.fold->numel());
+        RANKD_RETURN_IF_ERROR(ToBf16(Whole(u.fold), norm.data()));
+        const float offset = config.norm_unit_offset ? 1.0f : 0.0f;
+        for (int64_t i = 0; i < n; ++i) {
+          host[i] = model::F32ToBf16(model::Bf16ToF32(host[i]) *
+                                     (offset + model::Bf16ToF32(norm[i % H])));
+        }
       }
       void* to = u.fp8 != nullptr ? staging.get() : dsts[i].data;
       // Synchronous on the legacy default stream: it waits for the previous quantisation.

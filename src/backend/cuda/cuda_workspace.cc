@@ -55,6 +55,7 @@ absl::Status CudaBackend::EnsureCapacity(int tokens, int rows) {
     rotations_ = c.Take<float2>(T * D / 2);
     x_ = c.Take<float>(T * H);
     normed_ = c.Take<bf16>(T * H);
+    if (fold_norms_) norm_sumsq_ = c.Take<float>(T * (H / kernels::kHopperScaleGroup));
     wide_ = c.Take<bf16>(T * std::max<int64_t>(qkv_width(), 2 * I));
     attn_ = c.Take<bf16>(T * Q);
     act_ = c.Take<bf16>(T * I);

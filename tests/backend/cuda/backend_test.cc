@@ -506,6 +506,43 @@ TEST_P(CudaGoldenTest, OwnGemmMatchesGolden) {
   }
 }
 
+// The norm fold (RANKD_CUDA_FOLD_NORMS=1: the norms in front of qkv and gate_up folded into those
+// GEMMs on the Hopper GEMM, the residual adds writing the stream's bf16 copy and sums of squares)
+// on the golden models: within the golden tolerance of HF's float32 scores, the model's RMS error
+// within HF's own bf16 error, as the unfused backend; the fold where the model takes it (bf16, no
+// sandwich norms, hidden a multiple of 64), timed (auto) and always on the Hopper GEMM.
+TEST_P(CudaGoldenTest, FoldedNormsMatchGolden) {
+  auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ScopedEnv fold("RANKD_CUDA_FOLD_NORMS", "1");
+  for (const char* own_gemm : {"1", "auto"}) {
+    SCOPED_TRACE(::testing::Message() << "RANKD_CUDA_OWN_GEMM=" << own_gemm);
+    ScopedEnv own("RANKD_CUDA_OWN_GEMM", own_gemm);
+    auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_);
+    ASSERT_TRUE(b.ok()) << b.status();
+    const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+    ASSERT_TRUE(stats.has_value());
+    const bool takes = kernels::HopperGemmSupported() == cudaSuccess &&
+                       config->intermediate_size % kernels::kHopperGluHalf == 0 &&
+                       !config->sandwich_norms &&
+                       config->hidden_size % kernels::kHopperScaleGroup == 0;
+    ASSERT_EQ(stats->fold_norms, takes);
+    if (!takes) GTEST_SKIP() << "the norm fold takes neither this model nor this device";
+    Stats st{Tag(absl::StrCat("folded norms, own gemm ", own_gemm, " golden ids"))};
+    for (const auto& c : golden_.cases) {
+      const std::vector<float> got = Score(**b, c.prefix_ids, IdItems(c));
+      for (size_t i = 0; i < c.items.size(); ++i) {
+        const auto& it = c.items[i];
+        st.Add(got[i], it.score, it.score_bf16_cuda);
+        EXPECT_PRED3(WithinGoldenTolerance, got[i], it, hf_rms_)
+            << "query '" << c.query << "' item " << i << ": got " << got[i] << ", ref " << it.score;
+      }
+    }
+    EXPECT_GT(st.n, 0);
+    EXPECT_LE(st.rms(), st.hf_rms()) << "RMS error over the model above HF's own bf16 error";
+  }
+}
+
 // The Hopper GEMM on e4m3 operands (precision fp8, RANKD_CUDA_OWN_GEMM=1; its promoted kernels
 // with RANKD_CUDA_FP8_PROMOTED=1, its row-scaled ones with RANKD_CUDA_FP8_FAST_ACCUM=1; with
 // RANKD_CUDA_FP8_GROUP_SCALES=1 in the environment, the grouped kernels): with the default fp8

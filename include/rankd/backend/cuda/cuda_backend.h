@@ -66,6 +66,9 @@ struct CudaBackendStats {
   // The pass's kernels launch with programmatic dependent launch (RANKD_CUDA_PDL, where the device
   // is sm_90 or later).
   bool pdl = false;
+  // The norms in front of qkv and gate_up are folded into those GEMMs (RANKD_CUDA_FOLD_NORMS=1
+  // where the model, precision and device take it).
+  bool fold_norms = false;
 };
 
 // The stats of `backend` if it is a CUDA backend.

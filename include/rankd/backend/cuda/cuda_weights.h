@@ -38,6 +38,8 @@ enum class GateUpLayout {
 // = Nq*D, KV = Nkv*D, I intermediate; linear weights [out, in] row-major as HF stores them.
 struct LayerWeights {
   const __nv_bfloat16* input_norm = nullptr;  // [H]
+  // (fold_norms: wqkv's column c times (offset + input_norm[c]), gate_up's times post_norm's;
+  // UploadWeights.)
   const __nv_bfloat16* wqkv = nullptr;        // [Q + 2KV, H]  q_proj, k_proj, v_proj rows stacked
   const __nv_bfloat16* bqkv = nullptr;        // [Q + 2KV]     null without attention_bias
   const __nv_bfloat16* q_norm = nullptr;      // [D]           null without qk_norm
@@ -71,14 +73,18 @@ struct CudaWeights {
 // device (synchronously), with `gemm_workspace_bytes` of workspace reserved in front. With
 // precision fp8, `fp8_linears` names the linear layers stored in e4m3 (the others bf16, an fp8
 // checkpoint's dequantised). `gate_up`: the gate_up weight's row order, bf16 or e4m3
-// (kInterleaved needs I a multiple of kHopperGluHalf).
+// (kInterleaved needs I a multiple of kHopperGluHalf). `fold_norms` (bf16 layers only): the RMSNorm
+// fold's weights (kernels/hopper_gemm.cuh, HopperNorm): wqkv's column c times (offset +
+// input_norm[c]) and gate_up's times (offset + post_norm[c]), in fp32, rounded once to bf16
+// (offset 1 for norm_unit_offset models); InvalidArgument with precision fp8 on qkv or gate_up.
 using Fp8Linears = backend::BackendOptions::CudaSwitches::Fp8Linears;
 absl::StatusOr<CudaWeights> UploadWeights(const model::ModelConfig& config,
                                           const backend::HeadSpec& head,
                                           const model::SafetensorsModel& st,
                                           size_t gemm_workspace_bytes, Precision precision,
                                           const Fp8Linears& fp8_linears = {},
-                                          GateUpLayout gate_up = GateUpLayout::kStacked);
+                                          GateUpLayout gate_up = GateUpLayout::kStacked,
+                                          bool fold_norms = false);
 
 }  // namespace rankd::cuda
 
