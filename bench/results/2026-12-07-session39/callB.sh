@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 39 call B. Bundle c (with the norm fold kernels and their test): the promoted kernels (kRowPromoted, kGroup) rebuilt without the
+# Session 39 call B. Bundle c (with the norm fold, RANKD_CUDA_FOLD_NORMS=1, and its tests): the promoted kernels (kRowPromoted, kGroup) rebuilt without the
 # wgmma serialization ptxas reported (C7514/C7518): each K block's wgmmas into their own sets,
 # waited for (wait 0), then added into d. Tests, GEMM rows, demo MRR@10, fp8 A/B, ncu.
 for x in c; do mkdir -p build-gpu-$x && tar -C build-gpu-$x -xJf build-gpu-$x/rankd-bundle.tar.xz; done
@@ -12,6 +12,8 @@ export LD_LIBRARY_PATH=$PWD/build-gpu-c/lib:/usr/local/cuda/lib64
 B=build-gpu-c/bin
 timeout 100 $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter='*Fp8*:*Group*:*NormFold*:*Precond*' > $OUT/t_hopper.log 2>&1; echo "hopper rc=$? ($(el) s)" >> $L
 grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|FAILED  \]|^\[       OK' $OUT/t_hopper.log | tail -n 12 >> $L
+timeout 150 $B/cuda_backend_test --gtest_color=no --gtest_filter='*FoldedNorms*' > $OUT/t_backend.log 2>&1; echo "backend rc=$? ($(el) s)" >> $L
+grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|FAILED  \]' $OUT/t_backend.log | tail -n 30 >> $L
 echo "== gemm ($(el) s)" >> $L
 timeout 60 $B/rankd-bench kernels --filter gemm --shape 379m --variant f8 > $OUT/gemm_379m.log 2>&1; echo "gemm rc=$?" >> $L
 timeout 60 $B/rankd-bench kernels --filter gemm --shape qwen3-0.6b --variant f8 > $OUT/gemm_06b.log 2>&1; echo "gemm 0.6b rc=$?" >> $L
@@ -28,7 +30,7 @@ E=$OUT/engine.log
 echo "== engine ($(el) s)" >> $L
 for round in 1 2; do
   for model in m379 mq06; do
-    for v in "fp8 -" "fp8 RANKD_CUDA_FP8_PROMOTED=1" "fp8 RANKD_CUDA_FP8_GROUP_SCALES=1" "fp8 RANKD_CUDA_FP8_FAST_ACCUM=1" "bf16 -"; do
+    for v in "fp8 -" "fp8 RANKD_CUDA_FP8_PROMOTED=1" "fp8 RANKD_CUDA_FP8_GROUP_SCALES=1" "fp8 RANKD_CUDA_FP8_FAST_ACCUM=1" "bf16 -" "bf16 RANKD_CUDA_FOLD_NORMS=1"; do
       set -- $v; prec=$1; shift; envs=(); [[ $1 != - ]] && envs=("$@")
       echo "== $model [$v] round $round" >> $E
       timeout 50 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq 50 --ti 150 --ni 50 >> $E 2>&1
