@@ -250,6 +250,17 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         c.gemm_fp8_out = layer == GemmLayer::kGateUp;
         c.bytes = 1.0 * M * k + 1.0 * n * k + 4.0 * (M * (groups ? k / 64 : 1) + n) + f8_out_bytes;
       }
+      // The norm fold on bf16 (ping-pong 128, cooperative 256): o_proj and down write the copy
+      // ([M, n] bf16) and the sums ([M, n / 64] fp32) too; qkv and gate_up read X's sums.
+      const bool residual = layer == GemmLayer::kOProj || layer == GemmLayer::kDown;
+      for (const auto& [tile_n, schedule, name] :
+           {std::tuple{128, GemmSchedule::kPingPong, "foldpp128"},
+            {256, GemmSchedule::kCooperative, "fold256"}}) {
+        KernelCase& c = add("", name, GemmImpl::kOwn, tile_n, schedule, 1, false);
+        c.gemm_norm_fold = true;
+        c.bytes = 2.0 * (1.0 * M * k + 1.0 * n * k) + out_bytes +
+                  (residual ? 2.0 * M * n + 4.0 * M * (n / 64) : 4.0 * M * (k / 64));
+      }
       // Row-scaled X on the promoted kernels, each layer's own epilogue (gate_up's into bf16).
       for (const auto& [schedule, name] : {std::pair{GemmSchedule::kCooperative, "prom128"},
                                            {GemmSchedule::kPingPongShort, "prompp64"}}) {

@@ -115,6 +115,10 @@ struct KernelCase {
   bool gemm_fp8_out = false;
   // own, fp8: X's scales per row on the promoted kernels (HopperXScales::kRowPromoted).
   bool gemm_promoted = false;
+  // own, bf16: the RMSNorm fold (kernels/hopper_gemm.cuh, HopperNorm): o_proj and down with
+  // kResidualNorm (the stream's bf16 copy and sums of squares written too), qkv and gate_up
+  // dividing their rows by the rms from X's sums of squares.
+  bool gemm_norm_fold = false;
   double bytes = 0, flops = 0;
 };
 

@@ -208,7 +208,7 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
   if (c.gemm_impl == GemmImpl::kOwn) {
     HopperEpilogue e = HopperEpilogue::kStoreBf16;
     if (c.gemm_layer == GemmLayer::kOProj || c.gemm_layer == GemmLayer::kDown) {
-      e = HopperEpilogue::kAccumulateF32;
+      e = c.gemm_norm_fold ? HopperEpilogue::kResidualNorm : HopperEpilogue::kAccumulateF32;
     } else if (c.gemm_layer == GemmLayer::kGateUp) {
       // The interleaved gate_up weight (and fp8 row scales), as the backend would keep it.
       if (c.gemm_fp8) {
@@ -253,6 +253,21 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
           kernels::SetHopperGemmRope(&plan, rotations, q, q + c.shape.kv_width(), c.shape.head_dim);
     }
     if (err == cudaSuccess && c.gemm_fp8_out) err = kernels::SetHopperGemmOutScales(&plan, y_scale);
+    if (err == cudaSuccess && c.gemm_norm_fold) {
+      if (e == HopperEpilogue::kResidualNorm) {
+        // The stream's copy and sums of squares, written each launch.
+        RANKD_ASSIGN_OR_RETURN(bf16 * copy, m.Alloc<bf16>(out));
+        RANKD_ASSIGN_OR_RETURN(float* sumsq, m.Alloc<float>(out / kernels::kHopperScaleGroup));
+        err = kernels::SetHopperGemmNormOut(&plan, copy, sumsq);
+      } else {
+        // X's sums of squares: K per row, an rms of 1.
+        RANKD_ASSIGN_OR_RETURN(
+            const float* sumsq,
+            m.Upload(std::vector<float>(static_cast<size_t>(M) * (K / kernels::kHopperScaleGroup),
+                                        static_cast<float>(kernels::kHopperScaleGroup))));
+        err = kernels::SetHopperGemmNormIn(&plan, sumsq, 1e-6f);
+      }
+    }
     p->launch = [=](cudaStream_t st) { return kernels::LaunchHopperGemm(plan, st); };
     if (err == cudaSuccess) err = p->launch(nullptr);
     if (err == cudaErrorNotSupported) {

@@ -142,14 +142,25 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
 }
 
-// 5 layers x 15 implementations (10 bf16, 5 fp8), plus the 2 grouped kernels and the 2 promoted
-// ones a layer and gate_up into e4m3 on row scales, x 2 token counts; X, W and the output once
-// (fp32 read and written for o_proj and down, the gated product for gate_up, qkv+krope's rotation
-// table too; fp8: a byte an operand element and a float a row of each, or a row and 64 columns of
-// X's, gate_up's e4m3 product a byte an element); 2 M N K FLOPs.
+// 5 layers x 15 implementations (10 bf16, 5 fp8), plus the 2 grouped kernels, the 2 promoted ones
+// and the 2 norm-fold ones a layer and gate_up into e4m3 on row scales, x 2 token counts; X, W and
+// the output once (fp32 read and written for o_proj and down, the gated product for gate_up,
+// qkv+krope's rotation table too; fp8: a byte an operand element and a float a row of each, or a
+// row and 64 columns of X's, gate_up's e4m3 product a byte an element); 2 M N K FLOPs.
 TEST(KernelCasesTest, GemmsOfQwen3) {
   const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
-  EXPECT_EQ(cases.size(), 192u);
+  EXPECT_EQ(cases.size(), 212u);
+  const KernelCase& fold_down = Find(cases, Kernel::kGemm, "down+= foldpp128 T=7500");
+  EXPECT_TRUE(fold_down.gemm_norm_fold);
+  EXPECT_FALSE(fold_down.gemm_fp8);
+  EXPECT_EQ(fold_down.gemm_schedule, GemmSchedule::kPingPong);
+  // X, W, the fp32 stream read and written, its bf16 copy and sums per 64 columns.
+  EXPECT_DOUBLE_EQ(fold_down.bytes, 2.0 * (7500.0 * 3072 + 1024.0 * 3072) + 8.0 * 7500 * 1024 +
+                                        2.0 * 7500 * 1024 + 4.0 * 7500 * 16);
+  const KernelCase& fold_qkv = Find(cases, Kernel::kGemm, "qkv fold256 T=512");
+  EXPECT_EQ(fold_qkv.gemm_tile_n, 256);
+  EXPECT_DOUBLE_EQ(fold_qkv.bytes,
+                   2.0 * (512.0 * 1024 + 4096.0 * 1024) + 2.0 * 512 * 4096 + 4.0 * 512 * 16);
   const KernelCase& prom = Find(cases, Kernel::kGemm, "qkv f8prom128 T=7500");
   EXPECT_TRUE(prom.gemm_promoted);
   EXPECT_FALSE(prom.gemm_x_groups);
@@ -244,9 +255,9 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 96 a token
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 106 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 96u + 3 * 96u);
+  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 106u + 3 * 106u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());

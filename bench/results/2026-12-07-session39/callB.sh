@@ -17,6 +17,8 @@ grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|FAILED  \]' $OUT/t_backend.log | tail 
 echo "== gemm ($(el) s)" >> $L
 timeout 60 $B/rankd-bench kernels --filter gemm --shape 379m --variant f8 > $OUT/gemm_379m.log 2>&1; echo "gemm rc=$?" >> $L
 timeout 60 $B/rankd-bench kernels --filter gemm --shape qwen3-0.6b --variant f8 > $OUT/gemm_06b.log 2>&1; echo "gemm 0.6b rc=$?" >> $L
+timeout 60 $B/rankd-bench kernels --filter gemm --shape 379m --variant T=7500 > $OUT/gemm_379m_all.log 2>&1; echo "gemm 379m all rc=$?" >> $L
+timeout 30 $B/rankd-bench kernels --filter rms_norm --shape 379m > $OUT/norm_379m.log 2>&1; echo "norm rc=$?" >> $L
 echo "== demo ($(el) s)" >> $L
 n=0
 for v in "RANKD_CUDA_FP8_PROMOTED=1" "RANKD_CUDA_FP8_GROUP_SCALES=1" "RANKD_CUDA_FP8_FAST_ACCUM=1"; do
