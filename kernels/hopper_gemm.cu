@@ -561,27 +561,61 @@ __device__ __forceinline__ void QuantizeGated(float (&d)[kHalves][BN / 2],
   }
 }
 
-// The RMSNorm fold's input side (HopperNorm): each of the thread's rows of a consumer's kHalves x
-// 64 rows x BN block (the wgmma fragment: d[hf][4j + q] is row 64 hf + 16 w + l/4 + 8 (q/2))
-// times rsqrt(mean + eps), the mean from the row's sums of squares per group, which the 4 threads
-// of the row (a quad) add a quarter each. Rows at or past m are left as they are (never stored).
+// The RMSNorm fold's input side (HopperNorm), in two steps. RowSums, before the tile's K blocks
+// (ping-pong: before the consumer waits for its turn, which hides the loads' latency): the
+// thread's part of the sums of squares of each of its rows of a consumer's kHalves x 64 rows
+// (the wgmma fragment's rows 64 hf + 16 w + l/4 + 8 h), the 4 threads of a row (a quad) taking
+// every 4th group, 4 groups a thread a round with every row's loads in flight together. Rows
+// at or past m: 0. NormRows, in the epilogue: the quad's parts added and each row times
+// rsqrt(mean + eps) (rows past m are left as they are: never stored).
+template <int kHalves>
+__device__ __forceinline__ void RowSums(const HopperNorm& norm, int m, int row0, int w, int l,
+                                        float (&ss)[kHalves][2]) {
+  constexpr int kRound = 4;  // groups a thread a round
+#pragma unroll
+  for (int hf = 0; hf < kHalves; ++hf) {
+    ss[hf][0] = ss[hf][1] = 0.0f;
+  }
+  for (int g0 = 0; g0 < norm.in_groups; g0 += 4 * kRound) {
+    float v[kHalves][2][kRound];
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const float* p = norm.in_sumsq + static_cast<int64_t>(row) * norm.in_groups;
+#pragma unroll
+        for (int u = 0; u < kRound; ++u) {
+          const int g = g0 + 4 * u + l % 4;
+          v[hf][h][u] = row < m && g < norm.in_groups ? __ldg(p + g) : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int u = 0; u < kRound; ++u) ss[hf][h] += v[hf][h][u];
+      }
+    }
+  }
+}
+
 template <int BN, int kHalves>
-__device__ __forceinline__ void NormRows(float (&d)[kHalves][BN / 2], const HopperNorm& norm, int m,
-                                         int row0, int w, int l) {
+__device__ __forceinline__ void NormRows(float (&d)[kHalves][BN / 2], const HopperNorm& norm,
+                                         const float (&ss)[kHalves][2], int m, int row0, int w,
+                                         int l) {
   const float inv_cols = 1.0f / static_cast<float>(kHopperScaleGroup * norm.in_groups);
 #pragma unroll
   for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
-      float ss = 0.0f;
-      if (row < m) {
-        const float* p = norm.in_sumsq + static_cast<int64_t>(row) * norm.in_groups;
-        for (int g = l % 4; g < norm.in_groups; g += 4) ss += __ldg(p + g);
-      }
-      ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-      ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-      const float r = row < m ? rsqrtf(ss * inv_cols + norm.eps) : 1.0f;
+      float s = ss[hf][h];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      const float r = row < m ? rsqrtf(s * inv_cols + norm.eps) : 1.0f;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
         d[hf][4 * j + 2 * h] *= r;
@@ -659,14 +693,18 @@ __device__ __forceinline__ void ResidualNormBlock(const float (&d)[kHalves][BN /
 template <HopperEpilogue E, int BN, HopperSchedule S, int CM, bool F8>
 __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalves][BN / 2],
                                          const CUtensorMap* y_map, const HopperRope& rope,
-                                         const HopperScales& scales, const HopperNorm& norm, int m,
-                                         int n, int row0, int col0, int out0, uint8_t* buf, int c) {
+                                         const HopperScales& scales, const HopperNorm& norm,
+                                         const float (&row_ss)[Cfg<E, BN, S, CM, F8>::kHalves][2],
+                                         int m, int n, int row0, int col0, int out0, uint8_t* buf,
+                                         int c) {
   using C = Cfg<E, BN, S, CM, F8>;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   if constexpr (F8) {
     ScaleBlock<BN, C::kHalves>(d, scales.x, scales.w, m, n, row0, col0, w, l);
   } else {
-    if (norm.in_sumsq != nullptr) NormRows<BN, C::kHalves>(d, norm, m, row0, w, l);  // uniform
+    if (norm.in_sumsq != nullptr) {  // uniform
+      NormRows<BN, C::kHalves>(d, norm, row_ss, m, row0, w, l);
+    }
   }
   if constexpr (E == HopperEpilogue::kResidualNorm) {
     ResidualNormBlock<BN, C::kHalves>(d, norm, m, n, row0, col0, w, l);
@@ -902,6 +940,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       PrefetchResidual<BN, C::kRows>(norm.residual, m, n,
                                      tm * C::kBM + (kPingPong ? 0 : c * C::kRows), tn * BN);
     }
+    // The fold's input side: the rows' sums of squares, loaded while the other consumer runs.
+    float row_ss[C::kHalves][2] = {};
+    if constexpr (!F8) {
+      if (norm.in_sumsq != nullptr) {  // uniform
+        RowSums<C::kHalves>(norm, m, tm * C::kBM + (kPingPong ? 0 : c * C::kRows),
+                            threadIdx.x % 128 / 32, threadIdx.x % 32, row_ss);
+      }
+    }
     if (kPingPong && i > 0) OrderWait(c);
     if (!kPingPong && c == 1 && i == first && signal_kb >= 0) StaggerWait();
     if constexpr (X != HopperXScales::kRow) {
@@ -966,7 +1012,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // kGroup: X's scales are in d; kRowPromoted: the epilogue applies the rows' scales.
       Epilogue<E, BN, S, CM, F8>(d, &y_map, rope,
                                  HopperScales{kGrouped ? nullptr : scales.x, scales.w, 0, scales.y},
-                                 norm, m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
+                                 norm, row_ss, m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
     } else {
       // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
       // for, and only then is kb-1's stage given back to the producer.
@@ -1004,7 +1050,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (num_k > 0) release((it - 1) % C::kStages);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
       const int out0 = tn * C::kOutCols;
-      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, m, n, row0, tn * BN, out0, buf, c);
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, row_ss, m, n, row0, tn * BN, out0,
+                                 buf, c);
     }
   }
   // The shared memory must outlive the copy engine's reads of it, and the stores must be done
