@@ -37,21 +37,21 @@ for round in 1 2; do
       timeout 50 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq 50 --ti 150 --ni 50 >> $E 2>&1
     done
   done
-  (( $(el) < 300 )) || break
+  (( $(el) < 200 )) || break
 done
 awk '/^== m/{h=$0} /^backend/{getline v; split(v, a, " +"); print h " | " a[10]}' $E >> $L
 grep -h "GEMM of" $E | sort | uniq -c | sort -rn | head -40 > $OUT/choices.log
 echo "== ncu ($(el) s)" >> $L
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for v in "qkv f8prom128 T=7500" "gate_up+swiglu f8prom128 T=7500"; do
-  (( $(el) < 420 )) || break
+  (( $(el) < 330 )) || break
   echo "===== $v" >> $OUT/ncu.log
   timeout 40 $NCU --clock-control none -k 'regex:Hopper' --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
     $B/rankd-bench kernels --filter gemm --shape 379m --variant "$v" --iters 1 --warmup 1 >> $OUT/ncu.log 2>&1
 done
 echo "== ncu source ($(el) s)" >> $L
-if (( $(el) < 440 )); then
+if (( $(el) < 360 )); then
   timeout 60 $NCU --clock-control none -k 'regex:Hopper' --launch-skip 1 --launch-count 1 --set full --import-source yes \
     -o /tmp/gu_pp128 $B/rankd-bench kernels --filter gemm --shape 379m --variant "gate_up+swiglu ownpp128 T=7500" --iters 1 --warmup 1 > $OUT/ncu_src_run.log 2>&1
   timeout 40 $NCU -i /tmp/gu_pp128.ncu-rep --page source --print-source sass --csv > /tmp/sass.csv 2> $OUT/ncu_src_err.log

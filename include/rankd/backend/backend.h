@@ -210,16 +210,18 @@ struct BackendOptions {
     // RANKD_CUDA_FP8_PROMOTED=1: the e4m3 layers with a scale per row are timed on the Hopper
     // GEMM's promoted kernels (HopperXScales::kRowPromoted: each 128-column K block's product
     // added into fp32; cooperative 128 and ping-pong 64) against cuBLASLt, which promotes too,
-    // and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. Off
-    // until measured on a GPU (session 38 built it; no device ran it); RANKD_CUDA_FP8_FAST_ACCUM
-    // wins where both are set.
+    // and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. Off:
+    // on an H100 (bench/RESULTS.md, 2026-12-07, session 39) no faster than cuBLASLt per shape
+    // (the promoted schedules trail the unpromoted ping-pong 128 by 12-17%);
+    // RANKD_CUDA_FP8_FAST_ACCUM wins where both are set.
     bool fp8_promoted = false;
     // RANKD_CUDA_FOLD_NORMS=1: with precision bf16 where the Hopper GEMM may run, the norms in
     // front of qkv and gate_up are folded into those GEMMs (kernels/hopper_gemm.cuh, HopperNorm):
     // their weights times the norm's at load, each row of the product divided by its rms in the
     // epilogue, and the residual adds before them (o_proj, down; the embeddings' for layer 0)
-    // writing the stream's bf16 copy and sums of squares: no norm kernel in the layers. Off until
-    // measured on a GPU (session 39 built it).
+    // writing the stream's bf16 copy and sums of squares: no norm kernel in the layers. Off: on an
+    // H100 (bench/RESULTS.md, 2026-12-07, session 39) 8.5-9.9% slower, its epilogues waiting on
+    // global loads.
     bool fold_norms = false;
 
     bool operator==(const CudaSwitches&) const = default;
