@@ -6,6 +6,7 @@
 // per token instead, since a token's scale needs its whole row: GatedFp8RegKernel holds the row's
 // activations in registers between the row maximum and the quantisation (I <= 8 * 256 * 8), the
 // GatedFp8Kernel fallback computes them twice.
+#include "kernels/activations.cuh"
 #include "kernels/common.cuh"
 #include "kernels/fp8.cuh"
 #include "kernels/swiglu.cuh"
@@ -16,13 +17,6 @@ namespace {
 constexpr int kThreads = 256;
 
 enum class Act { kSilu, kGeluTanh };
-
-__device__ __forceinline__ float Silu(float g) { return g / (1.0f + __expf(-g)); }
-
-__device__ __forceinline__ float GeluTanh(float g) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-}
 
 template <Act A>
 __device__ __forceinline__ float Activate(float g) {
