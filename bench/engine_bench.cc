@@ -60,6 +60,9 @@ nlohmann::json EngineBenchResult::ToJson(const EngineBenchOptions& o) const {
 
 void AddEngineBenchFlags(cli::FlagSet& flags, EngineBenchOptions* o) {
   flags.String("model", &o->model_dir, "model directory");
+  flags.String("log-level", &o->log_level,
+               "log level on stderr: trace, debug, info (the backend's load line and GEMM "
+               "choices), warn, error, off");
   flags.String("backend", &o->backend, "cpu or cuda");
   flags.String("strategy", &o->strategy, "ibpc or multi-item");
   flags.String("precision", &o->precision, "cuda linear layers: bf16 or fp8");
@@ -233,7 +236,10 @@ int RunEngineBench(int argc, char** argv, int first) {
     std::fprintf(stderr, "engine: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  (void)SetUpLogging("warn", LogFormat::kText, "rankd-bench");
+  if (absl::Status s = SetUpLogging(o.log_level, LogFormat::kText, "rankd-bench"); !s.ok()) {
+    std::fprintf(stderr, "engine: --log-level: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<backend::Backend>> backend = MakeBenchBackend(o);
   if (!backend.ok()) {
     std::fprintf(stderr, "engine: %s\n", std::string(backend.status().message()).c_str());

@@ -32,6 +32,9 @@ struct EngineBenchOptions {
   int threads = 0, device = 0, seed = 1;
   int max_batch_tokens = 65536;
   double peak_tflops = 790;
+  // The log's level while the bench runs (warn: the table alone; info: the backend's load line
+  // and, on CUDA, the GEMM choice per layer shape with every variant's time).
+  std::string log_level = "warn";
 };
 
 struct EngineBenchResult {

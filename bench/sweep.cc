@@ -96,7 +96,10 @@ int RunSweep(int argc, char** argv, int first) {
   }
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
-  (void)SetUpLogging("warn", LogFormat::kText, "rankd-bench");
+  if (absl::Status s = SetUpLogging(e.log_level, LogFormat::kText, "rankd-bench"); !s.ok()) {
+    std::fprintf(stderr, "sweep: --log-level: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
 
   std::string csv = CsvRow({"kind", "ni", "concurrency", "offered_rate", "items_per_s",
                             "requests_per_s", "p50_ms", "p90_ms", "p99_ms", "requests_failed"});

@@ -105,7 +105,7 @@ TEST(BenchFlagsTest, BackendFlagsReachBackendOptions) {
 TEST(BenchCommandsTest, BadShapesExitWithCode2) {
   const std::string model = rankd::testing::ModelDir("llama-cls");
   const std::string out = ::testing::TempDir() + "/rankd_sweep_bad_shape";
-  for (const char* bad : {"--tq=0", "--iters=0", "--items=foo"}) {
+  for (const char* bad : {"--tq=0", "--iters=0", "--items=foo", "--log-level=loud"}) {
     EXPECT_EQ(
         RunCommand(RunSweep, {"sweep", "--model", model, "--out", out, "--ni-list", "2", bad}), 2)
         << bad;

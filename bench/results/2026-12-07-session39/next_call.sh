@@ -24,6 +24,8 @@ echo "== engine ($(el) s)" >> $L
 timeout 60 $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 for v in "bf16 -" "bf16 RANKD_CUDA_FOLD_NORMS=1" "fp8 -" "fp8 RANKD_CUDA_FP8_FAST_ACCUM=1" "bf16 -" "bf16 RANKD_CUDA_FOLD_NORMS=1"; do
   set -- $v; prec=$1; shift; envs=(); [[ $1 != - ]] && envs=("$@")
-  echo "[$v] $(timeout 30 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 30 --strategy multi-item --graphs --precision $prec --tq 50 --ti 150 --ni 50 2>&1 | grep -A1 '^backend' | tail -1)" >> $L
+  echo "== [$v]" >> $OUT/engine.log
+  timeout 30 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 30 --strategy multi-item --graphs --precision $prec --tq 50 --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1
+  echo "[$v] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
 done
 echo "== done ($(el) s)" >> $L
