@@ -19,8 +19,7 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
 constexpr int kMaxChunks = 16;  // float4s a lane keeps in registers: rows up to 2048 floats
-constexpr int kFoldGroup = 2 * kWarpSize;  // LaunchNormFoldInput's group: a float2 a lane
-static_assert(kFoldGroup == kNormFoldGroup, "a warp's float2s are one group");
+static_assert(kNormFoldGroup == 2 * kWarpSize, "LaunchNormFoldInput: a float2 a lane, a group");
 
 // Where a normalised row goes: bf16, or fp8 e4m3 with the row's scale (kernels/fp8.cuh).
 struct Bf16Out {
@@ -163,11 +162,11 @@ __global__ void __launch_bounds__(kThreads)
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (r >= rows) return;  // whole warps
-  const int groups = dim / kFoldGroup;
+  const int groups = dim / kNormFoldGroup;
   const int64_t at = static_cast<int64_t>(r) * dim + 2 * lane;
   for (int g = 0; g < groups; ++g) {
-    const float2 v = *reinterpret_cast<const float2*>(x + at + kFoldGroup * g);
-    *reinterpret_cast<__nv_bfloat162*>(copy + at + kFoldGroup * g) =
+    const float2 v = *reinterpret_cast<const float2*>(x + at + kNormFoldGroup * g);
+    *reinterpret_cast<__nv_bfloat162*>(copy + at + kNormFoldGroup * g) =
         __floats2bfloat162_rn(v.x, v.y);
     const float ss = WarpSum(v.x * v.x + v.y * v.y);
     if (lane == 0) sumsq[static_cast<int64_t>(r) * groups + g] = ss;
@@ -231,7 +230,7 @@ cudaError_t LaunchRmsNormFp8Groups(const float* x, const __nv_bfloat16* w, float
 
 cudaError_t LaunchNormFoldInput(const float* x, int rows, int dim, __nv_bfloat16* copy,
                                 float* sumsq, LaunchStream stream) {
-  if (rows < 0 || dim <= 0 || dim % kFoldGroup != 0 || x == nullptr || copy == nullptr ||
+  if (rows < 0 || dim <= 0 || dim % kNormFoldGroup != 0 || x == nullptr || copy == nullptr ||
       sumsq == nullptr || reinterpret_cast<uintptr_t>(x) % 8 != 0 ||
       reinterpret_cast<uintptr_t>(copy) % 4 != 0) {
     return cudaErrorInvalidValue;
