@@ -245,14 +245,30 @@ __device__ __forceinline__ void ClusterSync() {
 // CU_TENSOR_MAP_SWIZZLE_128B writes: rows of 128 bytes, 8-row atoms 1024 bytes apart (SBO),
 // LBO unused (1) for a swizzled K-major operand, layout type 1 (128B) in bits 62-63. The start
 // address advances by 32 bytes per K step of 16 inside the 128-byte row; atoms are
-// 1024-aligned, so the base offset (bits 49-51) stays 0.
-__device__ __forceinline__ uint64_t SmemDesc(uint32_t addr) {
-  uint64_t d = (addr & 0x3FFFF) >> 4;
-  d |= uint64_t{1} << 16;
-  d |= uint64_t{1024 >> 4} << 32;
-  d |= uint64_t{1} << 62;
-  return d;
+// 1024-aligned, so the base offset (bits 49-51) stays 0. In two halves: DescLo(addr) (the start
+// address >> 4 in bits 0-13, LBO in 16-29) and the constant kDescHi. Shared addresses are below
+// 0x40000 (228 KB), so DescLo(addr + off) = DescLo(addr) + off / 16 for 16-byte multiples: the
+// K loops build a tile's descriptor once and add the stage's and the K step's offsets to it.
+__device__ __forceinline__ constexpr uint32_t DescLo(uint32_t addr) {
+  return ((addr & 0x3FFFF) >> 4) | (uint32_t{1} << 16);
 }
+constexpr uint32_t kDescHi = (1024 >> 4) | (uint32_t{1} << 30);
+__device__ __forceinline__ uint64_t Desc(uint32_t lo) { return uint64_t{kDescHi} << 32 | lo; }
+
+// A position in the kStages ring of K blocks: the stage (it % kStages) and the parity of its
+// use ((it / kStages) & 1) of the it-th block, advanced without a division.
+template <int kStages>
+struct RingPos {
+  int s, phase;
+  __device__ __forceinline__ explicit RingPos(int it)
+      : s(it % kStages), phase((it / kStages) & 1) {}
+  __device__ __forceinline__ void Next() {
+    if (++s == kStages) {
+      s = 0;
+      phase ^= 1;
+    }
+  }
+};
 
 __device__ __forceinline__ void WgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -824,7 +840,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t empty_base = full_base + C::kStages * 8;
   const int num_m = (m + C::kBM - 1) / C::kBM, num_n = (n + BN - 1) / BN;
   const int num_k = (k + kBlockK - 1) / kBlockK;
-  const int wg = threadIdx.x / 128;
+  // Warp-uniform as the compiler sees it (a shuffle from lane 0), so that what derives from it
+  // (the consumer, its rows, its tiles' ring positions, the wgmma descriptors) stays in uniform
+  // registers instead of being moved there (R2UR) before every wgmma.
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   // The cluster's units of work: CM vertically adjacent tiles (the same tn), unit u = cluster +
   // i * clusters for i = 0, 1, ... (M fastest); this CTA's tile of unit u is row tile
   // CM * (u % num_mc) + rank, which for an odd num_m is past X's rows in the last unit: TMA loads
@@ -865,14 +884,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     EnterGrid();
-    int it = 0;
+    RingPos<C::kStages> pos(0);
     for (int u = cluster; u < num_units; u += clusters) {
       int mc, tn;
       UnitTile(u, num_mc, num_n, group, mc, tn);
       const int tm = CM * mc + rank;
-      for (int kb = 0; kb < num_k; ++kb, ++it) {
-        const int s = it % C::kStages;
-        MbarWait(empty_base + 8 * s, ((it / C::kStages) & 1) ^ 1);
+      for (int kb = 0; kb < num_k; ++kb, pos.Next()) {
+        const int s = pos.s;
+        MbarWait(empty_base + 8 * s, pos.phase ^ 1);
         MbarArriveExpectTx(full_base + 8 * s, C::kStageBytes);
         TmaLoad2d(a_base + s * C::kABytes, &x_map, kb * kBlockK, tm * C::kBM, full_base + 8 * s);
         if constexpr (CM == 1) {
@@ -887,8 +906,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (CM > 1) {
       // The other CTAs' consumers arrive on this CTA's empty[]: it may exit only once every
       // stage's last use is released (a stage never used passes at once).
-      for (int j = 0; j < C::kStages; ++j, ++it) {
-        MbarWait(empty_base + 8 * (it % C::kStages), ((it / C::kStages) & 1) ^ 1);
+      for (int j = 0; j < C::kStages; ++j, pos.Next()) {
+        MbarWait(empty_base + 8 * pos.s, pos.phase ^ 1);
       }
     }
     return;
@@ -927,7 +946,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     UnitTile(cluster + i * clusters, num_mc, num_n, group, mc, tn);
     const int tm = CM * mc + rank;
     // The ring position of the tile's first K block: the CTA's tiles before it, whole.
-    int it = i * num_k;
+    RingPos<C::kStages> pos(i * num_k);
 #pragma unroll
     for (int hf = 0; hf < C::kHalves; ++hf) {
 #pragma unroll
@@ -971,8 +990,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float* xs0 = kGrouped && r0 < m ? scales.x + int64_t{r0} * scales.x_groups : nullptr;
       const float* xs1 =
           kGrouped && r0 + 8 < m ? scales.x + int64_t{r0 + 8} * scales.x_groups : nullptr;
-      for (int kb = 0; kb < num_k; ++kb, ++it) {
-        const int s = it % C::kStages;
+      const uint32_t a_lo = DescLo(a_base + a_off), b_lo = DescLo(b_base);
+      for (int kb = 0; kb < num_k; ++kb, pos.Next()) {
+        const int s = pos.s;
         float sx[kSets][2];
 #pragma unroll
         for (int g = 0; g < kSets; ++g) {
@@ -981,15 +1001,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           sx[g][0] = kGrouped && in && xs0 != nullptr ? __ldg(xs0 + gi) : 1.0f;
           sx[g][1] = kGrouped && in && xs1 != nullptr ? __ldg(xs1 + gi) : 1.0f;
         }
-        MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
-        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
+        MbarWait(full_base + 8 * s, pos.phase);
+        const uint32_t a = a_lo + s * (C::kABytes >> 4), b = b_lo + s * (C::kBBytes >> 4);
 #pragma unroll
         for (int g = 0; g < kSets; ++g) FenceAcc(p[g]);
         WgmmaFence();
 #pragma unroll
         for (int kk = 0; kk < 128 / 32; ++kk) {
-          WgmmaF8(p[kk / kSetSteps], SmemDesc(a + 32 * kk), SmemDesc(b + 32 * kk),
-                  kk % kSetSteps > 0);
+          WgmmaF8(p[kk / kSetSteps], Desc(a + 2 * kk), Desc(b + 2 * kk), kk % kSetSteps > 0);
         }
         WgmmaCommit();
         WgmmaWait<0>();
@@ -1016,10 +1035,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
       // for, and only then is kb-1's stage given back to the producer.
-      for (int kb = 0; kb < num_k; ++kb, ++it) {
-        const int s = it % C::kStages;
-        MbarWait(full_base + 8 * s, (it / C::kStages) & 1);
-        const uint32_t a = a_base + s * C::kABytes + a_off, b = b_base + s * C::kBBytes;
+      // Descriptors in 16-byte units (DescLo): the stage's tiles, 64 rows (1024 bytes x 8) a
+      // half, 32 bytes a K step.
+      const uint32_t a_lo = DescLo(a_base + a_off), b_lo = DescLo(b_base);
+      int prev = 0;  // the previous block's stage
+      for (int kb = 0; kb < num_k; ++kb, pos.Next()) {
+        const int s = pos.s;
+        MbarWait(full_base + 8 * s, pos.phase);
+        const uint32_t a = a_lo + s * (C::kABytes >> 4), b = b_lo + s * (C::kBBytes >> 4);
 #pragma unroll
         for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
         WgmmaFence();
@@ -1028,9 +1051,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int hf = 0; hf < C::kHalves; ++hf) {
             if constexpr (F8) {
-              WgmmaF8(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+              WgmmaF8(d[hf], Desc(a + hf * 512 + 2 * kk), Desc(b + 2 * kk));
             } else {
-              Wgmma(d[hf], SmemDesc(a + hf * 64 * 128 + 32 * kk), SmemDesc(b + 32 * kk));
+              Wgmma(d[hf], Desc(a + hf * 512 + 2 * kk), Desc(b + 2 * kk));
             }
           }
         }
@@ -1038,7 +1061,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         WgmmaWait<1>();
 #pragma unroll
         for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-        if (kb > 0) release((it - 1) % C::kStages);
+        if (kb > 0) release(prev);
+        prev = s;
         if (!kPingPong && c == 0 && i == first && kb == signal_kb) StaggerSignal();
       }
       // Every full[] of the tile waited for: the other consumer may start its next tile (there is
@@ -1047,7 +1071,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaWait<0>();
 #pragma unroll
       for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-      if (num_k > 0) release((it - 1) % C::kStages);
+      if (num_k > 0) release(prev);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
       const int out0 = tn * C::kOutCols;
       Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, row_ss, m, n, row0, tn * BN, out0,
