@@ -446,6 +446,22 @@ __device__ __forceinline__ void BulkWait() {
   }
 }
 // Orders this thread's ordinary shared-memory stores before the copy engine's reads of them.
+// Four 8 x 8 matrices of 16-bit elements from the warp's registers into shared memory, one
+// instruction (stmatrix .x4): register k of each thread is matrix k's row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1 (wgmma's accumulator fragment, packed two to a register); thread
+// l gives the address of row l % 8 of matrix l / 8 (16 contiguous bytes).
+__device__ __forceinline__ void StMatrix4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                          uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -744,6 +760,41 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
   for (int round = 0; round < C::kRounds; ++round) {
     if (t == 0) BulkWait<true>();
     ConsumerBarrier(c);
+    if constexpr (C::kOutBytes == 2) {
+      // bf16: stmatrix, matrix q of an instruction the 8 rows 64 hf + 16 w + 8 (q % 2) and
+      // output column group j0 + q / 2 (16 bytes: one 16-byte chunk of the 128-byte swizzle,
+      // chunk j % 8 of row r at 16 ((j % 8) ^ (r % 8)); r % 8 = l % 8 for the row this lane
+      // addresses), for j0 = 0, 2, ... (a pair is inside one box of 64 columns).
+      const int q_lane = l / 8;
+#pragma unroll
+      for (int hf = 0; hf < C::kHalves; ++hf) {
+#pragma unroll
+        for (int j0 = 0; j0 < C::kOutCols / 8; j0 += 2) {
+          const int box = 8 * j0 / C::kBoxCols;  // compile-time once unrolled
+          if (box / C::kBoxesPerRound != round) continue;
+          uint32_t v[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int j = j0 + q / 2, h = q % 2;
+            if constexpr (IsGated(E)) {
+              // Output group j is gate group GatedGroup(j) of the block's 128-column interleave
+              // block j / 8; d[g] (gate) and d[g + kUp] (up) are the same row and column.
+              const int g = 4 * GatedGroup(j) + 2 * h;
+              constexpr int kUp = 4 * (kHopperGluHalf / 8);
+              v[q] = PackBf16(Gated<E>(d[hf][g], d[hf][g + kUp]),
+                              Gated<E>(d[hf][g + 1], d[hf][g + 1 + kUp]));
+            } else {
+              v[q] = PackBf16(d[hf][4 * j + 2 * h], d[hf][4 * j + 2 * h + 1]);
+            }
+          }
+          const int r = 64 * hf + 16 * w + 8 * (q_lane % 2) + l % 8;
+          const int j = (j0 + q_lane / 2) % 8;
+          StMatrix4(SmemAddr(buf + (box % C::kBoxesPerRound) * C::kBoxBytes + r * 128 +
+                             16 * (j ^ (l % 8))),
+                    v[0], v[1], v[2], v[3]);
+        }
+      }
+    } else {
 #pragma unroll
     for (int hf = 0; hf < C::kHalves; ++hf) {
 #pragma unroll
@@ -766,22 +817,14 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
             *reinterpret_cast<uint16_t*>(p) =
                 static_cast<uint16_t>(ToE4m3Inv(d[hf][q], inv) |
                                       static_cast<uint32_t>(ToE4m3Inv(d[hf][q + 1], inv)) << 8);
-          } else if constexpr (C::kF32Out) {
+          } else {
+            static_assert(C::kF32Out, "bf16 goes by stmatrix");
             const int q = 4 * j + 2 * h;
             *reinterpret_cast<float2*>(p) = make_float2(d[hf][q], d[hf][q + 1]);
-          } else if constexpr (IsGated(E)) {
-            // Output group j is gate group g of the block's 128-column interleave block j / 8
-            // (GatedGroup); d[q] (gate) and d[q + kUp] (up) are the same row and output column.
-            const int q = 4 * GatedGroup(j) + 2 * h;
-            constexpr int kUp = 4 * (kHopperGluHalf / 8);
-            *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(
-                Gated<E>(d[hf][q], d[hf][q + kUp]), Gated<E>(d[hf][q + 1], d[hf][q + 1 + kUp]));
-          } else {
-            const int q = 4 * j + 2 * h;
-            *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(d[hf][q], d[hf][q + 1]);
           }
         }
       }
+    }
     }
     FenceProxyAsync();
     ConsumerBarrier(c);
