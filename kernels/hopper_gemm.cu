@@ -814,9 +814,7 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
             // QuantizeGated left the activation in the gate slots.
             const int q = 4 * GatedGroup(j) + 2 * h;
             const float inv = sc[hf][h][box];
-            *reinterpret_cast<uint16_t*>(p) =
-                static_cast<uint16_t>(ToE4m3Inv(d[hf][q], inv) |
-                                      static_cast<uint32_t>(ToE4m3Inv(d[hf][q + 1], inv)) << 8);
+            *reinterpret_cast<uint16_t*>(p) = ToE4m3x2Inv(d[hf][q], d[hf][q + 1], inv);
           } else {
             static_assert(C::kF32Out, "bf16 goes by stmatrix");
             const int q = 4 * j + 2 * h;
