@@ -513,37 +513,49 @@ __device__ __forceinline__ void RopeBlock(float (&d)[kHalves][BN / 2], const Hop
 // row0, col0 of the product): each times its row's x_scale and its column's w_scale, as cuBLASLt's
 // outer-vector scales (x_scale null: X's scales are already in, kGroup's promotion). Rows at or
 // past m and columns at or past n (TMA's zero fill; never stored) take 0 rather than a scale from
-// past the vectors' ends.
+// past the vectors' ends. In two steps: Load, the thread's scales into registers, issued while
+// the tile's last wgmma group still runs (the loads' latency was the e4m3 epilogue's first
+// stall: session 40's profile), and Apply, in the epilogue.
 template <int BN, int kHalves>
-__device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const float* x_scale,
-                                           const float* w_scale, int m, int n, int row0, int col0,
-                                           int w, int l) {
+struct BlockScales {
   float xs[kHalves][2];
-#pragma unroll
-  for (int hf = 0; hf < kHalves; ++hf) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
-      xs[hf][h] = row >= m ? 0.0f : x_scale != nullptr ? __ldg(x_scale + row) : 1.0f;
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    // An even column, n a multiple of 8: both of the pair are inside, or neither.
-    const int col = col0 + 8 * j + 2 * (l % 4);
-    const float2 ws =
-        col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + col)) : make_float2(0.0f, 0.0f);
+  float2 ws[BN / 8];
+
+  __device__ __forceinline__ void Load(const float* x_scale, const float* w_scale, int m, int n,
+                                       int row0, int col0) {
+    const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
 #pragma unroll
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int q = 4 * j + 2 * h;
-        d[hf][q] *= xs[hf][h] * ws.x;
-        d[hf][q + 1] *= xs[hf][h] * ws.y;
+        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        xs[hf][h] = row >= m ? 0.0f : x_scale != nullptr ? __ldg(x_scale + row) : 1.0f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      // An even column, n a multiple of 8: both of the pair are inside, or neither.
+      const int col = col0 + 8 * j + 2 * (l % 4);
+      ws[j] =
+          col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + col)) : make_float2(0.0f, 0.0f);
+    }
+  }
+
+  __device__ __forceinline__ void Apply(float (&d)[kHalves][BN / 2]) const {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+      for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int q = 4 * j + 2 * h;
+          d[hf][q] *= xs[hf][h] * ws[j].x;
+          d[hf][q + 1] *= xs[hf][h] * ws[j].y;
+        }
       }
     }
   }
-}
+};
 
 // The epilogue of one consumer's kRows x BN block (d[h]: rows 64h..64h+63, the wgmma fragment)
 // into Y at rows row0.., output columns out0.. (gated: the block's BN/2 outputs). Each round: the
@@ -551,7 +563,8 @@ __device__ __forceinline__ void ScaleBlock(float (&d)[kHalves][BN / 2], const fl
 // the swizzled layout (row r's 16-byte chunk j at r * 128 + 16 * (j ^ r % 8): the fragment's 8
 // rows a store land in 8 different chunks, no bank conflicts), a proxy fence, then thread 0 issues
 // the boxes' TMA stores and does not wait for them. e4m3 products (F8) are dequantised first
-// (ScaleBlock; col0 is the block's first column of the product, tn * BN). The e4m3 output
+// (BlockScales, loaded by the caller: `dq`; col0 is the block's first column of the product,
+// tn * BN). The e4m3 output
 // (kFp8Out) is quantised first too (QuantizeGated), and its boxes are 64-byte rows in the 64-byte
 // swizzle (row r's chunk j at r * 64 + 16 * (j ^ (r / 2 % 4)): a store's 8 rows in distinct banks).
 // kSwiGluFp8/kGeGluFp8: the gated activation of a consumer's block into the gate slots of d
@@ -727,12 +740,13 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
                                          const CUtensorMap* y_map, const HopperRope& rope,
                                          const HopperScales& scales, const HopperNorm& norm,
                                          const float (&row_ss)[Cfg<E, BN, S, CM, F8>::kHalves][2],
+                                         const BlockScales<BN, Cfg<E, BN, S, CM, F8>::kHalves>& dq,
                                          int m, int n, int row0, int col0, int out0, uint8_t* buf,
                                          int c) {
   using C = Cfg<E, BN, S, CM, F8>;
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   if constexpr (F8) {
-    ScaleBlock<BN, C::kHalves>(d, scales.x, scales.w, m, n, row0, col0, w, l);
+    dq.Apply(d);
   } else {
     if (norm.in_sumsq != nullptr) {  // uniform
       NormRows<BN, C::kHalves>(d, norm, row_ss, m, row0, w, l);
@@ -1070,9 +1084,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
       const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
       // kGroup: X's scales are in d; kRowPromoted: the epilogue applies the rows' scales.
-      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope,
-                                 HopperScales{kGrouped ? nullptr : scales.x, scales.w, 0, scales.y},
-                                 norm, row_ss, m, n, row0, tn * BN, tn * C::kOutCols, buf, c);
+      BlockScales<BN, C::kHalves> dq;
+      dq.Load(kGrouped ? nullptr : scales.x, scales.w, m, n, row0, tn * BN);
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, row_ss, dq, m, n, row0, tn * BN,
+                                 tn * C::kOutCols, buf, c);
     } else {
       // Two K blocks in flight: block kb's wgmma group is issued before block kb-1's is waited
       // for, and only then is kb-1's stage given back to the producer.
@@ -1109,14 +1124,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Every full[] of the tile waited for: the other consumer may start its next tile (there is
       // one: every OrderSignal meets an OrderWait).
       if (kPingPong && cluster + (i + 1) * clusters < num_units) OrderSignal(c);
+      const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
+      // e4m3: the block's scales loaded under the last wgmma group (BlockScales).
+      BlockScales<BN, C::kHalves> dq;
+      if constexpr (F8) dq.Load(scales.x, scales.w, m, n, row0, tn * BN);
       WgmmaWait<0>();
 #pragma unroll
       for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
       if (num_k > 0) release(prev);
-      const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows);
       const int out0 = tn * C::kOutCols;
-      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, row_ss, m, n, row0, tn * BN, out0,
-                                 buf, c);
+      Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, row_ss, dq, m, n, row0, tn * BN,
+                                 out0, buf, c);
     }
   }
   // The shared memory must outlive the copy engine's reads of it, and the stores must be done
