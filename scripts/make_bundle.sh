@@ -13,6 +13,11 @@
 # the GPU host (the device tool carries at most 64 MiB); scripts/gpu_check.sh unpacks it there.
 #
 #   scripts/make_bundle.sh [--archive] [BUILD_DIR (default build)] [OUT_DIR (default bundle)]
+#
+# BUNDLE_BINS="rankd rankd-bench ..." keeps only those programs (with --archive): the device tool's
+# 64 MiB holds the working tree too (about 38 MiB in 2026-12), and the whole archive (about
+# 26 MB) no longer fits beside it with every GPU test binary; a call that runs two of them
+# carries only what it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ARCHIVE=0
@@ -27,6 +32,9 @@ fi
 BUILD=${1:-build}
 OUT=${2:-bundle}
 [[ -d $BUILD/bin ]] || { echo "make_bundle: $BUILD/bin does not exist (build first)" >&2; exit 1; }
+for b in ${BUNDLE_BINS:-}; do
+  [[ -x $BUILD/bin/$b ]] || { echo "make_bundle: BUNDLE_BINS: $BUILD/bin/$b is not built" >&2; exit 1; }
+done
 
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
@@ -43,6 +51,9 @@ fi
 # The archive travels to the GPU host, which runs only the programs and the GPU tests
 # (scripts/gpu_check.sh): the CPU-only test binaries stay behind (about 6 MB of the archive).
 gpu_host_runs=" rankd rankd-client rankd-bench $(echo $gpu_tests) "
+if [[ -n ${BUNDLE_BINS:-} ]]; then
+  gpu_host_runs=" $BUNDLE_BINS "
+fi
 for f in "$BUILD"/bin/*; do
   [[ -f $f && -x $f ]] || continue
   [[ $ARCHIVE == 1 && $gpu_host_runs != *" $(basename "$f") "* ]] && continue
