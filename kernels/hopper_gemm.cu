@@ -133,15 +133,19 @@ struct Cfg {
   static constexpr int kBoxCols = kBoxRowBytes / kOutBytes;
   static constexpr int kBoxes = kOutCols / kBoxCols;
   static constexpr int kBoxBytes = kRows * kBoxRowBytes;
-  // A consumer's epilogue buffer: 32 KB ping-pong, 16 KB cooperative (whose ring needs more),
-  // written in rounds of kBoxesPerRound boxes.
-  static constexpr int kEpiBufBytes = (kPingPong ? 32 : 16) * 1024;
+  // A consumer's epilogue buffer: its whole output block where that is smaller (the gated
+  // epilogues' halved blocks: 16 KB bf16 and 8 KB e4m3 on ping-pong 128, whose ring then has a
+  // sixth stage), else 32 KB ping-pong, 16 KB cooperative (whose ring needs more); written in
+  // rounds of kBoxesPerRound boxes.
+  static constexpr int kEpiBufCap = (kPingPong ? 32 : 16) * 1024;
+  static constexpr int kEpiBufBytes =
+      kBoxes * kBoxBytes < kEpiBufCap ? kBoxes * kBoxBytes : kEpiBufCap;
   static constexpr int kBoxesPerRound =
       kBoxes < kEpiBufBytes / kBoxBytes ? kBoxes : kEpiBufBytes / kBoxBytes;
   static constexpr int kRounds = kBoxes / kBoxesPerRound;
   static_assert(kBoxes % kBoxesPerRound == 0 && kRounds >= 1, "whole rounds");
   static constexpr int kEpiBytes = kConsumers * kEpiBufBytes;
-  // 5 stages ping-pong, 6 / 4 cooperative at BN 128 / 256.
+  // Ping-pong 128: 5 stages (6 gated); ping-pong 64: 8; cooperative: 6 / 4 at BN 128 / 256.
   static constexpr int kStages = (kSmemBudget - kEpiBytes) / kStageBytes;
   // Dynamic shared memory: slack to align to kSwizzleAlign, the A stages, the B stages, the
   // epilogue buffers (1024-aligned: the swizzle pattern is that of the address), then full[] and
