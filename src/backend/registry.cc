@@ -68,7 +68,6 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
         std::pair{"RANKD_CUDA_ATTENTION_WGMMA", &c.attention_wgmma},
         std::pair{"RANKD_CUDA_PDL", &c.pdl},
         std::pair{"RANKD_CUDA_FP8_GROUP_SCALES", &c.fp8_group_scales},
-        std::pair{"RANKD_CUDA_FP8_FAST_ACCUM", &c.fp8_fast_accum},
         std::pair{"RANKD_CUDA_FP8_PROMOTED", &c.fp8_promoted},
         std::pair{"RANKD_CUDA_FOLD_NORMS", &c.fold_norms}}) {
     if (absl::Status s = flag(name, value); !s.ok()) return s;
@@ -94,23 +93,37 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
                                                : OwnVariants::kPingPong;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
-  if (const char* v = getenv("RANKD_CUDA_FP8_LINEARS"); v != nullptr) {
-    BackendOptions::CudaSwitches::Fp8Linears& f = c.fp8_linears;
-    f = {false, false, false, false};
+  // A set of linear layers: a comma list of qkv, o_proj, gate_up, down (empty: none); with
+  // `all_or_none`, 1 (all four) and 0 (none) too. Unset keeps `*f`.
+  using Fp8Linears = BackendOptions::CudaSwitches::Fp8Linears;
+  auto layers = [&](const char* var, bool all_or_none, Fp8Linears* f) -> absl::Status {
+    const char* v = getenv(var);
+    if (v == nullptr) return absl::OkStatus();
+    if (all_or_none && (absl::string_view(v) == "0" || absl::string_view(v) == "1")) {
+      const bool on = absl::string_view(v) == "1";
+      *f = {on, on, on, on};
+      return absl::OkStatus();
+    }
+    *f = {false, false, false, false};
     for (absl::string_view name : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
       name = absl::StripAsciiWhitespace(name);
-      bool* layer = name == "qkv"       ? &f.qkv
-                    : name == "o_proj"  ? &f.o_proj
-                    : name == "gate_up" ? &f.gate_up
-                    : name == "down"    ? &f.down
+      bool* layer = name == "qkv"       ? &f->qkv
+                    : name == "o_proj"  ? &f->o_proj
+                    : name == "gate_up" ? &f->gate_up
+                    : name == "down"    ? &f->down
                                         : nullptr;
       if (layer == nullptr) {
         return absl::InvalidArgumentError(
-            absl::StrCat("RANKD_CUDA_FP8_LINEARS: '", name,
-                         "' is not a linear layer (qkv, o_proj, gate_up, down)"));
+            absl::StrCat(var, ": '", name, "' is not ", all_or_none ? "0, 1 or " : "",
+                         "a linear layer (qkv, o_proj, gate_up, down)"));
       }
       *layer = true;
     }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = layers("RANKD_CUDA_FP8_LINEARS", false, &c.fp8_linears); !s.ok()) return s;
+  if (absl::Status s = layers("RANKD_CUDA_FP8_FAST_ACCUM", true, &c.fp8_fast_accum); !s.ok()) {
+    return s;
   }
   return number("RANKD_CUDA_GEMM_CANDIDATES", &c.gemm_candidates);
 }

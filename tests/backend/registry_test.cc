@@ -64,7 +64,8 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.attention_wgmma);
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
-  EXPECT_TRUE(o.cuda.fp8_fast_accum);
+  EXPECT_TRUE(o.cuda.fp8_fast_accum ==
+              (BackendOptions::CudaSwitches::Fp8Linears{true, true, true, true}));
   EXPECT_TRUE(o.cuda.fp8_promoted);
   EXPECT_TRUE(o.cuda.fold_norms);
   EXPECT_EQ(o.cuda.own_gemm, BackendOptions::CudaSwitches::OwnGemm::kOn);
@@ -74,7 +75,8 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
-  EXPECT_FALSE(BackendOptions{}.cuda.fp8_fast_accum);
+  EXPECT_TRUE(BackendOptions{}.cuda.fp8_fast_accum ==
+              (BackendOptions::CudaSwitches::Fp8Linears{false, false, false, false}));
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_promoted);
   EXPECT_FALSE(BackendOptions{}.cuda.fold_norms);
   EXPECT_TRUE(BackendOptions{}.cuda.attention_wgmma);  // measured faster: on unless set to 0
@@ -116,6 +118,28 @@ TEST(ApplyBackendEnvironmentTest, OwnGemmIsAutoUnlessSet) {
   }
 }
 
+// RANKD_CUDA_FP8_FAST_ACCUM: 1 every linear layer, 0 none, or the layers named (as
+// RANKD_CUDA_FP8_LINEARS' list; empty: none).
+TEST(ApplyBackendEnvironmentTest, FastAccumulationTakesAllNoneOrTheLayersNamed) {
+  using Fp8Linears = BackendOptions::CudaSwitches::Fp8Linears;
+  for (const auto& [value, want] : {std::pair{"1", Fp8Linears{true, true, true, true}},
+                                    {"0", Fp8Linears{false, false, false, false}},
+                                    {"gate_up", Fp8Linears{false, false, true, false}},
+                                    {" qkv , down", Fp8Linears{true, false, false, true}},
+                                    {"", Fp8Linears{false, false, false, false}}}) {
+    BackendOptions o;
+    o.cuda.fp8_fast_accum = {false, true, false, false};  // replaced whole, not merged
+    ASSERT_TRUE(ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_FP8_FAST_ACCUM", value}})).ok())
+        << value;
+    EXPECT_TRUE(o.cuda.fp8_fast_accum == want) << "'" << value << "'";
+  }
+  // The layers' list form is RANKD_CUDA_FP8_LINEARS' alone: 0 and 1 are not layers there.
+  BackendOptions o;
+  const absl::Status s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_FP8_LINEARS", "1"}}));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_FP8_LINEARS: '1' is not a linear layer"));
+}
+
 TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   BackendOptions o;
   absl::Status s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_GRAPHS", "off"}}));
@@ -136,6 +160,10 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("RANKD_CUDA_FP8_LINEARS: 'attention' is not a linear layer"));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_FP8_FAST_ACCUM", "yes"}}));
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_FP8_FAST_ACCUM: 'yes' is not 0, 1 or a linear layer"));
 }
 
 TEST(CreateBackendTest, KnowsTheBuiltInKinds) {

@@ -198,22 +198,23 @@ struct BackendOptions {
     // session 37) it held the demo model's fp8 bar (-0.0038) but was 15-18% slower. (down's input
     // has group scales wherever down is e4m3 on the Hopper GEMM, this switch or not.)
     bool fp8_group_scales = false;
-    // RANKD_CUDA_FP8_FAST_ACCUM=1: the e4m3 layers with a scale per row may run on the Hopper
-    // GEMM (timed against cuBLASLt as the bf16 ones), on its row-scaled kernels (every schedule),
-    // whose e4m3 accumulation is not promoted (what cuBLASLt calls fast accumulation). Off: they
-    // run on cuBLASLt, which promotes, unless fp8_promoted; the group-scaled kernels promote
-    // either way. Off by default: on an H100 (bench/RESULTS.md,
-    // 2026-12-07, sessions 36 and 37) the unpromoted kernel was 6% faster on 379M than cuBLASLt
-    // but put the demo model's held-out MRR@10 0.0059 under float32's (issue 25's bar: 0.005;
-    // 0.0041 on cuBLASLt).
-    bool fp8_fast_accum = false;
+    // RANKD_CUDA_FP8_FAST_ACCUM: the e4m3 layers (of fp8_linears) with a scale per row that may
+    // run on the Hopper GEMM (timed against cuBLASLt as the bf16 ones), on its row-scaled kernels
+    // (every schedule), whose e4m3 accumulation is not promoted (what cuBLASLt calls fast
+    // accumulation): 1 every layer, 0 none, or a comma list as RANKD_CUDA_FP8_LINEARS' (gate_up
+    // alone: the layer where the unpromoted kernel gains most). The others run on cuBLASLt,
+    // which promotes, unless fp8_promoted; the group-scaled kernels promote either way. None by
+    // default: on an H100 (bench/RESULTS.md, 2026-12-07, sessions 36-40) every layer fast is 21%
+    // faster on 379M than the default (6,184 vs 5,096 items/s, session 40) but puts the demo
+    // model's held-out MRR@10 0.0059 under float32's (issue 25's bar: 0.005; 0.0041 on cuBLASLt).
+    Fp8Linears fp8_fast_accum{false, false, false, false};
     // RANKD_CUDA_FP8_PROMOTED=1: the e4m3 layers with a scale per row are timed on the Hopper
     // GEMM's promoted kernels (HopperXScales::kRowPromoted: each 128-column K block's product
     // added into fp32; cooperative 128 and ping-pong 64) against cuBLASLt, which promotes too,
     // and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. Off:
     // on an H100 (bench/RESULTS.md, 2026-12-07, session 39) no faster than cuBLASLt per shape
     // (the promoted schedules trail the unpromoted ping-pong 128 by 12-17%);
-    // RANKD_CUDA_FP8_FAST_ACCUM wins where both are set.
+    // RANKD_CUDA_FP8_FAST_ACCUM wins for the layers it names.
     bool fp8_promoted = false;
     // RANKD_CUDA_FOLD_NORMS=1: with precision bf16 where the Hopper GEMM may run, the norms in
     // front of qkv and gate_up are folded into those GEMMs (kernels/hopper_gemm.cuh, HopperNorm):

@@ -194,7 +194,7 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
     const LinearIn& ops, int rows, int in, int out, kernels::HopperEpilogue epilogue) {
   if (own_use_ == OwnUse::kNever || rows == 0) return std::nullopt;
   // Row-scaled e4m3 stays on cuBLASLt unless a switch lets the Hopper GEMM take it.
-  if (ops.fp8 && !ops.x_groups && !switches_.fp8_fast_accum && !switches_.fp8_promoted) {
+  if (ops.fp8 && !ops.x_groups && !ops.fast_accum && !switches_.fp8_promoted) {
     return std::nullopt;
   }
   if (own_use_ == OwnUse::kAlways) return OwnVariant{};
@@ -207,8 +207,8 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   // Where nothing is timed (in a capture): cuBLASLt, or with no twin the plan's default.
   const std::optional<OwnVariant> untimed =
       own_only ? std::optional<OwnVariant>(OwnVariant{}) : std::nullopt;
-  const auto key =
-      std::make_tuple(epilogue, rows, in, out, ops.fp8, ops.x_groups, ops.x_sumsq != nullptr);
+  const auto key = std::make_tuple(epilogue, rows, in, out, ops.fp8, ops.x_groups,
+                                   ops.x_sumsq != nullptr, ops.fast_accum);
   if (auto it = own_choice_.find(key); it != own_choice_.end()) return it->second;
   cudaStream_t s = ctx_->stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -337,12 +337,12 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   // (OwnGemmUse has checked that intermediate_size is a multiple of kHopperGluHalf: whole scale
   // groups too.) gate_up's e4m3 epilogue runs on the Hopper GEMM: where its input is e4m3 with
   // row scales, with RANKD_CUDA_FP8_PROMOTED=1 (the promoted kernels) or
-  // RANKD_CUDA_FP8_FAST_ACCUM=1 (XScalesOf).
+  // RANKD_CUDA_FP8_FAST_ACCUM naming gate_up (XScalesOf).
   static_assert(kernels::kHopperScaleGroup == kernels::kHopperGluHalf,
                 "a gated tile's outputs are one scale group");
   down_groups_ = own && fp8 && switches_.fp8_linears.down &&
-                 (!switches_.fp8_linears.gate_up || fp8_groups_ || switches_.fp8_fast_accum ||
-                  switches_.fp8_promoted);
+                 (!switches_.fp8_linears.gate_up || fp8_groups_ ||
+                  switches_.fp8_fast_accum.gate_up || switches_.fp8_promoted);
   // gate_up interleaved for the Hopper GEMM's gated epilogues (bf16 out, or e4m3 with group
   // scales: down_groups_); stacked where down reads e4m3 with row scales (the fp8 activation
   // kernels quantise from the stacked layout).
@@ -623,11 +623,14 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       sw.attention_pipeline, sw.attention_wgmma, OwnGemmName(sw.own_gemm),
       backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
-          ? absl::StrCat(", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",
-                         backend->fp8_group_scales() ? "per 64 columns" : "per row",
-                         sw.fp8_fast_accum ? ", fp8 fast accumulation"
-                         : sw.fp8_promoted ? ", fp8 promoted on the Hopper GEMM"
-                                           : "")
+          ? absl::StrCat(
+                ", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",
+                backend->fp8_group_scales() ? "per 64 columns" : "per row",
+                Fp8LinearsName(sw.fp8_fast_accum) != "none"
+                    ? absl::StrCat(", fp8 fast accumulation on ", Fp8LinearsName(sw.fp8_fast_accum),
+                                   sw.fp8_promoted ? ", the others promoted" : "")
+                : sw.fp8_promoted ? ", fp8 promoted on the Hopper GEMM"
+                                  : "")
       : backend->fold_norms() ? ", norms folded into qkv and gate_up"
                               : "");
   return backend;

@@ -170,12 +170,15 @@ class CudaBackend final : public backend::Backend {
     bool fp8 = false;
     bool x_groups = false;
     const float* x_sumsq = nullptr;
+    // Row-scaled e4m3 whose layer RANKD_CUDA_FP8_FAST_ACCUM names: the Hopper GEMM may take it
+    // unpromoted (XScalesOf).
+    bool fast_accum = false;
     static LinearIn Bf16(const bf16* x, const bf16* w) { return {x, w, {}, {}, false, false}; }
     static LinearIn Bf16Normed(const bf16* x, const bf16* w, const float* x_sumsq) {
       return {x, w, {}, {}, false, false, x_sumsq};
     }
-    static LinearIn Fp8(Fp8Matrix xq, Fp8Matrix wq) {
-      return {nullptr, nullptr, xq, wq, true, false};
+    static LinearIn Fp8(Fp8Matrix xq, Fp8Matrix wq, bool fast_accum) {
+      return {nullptr, nullptr, xq, wq, true, false, nullptr, fast_accum};
     }
     static LinearIn Fp8Groups(Fp8Matrix xq, Fp8Matrix wq) {
       return {nullptr, nullptr, xq, wq, true, true};
@@ -185,13 +188,13 @@ class CudaBackend final : public backend::Backend {
     const void* w_data() const { return fp8 ? static_cast<const void*>(wq.data) : w; }
   };
   // How the Hopper GEMM takes these operands' X scales: kGroup for x_groups; e4m3 with row scales
-  // on the promoted kernels (kRowPromoted) unless RANKD_CUDA_FP8_FAST_ACCUM=1 (kRow, the faster
-  // schedules, no promotion); kRow (unused) for bf16. (Row-scaled e4m3 reaches the Hopper GEMM
-  // only with RANKD_CUDA_FP8_FAST_ACCUM=1 or RANKD_CUDA_FP8_PROMOTED=1: OwnFor.)
-  kernels::HopperXScales XScalesOf(const LinearIn& ops) const {
+  // on the promoted kernels (kRowPromoted) unless the layer accumulates fast (ops.fast_accum:
+  // kRow, the faster schedules, no promotion); kRow (unused) for bf16. (Row-scaled e4m3 reaches
+  // the Hopper GEMM only where it accumulates fast or with RANKD_CUDA_FP8_PROMOTED=1: OwnFor.)
+  static kernels::HopperXScales XScalesOf(const LinearIn& ops) {
     if (ops.x_groups) return kernels::HopperXScales::kGroup;
-    return ops.fp8 && !switches_.fp8_fast_accum ? kernels::HopperXScales::kRowPromoted
-                                                : kernels::HopperXScales::kRow;
+    return ops.fp8 && !ops.fast_accum ? kernels::HopperXScales::kRowPromoted
+                                      : kernels::HopperXScales::kRow;
   }
   // The Hopper GEMM's plan for these operands as `variant` (kStoreBf16Rope: the k heads of
   // rotations_; kSwiGluFp8/kGeGluFp8: the group scales into act_group_scale_; x_sumsq: the rows'
@@ -317,11 +320,11 @@ class CudaBackend final : public backend::Backend {
   // Where the Hopper GEMM may run (OwnGemmUse), gate_up's weight is interleaved for its gated
   // epilogue (and cuBLASLt's gate_up output then too: the activation kernel reads it so). The
   // plans of the operands met so far (their TMA descriptors) and, kTimed, the choice per layer
-  // shape (epilogue, rows, in, out, fp8 operands: the variant where the Hopper GEMM was faster,
-  // else none), under ctx_->mu().
+  // shape (epilogue, rows, in, out, fp8 operands, group-scaled, norm-folded, fast accumulation:
+  // the variant where the Hopper GEMM was faster, else none), under ctx_->mu().
   OwnUse own_use_ = OwnUse::kNever;
   int gate_up_half_ = 0;  // LaunchSwiGlu's `half` for the weights' layout (0: stacked)
-  std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool, bool, bool>,
+  std::map<std::tuple<kernels::HopperEpilogue, int, int, int, bool, bool, bool, bool>,
            std::optional<OwnVariant>>
       own_choice_;
   using OwnGemmKey =

@@ -57,17 +57,21 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
                                                   gemm_in_scale_, ks));
     return absl::OkStatus();
   };
-  // A layer's operands: the bf16 input x and weight w, or (in_fp8) gemm_in and the e4m3 weight.
-  auto operands = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, bool in_fp8) {
+  // Which e4m3 layers may accumulate fast (RANKD_CUDA_FP8_FAST_ACCUM).
+  const Fp8Linears& fast = switches_.fp8_fast_accum;
+  // A layer's operands: the bf16 input x and weight w, or (in_fp8) gemm_in and the e4m3 weight,
+  // accumulated fast where `fast_accum`.
+  auto operands = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, bool in_fp8,
+                      bool fast_accum) {
     return !in_fp8       ? LinearIn::Bf16(x, w)
            : fp8_groups_ ? LinearIn::Fp8Groups(gemm_in, wq)
-                         : LinearIn::Fp8(gemm_in, wq);
+                         : LinearIn::Fp8(gemm_in, wq, fast_accum);
   };
   // y [rows, out] bf16 = input . w^T; `x` is the bf16 input (unused when `in_fp8`).
   auto linear = [&](const bf16* x, const bf16* w, const Fp8Matrix& wq, int rows, int in, int out,
-                    bf16* y, bool in_fp8) {
-    return Linear(operands(x, w, wq, in_fp8), rows, in, out, kernels::HopperEpilogue::kStoreBf16,
-                  y);
+                    bf16* y, bool in_fp8, bool fast_accum) {
+    return Linear(operands(x, w, wq, in_fp8, fast_accum), rows, in, out,
+                  kernels::HopperEpilogue::kStoreBf16, y);
   };
 
   // The profile's two numbers of every stage (pass_costs.h).
@@ -88,8 +92,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchNormFoldInput(x_, Tb, H, normed_, norm_sumsq_, ks));
   }
   // The input of qkv and gate_up: the norm's output (bf16 or e4m3), or with the fold the copy.
-  auto normed_in = [&](const bf16* w, const Fp8Matrix& wq, bool in_fp8) {
-    return fold ? LinearIn::Bf16Normed(normed_, w, norm_sumsq_) : operands(normed_, w, wq, in_fp8);
+  auto normed_in = [&](const bf16* w, const Fp8Matrix& wq, bool in_fp8, bool fast_accum) {
+    return fold ? LinearIn::Bf16Normed(normed_, w, norm_sumsq_)
+                : operands(normed_, w, wq, in_fp8, fast_accum);
   };
   // The residual adds: kResidualNorm where the fold's next GEMM reads what it writes.
   const kernels::HopperEpilogue residual_add =
@@ -102,7 +107,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
       RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(cost.Rows(), fp8_qkv)));
       RANKD_RETURN_IF_ERROR(norm(x_, w.input_norm, Tb, fp8_qkv));
     }
-    const LinearIn qkv_in = normed_in(w.wqkv, w.wqkv_fp8, fp8_qkv);
+    const LinearIn qkv_in = normed_in(w.wqkv, w.wqkv_fp8, fp8_qkv, fast.qkv);
     kernels::QkvRopeParams r;
     r.qkv = wide_;
     r.bias = w.bqkv;
@@ -186,25 +191,25 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     // Sandwich norms (Gemma 2): the sublayer output goes to normed_ (free after its GEMM read it),
     // and its norm is what the residual adds.
     if (config_.sandwich_norms) {
-      RANKD_RETURN_IF_ERROR(linear(ar, w.wo, w.wo_fp8, rows, Q, H, normed_, fp8_o));
+      RANKD_RETURN_IF_ERROR(linear(ar, w.wo, w.wo_fp8, rows, Q, H, normed_, fp8_o, fast.o_proj));
       RANKD_CUDA_RETURN_IF_ERROR(
           kernels::LaunchRmsNormAdd(normed_, w.attn_out_norm, norm_offset, eps, rows, H, xr, ks));
     } else {
       RANKD_RETURN_IF_ERROR(
-          Linear(operands(ar, w.wo, w.wo_fp8, fp8_o), rows, Q, H, residual_add, xr));
+          Linear(operands(ar, w.wo, w.wo_fp8, fp8_o, fast.o_proj), rows, Q, H, residual_add, xr));
     }
     if (!fold) {
       RANKD_RETURN_IF_ERROR(Mark(Stage::kNorm, cost.Norm(live, fp8_gate_up)));
       RANKD_RETURN_IF_ERROR(norm(xr, w.post_norm, rows, fp8_gate_up));
     }
     const bool gelu = config_.activation == model::Activation::kGeluTanh;
-    const LinearIn gate_up = normed_in(w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up);
+    const LinearIn gate_up = normed_in(w.w_gate_up, w.w_gate_up_fp8, fp8_gate_up, fast.gate_up);
     // down's input: act_ in bf16, gemm_in (e4m3 with row scales, the fp8 activation kernel's),
     // or, down_groups_, act_ as e4m3 with group scales (gate_up's epilogue's).
     auto* act_fp8 = reinterpret_cast<__nv_fp8_e4m3*>(act_);
     const LinearIn down =
         down_groups_ ? LinearIn::Fp8Groups(Fp8Matrix{act_fp8, act_group_scale_}, w.w_down_fp8)
-                     : operands(act_, w.w_down, w.w_down_fp8, fp8_down);
+                     : operands(act_, w.w_down, w.w_down_fp8, fp8_down, fast.down);
     if (down_groups_) {
       // down in e4m3 on the Hopper GEMM: gate_up's epilogue quantises the activation per group of
       // kHopperScaleGroup columns into act_ (as e4m3; gemm_in_fp8_ may be gate_up's input), and

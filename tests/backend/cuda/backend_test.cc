@@ -544,7 +544,8 @@ TEST_P(CudaGoldenTest, FoldedNormsMatchGolden) {
 }
 
 // The Hopper GEMM on e4m3 operands (precision fp8, RANKD_CUDA_OWN_GEMM=1; its promoted kernels
-// with RANKD_CUDA_FP8_PROMOTED=1, its row-scaled ones with RANKD_CUDA_FP8_FAST_ACCUM=1; with
+// with RANKD_CUDA_FP8_PROMOTED=1, its row-scaled ones with RANKD_CUDA_FP8_FAST_ACCUM=1, or both:
+// gate_up fast, the other layers promoted; with
 // RANKD_CUDA_FP8_GROUP_SCALES=1 in the environment, the grouped kernels): with the default fp8
 // linears (qkv with k's RoPE in its epilogue, gate_up with the gated activation in its epilogue,
 // o_proj and down bf16) and with all four (gate_up's epilogue writes e4m3 with group scales, down
@@ -553,17 +554,24 @@ TEST_P(CudaGoldenTest, FoldedNormsMatchGolden) {
 TEST_P(CudaGoldenTest, OwnGemmFp8MatchesGolden) {
   auto config = model::ModelConfig::FromHfDir(golden_.model_dir);
   ASSERT_TRUE(config.ok()) << config.status();
-  for (const auto& [layers, accumulation] :
-       {std::pair{"qkv,gate_up", "RANKD_CUDA_FP8_PROMOTED"},
-        {"qkv,o_proj,gate_up,down", "RANKD_CUDA_FP8_PROMOTED"},
-        {"qkv,gate_up", "RANKD_CUDA_FP8_FAST_ACCUM"},
-        {"qkv,o_proj,gate_up,down", "RANKD_CUDA_FP8_FAST_ACCUM"}}) {
+  struct Case {
+    const char* layers;
+    const char* promoted;  // RANKD_CUDA_FP8_PROMOTED
+    const char* fast;      // RANKD_CUDA_FP8_FAST_ACCUM
+  };
+  for (const auto& [layers, promoted, fast] :
+       {Case{"qkv,gate_up", "1", "0"}, Case{"qkv,o_proj,gate_up,down", "1", "0"},
+        Case{"qkv,gate_up", "0", "1"}, Case{"qkv,o_proj,gate_up,down", "0", "1"},
+        Case{"qkv,gate_up", "1", "gate_up"}, Case{"qkv,o_proj,gate_up,down", "1", "gate_up"}}) {
+    const std::string accumulation =
+        absl::StrCat("RANKD_CUDA_FP8_PROMOTED=", promoted, " RANKD_CUDA_FP8_FAST_ACCUM=", fast);
     SCOPED_TRACE(::testing::Message()
-                 << "RANKD_CUDA_FP8_LINEARS='" << layers << "' " << accumulation << "=1");
+                 << "RANKD_CUDA_FP8_LINEARS='" << layers << "' " << accumulation);
     ScopedEnv env("RANKD_CUDA_FP8_LINEARS", layers);
     ScopedEnv k_rope("RANKD_CUDA_FUSE_K_ROPE", "1");
-    // The row-scaled e4m3 layers on the promoted kernels or on the unpromoted ones.
-    ScopedEnv on(accumulation, "1");
+    // The row-scaled e4m3 layers on the promoted kernels, the unpromoted ones, or per layer.
+    ScopedEnv on_promoted("RANKD_CUDA_FP8_PROMOTED", promoted);
+    ScopedEnv on_fast("RANKD_CUDA_FP8_FAST_ACCUM", fast);
     std::optional<ScopedEnv> own(std::in_place, "RANKD_CUDA_OWN_GEMM", "1");
     auto b = MakeBackend(golden_.model_dir, golden_.head, "cuda", strategy_, 16384, true, "fp8");
     ASSERT_TRUE(b.ok()) << b.status();
