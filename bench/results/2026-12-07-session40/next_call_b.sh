@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The next session's call B (after next_call_a.sh): Nsight Compute on the bf16 GEMMs that still
+# The next session's call B (after next_call_a.sh, the same bundle): the golden fp8 backend tests
+# (the own GEMM promoted, fast, and gate_up fast with the others promoted), the demo model's bar
+# with PROMOTED=1 and with gate_up's fast accumulation, Nsight Compute on the bf16 GEMMs that still
 # trail cuBLASLt (qkv, o_proj, down on ping-pong 128) and cuBLASLt's down: why qkv runs at 61% of
-# the tensor peak where gate_up runs at 86%; a second engine round.
+# the tensor peak where gate_up runs at 86%.
 F=build-gpu-f; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
@@ -9,6 +11,12 @@ NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 [[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
+echo "== backend tests ($(el) s)" >> $L
+timeout 200 $B/cuda_backend_test --gtest_color=no --gtest_filter='*OwnGemmFp8*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) *\]|Failure' | tail -30 >> $L
+echo "== demo ($(el) s)" >> $L
+for v in "RANKD_CUDA_FP8_PROMOTED=1" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up RANKD_CUDA_FP8_PROMOTED=1" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up"; do
+  env $v OUT=/tmp/gcn BUNDLE=$F DEMO_PRECISIONS=fp8 timeout 80 scripts/gpu_check.sh demo 2>&1 | grep 'demo model' | sed "s/^/[$v] /" >> $L
+done
 echo "== ncu ($(el) s)" >> $L
 for v in "qkv ownpp128 T=7500:qkv_pp128" "o_proj+= ownpp128 T=7500:o_proj_pp128" "down+= ownpp128 T=7500:down_pp128" "down+= cublaslt T=7500:down_cublaslt"; do
   name=${v##*:}; variant=${v%:*}
@@ -18,12 +26,4 @@ for v in "qkv ownpp128 T=7500:qkv_pp128" "o_proj+= ownpp128 T=7500:o_proj_pp128"
   timeout 30 $NCU -i /tmp/$name.ncu-rep --page details --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis >> $OUT/ncu.log 2>&1
   echo "== $name done ($(el) s)" >> $L
 done
-echo "== engine ($(el) s)" >> $L
-for round in 2; do
-for v in "m379 fp8 -" "m379 fp8 RANKD_CUDA_FP8_PROMOTED=1" "m379 fp8 RANKD_CUDA_FP8_FAST_ACCUM=1" "m379 bf16 -" "m06 fp8 -" "m06 fp8 RANKD_CUDA_FP8_PROMOTED=1"; do
-  set -- $v; model=$1; prec=$2; shift 2; envs=(); [[ $1 != - ]] && envs=("$@")
-  echo "== [$v]" >> $OUT/engine.log
-  timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq 50 --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1
-  echo "[$round $v] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
-done; done
 echo "== done ($(el) s)" >> $L
