@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The next session's call B (after next_call_a.sh, the same bundle): the golden fp8 backend tests
 # (the own GEMM promoted, fast, and gate_up fast with the others promoted), the demo model's bar
-# with PROMOTED=1 and with gate_up's fast accumulation, Nsight Compute on the bf16 GEMMs that still
+# with PROMOTED=1 and with gate_up's fast accumulation, embedding items (ibpc, Ni=250) with and
+# without RANKD_CUDA_FOLD_NORMS=1 (two kernels a layer fewer: does it pay where a pass is small?),
+# Nsight Compute on the bf16 GEMMs that still
 # trail cuBLASLt (qkv, o_proj, down on ping-pong 128) and cuBLASLt's down: why qkv runs at 61% of
 # the tensor peak where gate_up runs at 86%.
 F=build-gpu-f; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
@@ -17,6 +19,14 @@ echo "== demo ($(el) s)" >> $L
 for v in "RANKD_CUDA_FP8_PROMOTED=1" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up RANKD_CUDA_FP8_PROMOTED=1" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up"; do
   env $v OUT=/tmp/gcn BUNDLE=$F DEMO_PRECISIONS=fp8 timeout 80 scripts/gpu_check.sh demo 2>&1 | grep 'demo model' | sed "s/^/[$v] /" >> $L
 done
+echo "== embedding items ($(el) s)" >> $L
+for round in 1 2; do
+for v in "-" "RANKD_CUDA_FOLD_NORMS=1"; do
+  envs=(); [[ $v != - ]] && envs=($v)
+  echo "== [emb $v]" >> $OUT/engine.log
+  timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 100 --strategy ibpc --graphs --precision bf16 --tq 50 --ni 250 --items embedding --log-level info >> $OUT/engine.log 2>&1
+  echo "[$round emb ibpc $v] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
+done; done
 echo "== ncu ($(el) s)" >> $L
 for v in "qkv ownpp128 T=7500:qkv_pp128" "o_proj+= ownpp128 T=7500:o_proj_pp128" "down+= ownpp128 T=7500:down_pp128" "down+= cublaslt T=7500:down_cublaslt"; do
   name=${v##*:}; variant=${v%:*}
