@@ -100,6 +100,7 @@ struct KernelCase {
   AttentionPass pass = AttentionPass::kIbpcItems;  // prefix_attention, qkv_rope (encode: kv_out)
   bool attention_pipelined = false;                // prefix_attention: the pipelined kernel
   bool attention_wgmma = false;                    // prefix_attention: on wgmma
+  bool attention_overlap = false;                  // prefix_attention: wgmma, key tiles overlapped
   GemmLayer gemm_layer = GemmLayer::kQkv;          // gemm: the layer, its [N, K] weight
   GemmImpl gemm_impl = GemmImpl::kOwn;
   int gemm_n = 0, gemm_k = 0;

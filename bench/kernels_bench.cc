@@ -431,10 +431,12 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       a.scale = 1.0f / std::sqrt(static_cast<float>(D));
       a.pipelined = c.attention_pipelined;
       a.wgmma = c.attention_wgmma;
+      a.overlap = c.attention_overlap;
       if (a.wgmma && !kernels::PrefixAttentionSupportsWgmma(D)) {
         return absl::UnimplementedError("attention on wgmma does not run on this device");
       }
-      a.blocks = kernels::PrefixAttentionBlocks(D, c.attention_pipelined, c.attention_wgmma);
+      a.blocks = kernels::PrefixAttentionBlocks(D, c.attention_pipelined, c.attention_wgmma,
+                                                c.attention_overlap);
       if (a.blocks <= 0) return absl::InternalError("cannot size the attention kernel's grid");
       RANKD_ASSIGN_OR_RETURN(a.out, m.Alloc<bf16>(R * Q));
       p.launch = [=](cudaStream_t st) { return kernels::LaunchPrefixAttention(a, st); };

@@ -149,11 +149,21 @@ __device__ __forceinline__ void WgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void WgmmaCommitAndWait() {
+__device__ __forceinline__ void WgmmaCommit() {
 #if RANKD_ATTENTION_WGMMA_DEVICE
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
+}
+// Until at most N of the warpgroup's committed wgmma groups are still running.
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+#if RANKD_ATTENTION_WGMMA_DEVICE
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+__device__ __forceinline__ void WgmmaCommitAndWait() {
+  WgmmaCommit();
+  WgmmaWait<0>();
 }
 // cp.async's writes to shared memory, visible to wgmma's (async proxy) reads after the barrier.
 __device__ __forceinline__ void FenceProxyAsyncShared() {
@@ -168,6 +178,17 @@ __device__ __forceinline__ void FenceAcc(float (&d)[N][4]) {
   for (int i = 0; i < N; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+  }
+}
+
+// Keeps registers that a running wgmma reads (its A fragments) from being reused before the wait
+// that ends it: the compiler sees them read here, after the wait.
+template <int N>
+__device__ __forceinline__ void KeepAlive(const uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" ::"r"(a[i][e]) : "memory");
   }
 }
 
@@ -393,10 +414,10 @@ __device__ __forceinline__ void CopyAsync32(void* dst, const void* src) {
   CopyAsync16(static_cast<char*>(dst) + 16, static_cast<const char*>(src) + 16, true);
 }
 
-// Copies key tile `kt` into stage `st` of ks / vs (one commit group): 16-byte chunks, D / 8 per
-// key; past num_keys, zeros (the source is then own row 0, never read). Branch-free: selects, one
-// wide multiply per key.
-template <int D, bool W>
+// Copies key tile `kt`'s keys (kK) and values (kV) into stage `st` of ks / vs (one commit group):
+// 16-byte chunks, D / 8 per key; past num_keys, zeros (the source is then own row 0, never read).
+// Branch-free: selects, one wide multiply per key.
+template <int D, bool W, bool kK = true, bool kV = true>
 __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st, __nv_bfloat16* ks,
                                             __nv_bfloat16* vs) {
   __nv_bfloat16* kdst = ks + st * kSmemTile<D, W>;
@@ -409,8 +430,8 @@ __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st
     const int row = in_ctx ? j : (valid ? j + src.own_shift : 0);
     const int64_t off = static_cast<int64_t>(row) * (in_ctx ? src.ctx_stride : src.own_stride) + d0;
     const int dst = SmemOffset<D, W>(i, d0);
-    CopyAsync16(&kdst[dst], (in_ctx ? src.ctx_k : src.own_k) + off, valid);
-    CopyAsync16(&vdst[dst], (in_ctx ? src.ctx_v : src.own_v) + off, valid);
+    if constexpr (kK) CopyAsync16(&kdst[dst], (in_ctx ? src.ctx_k : src.own_k) + off, valid);
+    if constexpr (kV) CopyAsync16(&vdst[dst], (in_ctx ? src.ctx_v : src.own_v) + off, valid);
   }
   CopyAsyncCommit();
 }
@@ -470,6 +491,18 @@ __device__ __forceinline__ Visibility RowVisibility(const int (&tok)[2], const i
   return v;
 }
 
+// wgmma: S = Q K^T over the tile's 64 keys issued (D / 16 m64n64k16, one a 16 dims), not
+// committed; s is zero before (the caller's wgmma fence after).
+template <int D>
+__device__ __forceinline__ void IssueScores(const uint32_t (&qf)[D / 16][4],
+                                            const __nv_bfloat16* kt_s, float (&s)[kKeys / 8][4]) {
+  const uint32_t k_addr = SmemAddress(kt_s);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    WgmmaRs<0>(s, qf[kk], DescKMajor(k_addr + (kk / 4) * (kKeys * 128) + 32 * (kk % 4)));
+  }
+}
+
 // S = Q K^T over the tile's 64 keys: 8 column groups of 8 keys, two per ldmatrix.x4 (wgmma: one
 // m64n64k16 a 16 dims).
 template <int D, bool W>
@@ -479,12 +512,8 @@ __device__ __forceinline__ void ScoreKeyTile(const uint32_t (&qf)[D / 16][4],
 #pragma unroll
   for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
   if constexpr (W) {
-    const uint32_t k_addr = SmemAddress(kt_s);
     WgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      WgmmaRs<0>(s, qf[kk], DescKMajor(k_addr + (kk / 4) * (kKeys * 128) + 32 * (kk % 4)));
-    }
+    IssueScores<D>(qf, kt_s, s);
     WgmmaCommitAndWait();
     FenceAcc(s);
   } else {
@@ -548,13 +577,14 @@ __device__ __forceinline__ void MaskKeyTile(const Visibility& vis, int key0, int
 // Online softmax over one key tile (fp32, exp2 domain): the running row max m over the quad (the 4
 // lanes that share rows g and g + 8), s turned into probabilities, the running row sum l (this
 // thread's columns) and the O accumulators rescaled to the new max.
-template <int D>
-__device__ __forceinline__ void SoftmaxUpdate(float scale, float (&s)[kKeys / 8][4], float (&m)[2],
-                                              float (&l)[2], float (&o)[D / 8][4]) {
+// In two steps: SoftmaxStats (m, s, l and the rescale factor alpha of each row) and RescaleO,
+// which the overlapped wgmma loop runs once the previous tile's P V is done.
+__device__ __forceinline__ void SoftmaxStats(float scale, float (&s)[kKeys / 8][4], float (&m)[2],
+                                             float (&l)[2], float (&alpha)[2]) {
   // Row maxima as trees (a chain of 16 dependent max per row would stall a warp that has few
   // neighbours to hide it behind).
   float mx[2] = {TreeMax<0>(s), TreeMax<1>(s)};
-  float alpha[2], m_sub[2];
+  float m_sub[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -574,12 +604,47 @@ __device__ __forceinline__ void SoftmaxUpdate(float scale, float (&s)[kKeys / 8]
   const float rs[2] = {TreeSum<0>(s), TreeSum<1>(s)};
 #pragma unroll
   for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
+}
+
+template <int D>
+__device__ __forceinline__ void RescaleO(const float (&alpha)[2], float (&o)[D / 8][4]) {
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
     o[dt][0] *= alpha[0];
     o[dt][1] *= alpha[0];
     o[dt][2] *= alpha[1];
     o[dt][3] *= alpha[1];
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void SoftmaxUpdate(float scale, float (&s)[kKeys / 8][4], float (&m)[2],
+                                              float (&l)[2], float (&o)[D / 8][4]) {
+  float alpha[2];
+  SoftmaxStats(scale, s, m, l, alpha);
+  RescaleO<D>(alpha, o);
+}
+
+// P's 16-key slices as wgmma A fragments, straight from the S accumulators.
+__device__ __forceinline__ void PackP(const float (&s)[kKeys / 8][4],
+                                      uint32_t (&pa)[kKeys / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    pa[kk][0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
+    pa[kk][1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
+    pa[kk][2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[kk][3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
+// wgmma: O += P V issued (one m64nDk16 a 16 keys, V read MN-major), not committed.
+template <int D>
+__device__ __forceinline__ void IssuePV(const uint32_t (&pa)[kKeys / 16][4],
+                                        const __nv_bfloat16* vt_s, float (&o)[D / 8][4]) {
+  const uint32_t v_addr = SmemAddress(vt_s);
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    WgmmaRs<1>(o, pa[kk], DescMnMajor(v_addr + kk * 16 * 128));
   }
 }
 
@@ -592,19 +657,9 @@ __device__ __forceinline__ void AccumulatePV(const float (&s)[kKeys / 8][4],
                                              float (&o)[D / 8][4]) {
   if constexpr (W) {
     uint32_t pa[kKeys / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      pa[kk][0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
-      pa[kk][1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
-      pa[kk][2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[kk][3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-    const uint32_t v_addr = SmemAddress(vt_s);
+    PackP(s, pa);
     WgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      WgmmaRs<1>(o, pa[kk], DescMnMajor(v_addr + kk * 16 * 128));
-    }
+    IssuePV<D>(pa, vt_s, o);
     WgmmaCommitAndWait();
     FenceAcc(o);
   } else {
@@ -693,18 +748,11 @@ __device__ __forceinline__ LaunchConstants MakeLaunchConstants(const PrefixAtten
           MakeSoftmaxScale(p)};
 }
 
-// One key tile of a unit, landed in shared memory (kt_s, vt_s): S = Q K^T, the cap, the mask
-// where some row of the warp does not see the whole tile, the online softmax and O += P V. Both
-// kernels below run it between the same barriers.
-template <int D, bool W>
-__device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, SoftmaxScale sm,
-                                              const uint32_t (&qf)[D / 16][4],
-                                              const __nv_bfloat16* kt_s, const __nv_bfloat16* vt_s,
-                                              int lane, int c, int kt, int ctx, int own_lo,
-                                              int num_keys, const Visibility& vis, float (&m)[2],
-                                              float (&l)[2], float (&o)[D / 8][4]) {
-  float s[kKeys / 8][4];
-  ScoreKeyTile<D, W>(qf, kt_s, lane, s);
+// The raw scores of key tile kt capped (softcap) and masked where some row of the warp does not
+// see the whole tile.
+__device__ __forceinline__ void CapAndMask(const PrefixAttentionParams& p, SoftmaxScale sm, int c,
+                                           int kt, int ctx, int own_lo, int num_keys,
+                                           const Visibility& vis, float (&s)[kKeys / 8][4]) {
   if (p.softcap > 0.0f) {
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt) {
@@ -722,13 +770,110 @@ __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, So
       p.window == 0 && key0 + kKeys <= num_keys &&
       (key0 + kKeys <= ctx || (own_first >= vis.w_last_lo && own_last <= vis.w_first_tok));
   if (!whole) MaskKeyTile(vis, key0, ctx, c, s);
+}
+
+// One key tile of a unit, landed in shared memory (kt_s, vt_s): S = Q K^T, the cap, the mask
+// where some row of the warp does not see the whole tile, the online softmax and O += P V. Both
+// kernels below run it between the same barriers.
+template <int D, bool W>
+__device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, SoftmaxScale sm,
+                                              const uint32_t (&qf)[D / 16][4],
+                                              const __nv_bfloat16* kt_s, const __nv_bfloat16* vt_s,
+                                              int lane, int c, int kt, int ctx, int own_lo,
+                                              int num_keys, const Visibility& vis, float (&m)[2],
+                                              float (&l)[2], float (&o)[D / 8][4]) {
+  float s[kKeys / 8][4];
+  ScoreKeyTile<D, W>(qf, kt_s, lane, s);
+  CapAndMask(p, sm, c, kt, ctx, own_lo, num_keys, vis, s);
   SoftmaxUpdate<D>(sm.scale, s, m, l, o);
   AccumulatePV<D, W>(s, vt_s, lane, o);
 }
 
+// The overlapped wgmma loop over a unit's key tiles (PrefixAttentionParams::overlap; two stages,
+// D 64), FlashAttention-3's intra-warpgroup pipelining: in the loop's step kt, S_kt = Q K_kt and
+// O += P_{kt-1} V_{kt-1} are issued together, and tile kt's mask and softmax run while the second
+// still multiplies; O is rescaled by tile kt's factor once it is done, and P_kt packed, for the
+// next step to issue. The same operations on the same values as AttendKeyTile's order (O times
+// tile kt's factor, then P_kt V_kt added), so the same bits. K and V have rings of two stages
+// each, copied apart: K_{kt+1} at the start of step kt (its stage held K_{kt-1}, whose S was
+// waited for in step kt-1), V_{kt+1} at its end (its stage held V_{kt-1}, waited for in step kt),
+// so each copy has a step to land. Tile 0's K and V are in flight (one commit group) on entry;
+// every thread commits the same groups (empty ones past the last tile), so that "all but the
+// newest" waits mean the same tile everywhere. Ends with every warp past its last wgmma.
+template <int D>
+__device__ __forceinline__ void AttendKeyTilesOverlapped(
+    const PrefixAttentionParams& p, SoftmaxScale sm, const uint32_t (&qf)[D / 16][4],
+    const KeySource& src, __nv_bfloat16* ks, __nv_bfloat16* vs, int c, int ctx, int own_lo,
+    int num_keys, int num_key_tiles, const Visibility& vis, float (&m)[2], float (&l)[2],
+    float (&o)[D / 8][4]) {
+  static_assert(kStages<D, true> == 2, "two stages of K and of V");
+  constexpr int kTile = kSmemTile<D, true>;
+  if (num_key_tiles > 1) {
+    CopyKeyTile<D, true, true, false>(src, 1, 1, ks, vs);
+    CopyKeyTile<D, true, false, true>(src, 1, 1, ks, vs);
+  } else {
+    CopyAsyncCommit();
+    CopyAsyncCommit();
+  }
+  CopyAsyncWait<2>();  // tile 0
+  FenceProxyAsyncShared();
+  __syncthreads();
+  float s[kKeys / 8][4];
+  uint32_t pa[kKeys / 16][4];
+  float alpha[2];
+  ScoreKeyTile<D, true>(qf, ks, 0, s);
+  CapAndMask(p, sm, c, 0, ctx, own_lo, num_keys, vis, s);
+  SoftmaxStats(sm.scale, s, m, l, alpha);
+  RescaleO<D>(alpha, o);
+  PackP(s, pa);
+  for (int kt = 1; kt < num_key_tiles; ++kt) {
+    const bool more = kt + 1 < num_key_tiles;
+    CopyAsyncWait<1>();  // K_kt and V_{kt-1}; V_kt may be in flight
+    FenceProxyAsyncShared();
+    __syncthreads();
+    if (more) {
+      CopyKeyTile<D, true, true, false>(src, kt + 1, (kt + 1) % 2, ks, vs);
+    } else {
+      CopyAsyncCommit();
+    }
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    WgmmaFence();
+    IssueScores<D>(qf, ks + kt % 2 * kTile, s);
+    WgmmaCommit();
+    IssuePV<D>(pa, vs + (kt - 1) % 2 * kTile, o);
+    WgmmaCommit();
+    WgmmaWait<1>();  // S_kt
+    FenceAcc(s);
+    CapAndMask(p, sm, c, kt, ctx, own_lo, num_keys, vis, s);
+    SoftmaxStats(sm.scale, s, m, l, alpha);
+    WgmmaWait<0>();  // P_{kt-1} V_{kt-1}
+    FenceAcc(o);
+    KeepAlive(pa);
+    RescaleO<D>(alpha, o);
+    PackP(s, pa);
+    __syncthreads();  // every warp is done with V_{kt-1}'s stage
+    if (more) {
+      CopyKeyTile<D, true, false, true>(src, kt + 1, (kt + 1) % 2, ks, vs);
+    } else {
+      CopyAsyncCommit();
+    }
+  }
+  CopyAsyncWait<0>();  // V of the last tile
+  FenceProxyAsyncShared();
+  __syncthreads();
+  WgmmaFence();
+  IssuePV<D>(pa, vs + (num_key_tiles - 1) % 2 * kTile, o);
+  WgmmaCommitAndWait();
+  FenceAcc(o);
+  KeepAlive(pa);
+  __syncthreads();  // every warp is done with the stages before the next unit's copies
+}
+
 // The queue kernel (the default): each block takes its units one at a time from the queue and
-// loads each unit's tile and context entry when it starts it.
-template <int D, bool W>
+// loads each unit's tile and context entry when it starts it. kOverlap: its key tiles through
+// AttendKeyTilesOverlapped (wgmma, D 64).
+template <int D, bool W, bool kOverlap = false>
 __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
                                                 FastDivmod group_div, FastDivmod kv_div) {
   __shared__ __align__(kSwizzleAtom)
@@ -777,13 +922,18 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
     float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
     const Visibility vis = RowVisibility(tok, lo, ctx, own_lo, p.window);
 
-    for (int kt = 0; kt < num_key_tiles; ++kt) {
-      AwaitKeyTile<D, W>(src, kt, num_key_tiles, 0, ks, vs);
-      __syncthreads();
-      const int stage = kt % kStages<D, W>;
-      AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,
-                          lane, c, kt, ctx, own_lo, num_keys, vis, m, l, o);
-      __syncthreads();  // every warp is done with this stage before it is copied over
+    if constexpr (kOverlap) {
+      AttendKeyTilesOverlapped<D>(p, sm, qf, src, ks, vs, c, ctx, own_lo, num_keys, num_key_tiles,
+                                  vis, m, l, o);
+    } else {
+      for (int kt = 0; kt < num_key_tiles; ++kt) {
+        AwaitKeyTile<D, W>(src, kt, num_key_tiles, 0, ks, vs);
+        __syncthreads();
+        const int stage = kt % kStages<D, W>;
+        AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,
+                            lane, c, kt, ctx, own_lo, num_keys, vis, m, l, o);
+        __syncthreads();  // every warp is done with this stage before it is copied over
+      }
     }
     // The tile's first three fields again (an L1 hit; volatile, so not merged with the first
     // load) rather than kept live through the key loop.
@@ -915,14 +1065,14 @@ __device__ __forceinline__ void PipelinedKernelBody(const PrefixAttentionParams&
 
 // The kernels. A wgmma kernel (W) compiled without sm_90a has an empty body, and so no shared
 // memory: how WgmmaBuilt tells.
-template <int D, bool W>
+template <int D, bool W, bool kOverlap = false>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
   if constexpr (W && !kWgmmaDevice) {
     __trap();
   } else {
     EnterGrid();
-    QueueKernelBody<D, W>(p, group_div, kv_div);
+    QueueKernelBody<D, W, kOverlap>(p, group_div, kv_div);
   }
 }
 template <int D, bool W>
@@ -937,11 +1087,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   }
 }
 
-// wgmma kernels exist for D of 64 and 128 (whole 128-byte rows; wgmma's N for P V).
+// wgmma kernels exist for D of 64 and 128 (whole 128-byte rows; wgmma's N for P V); the
+// overlapped loop for D 64 (two stages of K and V in the 48 KB of static shared memory).
 constexpr bool WgmmaHeadDim(int d) { return d == 64 || d == 128; }
+constexpr bool OverlapHeadDim(int d) { return d == 64; }
 
+// The kernel of a launch: `overlap` applies to the queue kernel on wgmma at D 64 and is ignored
+// elsewhere (PrefixAttentionParams::overlap).
 template <int D, bool W>
-auto KernelOf(bool pipelined) {
+auto KernelOf(bool pipelined, bool overlap) {
+  if constexpr (W && OverlapHeadDim(D)) {
+    if (overlap && !pipelined) return PrefixAttentionKernel<D, W, true>;
+  }
   return pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>;
 }
 
@@ -970,27 +1127,27 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   if constexpr (WgmmaHeadDim(D)) {
     if (p.wgmma) {
       if (!WgmmaBuilt<D>()) return cudaErrorNotSupported;
-      return LaunchKernel(KernelOf<D, true>(p.pipelined), p.blocks, kThreads, 0, stream, p,
-                          group_div, kv_div);
+      return LaunchKernel(KernelOf<D, true>(p.pipelined, p.overlap), p.blocks, kThreads, 0, stream,
+                          p, group_div, kv_div);
     }
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
   }
-  return LaunchKernel(KernelOf<D, false>(p.pipelined), p.blocks, kThreads, 0, stream, p, group_div,
-                      kv_div);
+  return LaunchKernel(KernelOf<D, false>(p.pipelined, false), p.blocks, kThreads, 0, stream, p,
+                      group_div, kv_div);
 }
 
 template <int D>
-int ResidentBlocks(bool pipelined, bool wgmma) {
+int ResidentBlocks(bool pipelined, bool wgmma, bool overlap) {
   int device = 0, sms = 0, per_sm = 0;
   const void* kernel = nullptr;
   if constexpr (WgmmaHeadDim(D)) {
     if (wgmma && !WgmmaBuilt<D>()) return 0;
-    kernel = reinterpret_cast<const void*>(wgmma ? KernelOf<D, true>(pipelined)
-                                                 : KernelOf<D, false>(pipelined));
+    kernel = reinterpret_cast<const void*>(wgmma ? KernelOf<D, true>(pipelined, overlap)
+                                                 : KernelOf<D, false>(pipelined, false));
   } else {
     if (wgmma) return 0;
-    kernel = reinterpret_cast<const void*>(KernelOf<D, false>(pipelined));
+    kernel = reinterpret_cast<const void*>(KernelOf<D, false>(pipelined, false));
   }
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
@@ -1036,9 +1193,10 @@ bool PrefixAttentionSupportsWgmma(int head_dim) {
   return head_dim == 64 ? WgmmaBuilt<64>() : WgmmaBuilt<128>();
 }
 
-int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma) {
+int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap) {
   return DispatchHeadDim(
-      head_dim, [&](auto d) { return ResidentBlocks<decltype(d)::value>(pipelined, wgmma); }, 0);
+      head_dim,
+      [&](auto d) { return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap); }, 0);
 }
 
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream) {

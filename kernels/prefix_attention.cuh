@@ -58,6 +58,10 @@ struct PrefixAttentionParams {
   bool wgmma = false;                    // the MMAs on wgmma (either kernel; sm_90a, D 64 or 128,
                                          // see PrefixAttentionSupportsWgmma): the same units,
                                          // masks and softmax, fp32 sums in another order
+  bool overlap = false;                  // with wgmma, the queue kernel at D 64: the next key
+                                         // tile's S issued with this one's P V, softmax under
+                                         // the MMAs (FlashAttention-3's overlap; same bits);
+                                         // ignored elsewhere
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 
@@ -69,9 +73,11 @@ bool PrefixAttentionSupportsHeadDim(int head_dim);
 bool PrefixAttentionSupportsWgmma(int head_dim);
 
 // The number of blocks that are resident on the current device at once for `head_dim` (of the
-// pipelined kernel when `pipelined`, on wgmma when `wgmma`): the grid a launch needs to keep the
-// device busy, whatever the number of work units. 0 on error or where the kernel cannot run.
-int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = false);
+// pipelined kernel when `pipelined`, on wgmma when `wgmma`, overlapped as `overlap`): the grid a
+// launch needs to keep the device busy, whatever the number of work units. 0 on error or where the
+// kernel cannot run.
+int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = false,
+                          bool overlap = false);
 
 // Grid (p.blocks), 128 threads; each block takes work units (tile, kv head) from the queue until
 // it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping, a scale that is not

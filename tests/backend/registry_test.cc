@@ -43,6 +43,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_FUSE_K_ROPE", "0"},
                                                {"RANKD_CUDA_ATTENTION_PIPELINE", "1"},
                                                {"RANKD_CUDA_ATTENTION_WGMMA", "0"},
+                                               {"RANKD_CUDA_ATTENTION_OVERLAP", "1"},
                                                {"RANKD_CUDA_PDL", "1"},
                                                {"RANKD_CUDA_FP8_GROUP_SCALES", "1"},
                                                {"RANKD_CUDA_FP8_FAST_ACCUM", "1"},
@@ -62,6 +63,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.fuse_k_rope);
   EXPECT_TRUE(o.cuda.attention_pipeline);
   EXPECT_FALSE(o.cuda.attention_wgmma);
+  EXPECT_TRUE(o.cuda.attention_overlap);
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
   EXPECT_TRUE(o.cuda.fp8_fast_accum ==
@@ -73,6 +75,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   // Not yet measured on a GPU, or measured no faster: off unless set; the Hopper GEMM's ping-pong
   // variants (128- and 64-row tiles), and 128-row tiles alone when asked for.
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
+  EXPECT_FALSE(BackendOptions{}.cuda.attention_overlap);
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
   EXPECT_TRUE(BackendOptions{}.cuda.fp8_fast_accum ==

@@ -77,7 +77,7 @@ TEST(AttentionLayoutTest, IbpcEncodeIsOneCausalSegment) {
 
 TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   const std::vector<KernelCase> cases = KernelCases(k379m, KernelWorkload{}, false);
-  EXPECT_EQ(cases.size(), 23u);
+  EXPECT_EQ(cases.size(), 26u);
   // ids, bf16 table rows, fp32 output rows.
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kEmbeddingGather, "pass").bytes, 7500.0 * (4 + 2048 + 4096));
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRmsNorm, "pass").bytes, 7500.0 * 1024 * 6 + 2048);
@@ -107,11 +107,14 @@ TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   EXPECT_DOUBLE_EQ(piped.bytes, multi.bytes);
   EXPECT_DOUBLE_EQ(piped.flops, multi.flops);
   EXPECT_FALSE(piped.attention_wgmma);
-  // Both again on wgmma (D 64), the same work.
-  for (const char* v : {"multi-item wgmma", "multi-item wgmma pipelined"}) {
+  EXPECT_FALSE(piped.attention_overlap);
+  // Both again on wgmma (D 64), and the queue kernel with its key tiles overlapped: the same work.
+  for (const char* v :
+       {"multi-item wgmma", "multi-item wgmma pipelined", "multi-item wgmma overlap"}) {
     const KernelCase& w = Find(cases, Kernel::kPrefixAttention, v);
     EXPECT_TRUE(w.attention_wgmma) << v;
     EXPECT_EQ(w.attention_pipelined, std::string(v).ends_with("pipelined")) << v;
+    EXPECT_EQ(w.attention_overlap, std::string(v).ends_with("overlap")) << v;
     EXPECT_EQ(std::tie(w.rows, w.pass), std::tie(multi.rows, multi.pass)) << v;
     EXPECT_DOUBLE_EQ(w.bytes, multi.bytes) << v;
     EXPECT_DOUBLE_EQ(w.flops, multi.flops) << v;
@@ -257,7 +260,7 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 106 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 23u + 15u + 3 * 106u + 3 * 106u);
+  EXPECT_EQ(cases->size(), 26u + 15u + 3 * 106u + 3 * 106u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -276,7 +279,8 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(o->json_path, "out.json");
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  ASSERT_EQ(cases->size(), 12u);  // 3 passes x (queue, pipelined) x (mma.sync, wgmma)
+  // 3 passes x (queue, pipelined) x (mma.sync, wgmma); no overlapped kernel at head_dim 128.
+  ASSERT_EQ(cases->size(), 12u);
   for (const KernelCase& c : *cases) {
     EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
     EXPECT_EQ(c.shape.name, "qwen3-0.6b");

@@ -387,7 +387,7 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
         "in stream order");
   }
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
-                                                     attention_wgmma_);
+                                                     attention_wgmma_, switches_.attention_overlap);
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
   k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && own_use_ != OwnUse::kNever &&
                     (config_.head_dim == 64 || config_.head_dim == 128);
@@ -615,12 +615,13 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
   spdlog::info(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
-      "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, attention_wgmma {}, own_gemm {} ({}, "
+      "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, attention_wgmma {}, "
+      "attention_overlap {}, own_gemm {} ({}, "
       "variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
-      sw.attention_pipeline, sw.attention_wgmma, OwnGemmName(sw.own_gemm),
+      sw.attention_pipeline, sw.attention_wgmma, sw.attention_overlap, OwnGemmName(sw.own_gemm),
       backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
           ? absl::StrCat(
