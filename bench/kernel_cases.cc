@@ -147,12 +147,11 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
         rows * 2 * (2 * Q + 2 * KV) + ctx * 2 * 2 * KV + (skip_q ? rows * D / 2 * 8 : 0) + rows * 4;
     // The queue kernel, then the pipelined one (RANKD_CUDA_ATTENTION_PIPELINE) on the same work;
     // at D 64 and 128 both again on wgmma (RANKD_CUDA_ATTENTION_WGMMA; skipped off sm_90a), and
-    // at D 64 the queue kernel on wgmma with its key tiles overlapped
-    // (RANKD_CUDA_ATTENTION_OVERLAP).
+    // the queue kernel on wgmma with its key tiles overlapped (RANKD_CUDA_ATTENTION_OVERLAP).
     for (const bool wgmma : {false, true}) {
       if (wgmma && D != 64 && D != 128) continue;
       for (const int variant : {0, 1, 2}) {  // queue, pipelined, overlapped
-        if (variant == 2 && !(wgmma && D == 64)) continue;
+        if (variant == 2 && !wgmma) continue;
         KernelCase* c = add(Kernel::kPrefixAttention,
                             absl::StrCat(AttentionPassName(pass), wgmma ? " wgmma" : "",
                                          variant == 1   ? " pipelined"

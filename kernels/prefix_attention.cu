@@ -70,6 +70,10 @@ static_assert(kKeys * 128 % kSwizzleAtom == 0, "a 64-dim block of a tile is whol
 // Shared-memory stages of K/V tiles: two when both fit in the 48 KB of static shared memory.
 template <int D, bool W>
 inline constexpr int kStages = 2 * 2 * kSmemTile<D, W> * 2 <= 48 * 1024 ? 2 : 1;
+// The overlapped wgmma loop's shared memory (dynamic: 64 KB at D 128): rings of two K and two V
+// tiles, and room to start them at a 1024-byte boundary.
+template <int D>
+inline constexpr int kOverlapSmemBytes = 4 * kSmemTile<D, true> * 2 + 1024;
 
 // Where dims d0..d0+7 (d0 a multiple of 8) of key i sit in a tile, in elements.
 template <int D, bool W>
@@ -789,15 +793,15 @@ __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, So
   AccumulatePV<D, W>(s, vt_s, lane, o);
 }
 
-// The overlapped wgmma loop over a unit's key tiles (PrefixAttentionParams::overlap; two stages,
-// D 64), FlashAttention-3's intra-warpgroup pipelining: in the loop's step kt, S_kt = Q K_kt and
-// O += P_{kt-1} V_{kt-1} are issued together, and tile kt's mask and softmax run while the second
-// still multiplies; O is rescaled by tile kt's factor once it is done, and P_kt packed, for the
-// next step to issue. The same operations on the same values as AttendKeyTile's order (O times
-// tile kt's factor, then P_kt V_kt added), so the same bits. K and V have rings of two stages
-// each, copied apart: K_{kt+1} at the start of step kt (its stage held K_{kt-1}, whose S was
-// waited for in step kt-1), V_{kt+1} at its end (its stage held V_{kt-1}, waited for in step kt),
-// so each copy has a step to land. Tile 0's K and V are in flight (one commit group) on entry;
+// The overlapped wgmma loop over a unit's key tiles (PrefixAttentionParams::overlap; ks and vs
+// rings of two tiles each), FlashAttention-3's intra-warpgroup pipelining: in the loop's step kt,
+// S_kt = Q K_kt and O += P_{kt-1} V_{kt-1} are issued together, and tile kt's mask and softmax run
+// while the second still multiplies; O is rescaled by tile kt's factor once it is done, and P_kt
+// packed, for the next step to issue. The same operations on the same values as AttendKeyTile's
+// order (O times tile kt's factor, then P_kt V_kt added), so the same bits. K and V have rings of
+// two stages each, copied apart: K_{kt+1} at the start of step kt (its stage held K_{kt-1}, whose S
+// was waited for in step kt-1), V_{kt+1} at its end (its stage held V_{kt-1}, waited for in step
+// kt), so each copy has a step to land. Tile 0's K and V are in flight (one commit group) on entry;
 // every thread commits the same groups (empty ones past the last tile), so that "all but the
 // newest" waits mean the same tile everywhere. Ends with every warp past its last wgmma.
 template <int D>
@@ -806,7 +810,6 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
     const KeySource& src, __nv_bfloat16* ks, __nv_bfloat16* vs, int c, int ctx, int own_lo,
     int num_keys, int num_key_tiles, const Visibility& vis, float (&m)[2], float (&l)[2],
     float (&o)[D / 8][4]) {
-  static_assert(kStages<D, true> == 2, "two stages of K and of V");
   constexpr int kTile = kSmemTile<D, true>;
   if (num_key_tiles > 1) {
     CopyKeyTile<D, true, true, false>(src, 1, 1, ks, vs);
@@ -872,14 +875,25 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
 
 // The queue kernel (the default): each block takes its units one at a time from the queue and
 // loads each unit's tile and context entry when it starts it. kOverlap: its key tiles through
-// AttendKeyTilesOverlapped (wgmma, D 64).
+// AttendKeyTilesOverlapped (wgmma), their rings in dynamic shared memory (kOverlapSmemBytes).
 template <int D, bool W, bool kOverlap = false>
 __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
                                                 FastDivmod group_div, FastDivmod kv_div) {
-  __shared__ __align__(kSwizzleAtom)
-      __nv_bfloat16 ks[kStages<D, W> * kSmemTile<D, W>];  // [stage][tile]
-  __shared__ __align__(kSwizzleAtom) __nv_bfloat16 vs[kStages<D, W> * kSmemTile<D, W>];
+  // Static K/V stages, or (kOverlap) a placeholder and the rings in dynamic shared memory, from
+  // its first 1024-byte boundary (the swizzle's atoms).
+  constexpr int kStaticElems = kOverlap ? 8 : kStages<D, W> * kSmemTile<D, W>;
+  __shared__ __align__(kSwizzleAtom) __nv_bfloat16 ks_s[kStaticElems];  // [stage][tile]
+  __shared__ __align__(kSwizzleAtom) __nv_bfloat16 vs_s[kStaticElems];
   __shared__ int units[2];  // this block's current and next work unit
+  __nv_bfloat16* ks = ks_s;
+  __nv_bfloat16* vs = vs_s;
+  if constexpr (kOverlap) {
+    extern __shared__ uint8_t overlap_smem[];
+    const uint32_t base = SmemAddress(overlap_smem);
+    ks = reinterpret_cast<__nv_bfloat16*>(overlap_smem +
+                                          ((kSwizzleAtom - base % kSwizzleAtom) % kSwizzleAtom));
+    vs = ks + 2 * kSmemTile<D, W>;
+  }
 
   const auto [warp, lane, g, c, group, q_stride, num_units, sm] = MakeLaunchConstants<D>(p);
 
@@ -1087,19 +1101,31 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   }
 }
 
-// wgmma kernels exist for D of 64 and 128 (whole 128-byte rows; wgmma's N for P V); the
-// overlapped loop for D 64 (two stages of K and V in the 48 KB of static shared memory).
+// wgmma kernels exist for D of 64 and 128 (whole 128-byte rows; wgmma's N for P V), the queue
+// one overlapped too.
 constexpr bool WgmmaHeadDim(int d) { return d == 64 || d == 128; }
-constexpr bool OverlapHeadDim(int d) { return d == 64; }
 
-// The kernel of a launch: `overlap` applies to the queue kernel on wgmma at D 64 and is ignored
-// elsewhere (PrefixAttentionParams::overlap).
+// A launch's kernel and dynamic shared memory: `overlap` applies to the queue kernel on wgmma and
+// is ignored by the pipelined one (PrefixAttentionParams::overlap).
+struct KernelChoice {
+  void (*kernel)(PrefixAttentionParams, FastDivmod, FastDivmod);
+  int smem;
+};
 template <int D, bool W>
-auto KernelOf(bool pipelined, bool overlap) {
-  if constexpr (W && OverlapHeadDim(D)) {
-    if (overlap && !pipelined) return PrefixAttentionKernel<D, W, true>;
+KernelChoice KernelOf(bool pipelined, bool overlap) {
+  if constexpr (W) {
+    if (overlap && !pipelined) return {PrefixAttentionKernel<D, W, true>, kOverlapSmemBytes<D>};
   }
-  return pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>;
+  return {pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>, 0};
+}
+
+// The overlapped kernel's dynamic shared memory allowed past the default 48 KB, once per D.
+template <int D>
+cudaError_t AllowOverlapSmem() {
+  static const cudaError_t allowed =
+      cudaFuncSetAttribute(PrefixAttentionKernel<D, true, true>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kOverlapSmemBytes<D>);
+  return allowed;
 }
 
 // The current device is sm_90 and this build has the sm_90a code of D's wgmma kernels. Asked of
@@ -1127,31 +1153,35 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   if constexpr (WgmmaHeadDim(D)) {
     if (p.wgmma) {
       if (!WgmmaBuilt<D>()) return cudaErrorNotSupported;
-      return LaunchKernel(KernelOf<D, true>(p.pipelined, p.overlap), p.blocks, kThreads, 0, stream,
-                          p, group_div, kv_div);
+      const KernelChoice k = KernelOf<D, true>(p.pipelined, p.overlap);
+      if (k.smem > 0) {
+        if (const cudaError_t e = AllowOverlapSmem<D>(); e != cudaSuccess) return e;
+      }
+      return LaunchKernel(k.kernel, p.blocks, kThreads, k.smem, stream, p, group_div, kv_div);
     }
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
   }
-  return LaunchKernel(KernelOf<D, false>(p.pipelined, false), p.blocks, kThreads, 0, stream, p,
-                      group_div, kv_div);
+  return LaunchKernel(KernelOf<D, false>(p.pipelined, false).kernel, p.blocks, kThreads, 0, stream,
+                      p, group_div, kv_div);
 }
 
 template <int D>
 int ResidentBlocks(bool pipelined, bool wgmma, bool overlap) {
   int device = 0, sms = 0, per_sm = 0;
-  const void* kernel = nullptr;
+  KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (wgmma && !WgmmaBuilt<D>()) return 0;
-    kernel = reinterpret_cast<const void*>(wgmma ? KernelOf<D, true>(pipelined, overlap)
-                                                 : KernelOf<D, false>(pipelined, false));
+    k = wgmma ? KernelOf<D, true>(pipelined, overlap) : KernelOf<D, false>(pipelined, false);
+    if (k.smem > 0 && AllowOverlapSmem<D>() != cudaSuccess) return 0;
   } else {
     if (wgmma) return 0;
-    kernel = reinterpret_cast<const void*>(KernelOf<D, false>(pipelined, false));
+    k = KernelOf<D, false>(pipelined, false);
   }
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, reinterpret_cast<const void*>(k.kernel), kThreads, k.smem) != cudaSuccess) {
     return 0;
   }
   return sms * per_sm;

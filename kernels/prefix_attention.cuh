@@ -58,10 +58,11 @@ struct PrefixAttentionParams {
   bool wgmma = false;                    // the MMAs on wgmma (either kernel; sm_90a, D 64 or 128,
                                          // see PrefixAttentionSupportsWgmma): the same units,
                                          // masks and softmax, fp32 sums in another order
-  bool overlap = false;                  // with wgmma, the queue kernel at D 64: the next key
-                                         // tile's S issued with this one's P V, softmax under
-                                         // the MMAs (FlashAttention-3's overlap; same bits);
-                                         // ignored elsewhere
+  bool overlap = false;                  // with wgmma, the queue kernel: the next key tile's
+                                         // S issued with this one's P V, softmax under the MMAs
+                                         // (FlashAttention-3's overlap; same bits; dynamic
+                                         // shared memory, 64 KB at D 128); ignored by the
+                                         // pipelined kernel
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 

@@ -260,7 +260,7 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 106 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 26u + 15u + 3 * 106u + 3 * 106u);
+  EXPECT_EQ(cases->size(), 26u + 18u + 3 * 106u + 3 * 106u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -279,8 +279,8 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(o->json_path, "out.json");
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 3 passes x (queue, pipelined) x (mma.sync, wgmma); no overlapped kernel at head_dim 128.
-  ASSERT_EQ(cases->size(), 12u);
+  // 3 passes x ((queue, pipelined) x (mma.sync, wgmma) + the overlapped wgmma kernel).
+  ASSERT_EQ(cases->size(), 15u);
   for (const KernelCase& c : *cases) {
     EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
     EXPECT_EQ(c.shape.name, "qwen3-0.6b");

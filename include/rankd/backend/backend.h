@@ -160,11 +160,10 @@ struct BackendOptions {
     // the mma.sync kernel runs. bench/RESULTS.md, 2026-12-06: attention 7-16% faster, 379M
     // Tq=1024 +4%, the standard workload +1%.
     bool attention_wgmma = true;
-    // RANKD_CUDA_ATTENTION_OVERLAP=1: on wgmma, heads of 64, the queue kernel's key tiles
-    // overlapped (FlashAttention-3's intra-warpgroup pipelining: the next tile's S issued with
-    // this one's P V, the softmax under the MMAs; the same scores bit for bit). Off until a GPU
-    // A/B has measured it; ignored where attention is not on wgmma at head_dim 64 or runs the
-    // pipelined kernel.
+    // RANKD_CUDA_ATTENTION_OVERLAP=1: on wgmma, the queue kernel's key tiles overlapped
+    // (FlashAttention-3's intra-warpgroup pipelining: the next tile's S issued with this one's
+    // P V, the softmax under the MMAs; the same scores bit for bit). Off until a GPU A/B has
+    // measured it; ignored where attention is not on wgmma or runs the pipelined kernel.
     bool attention_overlap = false;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
