@@ -695,6 +695,9 @@ __device__ __forceinline__ void PrefetchResidual(const float* residual, int m, i
 // the sum back and its bf16 copy, and adds the squares of each group of kHopperScaleGroup columns
 // (8 column groups j of the fragment), which the quad sums and its first thread writes. n is a
 // multiple of kHopperScaleGroup (SetHopperGemmNormOut), so a group is inside n or past it whole.
+// A group's loads, of every row of the thread, go out before any of its stores: the compiler may
+// not move a load of the stream above a store into it, so loads issued row by row cost a round
+// trip each (session 39's profile: the epilogue's FADDs waiting on them, 62% of its samples).
 template <int BN, int kHalves>
 __device__ __forceinline__ void ResidualNormBlock(const float (&d)[kHalves][BN / 2],
                                                   const HopperNorm& norm, int m, int n, int row0,
@@ -704,6 +707,22 @@ __device__ __forceinline__ void ResidualNormBlock(const float (&d)[kHalves][BN /
 #pragma unroll
   for (int g = 0; g < BN / kHopperScaleGroup; ++g) {
     const bool cols_in = col0 + g * kHopperScaleGroup < n;  // uniform
+    float2 x[kHalves][2][kGroupJ];
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const int64_t at = static_cast<int64_t>(row) * n + col0 + 2 * (l % 4);
+#pragma unroll
+        for (int jj = 0; jj < kGroupJ; ++jj) {
+          x[hf][h][jj] =
+              cols_in && row < m
+                  ? *reinterpret_cast<const float2*>(norm.residual + at + 8 * (g * kGroupJ + jj))
+                  : make_float2(0.0f, 0.0f);
+        }
+      }
+    }
 #pragma unroll
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
@@ -713,20 +732,16 @@ __device__ __forceinline__ void ResidualNormBlock(const float (&d)[kHalves][BN /
         const int64_t at = static_cast<int64_t>(row) * n + col0 + 2 * (l % 4);
         float ss = 0.0f;
         if (in) {
-          float2 x[kGroupJ];
-#pragma unroll
-          for (int jj = 0; jj < kGroupJ; ++jj) {
-            x[jj] = *reinterpret_cast<const float2*>(norm.residual + at + 8 * (g * kGroupJ + jj));
-          }
 #pragma unroll
           for (int jj = 0; jj < kGroupJ; ++jj) {
             const int j = g * kGroupJ + jj, q = 4 * j + 2 * h;
-            x[jj].x += d[hf][q];
-            x[jj].y += d[hf][q + 1];
-            *reinterpret_cast<float2*>(norm.residual + at + 8 * j) = x[jj];
+            float2& v = x[hf][h][jj];
+            v.x += d[hf][q];
+            v.y += d[hf][q + 1];
+            *reinterpret_cast<float2*>(norm.residual + at + 8 * j) = v;
             *reinterpret_cast<__nv_bfloat162*>(norm.copy + at + 8 * j) =
-                __floats2bfloat162_rn(x[jj].x, x[jj].y);
-            ss += x[jj].x * x[jj].x + x[jj].y * x[jj].y;
+                __floats2bfloat162_rn(v.x, v.y);
+            ss += v.x * v.x + v.y * v.y;
           }
         }
         ss += __shfl_xor_sync(0xffffffffu, ss, 1);
