@@ -23,15 +23,11 @@ __device__ __forceinline__ __nv_fp8_storage_t ToE4m3(float v, float scale) {
   return __nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3);
 }
 
-// e4m3(v * inv_scale), inv_scale = 1 / scale computed once per row: a multiply where ToE4m3 divides
-// (the kernels that quantise from registers, where the division was most of the work). It can pick
-// the adjacent code where v / scale lies within an fp32 ulp of a rounding boundary.
-__device__ __forceinline__ __nv_fp8_storage_t ToE4m3Inv(float v, float inv_scale) {
-  return __nv_cvt_float_to_fp8(__fmul_rn(v, inv_scale), __NV_SATFINITE, __NV_E4M3);
-}
-
-// Two consecutive elements as the 2 bytes they occupy (a at the lower address): ToE4m3Inv of
-// each, in one conversion (cvt.rn.satfinite.e4m3x2.f32) instead of two.
+// e4m3(a * inv_scale) and e4m3(b * inv_scale) as the 2 bytes they occupy (a at the lower
+// address), in one conversion (cvt.rn.satfinite.e4m3x2.f32); inv_scale = 1 / scale computed once
+// per row: a multiply where ToE4m3 divides (the kernels that quantise from registers, where the
+// division was most of the work). It can pick the adjacent code where v / scale lies within an
+// fp32 ulp of a rounding boundary.
 __device__ __forceinline__ uint16_t ToE4m3x2Inv(float a, float b, float inv_scale) {
   return __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(a, inv_scale), __fmul_rn(b, inv_scale)),
                                   __NV_SATFINITE, __NV_E4M3);
@@ -44,7 +40,7 @@ __device__ __forceinline__ uint32_t ToE4m3x4(float a, float b, float c, float d,
          static_cast<uint32_t>(ToE4m3(d, scale)) << 24;
 }
 
-// ToE4m3x4 with the row's reciprocal scale (ToE4m3Inv), two conversions of two.
+// ToE4m3x4 with the row's reciprocal scale (ToE4m3x2Inv), two conversions of two.
 __device__ __forceinline__ uint32_t ToE4m3x4Inv(float a, float b, float c, float d,
                                                 float inv_scale) {
   return static_cast<uint32_t>(ToE4m3x2Inv(a, b, inv_scale)) |

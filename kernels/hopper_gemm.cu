@@ -575,7 +575,7 @@ struct BlockScales {
 // (d[hf][4 GatedGroup(j) + 2h + {0, 1}]: row 64 hf + 16 w + l/4 + 8h, output column 8j + 2 (l%4)
 // + {0, 1} of the block), then per row and box (kHopperScaleGroup outputs: output groups j of 8
 // columns, 8 a box) the largest magnitude over the 4 threads of the row (a quad: lanes 4i..4i+3)
-// and its scale (kernels/fp8.cuh): its reciprocal into sc (the stores multiply, ToE4m3Inv) and,
+// and its scale (kernels/fp8.cuh): its reciprocal into sc (the stores multiply, ToE4m3x2Inv) and,
 // by the quad's first thread, the scale into y_scale [m, groups] at the block's first group g0.
 // Rows at or past m are computed (zeros) and not written.
 template <HopperEpilogue E, int kHalves, int kOutCols, int BN>
