@@ -218,7 +218,8 @@ struct BackendOptions {
     // added into fp32; cooperative 128 and ping-pong 64) against cuBLASLt, which promotes too,
     // and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. Off:
     // on an H100 (bench/RESULTS.md, 2026-12-07, session 39) no faster than cuBLASLt per shape
-    // (the promoted schedules trail the unpromoted ping-pong 128 by 12-17%);
+    // (the promoted schedules trail the unpromoted ping-pong 128 by 12-17%); since session 40's
+    // epilogue changes its gate_up beats cuBLASLt's (132.0 vs 153.2 us), the engine A/B pending;
     // RANKD_CUDA_FP8_FAST_ACCUM wins for the layers it names.
     bool fp8_promoted = false;
     // RANKD_CUDA_FOLD_NORMS=1: with precision bf16 where the Hopper GEMM may run, the norms in
