@@ -373,6 +373,12 @@ __device__ __forceinline__ void WgmmaF8(float (&d)[128], uint64_t desc_a, uint64
 #undef RANKD_WGMMA_REGS64
 #undef RANKD_WGMMA_REGS128
 
+// The row of a consumer's block that thread (warp w, lane l) holds in d[hf][4j + 2h + {0, 1}]:
+// wgmma's accumulator fragment, 64 rows a half, 16 a warp, lanes l / 4, and 8 more for h.
+__device__ __forceinline__ constexpr int FragmentRow(int hf, int h, int w, int l) {
+  return 64 * hf + 16 * w + l / 4 + 8 * h;
+}
+
 // The gated epilogues' column groups (8 columns, the fragment's d[4g .. 4g + 3]): output group j
 // of a block (BN / 2 outputs) is gate group GatedGroup(j) of the accumulators, its up group 8
 // later (kHopperGluHalf / 8): the interleaved weight's 128-row blocks hold 64 gate rows, then
@@ -491,7 +497,7 @@ __device__ __forceinline__ void RopeBlock(float (&d)[kHalves][BN / 2], const Hop
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const int row = row0 + FragmentRow(hf, h, w, l);
         if (row >= m) continue;
         const float4 cs = *reinterpret_cast<const float4*>(
             rope.rotations + static_cast<int64_t>(row) * (kD / 2) + i0);
@@ -532,7 +538,7 @@ struct BlockScales {
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const int row = row0 + FragmentRow(hf, h, w, l);
         xs[hf][h] = row >= m ? 0.0f : x_scale != nullptr ? __ldg(x_scale + row) : 1.0f;
       }
     }
@@ -589,7 +595,7 @@ __device__ __forceinline__ void QuantizeGated(float (&d)[kHalves][BN / 2],
   for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+      const int row = row0 + FragmentRow(hf, h, w, l);
 #pragma unroll
       for (int b = 0; b < kOutCols / kHopperScaleGroup; ++b) {
         float amax = 0.0f;
@@ -631,7 +637,7 @@ __device__ __forceinline__ void RowSums(const HopperNorm& norm, int m, int row0,
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const int row = row0 + FragmentRow(hf, h, w, l);
         const float* p = norm.in_sumsq + static_cast<int64_t>(row) * norm.in_groups;
 #pragma unroll
         for (int u = 0; u < kRound; ++u) {
@@ -660,7 +666,7 @@ __device__ __forceinline__ void NormRows(float (&d)[kHalves][BN / 2], const Hopp
   for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+      const int row = row0 + FragmentRow(hf, h, w, l);
       float s = ss[hf][h];
       s += __shfl_xor_sync(0xffffffffu, s, 1);
       s += __shfl_xor_sync(0xffffffffu, s, 2);
@@ -712,7 +718,7 @@ __device__ __forceinline__ void ResidualNormBlock(const float (&d)[kHalves][BN /
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const int row = row0 + FragmentRow(hf, h, w, l);
         const int64_t at = static_cast<int64_t>(row) * n + col0 + 2 * (l % 4);
 #pragma unroll
         for (int jj = 0; jj < kGroupJ; ++jj) {
@@ -727,7 +733,7 @@ __device__ __forceinline__ void ResidualNormBlock(const float (&d)[kHalves][BN /
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 64 * hf + 16 * w + l / 4 + 8 * h;
+        const int row = row0 + FragmentRow(hf, h, w, l);
         const bool in = cols_in && row < m;
         const int64_t at = static_cast<int64_t>(row) * n + col0 + 2 * (l % 4);
         float ss = 0.0f;
@@ -837,7 +843,7 @@ __device__ __forceinline__ void Epilogue(float (&d)[Cfg<E, BN, S, CM, F8>::kHalv
         if (box / C::kBoxesPerRound != round) continue;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = 64 * hf + w * 16 + l / 4 + 8 * h;
+          const int r = FragmentRow(hf, h, w, l);
           const int byte = (8 * j + 2 * (l % 4)) % kColsPerBox * C::kOutBytes;  // in the box row
           uint8_t* p =
               buf + (box % C::kBoxesPerRound) * C::kBoxBytes +
