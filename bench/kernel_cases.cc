@@ -146,22 +146,29 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
     const double bytes =
         rows * 2 * (2 * Q + 2 * KV) + ctx * 2 * 2 * KV + (skip_q ? rows * D / 2 * 8 : 0) + rows * 4;
     // The queue kernel, then the pipelined one (RANKD_CUDA_ATTENTION_PIPELINE) on the same work;
-    // at D 64 and 128 both again on wgmma (RANKD_CUDA_ATTENTION_WGMMA; skipped off sm_90a), and
-    // the queue kernel on wgmma with its key tiles overlapped (RANKD_CUDA_ATTENTION_OVERLAP).
+    // at D 64 and 128 both again on wgmma (RANKD_CUDA_ATTENTION_WGMMA; skipped off sm_90a), the
+    // queue kernel on wgmma with its key tiles overlapped (RANKD_CUDA_ATTENTION_OVERLAP), and
+    // the queue kernel on wgmma in blocks of 2 and (D 64) 3 warpgroups, serial and overlapped
+    // (RANKD_CUDA_ATTENTION_WARPGROUPS).
     for (const bool wgmma : {false, true}) {
       if (wgmma && D != 64 && D != 128) continue;
       for (const int variant : {0, 1, 2}) {  // queue, pipelined, overlapped
         if (variant == 2 && !wgmma) continue;
-        KernelCase* c = add(Kernel::kPrefixAttention,
-                            absl::StrCat(AttentionPassName(pass), wgmma ? " wgmma" : "",
-                                         variant == 1   ? " pipelined"
-                                         : variant == 2 ? " overlap"
-                                                        : ""),
-                            a.rows(), bytes, 4 * D * s.q_heads * a.keys);
-        c->pass = pass;
-        c->attention_pipelined = variant == 1;
-        c->attention_wgmma = wgmma;
-        c->attention_overlap = variant == 2;
+        for (const int wgs : {1, 2, 3}) {
+          if (wgs > 1 && (!wgmma || variant == 1 || (wgs == 3 && D != 64))) continue;
+          KernelCase* c = add(Kernel::kPrefixAttention,
+                              absl::StrCat(AttentionPassName(pass), wgmma ? " wgmma" : "",
+                                           wgs > 1 ? absl::StrCat(" wg", wgs) : "",
+                                           variant == 1   ? " pipelined"
+                                           : variant == 2 ? " overlap"
+                                                          : ""),
+                              a.rows(), bytes, 4 * D * s.q_heads * a.keys);
+          c->pass = pass;
+          c->attention_pipelined = variant == 1;
+          c->attention_wgmma = wgmma;
+          c->attention_overlap = variant == 2;
+          c->attention_warpgroups = wgs;
+        }
       }
     }
   }

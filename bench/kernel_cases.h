@@ -101,6 +101,8 @@ struct KernelCase {
   bool attention_pipelined = false;                // prefix_attention: the pipelined kernel
   bool attention_wgmma = false;                    // prefix_attention: on wgmma
   bool attention_overlap = false;                  // prefix_attention: wgmma, key tiles overlapped
+  int attention_warpgroups = 1;                    // prefix_attention: wgmma queue kernel's
+                                                   // warpgroups a block
   GemmLayer gemm_layer = GemmLayer::kQkv;          // gemm: the layer, its [N, K] weight
   GemmImpl gemm_impl = GemmImpl::kOwn;
   int gemm_n = 0, gemm_k = 0;

@@ -419,8 +419,9 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       }
       const int num_runs = static_cast<int>(runs.size());
       std::vector<kernels::AttentionTile> tiles(kernels::MaxAttentionTiles(rows, num_runs, group));
-      tiles.resize(kernels::FillAttentionTiles(runs.data(), num_runs, layout.seg_start.data(),
-                                               group, tiles.data()));
+      tiles.resize(kernels::FillAttentionTiles(
+          runs.data(), num_runs, layout.seg_start.data(), group, tiles.data(),
+          kernels::kAttentionTileRows * c.attention_warpgroups));
       RANKD_ASSIGN_OR_RETURN(a.tiles, m.Upload(tiles));
       RANKD_ASSIGN_OR_RETURN(a.num_units, m.Int(static_cast<int>(tiles.size()) * s.kv_heads));
       RANKD_ASSIGN_OR_RETURN(int32_t * counter, m.Int(0));
@@ -432,11 +433,12 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       a.pipelined = c.attention_pipelined;
       a.wgmma = c.attention_wgmma;
       a.overlap = c.attention_overlap;
-      if (a.wgmma && !kernels::PrefixAttentionSupportsWgmma(D)) {
+      a.warpgroups = c.attention_warpgroups;
+      if (a.wgmma && !kernels::PrefixAttentionSupportsWarpgroups(D, a.warpgroups)) {
         return absl::UnimplementedError("attention on wgmma does not run on this device");
       }
       a.blocks = kernels::PrefixAttentionBlocks(D, c.attention_pipelined, c.attention_wgmma,
-                                                c.attention_overlap);
+                                                c.attention_overlap, c.attention_warpgroups);
       if (a.blocks <= 0) return absl::InternalError("cannot size the attention kernel's grid");
       RANKD_ASSIGN_OR_RETURN(a.out, m.Alloc<bf16>(R * Q));
       p.launch = [=](cudaStream_t st) { return kernels::LaunchPrefixAttention(a, st); };

@@ -12,7 +12,8 @@ namespace rankd::kernels {
 
 // Query rows per tile. A run's query rows are (token, query head of one kv group) pairs,
 // row r = token r / G, head kv_head * G + r % G (G = Nq / Nkv), so all heads that share a kv head
-// share one load of each K/V tile.
+// share one load of each K/V tile. A kernel of several warpgroups (PrefixAttentionParams::
+// warpgroups) takes tiles of kAttentionTileRows rows a warpgroup, so that they share it too.
 inline constexpr int kAttentionTileRows = 64;
 
 // A run of segments: rows [begin, end) of the pass, attending first to rows [0, ctx_len) of
@@ -38,9 +39,9 @@ struct alignas(16) AttentionTile {  // (the kernel reads the first three fields 
   int32_t pad = 0;
 };
 
-// The tile of `run` whose first query row is row0.
+// The tile of `run` whose first query row is row0, of tile_rows query rows.
 inline AttentionTile MakeAttentionTile(const AttentionRun& run, int row0, const int32_t* seg_start,
-                                       int group) {
+                                       int group, int tile_rows = kAttentionTileRows) {
   AttentionTile t;
   t.row0 = row0;
   t.begin = run.begin;
@@ -48,26 +49,28 @@ inline AttentionTile MakeAttentionTile(const AttentionRun& run, int row0, const 
   t.ctx_len = run.ctx_len;
   t.ctx = run.ctx;
   const int first_tok = run.begin + row0 / group;
-  const int last_tok = run.begin + (std::min(t.rows, row0 + kAttentionTileRows) - 1) / group;
+  const int last_tok = run.begin + (std::min(t.rows, row0 + tile_rows) - 1) / group;
   t.own_lo = seg_start[first_tok];
   t.num_keys = run.ctx_len + last_tok - t.own_lo + 1;
   return t;
 }
 
-// Upper bound on the tiles of `tokens` rows in `runs` runs.
+// Upper bound on the tiles of `tokens` rows in `runs` runs (of kAttentionTileRows rows, and so of
+// any multiple of it).
 inline int MaxAttentionTiles(int tokens, int runs, int group) {
   return tokens * group / kAttentionTileRows + runs;
 }
 
-// The tiles of the runs, kAttentionTileRows query rows each, the most expensive (most keys,
-// num_keys) first, so that the work queue ends on short tiles. Returns the number of tiles.
+// The tiles of the runs, tile_rows query rows each (a multiple of kAttentionTileRows), the most
+// expensive (most keys, num_keys) first, so that the work queue ends on short tiles. Returns the
+// number of tiles.
 inline int FillAttentionTiles(const AttentionRun* runs, int num_runs, const int32_t* seg_start,
-                              int group, AttentionTile* tiles) {
+                              int group, AttentionTile* tiles, int tile_rows = kAttentionTileRows) {
   int n = 0;
   for (int r = 0; r < num_runs; ++r) {
     const int rows = (runs[r].end - runs[r].begin) * group;
-    for (int row0 = 0; row0 < rows; row0 += kAttentionTileRows) {
-      tiles[n++] = MakeAttentionTile(runs[r], row0, seg_start, group);
+    for (int row0 = 0; row0 < rows; row0 += tile_rows) {
+      tiles[n++] = MakeAttentionTile(runs[r], row0, seg_start, group, tile_rows);
     }
   }
   std::stable_sort(tiles, tiles + n, [](const AttentionTile& a, const AttentionTile& b) {

@@ -29,7 +29,13 @@
 // the 128-byte swizzle ([D / 64][64 keys][64 dims], chunk j of key i at j ^ (i % 8)) that both
 // operands' descriptors describe; copied by cp.async and fenced to the async proxy before the
 // barrier that hands them to wgmma. fp32 sums in another order: not the mma.sync kernels' bits.
+// The wgmma queue kernel also comes in blocks of 2 or 3 warpgroups (PrefixAttentionParams::
+// warpgroups) over units of 128 or 192 rows: one copy of each K/V tile for all of them, which
+// divides the unit's K/V reads from L2 (over a long prefix, most of its traffic) by the warpgroups.
+#include <mutex>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernels/common.cuh"
 #include "kernels/prefix_attention.cuh"
@@ -55,6 +61,16 @@ constexpr int kKeys = 64;  // keys per K/V tile
 template <int D>
 inline constexpr int kMinBlocks = D <= 64 ? 3 : 1;
 static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
+// The wgmma queue kernel of kWgs warpgroups (PrefixAttentionParams::warpgroups): 128 kWgs threads,
+// units of 64 kWgs query rows, one block a multiprocessor (at D 64, 3 warpgroups of the
+// compiler's ~160 registers fill the register file as 3 blocks of one do; at D 128, 2 do).
+constexpr int kMaxWarpgroups = 3;
+template <int D>
+inline constexpr int kMaxWarpgroupsOf = D <= 64 ? 3 : 2;
+template <int kWgs>
+inline constexpr int kThreadsOf = kWgs* kThreads;
+template <int D, int kWgs>
+inline constexpr int kMinBlocksOf = kWgs == 1 ? kMinBlocks<D> : (D <= 64 && kWgs == 2 ? 2 : 1);
 
 // A K or V tile in shared memory. mma.sync (W false): kKeys rows of one key's D dims and a 16-byte
 // pad (ldmatrix's 8 row addresses then fall in distinct bank groups). wgmma (W true): D / 64
@@ -421,13 +437,14 @@ __device__ __forceinline__ void CopyAsync32(void* dst, const void* src) {
 // Copies key tile `kt`'s keys (kK) and values (kV) into stage `st` of ks / vs (one commit group):
 // 16-byte chunks, D / 8 per key; past num_keys, zeros (the source is then own row 0, never read).
 // Branch-free: selects, one wide multiply per key.
-template <int D, bool W, bool kK = true, bool kV = true>
+// kT threads of the block share the copy.
+template <int D, bool W, bool kK = true, bool kV = true, int kT = kThreads>
 __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st, __nv_bfloat16* ks,
                                             __nv_bfloat16* vs) {
   __nv_bfloat16* kdst = ks + st * kSmemTile<D, W>;
   __nv_bfloat16* vdst = vs + st * kSmemTile<D, W>;
 #pragma unroll
-  for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kThreads) {
+  for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kT) {
     const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
     const int j = kt * kKeys + i;
     const bool in_ctx = j < src.ctx_len, valid = j < src.num_keys;
@@ -445,14 +462,14 @@ __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st
 // issued before the loop, and the stage is free again after the last barrier). The calling thread's
 // older commit groups (thread 0's prefetches of the next unit's tile and context) land too. For
 // wgmma (W), the thread's landed copies are then fenced to the async proxy.
-template <int D, bool W>
+template <int D, bool W, int kT = kThreads>
 __device__ __forceinline__ void AwaitKeyTile(const KeySource& src, int kt, int num_key_tiles,
                                              int base, __nv_bfloat16* ks, __nv_bfloat16* vs) {
   if (kStages<D, W> == 1) {
-    if (kt > 0) CopyKeyTile<D, W>(src, kt, 0, ks, vs);
+    if (kt > 0) CopyKeyTile<D, W, true, true, kT>(src, kt, 0, ks, vs);
     CopyAsyncWait<0>();
   } else if (kt + 1 < num_key_tiles) {
-    CopyKeyTile<D, W>(src, kt + 1, (base + kt + 1) % kStages<D, W>, ks, vs);
+    CopyKeyTile<D, W, true, true, kT>(src, kt + 1, (base + kt + 1) % kStages<D, W>, ks, vs);
     CopyAsyncWait<1>();  // tile kt has landed; kt + 1 may still be in flight
   } else {
     CopyAsyncWait<0>();
@@ -804,7 +821,7 @@ __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, So
 // kt), so each copy has a step to land. Tile 0's K and V are in flight (one commit group) on entry;
 // every thread commits the same groups (empty ones past the last tile), so that "all but the
 // newest" waits mean the same tile everywhere. Ends with every warp past its last wgmma.
-template <int D>
+template <int D, int kT>
 __device__ __forceinline__ void AttendKeyTilesOverlapped(
     const PrefixAttentionParams& p, SoftmaxScale sm, const uint32_t (&qf)[D / 16][4],
     const KeySource& src, __nv_bfloat16* ks, __nv_bfloat16* vs, int c, int ctx, int own_lo,
@@ -812,8 +829,8 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
     float (&o)[D / 8][4]) {
   constexpr int kTile = kSmemTile<D, true>;
   if (num_key_tiles > 1) {
-    CopyKeyTile<D, true, true, false>(src, 1, 1, ks, vs);
-    CopyKeyTile<D, true, false, true>(src, 1, 1, ks, vs);
+    CopyKeyTile<D, true, true, false, kT>(src, 1, 1, ks, vs);
+    CopyKeyTile<D, true, false, true, kT>(src, 1, 1, ks, vs);
   } else {
     CopyAsyncCommit();
     CopyAsyncCommit();
@@ -835,7 +852,7 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
     FenceProxyAsyncShared();
     __syncthreads();
     if (more) {
-      CopyKeyTile<D, true, true, false>(src, kt + 1, (kt + 1) % 2, ks, vs);
+      CopyKeyTile<D, true, true, false, kT>(src, kt + 1, (kt + 1) % 2, ks, vs);
     } else {
       CopyAsyncCommit();
     }
@@ -857,7 +874,7 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
     PackP(s, pa);
     __syncthreads();  // every warp is done with V_{kt-1}'s stage
     if (more) {
-      CopyKeyTile<D, true, false, true>(src, kt + 1, (kt + 1) % 2, ks, vs);
+      CopyKeyTile<D, true, false, true, kT>(src, kt + 1, (kt + 1) % 2, ks, vs);
     } else {
       CopyAsyncCommit();
     }
@@ -876,7 +893,10 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
 // The queue kernel (the default): each block takes its units one at a time from the queue and
 // loads each unit's tile and context entry when it starts it. kOverlap: its key tiles through
 // AttendKeyTilesOverlapped (wgmma), their rings in dynamic shared memory (kOverlapSmemBytes).
-template <int D, bool W, bool kOverlap = false>
+// kWgs warpgroups (wgmma): warp w of the block takes rows 16w..16w+15 of a unit of 64 kWgs rows,
+// every thread copies its share of each K/V tile, and each warpgroup multiplies its own rows by
+// the one copy.
+template <int D, bool W, bool kOverlap = false, int kWgs = 1>
 __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
                                                 FastDivmod group_div, FastDivmod kv_div) {
   // Static K/V stages, or (kOverlap) a placeholder and the rings in dynamic shared memory, from
@@ -927,7 +947,7 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
     RotateQ<D>(p.q_rotations, tok, c, qf);
 
     const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
-    CopyKeyTile<D, W>(src, 0, 0, ks, vs);
+    CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
 
     float o[D / 8][4];
 #pragma unroll
@@ -937,11 +957,11 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
     const Visibility vis = RowVisibility(tok, lo, ctx, own_lo, p.window);
 
     if constexpr (kOverlap) {
-      AttendKeyTilesOverlapped<D>(p, sm, qf, src, ks, vs, c, ctx, own_lo, num_keys, num_key_tiles,
-                                  vis, m, l, o);
+      AttendKeyTilesOverlapped<D, kThreadsOf<kWgs>>(p, sm, qf, src, ks, vs, c, ctx, own_lo,
+                                                    num_keys, num_key_tiles, vis, m, l, o);
     } else {
       for (int kt = 0; kt < num_key_tiles; ++kt) {
-        AwaitKeyTile<D, W>(src, kt, num_key_tiles, 0, ks, vs);
+        AwaitKeyTile<D, W, kThreadsOf<kWgs>>(src, kt, num_key_tiles, 0, ks, vs);
         __syncthreads();
         const int stage = kt % kStages<D, W>;
         AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,
@@ -1079,14 +1099,14 @@ __device__ __forceinline__ void PipelinedKernelBody(const PrefixAttentionParams&
 
 // The kernels. A wgmma kernel (W) compiled without sm_90a has an empty body, and so no shared
 // memory: how WgmmaBuilt tells.
-template <int D, bool W, bool kOverlap = false>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
+template <int D, bool W, bool kOverlap = false, int kWgs = 1>
+__global__ void __launch_bounds__(kThreadsOf<kWgs>, (kMinBlocksOf<D, kWgs>))
     PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
   if constexpr (W && !kWgmmaDevice) {
     __trap();
   } else {
     EnterGrid();
-    QueueKernelBody<D, W, kOverlap>(p, group_div, kv_div);
+    QueueKernelBody<D, W, kOverlap, kWgs>(p, group_div, kv_div);
   }
 }
 template <int D, bool W>
@@ -1105,27 +1125,65 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
 // one overlapped too.
 constexpr bool WgmmaHeadDim(int d) { return d == 64 || d == 128; }
 
-// A launch's kernel and dynamic shared memory: `overlap` applies to the queue kernel on wgmma and
-// is ignored by the pipelined one (PrefixAttentionParams::overlap).
+// A launch's kernel, threads a block and dynamic shared memory: `overlap` applies to the queue
+// kernel on wgmma and is ignored by the pipelined one (PrefixAttentionParams::overlap);
+// `warpgroups` above 1 to the queue kernel on wgmma only (WarpgroupsValid). kernel is null where
+// D has no kernel of that many warpgroups.
+using KernelFn = void (*)(PrefixAttentionParams, FastDivmod, FastDivmod);
 struct KernelChoice {
-  void (*kernel)(PrefixAttentionParams, FastDivmod, FastDivmod);
+  KernelFn kernel;
+  int threads;
   int smem;
 };
-template <int D, bool W>
-KernelChoice KernelOf(bool pipelined, bool overlap) {
-  if constexpr (W) {
-    if (overlap && !pipelined) return {PrefixAttentionKernel<D, W, true>, kOverlapSmemBytes<D>};
+
+// The wgmma queue kernel of D, overlapped or not, of kWgs warpgroups.
+template <int D, int kWgs>
+KernelChoice WgmmaQueueKernel(bool overlap) {
+  if constexpr (kWgs > kMaxWarpgroupsOf<D>) {
+    return {nullptr, 0, 0};
+  } else {
+    return overlap ? KernelChoice{PrefixAttentionKernel<D, true, true, kWgs>, kThreadsOf<kWgs>,
+                                  kOverlapSmemBytes<D>}
+                   : KernelChoice{PrefixAttentionKernel<D, true, false, kWgs>, kThreadsOf<kWgs>, 0};
   }
-  return {pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>, 0};
 }
 
-// The overlapped kernel's dynamic shared memory allowed past the default 48 KB, once per D.
-template <int D>
-cudaError_t AllowOverlapSmem() {
-  static const cudaError_t allowed =
-      cudaFuncSetAttribute(PrefixAttentionKernel<D, true, true>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, kOverlapSmemBytes<D>);
-  return allowed;
+template <int D, bool W>
+KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups) {
+  if constexpr (W) {
+    if (!pipelined) {
+      static_assert(kMaxWarpgroups == 3);
+      switch (warpgroups) {
+        case 1:
+          return WgmmaQueueKernel<D, 1>(overlap);
+        case 2:
+          return WgmmaQueueKernel<D, 2>(overlap);
+        case 3:
+          return WgmmaQueueKernel<D, 3>(overlap);
+        default:
+          return {nullptr, 0, 0};
+      }
+    }
+  }
+  if (warpgroups != 1) return {nullptr, 0, 0};
+  return {pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>, kThreads,
+          0};
+}
+
+// A kernel's dynamic shared memory allowed past the default 48 KB (once per kernel; a process
+// drives one device).
+cudaError_t AllowSmem(const KernelChoice& k) {
+  if (k.smem <= 48 * 1024) return cudaSuccess;
+  static std::mutex mu;
+  static std::vector<std::pair<KernelFn, cudaError_t>> done;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [fn, e] : done) {
+    if (fn == k.kernel) return e;
+  }
+  const cudaError_t e =
+      cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem);
+  done.emplace_back(k.kernel, e);
+  return e;
 }
 
 // The current device is sm_90 and this build has the sm_90a code of D's wgmma kernels. Asked of
@@ -1150,38 +1208,37 @@ bool WgmmaBuilt() {
 template <int D>
 cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   const FastDivmod group_div(p.num_q_heads / p.num_kv_heads), kv_div(p.num_kv_heads);
+  KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
-    if (p.wgmma) {
-      if (!WgmmaBuilt<D>()) return cudaErrorNotSupported;
-      const KernelChoice k = KernelOf<D, true>(p.pipelined, p.overlap);
-      if (k.smem > 0) {
-        if (const cudaError_t e = AllowOverlapSmem<D>(); e != cudaSuccess) return e;
-      }
-      return LaunchKernel(k.kernel, p.blocks, kThreads, k.smem, stream, p, group_div, kv_div);
-    }
+    if (p.wgmma && !WgmmaBuilt<D>()) return cudaErrorNotSupported;
+    k = p.wgmma ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups)
+                : KernelOf<D, false>(p.pipelined, false, p.warpgroups);
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
+    k = KernelOf<D, false>(p.pipelined, false, p.warpgroups);
   }
-  return LaunchKernel(KernelOf<D, false>(p.pipelined, false).kernel, p.blocks, kThreads, 0, stream,
-                      p, group_div, kv_div);
+  if (k.kernel == nullptr) return cudaErrorInvalidValue;
+  if (const cudaError_t e = AllowSmem(k); e != cudaSuccess) return e;
+  return LaunchKernel(k.kernel, p.blocks, k.threads, k.smem, stream, p, group_div, kv_div);
 }
 
 template <int D>
-int ResidentBlocks(bool pipelined, bool wgmma, bool overlap) {
+int ResidentBlocks(bool pipelined, bool wgmma, bool overlap, int warpgroups) {
   int device = 0, sms = 0, per_sm = 0;
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (wgmma && !WgmmaBuilt<D>()) return 0;
-    k = wgmma ? KernelOf<D, true>(pipelined, overlap) : KernelOf<D, false>(pipelined, false);
-    if (k.smem > 0 && AllowOverlapSmem<D>() != cudaSuccess) return 0;
+    k = wgmma ? KernelOf<D, true>(pipelined, overlap, warpgroups)
+              : KernelOf<D, false>(pipelined, false, warpgroups);
   } else {
     if (wgmma) return 0;
-    k = KernelOf<D, false>(pipelined, false);
+    k = KernelOf<D, false>(pipelined, false, warpgroups);
   }
+  if (k.kernel == nullptr || AllowSmem(k) != cudaSuccess) return 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, reinterpret_cast<const void*>(k.kernel), kThreads, k.smem) != cudaSuccess) {
+          &per_sm, reinterpret_cast<const void*>(k.kernel), k.threads, k.smem) != cudaSuccess) {
     return 0;
   }
   return sms * per_sm;
@@ -1223,10 +1280,19 @@ bool PrefixAttentionSupportsWgmma(int head_dim) {
   return head_dim == 64 ? WgmmaBuilt<64>() : WgmmaBuilt<128>();
 }
 
-int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap) {
+int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap, int warpgroups) {
   return DispatchHeadDim(
       head_dim,
-      [&](auto d) { return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap); }, 0);
+      [&](auto d) {
+        return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups);
+      },
+      0);
+}
+
+bool PrefixAttentionSupportsWarpgroups(int head_dim, int warpgroups) {
+  if (warpgroups == 1) return PrefixAttentionSupportsHeadDim(head_dim);
+  return warpgroups >= 1 && PrefixAttentionSupportsWgmma(head_dim) &&
+         warpgroups <= (head_dim <= 64 ? kMaxWarpgroupsOf<64> : kMaxWarpgroupsOf<128>);
 }
 
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream) {

@@ -63,6 +63,11 @@ struct PrefixAttentionParams {
                                          // (FlashAttention-3's overlap; same bits; dynamic
                                          // shared memory, 64 KB at D 128); ignored by the
                                          // pipelined kernel
+  int warpgroups = 1;                    // the wgmma queue kernel's warpgroups a block (1, 2, 3
+                                         // at D 64; 1, 2 at D 128): units of 64 x warpgroups
+                                         // query rows, each K/V tile copied once for all; the
+                                         // tiles filled with as many rows (FillAttentionTiles'
+                                         // tile_rows); 1 for every other kernel
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 
@@ -78,12 +83,17 @@ bool PrefixAttentionSupportsWgmma(int head_dim);
 // launch needs to keep the device busy, whatever the number of work units. 0 on error or where the
 // kernel cannot run.
 int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = false,
-                          bool overlap = false);
+                          bool overlap = false, int warpgroups = 1);
 
-// Grid (p.blocks), 128 threads; each block takes work units (tile, kv head) from the queue until
-// it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping, a scale that is not
-// positive, a negative softcap or window, or (pipelined: it copies them by cp.async) tiles or
-// contexts that are not 16-byte aligned, or wgmma at a head_dim other than 64 or 128;
+// A kernel of `warpgroups` warpgroups a block runs here at head_dim (1: any supported head_dim;
+// 2 or 3: the wgmma queue kernel, PrefixAttentionSupportsWgmma, 3 at D 64 only).
+bool PrefixAttentionSupportsWarpgroups(int head_dim, int warpgroups);
+
+// Grid (p.blocks), 128 x p.warpgroups threads; each block takes work units (tile, kv head) from
+// the queue until it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping, a
+// scale that is not positive, a negative softcap or window, or (pipelined: it copies them by
+// cp.async) tiles or contexts that are not 16-byte aligned, or wgmma at a head_dim other than 64
+// or 128, or warpgroups other than 1 outside the wgmma queue kernel or above its head_dim's;
 // cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is false otherwise.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream);
 

@@ -94,6 +94,14 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
                                                : OwnVariants::kPingPong;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
+  if (absl::Status s = number("RANKD_CUDA_ATTENTION_WARPGROUPS", &c.attention_warpgroups);
+      !s.ok()) {
+    return s;
+  }
+  if (c.attention_warpgroups < 1 || c.attention_warpgroups > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("RANKD_CUDA_ATTENTION_WARPGROUPS: '",
+                                                   c.attention_warpgroups, "' is not 1, 2 or 3"));
+  }
   // A set of linear layers: a comma list of qkv, o_proj, gate_up, down (empty: none); with
   // `all_or_none`, 1 (all four) and 0 (none) too. Unset keeps `*f`.
   using Fp8Linears = BackendOptions::CudaSwitches::Fp8Linears;

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/golden.h"
@@ -44,6 +45,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_ATTENTION_PIPELINE", "1"},
                                                {"RANKD_CUDA_ATTENTION_WGMMA", "0"},
                                                {"RANKD_CUDA_ATTENTION_OVERLAP", "1"},
+                                               {"RANKD_CUDA_ATTENTION_WARPGROUPS", "3"},
                                                {"RANKD_CUDA_PDL", "1"},
                                                {"RANKD_CUDA_FP8_GROUP_SCALES", "1"},
                                                {"RANKD_CUDA_FP8_FAST_ACCUM", "1"},
@@ -64,6 +66,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_TRUE(o.cuda.attention_pipeline);
   EXPECT_FALSE(o.cuda.attention_wgmma);
   EXPECT_TRUE(o.cuda.attention_overlap);
+  EXPECT_EQ(o.cuda.attention_warpgroups, 3);
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
   EXPECT_TRUE(o.cuda.fp8_fast_accum ==
@@ -76,6 +79,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   // variants (128- and 64-row tiles), and 128-row tiles alone when asked for.
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
   EXPECT_FALSE(BackendOptions{}.cuda.attention_overlap);
+  EXPECT_EQ(BackendOptions{}.cuda.attention_warpgroups, 1);
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
   EXPECT_TRUE(BackendOptions{}.cuda.fp8_fast_accum ==
@@ -167,6 +171,16 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("RANKD_CUDA_FP8_FAST_ACCUM: 'yes' is not 0, 1 or a linear layer"));
+  for (const char* v : {"0", "4"}) {
+    s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", v}}));
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << v;
+    EXPECT_THAT(
+        std::string(s.message()),
+        HasSubstr(absl::StrCat("RANKD_CUDA_ATTENTION_WARPGROUPS: '", v, "' is not 1, 2 or 3")));
+  }
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", "two"}}));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_ATTENTION_WARPGROUPS: 'two' is not a non-negative integer"));
 }
 
 TEST(CreateBackendTest, KnowsTheBuiltInKinds) {

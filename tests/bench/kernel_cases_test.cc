@@ -77,7 +77,7 @@ TEST(AttentionLayoutTest, IbpcEncodeIsOneCausalSegment) {
 
 TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   const std::vector<KernelCase> cases = KernelCases(k379m, KernelWorkload{}, false);
-  EXPECT_EQ(cases.size(), 26u);
+  EXPECT_EQ(cases.size(), 38u);
   // ids, bf16 table rows, fp32 output rows.
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kEmbeddingGather, "pass").bytes, 7500.0 * (4 + 2048 + 4096));
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRmsNorm, "pass").bytes, 7500.0 * 1024 * 6 + 2048);
@@ -109,12 +109,20 @@ TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   EXPECT_FALSE(piped.attention_wgmma);
   EXPECT_FALSE(piped.attention_overlap);
   // Both again on wgmma (D 64), and the queue kernel with its key tiles overlapped: the same work.
+  // So do the queue kernel's blocks of 2 and 3 warpgroups (D 64), serial and overlapped.
   for (const char* v :
-       {"multi-item wgmma", "multi-item wgmma pipelined", "multi-item wgmma overlap"}) {
+       {"multi-item wgmma", "multi-item wgmma pipelined", "multi-item wgmma overlap",
+        "multi-item wgmma wg2", "multi-item wgmma wg2 overlap", "multi-item wgmma wg3",
+        "multi-item wgmma wg3 overlap"}) {
     const KernelCase& w = Find(cases, Kernel::kPrefixAttention, v);
+    const std::string name(v);
     EXPECT_TRUE(w.attention_wgmma) << v;
-    EXPECT_EQ(w.attention_pipelined, std::string(v).ends_with("pipelined")) << v;
-    EXPECT_EQ(w.attention_overlap, std::string(v).ends_with("overlap")) << v;
+    EXPECT_EQ(w.attention_pipelined, name.ends_with("pipelined")) << v;
+    EXPECT_EQ(w.attention_overlap, name.ends_with("overlap")) << v;
+    EXPECT_EQ(w.attention_warpgroups, name.find("wg3") != std::string::npos   ? 3
+                                      : name.find("wg2") != std::string::npos ? 2
+                                                                              : 1)
+        << v;
     EXPECT_EQ(std::tie(w.rows, w.pass), std::tie(multi.rows, multi.pass)) << v;
     EXPECT_DOUBLE_EQ(w.bytes, multi.bytes) << v;
     EXPECT_DOUBLE_EQ(w.flops, multi.flops) << v;
@@ -143,6 +151,11 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   EXPECT_DOUBLE_EQ(ibpc.bytes, 7500.0 * 2 * (2 * 2048 + 2 * 1024) + 50.0 * 4 * 1024 + 7500.0 * 4);
   // FLOPs count every q head (16), not the kv groups.
   EXPECT_DOUBLE_EQ(ibpc.flops, 4.0 * 128 * 16 * 50 * (150 * 50 + 150 * 151 / 2));
+  // Heads of 128: blocks of 2 warpgroups, not 3.
+  EXPECT_EQ(
+      Find(cases, Kernel::kPrefixAttention, "multi-item wgmma wg2 overlap").attention_warpgroups,
+      2);
+  for (const KernelCase& c : cases) EXPECT_LE(c.attention_warpgroups, 2) << c.variant;
 }
 
 // 5 layers x 15 implementations (10 bf16, 5 fp8), plus the 2 grouped kernels, the 2 promoted ones
@@ -260,7 +273,7 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 106 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 26u + 18u + 3 * 106u + 3 * 106u);
+  EXPECT_EQ(cases->size(), 38u + 24u + 3 * 106u + 3 * 106u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -279,8 +292,9 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   EXPECT_EQ(o->json_path, "out.json");
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 3 passes x ((queue, pipelined) x (mma.sync, wgmma) + the overlapped wgmma kernel).
-  ASSERT_EQ(cases->size(), 15u);
+  // 3 passes x ((queue, pipelined) x (mma.sync, wgmma) + the overlapped wgmma kernel + the wgmma
+  // queue kernel in blocks of 2 warpgroups, serial and overlapped).
+  ASSERT_EQ(cases->size(), 21u);
   for (const KernelCase& c : *cases) {
     EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
     EXPECT_EQ(c.shape.name, "qwen3-0.6b");

@@ -165,6 +165,13 @@ struct BackendOptions {
     // P V, the softmax under the MMAs; the same scores bit for bit). Off until a GPU A/B has
     // measured it; ignored where attention is not on wgmma or runs the pipelined kernel.
     bool attention_overlap = false;
+    // RANKD_CUDA_ATTENTION_WARPGROUPS (1, 2 or 3; default 1): on wgmma, the queue kernel's
+    // warpgroups a block, each its 64 query rows of a unit of 64 x that many, all of them
+    // multiplying one copy of each K/V tile (a unit's K/V reads from L2, most of attention's
+    // traffic over a long prefix, divided by it). 3 at heads of 64 only; where attention is not
+    // on wgmma, runs the pipelined kernel or the heads do not take it, 1. Off until a GPU A/B has
+    // measured it.
+    int attention_warpgroups = 1;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
     // on the device, and the Hopper GEMM prefetches its first tile's weights into L2 before that

@@ -386,8 +386,23 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
         "cuda backend: programmatic dependent launch needs sm_90 or later; kernels launch "
         "in stream order");
   }
+  attention_warpgroups_ = 1;
+  if (switches_.attention_warpgroups > 1) {
+    if (attention_wgmma_ && !switches_.attention_pipeline &&
+        kernels::PrefixAttentionSupportsWarpgroups(config_.head_dim,
+                                                   switches_.attention_warpgroups)) {
+      attention_warpgroups_ = switches_.attention_warpgroups;
+    } else {
+      spdlog::info(
+          "cuda backend: attention in blocks of {} warpgroups needs the wgmma queue kernel (not "
+          "the pipelined one) and heads of 64 (or of 128 for 2; this model's: {}); blocks of one "
+          "run",
+          switches_.attention_warpgroups, config_.head_dim);
+    }
+  }
   attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
-                                                     attention_wgmma_, switches_.attention_overlap);
+                                                     attention_wgmma_, switches_.attention_overlap,
+                                                     attention_warpgroups_);
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
   k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && own_use_ != OwnUse::kNever &&
                     (config_.head_dim == 64 || config_.head_dim == 128);
@@ -420,7 +435,7 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
   if (profiler_) profiler_->BeginPass("encode");
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
-  PlanEncodePass(ids, group(), Arrays(m, shape, group()), &plan_);
+  PlanEncodePass(ids, group(), Arrays(m, shape, group()), &plan_, attention_tile_rows());
   *m.counts = PassCounts{P, 0, plan_.tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
   std::fill(m.unit_counters, m.unit_counters + L, 0);
   RANKD_RETURN_IF_ERROR(Upload(shape, 0));
@@ -478,7 +493,8 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
 
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
-  PlanScorePass(plan_groups, strategy_, group(), Arrays(m, shape, group()), &plan_);
+  PlanScorePass(plan_groups, strategy_, group(), Arrays(m, shape, group()), &plan_,
+                attention_tile_rows());
   // Each placed request's context (multi-item: its prefix's rows of the qkv buffer; IBPC: its
   // prefix's cache) and embedding rows.
   const int64_t Q = config_.q_width(), KV = config_.kv_width(), W = qkv_width();
@@ -616,13 +632,14 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
       "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, attention_wgmma {}, "
-      "attention_overlap {}, own_gemm {} ({}, "
+      "attention_overlap {}, attention_warpgroups {}, own_gemm {} ({}, "
       "variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
-      sw.attention_pipeline, sw.attention_wgmma, sw.attention_overlap, OwnGemmName(sw.own_gemm),
-      backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
+      sw.attention_pipeline, sw.attention_wgmma, sw.attention_overlap, sw.attention_warpgroups,
+      OwnGemmName(sw.own_gemm), backend->own_gemm() ? "may run" : "not in use",
+      OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
           ? absl::StrCat(
                 ", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",

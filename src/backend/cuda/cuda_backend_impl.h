@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/hopper_gemm.cuh"
 #include "kernels/kv_layers.cuh"
 #include "kernels/launch.cuh"
@@ -130,6 +131,7 @@ class CudaBackend final : public backend::Backend {
 
  private:
   int group() const { return config_.num_heads / config_.num_kv_heads; }
+  int attention_tile_rows() const { return kernels::kAttentionTileRows * attention_warpgroups_; }
   int qkv_width() const { return config_.q_width() + 2 * config_.kv_width(); }
 
   Meta CarveMeta(Carver& c, int rows, int items) const;
@@ -251,6 +253,7 @@ class CudaBackend final : public backend::Backend {
   PassPlan plan_;
   int attention_blocks_ = 0;  // persistent grid of the attention kernel
   bool attention_wgmma_ = false;  // attention on wgmma (switch on, device and heads take it)
+  int attention_warpgroups_ = 1;  // attention's warpgroups a block (the switch, where it runs)
   bool pdl_ = false;  // the pass's kernels launch with PDL (switch on, the device takes it)
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.

@@ -158,6 +158,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.pipelined = switches_.attention_pipeline;
     a.wgmma = attention_wgmma_;
     a.overlap = switches_.attention_overlap;
+    a.warpgroups = attention_warpgroups_;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, ks));

@@ -32,7 +32,7 @@ ScoreSize MeasureScorePass(absl::Span<const PlanGroup> groups, Strategy strategy
 }
 
 void PlanEncodePass(absl::Span<const int32_t> ids, int gqa_group, const PassArrays& out,
-                    PassPlan* plan) {
+                    PassPlan* plan, int tile_rows) {
   const int P = static_cast<int>(ids.size());
   std::fill(out.tokens.begin(), out.tokens.end(), 0);
   std::copy(ids.begin(), ids.end(), out.tokens.begin());
@@ -42,7 +42,7 @@ void PlanEncodePass(absl::Span<const int32_t> ids, int gqa_group, const PassArra
   plan->groups.clear();
   plan->runs.assign(1, AttentionRun{0, P, 0, 0});
   plan->tiles = kernels::FillAttentionTiles(plan->runs.data(), 1, out.seg_start.data(), gqa_group,
-                                            out.tiles.data());
+                                            out.tiles.data(), tile_rows);
   plan->rows = P;
   plan->items = 0;
   plan->work = PassWork{};
@@ -51,7 +51,7 @@ void PlanEncodePass(absl::Span<const int32_t> ids, int gqa_group, const PassArra
 }
 
 void PlanScorePass(absl::Span<const PlanGroup> groups, Strategy strategy, int gqa_group,
-                   const PassArrays& out, PassPlan* plan) {
+                   const PassArrays& out, PassPlan* plan, int tile_rows) {
   const bool multi = strategy == Strategy::kMultiItem;
   PassWork work;
   int row = 0, item = 0, emb = 0;
@@ -96,8 +96,9 @@ void PlanScorePass(absl::Span<const PlanGroup> groups, Strategy strategy, int gq
   std::fill(out.tokens.begin() + row, out.tokens.end(), 0);
   std::fill(out.positions.begin() + row, out.positions.end(), 0);
   std::fill(out.seg_start.begin() + row, out.seg_start.end(), row);
-  plan->tiles = kernels::FillAttentionTiles(plan->runs.data(), static_cast<int>(plan->runs.size()),
-                                            out.seg_start.data(), gqa_group, out.tiles.data());
+  plan->tiles =
+      kernels::FillAttentionTiles(plan->runs.data(), static_cast<int>(plan->runs.size()),
+                                  out.seg_start.data(), gqa_group, out.tiles.data(), tile_rows);
   plan->rows = row;
   plan->items = item;
   work.rows = row;

@@ -115,10 +115,11 @@ struct Buffers {
 // Every query row (token x query head of a kv group) of the live rows lies in exactly one tile, and
 // the keys that tile gives it (as the kernel reads a tile: the context, then the own rows from
 // own_lo, masked by the row's segment start and causality) are the keys the mask allows it.
-// `ctx_ok(row, tile)` checks that the tile's context is the row's.
+// `ctx_ok(row, tile)` checks that the tile's context is the row's. Tiles of tile_rows query rows.
 template <typename CtxOk>
 void CheckTiles(const std::vector<RefRow>& rows, const std::vector<int32_t>& seg_start,
-                const std::vector<AttentionTile>& tiles, int num_tiles, int G, CtxOk ctx_ok) {
+                const std::vector<AttentionTile>& tiles, int num_tiles, int G, CtxOk ctx_ok,
+                int tile_rows = kAttentionTileRows) {
   const int T = static_cast<int>(rows.size());
   std::vector<int> covered(static_cast<size_t>(T) * G, 0);
   for (int i = 0; i < num_tiles; ++i) {
@@ -128,13 +129,13 @@ void CheckTiles(const std::vector<RefRow>& rows, const std::vector<int32_t>& seg
     if (i > 0) {
       EXPECT_GE(tiles[i - 1].num_keys, t.num_keys) << "not in decreasing cost order";
     }
-    ASSERT_EQ(t.row0 % kAttentionTileRows, 0);
+    ASSERT_EQ(t.row0 % tile_rows, 0);
     ASSERT_GE(t.row0, 0);
     ASSERT_LT(t.row0, t.rows);
     ASSERT_EQ(t.rows % G, 0);
     ASSERT_LE(t.begin + t.rows / G, T);
     const int own_keys = t.num_keys - t.ctx_len;
-    for (int r = t.row0; r < std::min(t.rows, t.row0 + kAttentionTileRows); ++r) {
+    for (int r = t.row0; r < std::min(t.rows, t.row0 + tile_rows); ++r) {
       const int tok = t.begin + r / G;
       ++covered[static_cast<size_t>(tok) * G + r % G];
       const RefRow& row = rows[tok];
@@ -192,13 +193,24 @@ class PassPlanTest : public ::testing::TestWithParam<std::tuple<Strategy, int>> 
       EXPECT_EQ(plan.groups[c].first_row, ref.request_first_row[c]);
       EXPECT_EQ(plan.groups[c].embedding_row, ref.request_embedding_row[c]);
     }
-    CheckTiles(ref.rows, b.seg_start, b.tiles, plan.tiles, G(),
-               [&](const RefRow& row, const AttentionTile& t) {
-                 ASSERT_GE(t.ctx, 0);
-                 ASSERT_LT(t.ctx, static_cast<int>(plan.groups.size()));
-                 ASSERT_EQ(plan.groups[t.ctx].group, row.request) << "another request's context";
-               });
+    const auto ctx_ok = [&](const RefRow& row, const AttentionTile& t) {
+      ASSERT_GE(t.ctx, 0);
+      ASSERT_LT(t.ctx, static_cast<int>(plan.groups.size()));
+      ASSERT_EQ(plan.groups[t.ctx].group, row.request) << "another request's context";
+    };
+    CheckTiles(ref.rows, b.seg_start, b.tiles, plan.tiles, G(), ctx_ok);
     ASSERT_LE(plan.tiles, static_cast<int>(b.tiles.size()));
+    // Tiles for attention blocks of 2 and 3 warpgroups (PrefixAttentionParams::warpgroups): the
+    // same rows and keys in tiles of 128 and 192 rows, no more of them.
+    for (const int wgs : {2, 3}) {
+      SCOPED_TRACE(::testing::Message() << wgs << " warpgroups");
+      PassPlan wide;
+      Buffers wb(Tb, Nb, G());
+      PlanScorePass(groups, strategy(), G(), wb.Arrays(), &wide, wgs * kAttentionTileRows);
+      EXPECT_LE(wide.tiles, plan.tiles);
+      CheckTiles(ref.rows, wb.seg_start, wb.tiles, wide.tiles, G(), ctx_ok,
+                 wgs * kAttentionTileRows);
+    }
 
     // The profile's work: rows, items, every allowed (query row, key) pair, cached rows read.
     double attended = 0, ctx_rows = 0;

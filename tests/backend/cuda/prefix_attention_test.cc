@@ -226,6 +226,51 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
         EXPECT_EQ(w, wgmma_got) << (pipelined ? "wgmma pipelined kernel" : "wgmma overlapped");
       }
     }
+    // Blocks of 2 and 3 (D 64) warpgroups over tiles of as many 64-row units: each tile's keys
+    // start at its first row's segment, so the key tiles (and fp32 sums) fall elsewhere than in
+    // 64-row tiles: within kAttention of the reference and a bf16 rounding of the one-warpgroup
+    // kernel; overlapped, the serial loop's bits.
+    for (int wgs = 2; kernels::PrefixAttentionSupportsWarpgroups(c.D, wgs); ++wgs) {
+      std::vector<kernels::AttentionTile> wide_tiles(
+          kernels::MaxAttentionTiles(T, static_cast<int>(runs.size()), G));
+      const int rows = wgs * kernels::kAttentionTileRows;
+      const int n = kernels::FillAttentionTiles(runs.data(), static_cast<int>(runs.size()),
+                                                seg_start.data(), G, wide_tiles.data(), rows);
+      wide_tiles.resize(n);
+      int covered = 0;
+      for (const kernels::AttentionTile& t : wide_tiles) {
+        const int last = t.begin + (std::min(t.rows, t.row0 + rows) - 1) / G;
+        ASSERT_EQ(t.num_keys, t.ctx_len + last - t.own_lo + 1);
+        covered += std::min(rows, t.rows - t.row0);
+      }
+      ASSERT_EQ(covered, T * G) << wgs << " warpgroups: every query row in exactly one tile";
+      DeviceArray<kernels::AttentionTile> d_wide_tiles(wide_tiles);
+      DeviceArray<int32_t> d_wide_units(std::vector<int32_t>{n * c.Nkv});
+      std::vector<float> serial;
+      for (const bool overlap : {false, true}) {
+        kernels::PrefixAttentionParams pw = p;
+        pw.wgmma = true;
+        pw.overlap = overlap;
+        pw.warpgroups = wgs;
+        pw.tiles = d_wide_tiles.get();
+        pw.num_units = d_wide_units.get();
+        pw.blocks = c.blocks > 0 ? c.blocks
+                                 : kernels::PrefixAttentionBlocks(c.D, false, true, overlap, wgs);
+        ASSERT_GT(pw.blocks, 0) << wgs << " warpgroups";
+        d_counter.Upload(std::vector<int32_t>{0});
+        d_out.Poison();
+        RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(pw, nullptr));
+        RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<float> w = FromBf16(d_out.Download());
+        if (!overlap) {
+          EXPECT_LT(RelNormError(w, ref), kAttention) << wgs << " warpgroups";
+          EXPECT_LT(RelNormError(w, wgmma_got), kOneRounding) << wgs << " warpgroups vs one";
+          serial = w;
+        } else {
+          EXPECT_EQ(w, serial) << wgs << " warpgroups overlapped";
+        }
+      }
+    }
   } else {
     EXPECT_EQ(kernels::PrefixAttentionBlocks(c.D, false, true), 0) << "no wgmma kernel to size";
   }
@@ -377,6 +422,29 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   }
   p.wgmma = false;
   p.head_dim = 64;
+  // Blocks of several warpgroups: the wgmma queue kernel's only, of 2 or 3 at D 64 and 2 at D 128.
+  p.warpgroups = 2;
+  EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "not on wgmma";
+  EXPECT_EQ(kernels::PrefixAttentionBlocks(64, false, false, false, 2), 0);
+  EXPECT_EQ(kernels::PrefixAttentionBlocks(64, true, true, false, 2), 0) << "pipelined";
+  for (const auto& [d, wgs] : {std::pair{64, 0}, std::pair{64, 4}, std::pair{128, 3},
+                               std::pair{48, 2}, std::pair{40, 1}}) {
+    EXPECT_FALSE(kernels::PrefixAttentionSupportsWarpgroups(d, wgs)) << d << " " << wgs;
+  }
+  EXPECT_TRUE(kernels::PrefixAttentionSupportsWarpgroups(48, 1));
+  if (kernels::PrefixAttentionSupportsWgmma(128)) {
+    p.wgmma = true;
+    p.head_dim = 128;
+    p.warpgroups = 3;
+    EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "3 at D 128";
+    p.warpgroups = 2;
+    p.pipelined = true;
+    EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "pipelined";
+    p.pipelined = false;
+    p.wgmma = false;
+    p.head_dim = 64;
+  }
+  p.warpgroups = 1;
   p.num_kv_heads = 3;  // 4 query heads do not group over 3
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
   p.num_kv_heads = 4;

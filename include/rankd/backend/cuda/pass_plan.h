@@ -99,17 +99,19 @@ struct PassPlan {
 ScoreSize MeasureScorePass(absl::Span<const PlanGroup> groups, Strategy strategy);
 
 // A prefix encode pass (IBPC): one run, one segment, the prefix's ids at positions 0..P-1, no
-// context. gqa_group: G = Nq / Nkv.
+// context. gqa_group: G = Nq / Nkv. tile_rows: the attention kernel's query rows a work unit
+// (kAttentionTileRows times its warpgroups, PrefixAttentionParams::warpgroups).
 void PlanEncodePass(absl::Span<const int32_t> ids, int gqa_group, const PassArrays& out,
-                    PassPlan* plan);
+                    PassPlan* plan, int tile_rows = kernels::kAttentionTileRows);
 
 // A score pass of every request's items (multi-item: each behind its prefix's rows). Rows of
 // request g: [prefix_g (multi-item)] [item 0] [item 1] ...; an item's positions continue from P,
 // its tokens' embedding rows are renumbered into the pass's table, and its run's context is its
 // own request's prefix (the cached K/V, or the prefix rows). `out` must fit
-// MeasureScorePass(groups).
+// MeasureScorePass(groups). tile_rows as PlanEncodePass's.
 void PlanScorePass(absl::Span<const PlanGroup> groups, Strategy strategy, int gqa_group,
-                   const PassArrays& out, PassPlan* plan);
+                   const PassArrays& out, PassPlan* plan,
+                   int tile_rows = kernels::kAttentionTileRows);
 
 }  // namespace rankd::cuda
 
