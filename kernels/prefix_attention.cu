@@ -627,8 +627,11 @@ __device__ __forceinline__ void SoftmaxStats(float scale, float (&s)[kKeys / 8][
   for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
 }
 
+// O times each row's factor. Once the rows' maxima have settled (over a long context, most key
+// tiles) every factor of the warp is 1 and the D / 2 multiplications are skipped: the same bits.
 template <int D>
 __device__ __forceinline__ void RescaleO(const float (&alpha)[2], float (&o)[D / 8][4]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
     o[dt][0] *= alpha[0];
