@@ -813,6 +813,34 @@ __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, So
   AccumulatePV<D, W>(s, vt_s, lane, o);
 }
 
+// The key tiles that some row of a warpgroup sees (blocks of several warpgroups): every tile with
+// context keys, and those holding own keys from its first row's segment start to its last row's
+// token (none for a warpgroup past the unit's last row). A unit's keys run from its first row's
+// segment start to its last row, so the first warpgroups pass over the keys of the later ones'
+// rows and the later ones over an earlier segment's: a warpgroup skips those tiles' MMAs and
+// softmax together (it still copies its share and meets the barriers). Skipping a tile that no
+// row sees changes no bit: its probabilities are 0 and its maxima leave m as it was.
+struct WgKeyTiles {
+  int ctx_end;  // keys [0, ctx_end): context (0 for a warpgroup without rows)
+  int lo, hi;   // own keys [lo, hi], as key indices
+  __device__ __forceinline__ bool Sees(int kt) const {
+    const int k0 = kt * kKeys;
+    return k0 < ctx_end || (k0 + kKeys - 1 >= lo && k0 <= hi);
+  }
+};
+
+// Warp `warp`'s warpgroup's WgKeyTiles in `tile` (uniform over the warpgroup).
+__device__ __forceinline__ WgKeyTiles WarpgroupKeyTiles(const PrefixAttentionParams& p,
+                                                        const AttentionTile& tile,
+                                                        FastDivmod group_div, int warp) {
+  const int r0 = tile.row0 + warp / 4 * kAttentionTileRows;
+  if (r0 >= tile.rows) return {0, 1, 0};
+  const int first = tile.begin + group_div.Div(r0);
+  const int last = tile.begin + group_div.Div(min(tile.rows, r0 + kAttentionTileRows) - 1);
+  return {tile.ctx_len, tile.ctx_len + p.seg_start[first] - tile.own_lo,
+          tile.ctx_len + last - tile.own_lo};
+}
+
 // The overlapped wgmma loop over a unit's key tiles (PrefixAttentionParams::overlap; ks and vs
 // rings of two tiles each), FlashAttention-3's intra-warpgroup pipelining: in the loop's step kt,
 // S_kt = Q K_kt and O += P_{kt-1} V_{kt-1} are issued together, and tile kt's mask and softmax run
@@ -823,13 +851,15 @@ __device__ __forceinline__ void AttendKeyTile(const PrefixAttentionParams& p, So
 // was waited for in step kt-1), V_{kt+1} at its end (its stage held V_{kt-1}, waited for in step
 // kt), so each copy has a step to land. Tile 0's K and V are in flight (one commit group) on entry;
 // every thread commits the same groups (empty ones past the last tile), so that "all but the
-// newest" waits mean the same tile everywhere. Ends with every warp past its last wgmma.
-template <int D, int kT>
+// newest" waits mean the same tile everywhere. Ends with every warp past its last wgmma. kSkip:
+// the warpgroup's S, softmax and P V of the tiles it does not see (`seen`) are skipped.
+template <int D, int kT, bool kSkip>
 __device__ __forceinline__ void AttendKeyTilesOverlapped(
     const PrefixAttentionParams& p, SoftmaxScale sm, const uint32_t (&qf)[D / 16][4],
     const KeySource& src, __nv_bfloat16* ks, __nv_bfloat16* vs, int c, int ctx, int own_lo,
-    int num_keys, int num_key_tiles, const Visibility& vis, float (&m)[2], float (&l)[2],
-    float (&o)[D / 8][4]) {
+    int num_keys, int num_key_tiles, const Visibility& vis, const WgKeyTiles& seen, float (&m)[2],
+    float (&l)[2], float (&o)[D / 8][4]) {
+  const auto sees = [&](int kt) { return !kSkip || seen.Sees(kt); };
   constexpr int kTile = kSmemTile<D, true>;
   if (num_key_tiles > 1) {
     CopyKeyTile<D, true, true, false, kT>(src, 1, 1, ks, vs);
@@ -844,13 +874,17 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
   float s[kKeys / 8][4];
   uint32_t pa[kKeys / 16][4];
   float alpha[2];
-  ScoreKeyTile<D, true>(qf, ks, 0, s);
-  CapAndMask(p, sm, c, 0, ctx, own_lo, num_keys, vis, s);
-  SoftmaxStats(sm.scale, s, m, l, alpha);
-  RescaleO<D>(alpha, o);
-  PackP(s, pa);
+  bool prev = sees(0);  // P of the previous tile is packed in pa
+  if (prev) {
+    ScoreKeyTile<D, true>(qf, ks, 0, s);
+    CapAndMask(p, sm, c, 0, ctx, own_lo, num_keys, vis, s);
+    SoftmaxStats(sm.scale, s, m, l, alpha);
+    RescaleO<D>(alpha, o);
+    PackP(s, pa);
+  }
   for (int kt = 1; kt < num_key_tiles; ++kt) {
     const bool more = kt + 1 < num_key_tiles;
+    const bool cur = sees(kt);
     CopyAsyncWait<1>();  // K_kt and V_{kt-1}; V_kt may be in flight
     FenceProxyAsyncShared();
     __syncthreads();
@@ -859,22 +893,29 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
     } else {
       CopyAsyncCommit();
     }
+    if (cur) {
 #pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    }
     WgmmaFence();
-    IssueScores<D>(qf, ks + kt % 2 * kTile, s);
+    if (cur) IssueScores<D>(qf, ks + kt % 2 * kTile, s);
     WgmmaCommit();
-    IssuePV<D>(pa, vs + (kt - 1) % 2 * kTile, o);
+    if (prev) IssuePV<D>(pa, vs + (kt - 1) % 2 * kTile, o);
     WgmmaCommit();
     WgmmaWait<1>();  // S_kt
-    FenceAcc(s);
-    CapAndMask(p, sm, c, kt, ctx, own_lo, num_keys, vis, s);
-    SoftmaxStats(sm.scale, s, m, l, alpha);
+    if (cur) {
+      FenceAcc(s);
+      CapAndMask(p, sm, c, kt, ctx, own_lo, num_keys, vis, s);
+      SoftmaxStats(sm.scale, s, m, l, alpha);
+    }
     WgmmaWait<0>();  // P_{kt-1} V_{kt-1}
     FenceAcc(o);
     KeepAlive(pa);
-    RescaleO<D>(alpha, o);
-    PackP(s, pa);
+    if (cur) {
+      RescaleO<D>(alpha, o);
+      PackP(s, pa);
+    }
+    prev = cur;
     __syncthreads();  // every warp is done with V_{kt-1}'s stage
     if (more) {
       CopyKeyTile<D, true, false, true, kT>(src, kt + 1, (kt + 1) % 2, ks, vs);
@@ -885,11 +926,13 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
   CopyAsyncWait<0>();  // V of the last tile
   FenceProxyAsyncShared();
   __syncthreads();
-  WgmmaFence();
-  IssuePV<D>(pa, vs + (num_key_tiles - 1) % 2 * kTile, o);
-  WgmmaCommitAndWait();
-  FenceAcc(o);
-  KeepAlive(pa);
+  if (prev) {
+    WgmmaFence();
+    IssuePV<D>(pa, vs + (num_key_tiles - 1) % 2 * kTile, o);
+    WgmmaCommitAndWait();
+    FenceAcc(o);
+    KeepAlive(pa);
+  }
   __syncthreads();  // every warp is done with the stages before the next unit's copies
 }
 
@@ -958,17 +1001,22 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
     float m[2] = {-INFINITY, -INFINITY};  // running row max (scaled, log2 domain)
     float l[2] = {0.0f, 0.0f};            // running row sum (this thread's columns)
     const Visibility vis = RowVisibility(tok, lo, ctx, own_lo, p.window);
+    // (One warpgroup sees every tile its unit walks.)
+    const WgKeyTiles seen =
+        kWgs > 1 ? WarpgroupKeyTiles(p, tile, group_div, warp) : WgKeyTiles{num_keys, 0, 0};
 
     if constexpr (kOverlap) {
-      AttendKeyTilesOverlapped<D, kThreadsOf<kWgs>>(p, sm, qf, src, ks, vs, c, ctx, own_lo,
-                                                    num_keys, num_key_tiles, vis, m, l, o);
+      AttendKeyTilesOverlapped<D, kThreadsOf<kWgs>, (kWgs > 1)>(
+          p, sm, qf, src, ks, vs, c, ctx, own_lo, num_keys, num_key_tiles, vis, seen, m, l, o);
     } else {
       for (int kt = 0; kt < num_key_tiles; ++kt) {
         AwaitKeyTile<D, W, kThreadsOf<kWgs>>(src, kt, num_key_tiles, 0, ks, vs);
         __syncthreads();
         const int stage = kt % kStages<D, W>;
-        AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,
-                            lane, c, kt, ctx, own_lo, num_keys, vis, m, l, o);
+        if (kWgs == 1 || seen.Sees(kt)) {
+          AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,
+                              lane, c, kt, ctx, own_lo, num_keys, vis, m, l, o);
+        }
         __syncthreads();  // every warp is done with this stage before it is copied over
       }
     }
