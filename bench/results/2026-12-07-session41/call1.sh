@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 41, call 1 (bundle h: 7f6a6e2 + the attention kernel in blocks of 2 and 3 warpgroups,
+# Session 41, call 1 (bundle h: 9843c64 = 7f6a6e2 + the attention kernel in blocks of 2 and 3 warpgroups,
 # RANKD_CUDA_ATTENTION_WARPGROUPS). The attention kernel tests (wide blocks against the CPU
 # reference; overlapped = serial bit for bit), attention's rows at Tq 50 and 1024, the engine with
 # the attention variants (379M Tq 50 and 1024, 0.6B) and the fp8 variants of session 40.
@@ -20,13 +20,13 @@ done
 echo "== engine ($(el) s)" >> $L
 run() {  # run MODEL PRECISION "ENV..." [more rankd-bench flags]
   local model=$1 prec=$2 envs=() ; [[ $3 != - ]] && envs=($3); shift 3
-  (( $(el) < 560 )) || return
+  (( $(el) < 430 )) || return
   echo "== [$model $prec ${envs[*]} $*]" >> $OUT/engine.log
   timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --ti 150 --ni 50 --log-level info "$@" >> $OUT/engine.log 2>&1
   echo "[$model $prec ${envs[*]} $*] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
 }
 O=RANKD_CUDA_ATTENTION_OVERLAP=1; W2=RANKD_CUDA_ATTENTION_WARPGROUPS=2; W3=RANKD_CUDA_ATTENTION_WARPGROUPS=3
-for v in "-" "$O" "$W2" "$W2 $O" "$W3" "$W3 $O" "-"; do run m379 bf16 "$v" --tq 50; done
+for v in "-" "$O" "$W2" "$W2 $O" "$W3" "$W3 $O" "RANKD_CUDA_OWN_GEMM_VARIANTS=all" "-"; do run m379 bf16 "$v" --tq 50; done
 for v in "-" "$O" "$W3" "$W3 $O" "$W2 $O"; do run m379 bf16 "$v" --tq 1024; done
 for v in "-" "$O" "$W2" "$W2 $O"; do run m06 bf16 "$v" --tq 50; done
 for v in "-" "RANKD_CUDA_FP8_PROMOTED=1" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up RANKD_CUDA_FP8_PROMOTED=1"; do

@@ -2,7 +2,7 @@
 # Session 41, call C: Nsight Compute on the wgmma attention kernel (queue, and overlapped with
 # RANKD_CUDA_ATTENTION_OVERLAP=1) in the 379M multi-item pass at Tq=50 and Tq=1024 (graphs off,
 # one launch after the warm-up): where a 64-row unit's time goes (issue, stalls, MUFU, tensor).
-F=${F:-build-gpu-f}; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
+F=${F:-build-gpu-h}; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
