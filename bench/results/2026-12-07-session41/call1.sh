@@ -8,28 +8,29 @@ export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PW
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
-[[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 echo "== tests ($(el) s)" >> $L
-timeout 150 $B/cuda_kernels_test --gtest_color=no --gtest_filter='*Attention*:*Unsupported*' > $OUT/tests.log 2>&1
+timeout 90 $B/cuda_kernels_test --gtest_color=no --gtest_filter='*Attention*:*Unsupported*' > $OUT/tests.log 2>&1
 grep -E '^\[ *(FAILED|PASSED|OK) *\]|Failure|warpgroups|overlapped' $OUT/tests.log | head -40 >> $L
-echo "== attention rows ($(el) s)" >> $L
-for tq in 50 1024; do
-  timeout 100 $B/rankd-bench kernels --filter attention --shape both --tq $tq > $OUT/attention_$tq.log 2>&1
-  grep -E "wgmma" $OUT/attention_$tq.log | sed "s/^/tq=$tq /" | cut -c1-170 >> $L
-done
-echo "== engine ($(el) s)" >> $L
 run() {  # run MODEL PRECISION "ENV..." [more rankd-bench flags]
   local model=$1 prec=$2 envs=() ; [[ $3 != - ]] && envs=($3); shift 3
-  (( $(el) < 430 )) || return
+  (( $(el) < ${GUARD:-230} )) || return
   echo "== [$model $prec ${envs[*]} $*]" >> $OUT/engine.log
   timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --ti 150 --ni 50 --log-level info "$@" >> $OUT/engine.log 2>&1
   echo "[$model $prec ${envs[*]} $*] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
 }
+rows() {  # rows TQ: attention's kernel rows (wgmma) at this prefix length
+  (( $(el) < ${GUARD:-230} )) || return
+  timeout 60 $B/rankd-bench kernels --filter attention --shape both --tq $1 > $OUT/attention_$1.log 2>&1
+  grep -E "wgmma" $OUT/attention_$1.log | sed "s/^/tq=$1 /" | cut -c1-170 >> $L
+}
 O=RANKD_CUDA_ATTENTION_OVERLAP=1; W2=RANKD_CUDA_ATTENTION_WARPGROUPS=2; W3=RANKD_CUDA_ATTENTION_WARPGROUPS=3
-for v in "-" "$O" "$W2" "$W2 $O" "$W3" "$W3 $O" "RANKD_CUDA_OWN_GEMM_VARIANTS=all" "-"; do run m379 bf16 "$v" --tq 50; done
-for v in "-" "$O" "$W3" "$W3 $O" "$W2 $O"; do run m379 bf16 "$v" --tq 1024; done
-for v in "-" "$O" "$W2" "$W2 $O"; do run m06 bf16 "$v" --tq 50; done
-for v in "-" "RANKD_CUDA_FP8_PROMOTED=1" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up" "RANKD_CUDA_FP8_FAST_ACCUM=gate_up RANKD_CUDA_FP8_PROMOTED=1"; do
-  run m379 fp8 "$v" --tq 50
-done
+echo "== rows and engine ($(el) s)" >> $L
+rows 1024
+for v in "-" "$W3 $O" "$O"; do run m379 bf16 "$v" --tq 1024; done
+for v in "-" "$W3 $O" "$O"; do run m379 bf16 "$v" --tq 50; done
+rows 50
+(( $(el) < 200 )) && { [[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1; }
+for v in "-" "$W2 $O"; do run m06 bf16 "$v" --tq 50; done
+for v in "$W2 $O" "$W3" "$W2"; do run m379 bf16 "$v" --tq 1024; done
+for v in "RANKD_CUDA_FP8_PROMOTED=1" "-"; do run m379 fp8 "$v" --tq 50; done
 echo "== done ($(el) s)" >> $L
