@@ -9,7 +9,7 @@ B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 echo "== tests ($(el) s)" >> $L
-timeout 90 $B/cuda_kernels_test --gtest_color=no --gtest_filter='*Attention*:*Unsupported*' > $OUT/tests.log 2>&1
+timeout ${TEST_S:-90} $B/cuda_kernels_test --gtest_color=no --gtest_filter='*Attention*:*Unsupported*' > $OUT/tests.log 2>&1
 grep -E '^\[ *(FAILED|PASSED|OK) *\]|Failure|warpgroups|overlapped' $OUT/tests.log | head -40 >> $L
 run() {  # run MODEL PRECISION "ENV..." [more rankd-bench flags]
   local model=$1 prec=$2 envs=() ; [[ $3 != - ]] && envs=($3); shift 3
