@@ -162,15 +162,19 @@ struct BackendOptions {
     bool attention_wgmma = true;
     // RANKD_CUDA_ATTENTION_OVERLAP=1: on wgmma, the queue kernel's key tiles overlapped
     // (FlashAttention-3's intra-warpgroup pipelining: the next tile's S issued with this one's
-    // P V, the softmax under the MMAs; the same scores bit for bit). Off until a GPU A/B has
-    // measured it; ignored where attention is not on wgmma or runs the pipelined kernel.
+    // P V, the softmax under the MMAs; the same scores bit for bit). Off: on an H100
+    // (bench/RESULTS.md, 2026-12-07, session 41) slower at heads of 64 (the 379M's attention
+    // 11% at Tq=1024, its pass 3%), 9% faster per kernel at heads of 128 and Tq=50, its engine A/B
+    // there not yet run; ignored where attention is not on wgmma or runs the pipelined kernel.
     bool attention_overlap = false;
     // RANKD_CUDA_ATTENTION_WARPGROUPS (1, 2 or 3; default 1): on wgmma, the queue kernel's
     // warpgroups a block, each its 64 query rows of a unit of 64 x that many, all of them
     // multiplying one copy of each K/V tile (a unit's K/V reads from L2, most of attention's
     // traffic over a long prefix, divided by it). 3 at heads of 64 only; where attention is not
-    // on wgmma, runs the pipelined kernel or the heads do not take it, 1. Off until a GPU A/B has
-    // measured it.
+    // on wgmma, runs the pipelined kernel or the heads do not take it, 1. 1 by default: on an
+    // H100 (bench/RESULTS.md, 2026-12-07, session 41) 2 at heads of 64 takes 8% off attention
+    // over a 1,024-token prefix (379M Tq=1024 +2.4%) but adds 7% at Tq=50; 3, and 2 at heads
+    // of 128, are slower everywhere.
     int attention_warpgroups = 1;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
@@ -226,8 +230,10 @@ struct BackendOptions {
     // and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. Off:
     // on an H100 (bench/RESULTS.md, 2026-12-07, session 39) no faster than cuBLASLt per shape
     // (the promoted schedules trail the unpromoted ping-pong 128 by 12-17%); since session 40's
-    // epilogue changes its gate_up beats cuBLASLt's (132.0 vs 153.2 us), the engine A/B pending;
-    // RANKD_CUDA_FP8_FAST_ACCUM wins for the layers it names.
+    // epilogue changes its gate_up beats cuBLASLt's (128.7 vs 152.4 us) and the 379M pass is 6.6%
+    // faster (session 41: 5,420 vs 5,086 items/s; the demo bar held with it in session 39), on
+    // once the Hopper GEMM tests have run on those kernels; RANKD_CUDA_FP8_FAST_ACCUM wins for the
+    // layers it names.
     bool fp8_promoted = false;
     // RANKD_CUDA_FOLD_NORMS=1: with precision bf16 where the Hopper GEMM may run, the norms in
     // front of qkv and gate_up are folded into those GEMMs (kernels/hopper_gemm.cuh, HopperNorm):
