@@ -62,8 +62,8 @@ template <int D>
 inline constexpr int kMinBlocks = D <= 64 ? 3 : 1;
 static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp");
 // The wgmma queue kernel of kWgs warpgroups (PrefixAttentionParams::warpgroups): 128 kWgs threads,
-// units of 64 kWgs query rows, one block a multiprocessor (at D 64, 3 warpgroups of the
-// compiler's ~160 registers fill the register file as 3 blocks of one do; at D 128, 2 do).
+// units of 64 kWgs query rows. At D 64, 2 warpgroups are capped at 128 registers (two blocks a
+// multiprocessor) and 3 take the compiler's ~165 (one block); at D 128, 2 take ~240 (one block).
 constexpr int kMaxWarpgroups = 3;
 template <int D>
 inline constexpr int kMaxWarpgroupsOf = D <= 64 ? 3 : 2;
@@ -1178,8 +1178,8 @@ constexpr bool WgmmaHeadDim(int d) { return d == 64 || d == 128; }
 
 // A launch's kernel, threads a block and dynamic shared memory: `overlap` applies to the queue
 // kernel on wgmma and is ignored by the pipelined one (PrefixAttentionParams::overlap);
-// `warpgroups` above 1 to the queue kernel on wgmma only (WarpgroupsValid). kernel is null where
-// D has no kernel of that many warpgroups.
+// `warpgroups` above 1 to the queue kernel on wgmma only (PrefixAttentionSupportsWarpgroups).
+// kernel is null where D has no kernel of that many warpgroups.
 using KernelFn = void (*)(PrefixAttentionParams, FastDivmod, FastDivmod);
 struct KernelChoice {
   KernelFn kernel;
