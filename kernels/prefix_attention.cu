@@ -64,9 +64,8 @@ static_assert(kAttentionTileRows == kWarps * 16, "one 16-row mma tile per warp")
 // The wgmma queue kernel of kWgs warpgroups (PrefixAttentionParams::warpgroups): 128 kWgs threads,
 // units of 64 kWgs query rows. At D 64, 2 warpgroups are capped at 128 registers (two blocks a
 // multiprocessor) and 3 take the compiler's ~165 (one block); at D 128, 2 take ~240 (one block).
-constexpr int kMaxWarpgroups = 3;
 template <int D>
-inline constexpr int kMaxWarpgroupsOf = D <= 64 ? 3 : 2;
+inline constexpr int kMaxWarpgroupsOf = D <= 64 ? kMaxAttentionWarpgroups : 2;
 template <int kWgs>
 inline constexpr int kThreadsOf = kWgs* kThreads;
 template <int D, int kWgs>
@@ -1203,7 +1202,7 @@ template <int D, bool W>
 KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups) {
   if constexpr (W) {
     if (!pipelined) {
-      static_assert(kMaxWarpgroups == 3);
+      static_assert(kMaxAttentionWarpgroups == 3);  // the cases below
       switch (warpgroups) {
         case 1:
           return WgmmaQueueKernel<D, 1>(overlap);

@@ -85,6 +85,9 @@ bool PrefixAttentionSupportsWgmma(int head_dim);
 int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = false,
                           bool overlap = false, int warpgroups = 1);
 
+// The most warpgroups a block of the wgmma queue kernel has (PrefixAttentionParams::warpgroups).
+inline constexpr int kMaxAttentionWarpgroups = 3;
+
 // A kernel of `warpgroups` warpgroups a block runs here at head_dim (1: any supported head_dim;
 // 2 or 3: the wgmma queue kernel, PrefixAttentionSupportsWgmma, 3 at D 64 only).
 bool PrefixAttentionSupportsWarpgroups(int head_dim, int warpgroups);

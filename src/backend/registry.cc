@@ -94,13 +94,17 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
                                                : OwnVariants::kPingPong;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
-  if (absl::Status s = number("RANKD_CUDA_ATTENTION_WARPGROUPS", &c.attention_warpgroups);
-      !s.ok()) {
-    return s;
-  }
-  if (c.attention_warpgroups < 1 || c.attention_warpgroups > 3) {
-    return absl::InvalidArgumentError(absl::StrCat("RANKD_CUDA_ATTENTION_WARPGROUPS: '",
-                                                   c.attention_warpgroups, "' is not 1, 2 or 3"));
+  if (const char* v = getenv("RANKD_CUDA_ATTENTION_WARPGROUPS"); v != nullptr) {
+    const std::string s(v);
+    // "auto" is kAttentionWarpgroupsAuto (0), which no number may spell.
+    if (s == "auto") {
+      c.attention_warpgroups = BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto;
+    } else if (s != "1" && s != "2" && s != "3") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RANKD_CUDA_ATTENTION_WARPGROUPS: '", s, "' is not auto, 1, 2 or 3"));
+    } else {
+      c.attention_warpgroups = s[0] - '0';
+    }
   }
   // A set of linear layers: a comma list of qkv, o_proj, gate_up, down (empty: none); with
   // `all_or_none`, 1 (all four) and 0 (none) too. Unset keeps `*f`.

@@ -171,16 +171,19 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("RANKD_CUDA_FP8_FAST_ACCUM: 'yes' is not 0, 1 or a linear layer"));
-  for (const char* v : {"0", "4"}) {
+  // 0 would be auto's value: only "auto" spells it.
+  for (const char* v : {"0", "4", "two", "2 ", "-1", "Auto", ""}) {
     s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", v}}));
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << v;
-    EXPECT_THAT(
-        std::string(s.message()),
-        HasSubstr(absl::StrCat("RANKD_CUDA_ATTENTION_WARPGROUPS: '", v, "' is not 1, 2 or 3")));
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("RANKD_CUDA_ATTENTION_WARPGROUPS: '", v,
+                                       "' is not auto, 1, 2 or 3")));
   }
-  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", "two"}}));
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("RANKD_CUDA_ATTENTION_WARPGROUPS: 'two' is not a non-negative integer"));
+  BackendOptions automatic;
+  ASSERT_TRUE(
+      ApplyBackendEnvironment(&automatic, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", "auto"}})).ok());
+  EXPECT_EQ(automatic.cuda.attention_warpgroups,
+            BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto);
 }
 
 TEST(CreateBackendTest, KnowsTheBuiltInKinds) {

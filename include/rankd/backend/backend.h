@@ -167,14 +167,17 @@ struct BackendOptions {
     // 11% at Tq=1024, its pass 3%), 9% faster per kernel at heads of 128 and Tq=50, its engine A/B
     // there not yet run; ignored where attention is not on wgmma or runs the pipelined kernel.
     bool attention_overlap = false;
-    // RANKD_CUDA_ATTENTION_WARPGROUPS (1, 2 or 3; default 1): on wgmma, the queue kernel's
+    // RANKD_CUDA_ATTENTION_WARPGROUPS (auto, 1, 2 or 3; default 1): on wgmma, the queue kernel's
     // warpgroups a block, each its 64 query rows of a unit of 64 x that many, all of them
     // multiplying one copy of each K/V tile (a unit's K/V reads from L2, most of attention's
     // traffic over a long prefix, divided by it). 3 at heads of 64 only; where attention is not
-    // on wgmma, runs the pipelined kernel or the heads do not take it, 1. 1 by default: on an
-    // H100 (bench/RESULTS.md, 2026-12-07, session 41) 2 at heads of 64 takes 8% off attention
-    // over a 1,024-token prefix (379M Tq=1024 +2.4%) but adds 7% at Tq=50; 3, and 2 at heads
-    // of 128, are slower everywhere.
+    // on wgmma, runs the pipelined kernel or the heads do not take it, 1. On an H100
+    // (bench/RESULTS.md, 2026-12-07, session 41) 2 at heads of 64 takes 8% off attention over a
+    // 1,024-token prefix (379M Tq=1024 +2.4%) but adds 7% at Tq=50; 3, and 2 at heads of 128,
+    // are slower everywhere. auto (kAttentionWarpgroupsAuto): per pass, 2 at heads of 64 where
+    // its rows attend to kWideAttentionKeys keys or more on average, else 1 (the pass's graph
+    // is keyed on the choice).
+    static constexpr int kAttentionWarpgroupsAuto = 0;
     int attention_warpgroups = 1;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it

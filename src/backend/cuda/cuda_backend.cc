@@ -386,30 +386,40 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
         "cuda backend: programmatic dependent launch needs sm_90 or later; kernels launch "
         "in stream order");
   }
+  // Attention's blocks of warpgroups: the switch's number where the kernel takes it, else 1; auto:
+  // 1 or 2 per pass (PassWarpgroups), where blocks of 2 can run at all.
   attention_warpgroups_ = 1;
-  if (switches_.attention_warpgroups > 1) {
-    if (attention_wgmma_ && !switches_.attention_pipeline &&
-        kernels::PrefixAttentionSupportsWarpgroups(config_.head_dim,
-                                                   switches_.attention_warpgroups)) {
-      attention_warpgroups_ = switches_.attention_warpgroups;
+  auto_warpgroups_ = false;
+  const int asked = switches_.attention_warpgroups;
+  const bool queue = attention_wgmma_ && !switches_.attention_pipeline;
+  if (asked == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto) {
+    auto_warpgroups_ = queue && config_.head_dim == 64 &&
+                       kernels::PrefixAttentionSupportsWarpgroups(config_.head_dim, 2);
+  } else if (asked > 1) {
+    if (queue && kernels::PrefixAttentionSupportsWarpgroups(config_.head_dim, asked)) {
+      attention_warpgroups_ = asked;
     } else {
       spdlog::info(
           "cuda backend: attention in blocks of {} warpgroups needs the wgmma queue kernel (not "
           "the pipelined one) and heads of 64 (or of 128 for 2; this model's: {}); blocks of one "
           "run",
-          switches_.attention_warpgroups, config_.head_dim);
+          asked, config_.head_dim);
     }
   }
-  attention_blocks_ = kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
-                                                     attention_wgmma_, switches_.attention_overlap,
-                                                     attention_warpgroups_);
+  for (int w = 1; w <= kernels::kMaxAttentionWarpgroups; ++w) {
+    const bool runs = w == attention_warpgroups_ || (auto_warpgroups_ && w == 2);
+    attention_blocks_[w] =
+        runs ? kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
+                                              attention_wgmma_, switches_.attention_overlap, w)
+             : 0;
+    if (runs && attention_blocks_[w] <= 0) {
+      return absl::InternalError("cannot size the attention kernel's grid on this device");
+    }
+  }
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
   k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && own_use_ != OwnUse::kNever &&
                     (config_.head_dim == 64 || config_.head_dim == 128);
   embed_scale_ = model::Bf16ToF32(model::F32ToBf16(config_.embedding_scale()));
-  if (attention_blocks_ <= 0) {
-    return absl::InternalError("cannot size the attention kernel's grid on this device");
-  }
   if (switches_.profile) {
     RANKD_ASSIGN_OR_RETURN(profiler_, StageProfiler::Create(switches_.profile_skip));
     graphs_.Disable();  // the profile times eager passes
@@ -429,13 +439,15 @@ absl::StatusOr<std::shared_ptr<const PrefixState>> CudaBackend::EncodePrefix(
   RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx_->device()));
   const int64_t L = config_.num_layers, KV = config_.kv_width();
   RANKD_RETURN_IF_ERROR(prefix->AllocateKv(sizeof(bf16) * L * 2 * P * KV));
-  const PassShape shape{PassKind::kEncode, Bucket(P), Bucket(1)};
+  const PassShape shape{PassKind::kEncode, Bucket(P), Bucket(1),
+                        PassWarpgroups(static_cast<double>(P) * (P + 1) / 2, P)};
   RANKD_RETURN_IF_ERROR(EnsureCapacity(shape.rows, 0));
   RANKD_RETURN_IF_ERROR(AcquireStaging());
   if (profiler_) profiler_->BeginPass("encode");
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
-  PlanEncodePass(ids, group(), Arrays(m, shape, group()), &plan_, attention_tile_rows());
+  PlanEncodePass(ids, group(), Arrays(m, shape, group()), &plan_,
+                 AttentionTileRows(shape.attention_warpgroups));
   *m.counts = PassCounts{P, 0, plan_.tiles * config_.num_kv_heads, 0, prefix->Layers(KV)};
   std::fill(m.unit_counters, m.unit_counters + L, 0);
   RANKD_RETURN_IF_ERROR(Upload(shape, 0));
@@ -486,7 +498,8 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mu());
   RANKD_CUDA_RETURN_IF_ERROR(cudaSetDevice(ctx_->device()));
   cudaStream_t s = ctx_->stream();
-  const PassShape shape{PassKind::kScore, Bucket(T), Bucket(N)};
+  const PassShape shape{PassKind::kScore, Bucket(T), Bucket(N),
+                        PassWarpgroups(size.keys, size.rows)};
   RANKD_RETURN_IF_ERROR(EnsureCapacity(shape.rows, R));
   RANKD_RETURN_IF_ERROR(AcquireStaging());
   if (profiler_) profiler_->BeginPass("score");
@@ -494,7 +507,7 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
   Carver c(host_meta_);
   const Meta m = CarveMeta(c, shape.rows, shape.items);
   PlanScorePass(plan_groups, strategy_, group(), Arrays(m, shape, group()), &plan_,
-                attention_tile_rows());
+                AttentionTileRows(shape.attention_warpgroups));
   // Each placed request's context (multi-item: its prefix's rows of the qkv buffer; IBPC: its
   // prefix's cache) and embedding rows.
   const int64_t Q = config_.q_width(), KV = config_.kv_width(), W = qkv_width();
@@ -637,7 +650,10 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
-      sw.attention_pipeline, sw.attention_wgmma, sw.attention_overlap, sw.attention_warpgroups,
+      sw.attention_pipeline, sw.attention_wgmma, sw.attention_overlap,
+      sw.attention_warpgroups == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto
+          ? std::string("auto")
+          : std::to_string(sw.attention_warpgroups),
       OwnGemmName(sw.own_gemm), backend->own_gemm() ? "may run" : "not in use",
       OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8

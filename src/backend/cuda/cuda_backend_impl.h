@@ -22,6 +22,7 @@
 #include "kernels/hopper_gemm.cuh"
 #include "kernels/kv_layers.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "rankd/backend/cuda/cuda_backend.h"
 #include "rankd/backend/cuda/cuda_weights.h"
@@ -85,7 +86,8 @@ class CudaBackend final : public backend::Backend {
         own_use_ == OwnUse::kTimed
             ? absl::StrCat(", linear shapes timed: ", own_shapes, " on the Hopper GEMM, ",
                            own_choice_.size() - own_shapes, " on cuBLASLt")
-            : "");
+            : "",
+        ", passes with attention in blocks of warpgroups: ", wide_attention_passes_);
     spdlog::info("{}", line);
     if (switches_.stats || profiler_) std::fprintf(stderr, "%s\n", line.c_str());
     if (profiler_) std::fputs(profiler_->Table().c_str(), stderr);
@@ -126,12 +128,19 @@ class CudaBackend final : public backend::Backend {
     s.attention_pipelined = switches_.attention_pipeline;
     s.attention_wgmma = attention_wgmma_;
     s.pdl = pdl_;
+    s.wide_attention_passes = wide_attention_passes_;
     return s;
   }
 
  private:
   int group() const { return config_.num_heads / config_.num_kv_heads; }
-  int attention_tile_rows() const { return kernels::kAttentionTileRows * attention_warpgroups_; }
+  // A pass's attention blocks of warpgroups (PassShape::attention_warpgroups): the switch's
+  // number, or with RANKD_CUDA_ATTENTION_WARPGROUPS=auto AutoAttentionWarpgroups' choice for
+  // rows that attend to `keys` keys in all. The tile rows its work list is planned in.
+  int PassWarpgroups(double keys, int64_t rows) const {
+    return auto_warpgroups_ ? AutoAttentionWarpgroups(keys, rows, true) : attention_warpgroups_;
+  }
+  static int AttentionTileRows(int warpgroups) { return kernels::kAttentionTileRows * warpgroups; }
   int qkv_width() const { return config_.q_width() + 2 * config_.kv_width(); }
 
   Meta CarveMeta(Carver& c, int rows, int items) const;
@@ -251,9 +260,12 @@ class CudaBackend final : public backend::Backend {
   // The pass being planned: its runs, requests and counts. Reused from pass to pass (under
   // ctx_->mu()).
   PassPlan plan_;
-  int attention_blocks_ = 0;  // persistent grid of the attention kernel
+  // The attention kernel's persistent grid in blocks of w warpgroups ([w]; 0 where w never runs).
+  int attention_blocks_[kernels::kMaxAttentionWarpgroups + 1] = {};
   bool attention_wgmma_ = false;  // attention on wgmma (switch on, device and heads take it)
   int attention_warpgroups_ = 1;  // attention's warpgroups a block (the switch, where it runs)
+  bool auto_warpgroups_ = false;  // RANKD_CUDA_ATTENTION_WARPGROUPS=auto, where 2 can run
+  int64_t wide_attention_passes_ = 0;  // CudaBackendStats::wide_attention_passes
   bool pdl_ = false;  // the pass's kernels launch with PDL (switch on, the device takes it)
   // RoPE of q happens as attention loads q (no bias, no q/k norm: the QkvRope kernel then reads
   // and writes only k, and v when a cache is filled). RANKD_CUDA_FUSE_Q_ROPE=0 turns it off.

@@ -21,6 +21,7 @@ namespace rankd::cuda::internal {
 // ---- graphs ------------------------------------------------------------------------------------
 
 absl::Status CudaBackend::Forward(const PassShape& shape, const PassWork& work) {
+  if (shape.attention_warpgroups > 1) ++wide_attention_passes_;
   return graphs_.Run(shape, ctx_->stream(), [&] { return RunPass(shape, work); });
 }
 
@@ -154,11 +155,11 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.scale = config_.attn_scale;
     a.softcap = config_.attn_logit_softcapping;
     a.window = config_.window(l);
-    a.blocks = attention_blocks_;
+    a.blocks = attention_blocks_[shape.attention_warpgroups];
     a.pipelined = switches_.attention_pipeline;
     a.wgmma = attention_wgmma_;
     a.overlap = switches_.attention_overlap;
-    a.warpgroups = attention_warpgroups_;
+    a.warpgroups = shape.attention_warpgroups;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, ks));

@@ -24,11 +24,21 @@ ScoreSize MeasureScorePass(absl::Span<const PlanGroup> groups, Strategy strategy
   for (const PlanGroup& g : groups) {
     const int64_t items = static_cast<int64_t>(g.offsets.size()) - 1;
     if (items <= 0) continue;  // no rows, no run, no context
+    const double P = static_cast<double>(g.prefix_ids.size());
     size.rows += static_cast<int64_t>(multi ? g.prefix_ids.size() : 0) + g.tokens.size();
     size.items += items;
     size.embedding_rows += g.embedding_rows;
+    if (multi) size.keys += P * (P + 1) / 2;
+    for (int64_t i = 0; i < items; ++i) {
+      const double L = static_cast<double>(g.offsets[i + 1]) - g.offsets[i];
+      size.keys += L * P + L * (L + 1) / 2;
+    }
   }
   return size;
+}
+
+int AutoAttentionWarpgroups(double keys, int64_t rows, bool wide) {
+  return wide && rows > 0 && keys >= kWideAttentionKeys * static_cast<double>(rows) ? 2 : 1;
 }
 
 void PlanEncodePass(absl::Span<const int32_t> ids, int gqa_group, const PassArrays& out,

@@ -30,6 +30,7 @@
 #include "kernels/prefix_attention.cuh"
 #include "nlohmann/json.hpp"
 #include "rankd/backend/cuda/cuda_backend.h"
+#include "rankd/backend/cuda/pass_plan.h"
 #include "rankd/backend/registry.h"
 #include "rankd/engine/engine.h"
 #include "rankd/model/config.h"
@@ -1082,6 +1083,74 @@ TEST(CudaAttentionWgmmaTest, ScoresAsTheCpuAndAsTheMmaKernel) {
   auto b = MakeBackend(rankd::testing::ModelDir("llama-cls"), "classifier:0", "cuda", "ibpc");
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_FALSE(cuda::GetCudaBackendStats(**b)->attention_wgmma);
+}
+
+// Attention in blocks of warpgroups (RANKD_CUDA_ATTENTION_WARPGROUPS 1, 2, 3, auto) on random
+// Llamas with heads of 64 and 128, over the preset case's short prefix and a 1,000-token one: in
+// both strategies, graphs on (a replay gives the first pass's bits), within kVsCpu of the CPU
+// backend and kWgmmaVsMma of blocks of one. auto runs blocks of 2 exactly where its rule
+// (AutoAttentionWarpgroups) says, which is at heads of 64 over the long prefix only (the stats'
+// wide_attention_passes). Skips where wgmma cannot run.
+TEST(CudaAttentionWarpgroupsTest, EveryBlockAndAutoScoreAsTheCpu) {
+  RANKD_SKIP_WITHOUT_GPU();
+  if (!kernels::PrefixAttentionSupportsWgmma(64)) GTEST_SKIP() << "no wgmma attention here";
+  constexpr double kWgmmaVsMma = 1e-2;
+  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
+  ScopedEnv no_own("RANKD_CUDA_OWN_GEMM", "0");
+  test_util::Rng rng;
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  for (const char* preset : {"tiny-h64", "tiny-h128"}) {
+    SCOPED_TRACE(preset);
+    const bool d64 = std::string(preset) == "tiny-h64";
+    PresetCase pc;
+    ASSERT_NO_FATAL_FAILURE(MakePresetCase(preset, rng, &pc));
+    auto config = model::ModelConfig::FromHfDir(pc.dir);
+    ASSERT_TRUE(config.ok()) << config.status();
+    std::vector<int32_t> long_prefix(1000);
+    for (int32_t& id : long_prefix) id = rng.Int(0, config->vocab_size - 1);
+    auto cpu = MakeBackend(pc.dir, "classifier:0", "cpu", "ibpc");
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const std::vector<float> long_ref = Score(**cpu, long_prefix, pc.batch);
+    for (const bool long_case : {false, true}) {
+      SCOPED_TRACE(long_case ? "1,000-token prefix" : "short prefix");
+      const std::vector<int32_t>& prefix = long_case ? long_prefix : pc.prefix;
+      const std::vector<float>& ref = long_case ? long_ref : pc.ref;
+      for (const std::string& strategy : kStrategies) {
+        SCOPED_TRACE(strategy);
+        // auto's choice for the score pass (the IBPC prefix encode, P (P + 1) / 2 keys over P
+        // rows, is under 512 a row for both prefixes).
+        const cuda::PlanGroup group{prefix, pc.batch.tokens, pc.batch.offsets, 0};
+        const cuda::ScoreSize size = cuda::MeasureScorePass(
+            {group}, strategy == "ibpc" ? cuda::Strategy::kIbpc : cuda::Strategy::kMultiItem);
+        const bool auto_wide = cuda::AutoAttentionWarpgroups(size.keys, size.rows, d64) == 2;
+        EXPECT_EQ(auto_wide, d64 && long_case) << size.keys / size.rows << " keys a row";
+        std::vector<float> one;
+        for (const std::string wgs : {"1", "2", "3", "auto"}) {
+          SCOPED_TRACE("warpgroups " + wgs);
+          ScopedEnv w("RANKD_CUDA_ATTENTION_WARPGROUPS", wgs.c_str());
+          auto b = MakeBackend(pc.dir, "classifier:0", "cuda", strategy);
+          ASSERT_TRUE(b.ok()) << b.status();
+          const std::vector<float> got = Score(**b, prefix, pc.batch);
+          EXPECT_EQ(Score(**b, prefix, pc.batch), got) << "graph replay";
+          EXPECT_LT(test_util::RelNormError(got, ref), kVsCpu) << "vs the CPU backend";
+          if (one.empty()) {
+            one = got;
+          } else {
+            EXPECT_LT(test_util::RelNormError(got, one), kWgmmaVsMma) << "vs blocks of one";
+          }
+          const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+          ASSERT_TRUE(stats.has_value());
+          // Blocks of 3 run at heads of 64 only.
+          const bool wide = wgs == "2" || (wgs == "3" && d64) || (wgs == "auto" && auto_wide);
+          if (wide) {
+            EXPECT_GT(stats->wide_attention_passes, 0);
+          } else {
+            EXPECT_EQ(stats->wide_attention_passes, 0);
+          }
+        }
+      }
+    }
+  }
 }
 
 // RoPE of k in the qkv GEMM's epilogue (the Hopper GEMM's kStoreBf16Rope), on random Llamas with

@@ -223,6 +223,7 @@ class PassPlanTest : public ::testing::TestWithParam<std::tuple<Strategy, int>> 
     EXPECT_EQ(plan.work.rows, T);
     EXPECT_EQ(plan.work.items, N);
     EXPECT_EQ(plan.work.attended, attended * G());
+    EXPECT_EQ(size.keys, attended);  // one query head's, before the pass is planned
     EXPECT_EQ(plan.work.ctx_rows, ctx_rows);
   }
   void CheckScore(const std::vector<Request>& requests) {
@@ -316,6 +317,28 @@ TEST(PassPlanEncodeTest, OneSegmentWithoutContext) {
     EXPECT_EQ(plan.work.rows, P);
     EXPECT_EQ(plan.work.attended, static_cast<double>(P) * (P + 1) / 2 * G);
   }
+}
+
+// RANKD_CUDA_ATTENTION_WARPGROUPS=auto: 2 only where the kernel takes it and the rows attend to
+// kWideAttentionKeys keys or more on average; never for an empty pass.
+TEST(AutoAttentionWarpgroupsTest, TwoOverLongContextsOnly) {
+  // 379M, Tq=1024, Ni=50, Ti=150 multi-item: ~1,030 keys a row.
+  std::vector<int32_t> prefix = Ids(1024, 1), tokens = Ids(50 * 150, 1), offsets;
+  for (int i = 0; i <= 50; ++i) offsets.push_back(150 * i);
+  const PlanGroup long_prefix{prefix, tokens, offsets, 0};
+  const ScoreSize size = MeasureScorePass({long_prefix}, Strategy::kMultiItem);
+  EXPECT_GT(size.keys, 1000.0 * static_cast<double>(size.rows));
+  EXPECT_EQ(AutoAttentionWarpgroups(size.keys, size.rows, true), 2);
+  EXPECT_EQ(AutoAttentionWarpgroups(size.keys, size.rows, false), 1);
+  // Tq=50: ~125 keys a row.
+  const PlanGroup short_prefix{absl::MakeConstSpan(prefix).first(50), tokens, offsets, 0};
+  const ScoreSize small = MeasureScorePass({short_prefix}, Strategy::kMultiItem);
+  EXPECT_LT(small.keys, 200.0 * static_cast<double>(small.rows));
+  EXPECT_EQ(AutoAttentionWarpgroups(small.keys, small.rows, true), 1);
+  // The threshold itself, and no rows.
+  EXPECT_EQ(AutoAttentionWarpgroups(kWideAttentionKeys * 10, 10, true), 2);
+  EXPECT_EQ(AutoAttentionWarpgroups(kWideAttentionKeys * 10 - 1, 10, true), 1);
+  EXPECT_EQ(AutoAttentionWarpgroups(0, 0, true), 1);
 }
 
 TEST(BucketTest, PadsToAFewRepeatingShapes) {

@@ -69,6 +69,9 @@ struct CudaBackendStats {
   // The norms in front of qkv and gate_up are folded into those GEMMs (RANKD_CUDA_FOLD_NORMS=1
   // where the model, precision and device take it).
   bool fold_norms = false;
+  // Passes whose attention ran in blocks of more than one warpgroup
+  // (RANKD_CUDA_ATTENTION_WARPGROUPS: 2 or 3, or auto's choice of 2), eager or replayed.
+  int64_t wide_attention_passes = 0;
 };
 
 // The stats of `backend` if it is a CUDA backend.

@@ -29,10 +29,25 @@ struct PassShape {
   PassKind kind = PassKind::kScore;
   int rows = 0;   // Tb: padded row count
   int items = 0;  // Nb: padded item slots
+  // The attention kernel's warpgroups a block (PrefixAttentionParams::warpgroups): the kernel a
+  // graph launches and the tile rows its work list was planned in.
+  int attention_warpgroups = 1;
   bool operator<(const PassShape& o) const {
-    return std::tie(kind, rows, items) < std::tie(o.kind, o.rows, o.items);
+    return std::tie(kind, rows, items, attention_warpgroups) <
+           std::tie(o.kind, o.rows, o.items, o.attention_warpgroups);
   }
 };
+
+// RANKD_CUDA_ATTENTION_WARPGROUPS=auto's rule, for a pass whose `rows` rows attend to `keys` keys
+// in all (ScoreSize::keys; a prefix encode of P rows, P (P + 1) / 2): blocks of 2 warpgroups
+// where the kernel takes them (`wide`: wgmma, the queue kernel, heads of 64) and the rows attend
+// to kWideAttentionKeys keys or more on average, else 1. On an H100 (bench/RESULTS.md,
+// 2026-12-07, session 41, 379M) the 2-warpgroup kernel was 8% faster at ~1,030 keys a row
+// (Tq=1024) and 7% slower at ~125 (Tq=50); the threshold is where a line through the two
+// crosses zero, rounded down. Windows (local attention layers) are not counted: the rule only
+// picks a speed.
+inline constexpr double kWideAttentionKeys = 512;
+int AutoAttentionWarpgroups(double keys, int64_t rows, bool wide);
 
 // A pass's useful work, for the profile's two numbers only.
 struct PassWork {
@@ -82,6 +97,9 @@ struct ScoreSize {
   int64_t rows = 0;            // T: live rows
   int64_t items = 0;           // N
   int64_t embedding_rows = 0;  // R
+  // Over the live rows, the keys each attends to (an item token its prefix's, and its item's up
+  // to itself; multi-item: a prefix token the prefix up to itself), of one query head.
+  double keys = 0;
 };
 
 // What a pass is made of besides its arrays. The backend keeps one and reuses it pass after pass.
