@@ -1,40 +1,25 @@
 #!/usr/bin/env bash
-# Session 42's first call (session 41's call2.sh reordered: the gate first). Bundle of HEAD:
+# Session 42, call 1: the gate to turning RANKD_CUDA_FP8_PROMOTED on. Bundle of HEAD:
 #   BUNDLE_BINS="rankd rankd-bench cuda_hopper_gemm_test" scripts/make_bundle.sh --archive build \
 #     build-gpu-h      (carry ["build-gpu-h"])
-# 1. cuda_hopper_gemm_test whole (session 40's f8acce8 / e5a75d0 / 0ae6a48 on a GPU for the first
-#    time) and the demo model's bar with RANKD_CUDA_FP8_PROMOTED=1: the gate to turning it on.
-# 2. engine A/Bs: fp8 +-PROMOTED (379M, 0.6B), 379M bf16 +-FOLD_NORMS (cf1609c and the grouped
-#    stream loads unmeasured), 0.6B bf16 +-OVERLAP; one eager profile of 379M bf16 (where the time
-#    goes now); the GEMM rows; embedding items +-FOLD_NORMS.
+# cuda_hopper_gemm_test whole (session 40's f8acce8 / e5a75d0 / 0ae6a48 on a GPU for the first
+# time), the demo model's bar with RANKD_CUDA_FP8_PROMOTED=1, the engine's fp8 A/B (379M, 0.6B).
 F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 echo "== hopper test ($(el) s)" >> $L
-timeout ${HOPPER_S:-300} $B/cuda_hopper_gemm_test --gtest_color=no > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
+timeout ${HOPPER_S:-330} $B/cuda_hopper_gemm_test --gtest_color=no > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
 grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log >> $L
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 echo "== demo ($(el) s)" >> $L
 env RANKD_CUDA_FP8_PROMOTED=1 OUT=/tmp/gcn BUNDLE=$F DEMO_PRECISIONS=fp8 timeout 90 scripts/gpu_check.sh demo 2>&1 | grep 'demo model' | sed "s/^/[PROMOTED=1] /" >> $L
 echo "== engine ($(el) s)" >> $L
 [[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
-for v in "m379 fp8 -" "m379 fp8 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 -" "m379 bf16 RANKD_CUDA_FOLD_NORMS=1" "m06 fp8 -" "m06 fp8 RANKD_CUDA_FP8_PROMOTED=1" "m06 bf16 -" "m06 bf16 RANKD_CUDA_ATTENTION_OVERLAP=1"; do
+for v in "m379 fp8 -" "m379 fp8 RANKD_CUDA_FP8_PROMOTED=1" "m06 fp8 -" "m06 fp8 RANKD_CUDA_FP8_PROMOTED=1"; do
   set -- $v; model=$1; prec=$2; shift 2; envs=(); [[ $1 != - ]] && envs=("$@")
   echo "== [$v]" >> $OUT/engine.log
   timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq 50 --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1
   echo "[$v] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
-done
-echo "== profile ($(el) s)" >> $L
-timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ti 150 --ni 50 --iters 10 --strategy multi-item --precision bf16 > $OUT/profile.log 2>&1
-echo "== gemm ($(el) s)" >> $L
-timeout 120 $B/rankd-bench kernels --filter gemm --shape 379m --variant T=7500 > $OUT/gemm.log 2>&1
-grep -E "pp128 |pp128c2 |own256 |cublaslt|prom128 |fold" $OUT/gemm.log | awk '{print $3, $4, $9}' >> $L
-echo "== embedding items ($(el) s)" >> $L
-for v in "-" "RANKD_CUDA_FOLD_NORMS=1"; do
-  envs=(); [[ $v != - ]] && envs=($v)
-  echo "== [emb $v]" >> $OUT/engine.log
-  timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 100 --strategy ibpc --graphs --precision bf16 --tq 50 --ni 250 --items embedding --log-level info >> $OUT/engine.log 2>&1
-  echo "[emb ibpc $v] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
 done
 echo "== done ($(el) s)" >> $L
