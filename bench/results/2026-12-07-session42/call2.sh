@@ -29,6 +29,7 @@ for tq in 256 512; do
 done
 echo "== profile ($(el) s)" >> $L
 timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ti 150 --ni 50 --iters 10 --strategy multi-item --precision bf16 > $OUT/profile.log 2>&1
+timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ni 250 --iters 10 --strategy ibpc --items embedding --precision bf16 > $OUT/profile_emb.log 2>&1
 echo "== gemm ($(el) s)" >> $L
 timeout 120 $B/rankd-bench kernels --filter gemm --shape 379m --variant T=7500 > $OUT/gemm.log 2>&1
 grep -E "pp128 |own256 |cublaslt|fold" $OUT/gemm.log | grep -v f8 | awk '{print $3, $4, $9}' >> $L
