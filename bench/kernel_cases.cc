@@ -273,6 +273,13 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         c.bytes = 2.0 * (1.0 * M * k + 1.0 * n * k) + out_bytes +
                   (residual ? 2.0 * M * n + 4.0 * M * (n / 64) : 4.0 * M * (k / 64));
       }
+      // bf16 ping-pong 64 with K in slices (where the shape's tiles leave half of the SMs idle).
+      {
+        KernelCase& c = add(GemmImplName(GemmImpl::kOwn), "pp64ks", GemmImpl::kOwn, 128,
+                            GemmSchedule::kPingPongShort, 1, false);
+        c.gemm_k_slices = true;
+        c.bytes = 2.0 * (1.0 * M * k + 1.0 * n * k) + out_bytes;
+      }
       // Row-scaled X on the promoted kernels, each layer's own epilogue (gate_up's into bf16).
       for (const auto& [schedule, name] : {std::pair{GemmSchedule::kCooperative, "prom128"},
                                            {GemmSchedule::kPingPongShort, "prompp64"}}) {

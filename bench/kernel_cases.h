@@ -122,6 +122,8 @@ struct KernelCase {
   // kResidualNorm (the stream's bf16 copy and sums of squares written too), qkv and gate_up
   // dividing their rows by the rms from X's sums of squares.
   bool gemm_norm_fold = false;
+  // own, bf16: K in the slices kernels::HopperKSlices asks for (skipped where it asks for none).
+  bool gemm_k_slices = false;
   double bytes = 0, flops = 0;
 };
 

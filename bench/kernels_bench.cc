@@ -253,6 +253,18 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
           kernels::SetHopperGemmRope(&plan, rotations, q, q + c.shape.kv_width(), c.shape.head_dim);
     }
     if (err == cudaSuccess && c.gemm_fp8_out) err = kernels::SetHopperGemmOutScales(&plan, y_scale);
+    if (err == cudaSuccess && c.gemm_k_slices) {
+      const int count = kernels::HopperKSlices(plan);
+      if (count <= 1) {
+        return absl::UnimplementedError(
+            absl::StrCat("no K slices at ", M, " rows (their tiles fill the SMs)"));
+      }
+      RANKD_ASSIGN_OR_RETURN(
+          float* partials, m.Alloc<float>(kernels::HopperKSliceBytes(plan, count) / sizeof(float)));
+      RANKD_ASSIGN_OR_RETURN(
+          int* counters, m.Upload(std::vector<int32_t>(kernels::HopperKSliceCounters(plan), 0)));
+      err = kernels::SetHopperGemmKSlices(&plan, count, partials, counters);
+    }
     if (err == cudaSuccess && c.gemm_norm_fold) {
       if (e == HopperEpilogue::kResidualNorm) {
         // The stream's copy and sums of squares, written each launch.

@@ -84,6 +84,13 @@ __host__ __device__ constexpr int TileRows(HopperSchedule s) {
                                                : kHopperTileM;
 }
 // Whether each consumer owns whole tiles, the two on alternate ones.
+// K slices (HopperSlices) run on consumers of 64 fp32 accumulators a thread (64 x 128 blocks:
+// ping-pong 64, cooperative 128), the shapes of few rows take: the gather's registers beside
+// 128 of them spill.
+__host__ __device__ constexpr bool TakesSlices(HopperSchedule s, int tile_n) {
+  return s == HopperSchedule::kPingPongShort ||
+         (s == HopperSchedule::kCooperative && tile_n == 128);
+}
 __host__ __device__ constexpr bool IsPingPong(HopperSchedule s) {
   return s == HopperSchedule::kPingPong || s == HopperSchedule::kPingPongShort;
 }
@@ -423,6 +430,63 @@ __device__ __forceinline__ void OrderSignal(int c) {
 // StaggerWait by consumer 1's), once a kernel.
 __device__ __forceinline__ void StaggerWait() { asm volatile("bar.sync 5, 256;" ::: "memory"); }
 __device__ __forceinline__ void StaggerSignal() { asm volatile("bar.arrive 5, 256;" ::: "memory"); }
+
+// ConsumerBarrier that also returns whether any of the 128 threads passed `v` true (bar.red.or).
+__device__ __forceinline__ bool ConsumerBarrierAny(int c, bool v) {
+  uint32_t any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, 128, p;\n"
+      " selp.u32 %0, 1, 0, q;\n}"
+      : "=r"(any)
+      : "r"(static_cast<uint32_t>(v)), "r"(1 + c)
+      : "memory");
+  return any != 0;
+}
+
+// K slices (HopperSlices): a consumer that multiplied slice `slice` of its block of tile `tile`
+// writes its accumulators to the block's partial of that slice (thread t's value v at v * 128 +
+// t: each store a warpgroup's 512 contiguous bytes), and counts itself in on the block's
+// counter. The last of the slices to arrive sums all of them, read back from L2 in slice order
+// into d, whichever consumer that is: the same bits from launch to launch. It resets the counter
+// for the next launch and returns true (it runs the epilogue); the others return false. The
+// classic last-block reduction: each thread's stores fenced (membar.gl) before the count, the
+// last reader's loads after it, through L2 (ld.global.cg).
+template <int kHalves, int BN>
+__device__ __forceinline__ bool GatherSlices(float (&d)[kHalves][BN / 2], const HopperSlices& sl,
+                                             int64_t block, int slice, int c) {
+  constexpr int kVals = kHalves * BN / 2;  // a thread's accumulators
+  constexpr int64_t kBlockFloats = int64_t{kVals} * 128;
+  const int t = threadIdx.x % 128;
+  float* const first = sl.partials + block * sl.count * kBlockFloats + t;
+  float* const mine = first + slice * kBlockFloats;
+#pragma unroll
+  for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+    for (int q = 0; q < BN / 2; ++q) __stcg(mine + (hf * BN / 2 + q) * 128, d[hf][q]);
+  }
+  __threadfence();
+  bool last = false;
+  if (t == 0) {
+    last = atomicAdd(sl.counters + block, 1) == sl.count - 1;
+    if (last) sl.counters[block] = 0;  // every slice has counted: nobody reads it again
+  }
+  if (!ConsumerBarrierAny(c, last)) return false;
+  __threadfence();
+#pragma unroll
+  for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+    for (int q = 0; q < BN / 2; ++q) d[hf][q] = 0.0f;
+  }
+  for (int j = 0; j < sl.count; ++j) {
+    const float* p = first + j * kBlockFloats;
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+#pragma unroll
+      for (int q = 0; q < BN / 2; ++q) d[hf][q] += __ldcg(p + (hf * BN / 2 + q) * 128);
+    }
+  }
+  return true;
+}
 
 // TMA store (kStore) or reduce-add of the box at (c0 = column, c1 = row) of `map` from shared
 // memory at src, in this thread's bulk async-group.
@@ -891,6 +955,15 @@ __device__ __forceinline__ void UnitTile(int u, int num_mc, int num_n, int group
   tn = v / rows;
 }
 
+// With K in `slices` slices: unit u is slice u % slices of tile unit u / slices (UnitTile), the
+// slices of a tile on consecutive CTAs, so that they run at once.
+__device__ __forceinline__ void SlicedUnitTile(int u, int slices, int num_mc, int num_n, int group,
+                                               int& mc, int& tn, int& slice) {
+  const int tile = u / slices;
+  slice = u - tile * slices;
+  UnitTile(tile, num_mc, num_n, group, mc, tn);
+}
+
 #endif  // RANKD_HOPPER_GEMM_DEVICE
 
 // X: the promoted kernels (F8 and one 64-row wgmma a consumer only) multiply parts of each K block
@@ -903,8 +976,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     HopperGemmKernel(const __grid_constant__ CUtensorMap x_map,
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const HopperRope rope,
-                     const HopperScales scales, const HopperNorm norm, int m, int n, int k,
-                     int group, int stagger, bool prefetch_w) {
+                     const HopperScales scales, const HopperNorm norm, const HopperSlices slices,
+                     int m, int n, int k, int group, int stagger, bool prefetch_w) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM, F8>;
   static_assert(X == HopperXScales::kRow || (F8 && C::kHalves == 1 && BN == 128),
@@ -920,6 +993,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t empty_base = full_base + C::kStages * 8;
   const int num_m = (m + C::kBM - 1) / C::kBM, num_n = (n + BN - 1) / BN;
   const int num_k = (k + kBlockK - 1) / kBlockK;
+  // K in slices (SetHopperGemmKSlices; num_k a multiple of their count): each unit multiplies
+  // slice_k K blocks of its tile.
+  const int num_slices = slices.count;
+  const int slice_k = num_k / num_slices;
   // Warp-uniform as the compiler sees it (a shuffle from lane 0), so that what derives from it
   // (the consumer, its rows, its tiles' ring positions, the wgmma descriptors) stays in uniform
   // registers instead of being moved there (R2UR) before every wgmma.
@@ -930,7 +1007,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // zeros there and stores nothing, and the CTA still loads its part of W for the other.
   const int rank = CM == 1 ? 0 : static_cast<int>(ClusterRank());
   const int cluster = blockIdx.x / CM, clusters = gridDim.x / CM;
-  const int num_mc = (num_m + CM - 1) / CM, num_units = num_mc * num_n;
+  const int num_mc = (num_m + CM - 1) / CM, num_units = num_mc * num_n * num_slices;
   if (group <= 0 || group > num_mc) group = num_mc;
 
   if (threadIdx.x == 0) {
@@ -957,19 +1034,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     // stream starts under the previous kernel's tail; X, its output, is loaded only after the
     // wait. Without PDL there is no tail to hide it under, and it is not issued.
     if (prefetch_w && cluster < num_units) {
-      int mc, tn;
-      UnitTile(cluster, num_mc, num_n, group, mc, tn);
-      for (int kb = 0; kb < num_k; ++kb) {
+      int mc, tn, slice;
+      SlicedUnitTile(cluster, num_slices, num_mc, num_n, group, mc, tn, slice);
+      for (int kb = slice * slice_k; kb < (slice + 1) * slice_k; ++kb) {
         TmaPrefetchL2(&w_map, kb * kBlockK, tn * BN + rank * C::kBLoadRows);
       }
     }
     EnterGrid();
     RingPos<C::kStages> pos(0);
     for (int u = cluster; u < num_units; u += clusters) {
-      int mc, tn;
-      UnitTile(u, num_mc, num_n, group, mc, tn);
+      int mc, tn, slice;
+      SlicedUnitTile(u, num_slices, num_mc, num_n, group, mc, tn, slice);
       const int tm = CM * mc + rank;
-      for (int kb = 0; kb < num_k; ++kb, pos.Next()) {
+      for (int kb = slice * slice_k; kb < (slice + 1) * slice_k; ++kb, pos.Next()) {
         const int s = pos.s;
         MbarWait(empty_base + 8 * s, pos.phase ^ 1);
         MbarArriveExpectTx(full_base + 8 * s, C::kStageBytes);
@@ -1008,9 +1085,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Cooperative: consumer 0 signals after K block `signal_kb` of its first tile, where consumer 1
   // waits (at most kStages - 1 blocks ahead: the producer fills the first kStages stages before
   // any is released, so consumer 0 gets there without consumer 1). -1: no stagger.
-  const int signal_kb = kPingPong || stagger <= 0
-                            ? -1
-                            : min(min(stagger, C::kStages - 1), (k + kBlockK - 1) / kBlockK) - 1;
+  const int signal_kb =
+      kPingPong || stagger <= 0 ? -1 : min(min(stagger, C::kStages - 1), slice_k) - 1;
   // Frees stage s's use for the producers of every CTA of the cluster (one arrive per warp each).
   auto release = [&](int s) {
     if (!warp_leader) return;
@@ -1022,11 +1098,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   for (int i = first; cluster + i * clusters < num_units; i += step) {
-    int mc, tn;
-    UnitTile(cluster + i * clusters, num_mc, num_n, group, mc, tn);
+    const int u = cluster + i * clusters;
+    int mc, tn, slice;
+    SlicedUnitTile(u, num_slices, num_mc, num_n, group, mc, tn, slice);
     const int tm = CM * mc + rank;
-    // The ring position of the tile's first K block: the CTA's tiles before it, whole.
-    RingPos<C::kStages> pos(i * num_k);
+    // The ring position of the unit's first K block: the CTA's units before it, whole.
+    RingPos<C::kStages> pos(i * slice_k);
 #pragma unroll
     for (int hf = 0; hf < C::kHalves; ++hf) {
 #pragma unroll
@@ -1120,7 +1197,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // half, 32 bytes a K step.
       const uint32_t a_lo = DescLo(a_base + a_off), b_lo = DescLo(b_base);
       int prev = 0;  // the previous block's stage
-      for (int kb = 0; kb < num_k; ++kb, pos.Next()) {
+      for (int kb = 0; kb < slice_k; ++kb, pos.Next()) {
         const int s = pos.s;
         MbarWait(full_base + 8 * s, pos.phase);
         const uint32_t a = a_lo + s * (C::kABytes >> 4), b = b_lo + s * (C::kBBytes >> 4);
@@ -1156,7 +1233,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaWait<0>();
 #pragma unroll
       for (int hf = 0; hf < C::kHalves; ++hf) FenceAcc(d[hf]);
-      if (num_k > 0) release(prev);
+      if (slice_k > 0) release(prev);
+      // K in slices: the last of the block's slices to get here sums them and goes on.
+      if constexpr (TakesSlices(S, BN)) {
+        const int64_t block =
+            int64_t{u} / num_slices * (kPingPong ? 1 : kConsumers) + (kPingPong ? 0 : c);
+        if (num_slices > 1 && !GatherSlices<C::kHalves, BN>(d, slices, block, slice, c)) continue;
+      }
       const int out0 = tn * C::kOutCols;
       Epilogue<E, BN, S, CM, F8>(d, &y_map, rope, scales, norm, row_ss, dq, m, n, row0, tn * BN,
                                  out0, buf, c);
@@ -1171,7 +1254,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
       m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr) +
-      norm.in_groups + static_cast<int>(X);
+      norm.in_groups + static_cast<int>(X) + slices.count;
 #endif
 }
 
@@ -1267,8 +1350,9 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
   }
   int resident = 0;
   if ((e = ResidentClusters<E, BN, S, CM, F8, X>(sms, &resident)) != cudaSuccess) return e;
-  // Units of CM vertically adjacent tiles; a cluster per unit, at most `resident` of them.
-  const int64_t units = Tiles(plan.m, plan.n, CM * C::kBM, BN);
+  // Units of CM vertically adjacent tiles (in K slices: a unit per slice); a cluster per unit, at
+  // most `resident` of them.
+  const int64_t units = Tiles(plan.m, plan.n, CM * C::kBM, BN) * plan.slices.count;
   const int clusters = static_cast<int>(units < resident ? units : resident);
   return LaunchClusterKernel(
       kernel, CM * clusters, kThreads, C::kSmemBytes, stream, CM, plan.x_map, plan.w_map,
@@ -1276,7 +1360,7 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
       HopperScales{plan.x_scale, plan.w_scale,
                    plan.x_scales == HopperXScales::kGroup ? plan.k / kHopperScaleGroup : 0,
                    plan.y_scale},
-      plan.norm, plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
+      plan.norm, plan.slices, plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
 }
 
 // bf16: clusters of 1 and 2. fp8 (e4m3) kernels and the e4m3 outputs' are built in clusters of
@@ -1405,6 +1489,7 @@ cudaError_t MakePlan(const void* x, const void* w, bool fp8, void* y, int m, int
   plan->x_scale = plan->w_scale = nullptr;
   plan->y_scale = nullptr;
   plan->norm = HopperNorm{};
+  plan->slices = HopperSlices{};
   if (epilogue == HopperEpilogue::kResidualNorm) plan->norm.residual = static_cast<float*>(y);
   if (cluster == 0) cluster = kHopperDefaultCluster;
   plan->tile_n = tile_n;
@@ -1482,6 +1567,59 @@ int HopperRasterGroup(int m, int n, int k, int unit_rows, int tile_n, int units_
   const int col_tiles = (n + tile_n - 1) / tile_n;
   const int group = (units_a_wave + col_tiles - 1) / col_tiles;
   return group >= row_units ? 0 : group;
+}
+
+namespace {
+
+// The K blocks of a plan's tile and its tiles (of a cluster of 1), bf16.
+int PlanKBlocks(const HopperGemmPlan& plan) { return (plan.k + kHopperTileK - 1) / kHopperTileK; }
+int64_t PlanTiles(const HopperGemmPlan& plan) {
+  return Tiles(plan.m, plan.n, TileRows(plan.schedule), plan.tile_n);
+}
+bool TakesSlices(const HopperGemmPlan& plan) {
+  return plan.cluster == 1 && !plan.fp8 && TakesSlices(plan.schedule, plan.tile_n);
+}
+
+}  // namespace
+
+int HopperKSlices(const HopperGemmPlan& plan) {
+  int sms = 0;
+  if (!TakesSlices(plan) || Sm90Multiprocessors(&sms) != cudaSuccess) return 0;
+  const int64_t tiles = PlanTiles(plan);
+  const int blocks = PlanKBlocks(plan);
+  if (tiles == 0 || 2 * tiles > sms) return 1;
+  for (int count = kHopperMaxKSlices; count > 1; --count) {
+    if (blocks % count == 0 && blocks / count >= kHopperMinSliceBlocks && tiles * count <= sms) {
+      return count;
+    }
+  }
+  return 1;
+}
+
+size_t HopperKSliceBytes(const HopperGemmPlan& plan, int count) {
+  if (!TakesSlices(plan) || count < 1) return 0;
+  return static_cast<size_t>(PlanTiles(plan)) * count * TileRows(plan.schedule) * plan.tile_n *
+         sizeof(float);
+}
+
+int HopperKSliceCounters(const HopperGemmPlan& plan) {
+  // A counter per consumer block: the cooperative schedules' two consumers count apart.
+  if (!TakesSlices(plan)) return 0;
+  return static_cast<int>(PlanTiles(plan)) * (IsPingPong(plan.schedule) ? 1 : kConsumers);
+}
+
+cudaError_t SetHopperGemmKSlices(HopperGemmPlan* plan, int count, float* partials, int* counters) {
+  if (plan == nullptr || count < 1) return cudaErrorInvalidValue;
+  if (count == 1) {
+    plan->slices = HopperSlices{};
+    return cudaSuccess;
+  }
+  if (!TakesSlices(*plan) || PlanKBlocks(*plan) % count != 0 || partials == nullptr ||
+      !Aligned16(partials) || counters == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  plan->slices = HopperSlices{count, partials, counters};
+  return cudaSuccess;
 }
 
 cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int col_lo, int col_hi,

@@ -138,6 +138,19 @@ struct HopperNorm {
   float* residual = nullptr;  // kResidualNorm's y (MakeHopperGemmPlan sets it)
 };
 
+// K in slices (split-K), for passes of few rows, whose tiles are too few to occupy every SM (an
+// embedding-item pass of 250 rows: down_proj's 1,024 columns are 32 tiles of 64 x 128 for 132
+// SMs, each running its 52 K blocks in turn): each tile's K blocks are cut into `count` equal
+// slices, multiplied by as many units of work, whose fp32 partial products meet in `partials`;
+// the last slice of a tile to finish sums them in slice order (the same bits from launch to
+// launch, whichever finishes last) and runs the epilogue, any epilogue. SetHopperGemmKSlices.
+struct HopperSlices {
+  int count = 1;              // slices of K a tile; 1: none
+  float* partials = nullptr;  // HopperKSliceBytes(plan, count) bytes, 16-byte aligned
+  int* counters = nullptr;    // HopperKSliceCounters(plan) ints, zero before the first launch;
+                              // every launch leaves them zero
+};
+
 // One launch's TMA descriptors and shape: X [m, k] and W [n, k], both bf16 row-major, the output
 // Y, the epilogue, the tile's N and the schedule. Building it costs one host-side driver call per
 // tensor (no GPU work); a caller that launches the same operands repeatedly (a weight and
@@ -173,6 +186,7 @@ struct HopperGemmPlan {
   // (SetHopperGemmOutScales).
   float* y_scale = nullptr;
   HopperNorm norm;  // the RMSNorm fold's (SetHopperGemmNormIn, SetHopperGemmNormOut)
+  HopperSlices slices;  // K in slices (SetHopperGemmKSlices); MakeHopperGemmPlan: none
 };
 
 // The raster group MakeHopperGemmPlan picks, in units' rows (0: none). While X [m, k] and W [n, k]
@@ -240,6 +254,23 @@ cudaError_t SetHopperGemmOutScales(HopperGemmPlan* plan, float* y_scale);
 // NormOut, a null pointer).
 cudaError_t SetHopperGemmNormIn(HopperGemmPlan* plan, const float* in_sumsq, float eps);
 cudaError_t SetHopperGemmNormOut(HopperGemmPlan* plan, __nv_bfloat16* copy, float* out_sumsq);
+
+// K slices. HopperKSlices: the count a plan's shape asks for on this device, 1 unless its tiles
+// fill at most half of the SMs (the persistent grid's CTAs): then the most slices, up to
+// kHopperMaxKSlices, that divide its K blocks into equal slices of kHopperMinSliceBlocks or
+// more, with no more units than SMs. HopperKSliceBytes and HopperKSliceCounters: the partials'
+// bytes and the counters that `count` slices need. SetHopperGemmKSlices: cudaErrorInvalidValue
+// unless count is 1 (none: the pointers are not read) or a divisor of the K blocks of a bf16
+// plan of 64 x 128 consumer blocks (kPingPongShort, or kCooperative with tile_n 128) in clusters
+// of 1 (the kernels take no slices otherwise), with
+// partials 16-byte aligned and counters non-null. 0 or -1 from the queries where the plan
+// cannot take slices or the device cannot be asked.
+inline constexpr int kHopperMaxKSlices = 8;
+inline constexpr int kHopperMinSliceBlocks = 4;
+int HopperKSlices(const HopperGemmPlan& plan);
+size_t HopperKSliceBytes(const HopperGemmPlan& plan, int count);
+int HopperKSliceCounters(const HopperGemmPlan& plan);
+cudaError_t SetHopperGemmKSlices(HopperGemmPlan* plan, int count, float* partials, int* counters);
 
 // Sets a kStoreBf16Rope plan's rotation (HopperRope above). cudaErrorInvalidValue for another
 // epilogue, a head_dim other than 64 or 128, a range that is not whole heads inside [0, N], or

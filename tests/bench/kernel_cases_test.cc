@@ -158,14 +158,19 @@ TEST(KernelCasesTest, Qwen3HeadDimKernelsOnly) {
   for (const KernelCase& c : cases) EXPECT_LE(c.attention_warpgroups, 2) << c.variant;
 }
 
-// 5 layers x 15 implementations (10 bf16, 5 fp8), plus the 2 grouped kernels, the 2 promoted ones
-// and the 2 norm-fold ones a layer and gate_up into e4m3 on row scales, x 2 token counts; X, W and
+// 5 layers x 15 implementations (10 bf16, 5 fp8), plus the 2 grouped kernels, the 2 promoted ones,
+// the 2 norm-fold ones and ping-pong 64 in K slices a layer and gate_up into e4m3 on row scales,
+// x 2 token counts; X, W and
 // the output once (fp32 read and written for o_proj and down, the gated product for gate_up,
 // qkv+krope's rotation table too; fp8: a byte an operand element and a float a row of each, or a
 // row and 64 columns of X's, gate_up's e4m3 product a byte an element); 2 M N K FLOPs.
 TEST(KernelCasesTest, GemmsOfQwen3) {
   const std::vector<KernelCase> cases = GemmCases(kQwen3, {7500, 512});
-  EXPECT_EQ(cases.size(), 212u);
+  EXPECT_EQ(cases.size(), 222u);
+  const KernelCase& sliced = Find(cases, Kernel::kGemm, "down+= ownpp64ks T=512");
+  EXPECT_TRUE(sliced.gemm_k_slices);
+  EXPECT_FALSE(sliced.gemm_fp8);
+  EXPECT_EQ(sliced.gemm_schedule, GemmSchedule::kPingPongShort);
   const KernelCase& fold_down = Find(cases, Kernel::kGemm, "down+= foldpp128 T=7500");
   EXPECT_TRUE(fold_down.gemm_norm_fold);
   EXPECT_FALSE(fold_down.gemm_fp8);
@@ -271,9 +276,9 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(o.has_value());
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 106 a token
+  // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 111 a token
   // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 38u + 24u + 3 * 106u + 3 * 106u);
+  EXPECT_EQ(cases->size(), 38u + 24u + 3 * 111u + 3 * 111u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());

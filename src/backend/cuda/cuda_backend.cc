@@ -97,6 +97,18 @@ cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int
     e = kernels::SetHopperGemmNormOut(plan, norm_copy != nullptr ? norm_copy : normed_,
                                       norm_sumsq != nullptr ? norm_sumsq : norm_sumsq_);
   }
+  if (e == cudaSuccess && variant.slices) {
+    // A shape whose tiles fill the SMs asks for none: the variant does not run there.
+    const int count = kernels::HopperKSlices(*plan);
+    if (count <= 1 || slices_ == nullptr ||
+        kernels::HopperKSliceBytes(*plan, count) > slice_partial_bytes_ ||
+        kernels::HopperKSliceCounters(*plan) > slice_counters_) {
+      return cudaErrorNotSupported;
+    }
+    char* base = static_cast<char*>(slices_->base());
+    e = kernels::SetHopperGemmKSlices(plan, count, reinterpret_cast<float*>(base),
+                                      reinterpret_cast<int*>(base + slice_partial_bytes_));
+  }
   return e;
 }
 
@@ -168,20 +180,24 @@ absl::Status CudaBackend::CublasLinear(const LinearIn& ops, int rows, int in, in
   return absl::InternalError("unknown GEMM epilogue");
 }
 
-// The Hopper GEMM variants that kTimed tries on each layer shape: ping-pong alone (the first,
-// what RANKD_CUDA_OWN_GEMM_VARIANTS=pingpong times), or with `all` ping-pong on 64-row tiles too
-// (for passes of few rows: 300 to 1,650 rows in issue 25's small shapes, where 128-row tiles leave
-// SMs idle in their last wave) and each schedule alone and in clusters of 2 (W's tile multicast to
-// both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for its waves (128 or 256,
-// the gated epilogues too). bench/RESULTS.md (2026-12-02, per-layer table): which schedule
-// wins differs by layer and model.
+// The Hopper GEMM variants that kTimed tries on each layer shape (RANKD_CUDA_OWN_GEMM_VARIANTS):
+// ping-pong on 128-row tiles (pingpong128: the first alone); with pingpong (the default) ping-pong
+// on 64-row tiles too (for passes of few rows: 300 to 1,650 rows in issue 25's small shapes,
+// where 128-row tiles leave SMs idle in their last wave) and on 64-row tiles with K in slices
+// (where kernels::HopperKSlices asks for some: tiles that fill at most half of the SMs, as the
+// embedding pass's 250 rows make); with all, each schedule alone and in clusters of 2 (W's tile
+// multicast to both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for its waves
+// (128 or 256, the gated epilogues too). bench/RESULTS.md (2026-12-02, per-layer table): which
+// schedule wins differs by layer and model.
 constexpr struct {
   kernels::HopperSchedule schedule;
   int cluster;
   const char* name;
+  bool slices = false;
 } kOwnVariants[] = {
     {kernels::HopperSchedule::kPingPong, 1, "ping-pong"},
     {kernels::HopperSchedule::kPingPongShort, 1, "ping-pong 64"},
+    {kernels::HopperSchedule::kPingPongShort, 1, "ping-pong 64 in K slices", true},
     {kernels::HopperSchedule::kPingPong, 2, "ping-pong c2"},
     {kernels::HopperSchedule::kCooperative, 1, "cooperative"},
     {kernels::HopperSchedule::kCooperative, 2, "cooperative c2"},
@@ -247,11 +263,12 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   // launch, e.g. no cluster of 2 fits) is left out; any other error is the pass's.
   kernels::HopperGemmPlan plans[kNumOwnVariants];
   bool runs[kNumOwnVariants] = {};
-  // The first variants of kOwnVariants: ping-pong (128-row tiles), ping-pong 64, then the rest.
+  // The first variants of kOwnVariants: ping-pong (128-row tiles), ping-pong 64 (alone and in K
+  // slices), then the rest.
   using OwnVariants = backend::BackendOptions::CudaSwitches::OwnVariants;
   const int variants = promoted || own_only                                    ? kNumOwnVariants
                        : switches_.own_gemm_variants == OwnVariants::kAll      ? kNumOwnVariants
-                       : switches_.own_gemm_variants == OwnVariants::kPingPong ? 2
+                       : switches_.own_gemm_variants == OwnVariants::kPingPong ? 3
                                                                                : 1;
   for (int v = 0; v < variants; ++v) {
     // The promoted kernels: the variants they are built for (the others would only report
@@ -261,9 +278,10 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
                        kOwnVariants[v].schedule == kernels::HopperSchedule::kPingPongShort))) {
       continue;
     }
-    cudaError_t e = MakeOwnPlan(ops, scratch, rows, in, out, epilogue,
-                                {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster}, &plans[v],
-                                wide, reinterpret_cast<float*>(scratch + sumsq_offset));
+    cudaError_t e =
+        MakeOwnPlan(ops, scratch, rows, in, out, epilogue,
+                    {0, kOwnVariants[v].schedule, kOwnVariants[v].cluster, kOwnVariants[v].slices},
+                    &plans[v], wide, reinterpret_cast<float*>(scratch + sumsq_offset));
     if (e == cudaSuccess) e = kernels::LaunchHopperGemm(plans[v], s);
     if (e == cudaErrorNotSupported) continue;
     RANKD_CUDA_RETURN_IF_ERROR(e);
@@ -305,7 +323,8 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   }
   std::optional<OwnVariant> choice;
   if (best < kNumOwnVariants) {
-    choice = OwnVariant{plans[best].tile_n, plans[best].schedule, plans[best].cluster};
+    choice = OwnVariant{plans[best].tile_n, plans[best].schedule, plans[best].cluster,
+                        kOwnVariants[best].slices};
   }
   own_choice_.emplace(key, choice);
   spdlog::info(
@@ -371,6 +390,21 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
                     fold_norms_));
   RANKD_ASSIGN_OR_RETURN(gemm_, Gemm::Create(weights_.gemm_workspace, kGemmWorkspaceBytes,
                                              switches_.gemm_tune, switches_.gemm_candidates));
+  if (own) {
+    // The K slices' partials and counters (OwnVariant::slices): at most a unit an SM, each a
+    // 128 x 128 fp32 block at most (two consumer blocks of 64 x 128).
+    int sms = 0;
+    RANKD_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_->device()));
+    slice_partial_bytes_ = static_cast<size_t>(sms) * kernels::kHopperTileM * 128 * sizeof(float);
+    slice_counters_ = 2 * sms;
+    RANKD_ASSIGN_OR_RETURN(
+        slices_,
+        Arena::Create(Arena::Kind::kDevice, slice_partial_bytes_ + sizeof(int) * slice_counters_));
+    RANKD_CUDA_RETURN_IF_ERROR(
+        cudaMemset(static_cast<char*>(slices_->base()) + slice_partial_bytes_, 0,
+                   sizeof(int) * slice_counters_));
+  }
   RANKD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
   attention_wgmma_ =
       switches_.attention_wgmma && kernels::PrefixAttentionSupportsWgmma(config_.head_dim);

@@ -166,7 +166,12 @@ class CudaBackend final : public backend::Backend {
     int tile_n = 0;
     kernels::HopperSchedule schedule = kernels::HopperSchedule::kAuto;
     int cluster = 0;
-    auto Key() const { return std::make_tuple(tile_n, static_cast<int>(schedule), cluster); }
+    // K in the slices kernels::HopperKSlices asks for (it asks for some: the shape's tiles leave
+    // half of the SMs idle), their partials in slices_.
+    bool slices = false;
+    auto Key() const {
+      return std::make_tuple(tile_n, static_cast<int>(schedule), cluster, slices);
+    }
   };
   // One linear layer's operands: x [rows, in] and w [out, in] in bf16, or (fp8) in e4m3 with
   // their row scales (x: gemm_in_fp8_, which the layer's input producer wrote), or x's scales per
@@ -257,6 +262,12 @@ class CudaBackend final : public backend::Backend {
 
   CudaWeights weights_;
   std::unique_ptr<Gemm> gemm_;
+  // The Hopper GEMM's K slices (OwnVariant::slices): partials for as many 128 x 128 fp32 blocks
+  // as the device has SMs (HopperKSlices never asks for more units than that), then a counter a
+  // consumer block, zero between launches. Where the Hopper GEMM may run.
+  std::unique_ptr<Arena> slices_;
+  size_t slice_partial_bytes_ = 0;
+  int slice_counters_ = 0;
   // The pass being planned: its runs, requests and counts. Reused from pass to pass (under
   // ctx_->mu()).
   PassPlan plan_;
@@ -344,7 +355,7 @@ class CudaBackend final : public backend::Backend {
       own_choice_;
   using OwnGemmKey =
       std::tuple<const void*, const void*, const void*, const void*, int, int, int,
-                 kernels::HopperEpilogue, std::tuple<int, int, int>, bool, const void*>;
+                 kernels::HopperEpilogue, std::tuple<int, int, int, bool>, bool, const void*>;
   std::map<OwnGemmKey, kernels::HopperGemmPlan> own_plans_;
 };
 

@@ -318,6 +318,102 @@ TEST_F(HopperGemmTest, RasterGroupsComputeEveryTileOnce) {
   }
 }
 
+// K in slices (SetHopperGemmKSlices) on the schedules that take them, ping-pong 64 and
+// cooperative 128, over shapes of few rows whose K blocks divide in 2, 3, 4 or 8 (K 520's last
+// block 8 columns wide): kStoreBf16 into a poisoned Y, kAccumulateF32 onto a random one (a slice
+// added twice or lost fails) and kSwiGlu match the CPU reference; a second launch gives the
+// same bits (the last slice sums in slice order, whichever it is) and leaves every counter zero.
+// HopperKSlices' rule picks slices for the embedding pass's down_proj and none for 7,500 rows.
+TEST_F(HopperGemmTest, KSlicesMatchCpuReferenceBitForBitAcrossLaunches) {
+  using kernels::HopperSchedule;
+  for (const auto& [M, N, K] : {std::tuple{250, 1024, 3328}, {63, 1024, 1024}, {129, 1032, 520}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
+    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
+    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+    const std::vector<int> rows = RowsToCheck(M);
+    const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
+    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+    const int blocks = (K + kernels::kHopperTileK - 1) / kernels::kHopperTileK;
+    for (const auto& [tile_n, schedule] :
+         {std::pair{128, HopperSchedule::kPingPongShort}, {128, HopperSchedule::kCooperative}}) {
+      for (const int count : {2, 3, 4, 8}) {
+        if (blocks % count != 0) continue;
+        SCOPED_TRACE(::testing::Message()
+                     << "schedule " << static_cast<int>(schedule) << ", " << count << " slices");
+        kernels::HopperGemmPlan probe;
+        DeviceArray<bf16> probe_y(static_cast<size_t>(M) * N);
+        RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), probe_y.get(), M, N,
+                                                         K, HopperEpilogue::kStoreBf16, &probe,
+                                                         tile_n, schedule, 1));
+        DeviceArray<float> partials(kernels::HopperKSliceBytes(probe, count) / sizeof(float));
+        partials.Poison();
+        const std::vector<int> zeros(kernels::HopperKSliceCounters(probe), 0);
+        DeviceArray<int> counters(zeros);
+        auto slice = [&](kernels::HopperGemmPlan& plan) {
+          RANKD_EXPECT_CUDA_OK(
+              kernels::SetHopperGemmKSlices(&plan, count, partials.get(), counters.get()));
+        };
+        ExpectStoreAndAccumulate(rng_, d_x.get(), d_w.get(), M, N, K, tile_n, schedule, 1, acc,
+                                 rows, slice);
+        // A second launch: the same bits.
+        kernels::HopperGemmPlan plan;
+        DeviceArray<bf16> y(static_cast<size_t>(M) * N);
+        RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), y.get(), M, N, K,
+                                                         HopperEpilogue::kStoreBf16, &plan, tile_n,
+                                                         schedule, 1));
+        slice(plan);
+        RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+        RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<bf16> first = y.Download();
+        y.Poison();
+        RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+        RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<bf16> second = y.Download();
+        ASSERT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(bf16)), 0)
+            << "a second launch changed bits";
+        EXPECT_EQ(counters.Download(), zeros) << "counters left non-zero";
+        // The gated epilogue on the interleaved weight (N a multiple of 128).
+        if (N % kernels::kHopperGluTileN == 0) {
+          DeviceArray<bf16> d_wi(static_cast<size_t>(N) * K), g(static_cast<size_t>(M) * N / 2);
+          RANKD_EXPECT_CUDA_OK(
+              kernels::InterleaveGateUp(d_w.get(), N / 2, K * sizeof(bf16), d_wi.get(), nullptr));
+          g.Poison();
+          kernels::HopperGemmPlan gated;
+          RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_wi.get(), g.get(), M, N, K,
+                                                           HopperEpilogue::kSwiGlu, &gated, tile_n,
+                                                           schedule, 1));
+          slice(gated);
+          RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(gated, nullptr));
+          RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+          ExpectClose(FromBf16(g.Download()), GatedReference(acc, M, N, rows, true), N / 2, rows,
+                      kBf16Tolerance, "kSwiGlu");
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  // The rule: the embedding pass's down_proj (250 rows: 32 tiles of 64 x 128, 52 K blocks) in 4
+  // slices of 13 blocks, 128 units on 132 SMs (an H100's, an H200's); 7,500 rows in none.
+  int sms = 0;
+  RANKD_EXPECT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  DeviceArray<bf16> x(7500 * 3328), w(1024 * 3328), y(7500 * 1024);
+  kernels::HopperGemmPlan down;
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x.get(), w.get(), y.get(), 250, 1024, 3328,
+                                                   HopperEpilogue::kAccumulateF32, &down, 128,
+                                                   HopperSchedule::kPingPongShort, 1));
+  if (sms >= 128 && sms < 208) EXPECT_EQ(kernels::HopperKSlices(down), 4) << sms << " SMs";
+  EXPECT_GE(kernels::HopperKSlices(down), 1);
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x.get(), w.get(), y.get(), 7500, 1024, 3328,
+                                                   HopperEpilogue::kAccumulateF32, &down, 128,
+                                                   HopperSchedule::kPingPongShort, 1));
+  EXPECT_EQ(kernels::HopperKSlices(down), 1);
+  kernels::HopperGemmPlan pp;
+  RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x.get(), w.get(), y.get(), 250, 1024, 3328,
+                                                   HopperEpilogue::kAccumulateF32, &pp, 128,
+                                                   HopperSchedule::kPingPong, 1));
+  EXPECT_EQ(kernels::HopperKSlices(pp), 0) << "ping-pong 128 takes no slices";
+}
+
 // The cooperative consumers' stagger (HopperGemmPlan::stagger) changes when consumer 1 starts,
 // not what it computes: every stagger, from none to more than the ring's stages and more than the
 // K blocks (K = 64: one), gives Y bit for bit as in step, which matches the CPU; the plan's default
@@ -738,6 +834,59 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
       << "LaunchNormFoldInput dim % 64";
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
       << "I not a multiple of " << kernels::kHopperGluHalf;
+
+  // K slices (host-side checks of a plan made by hand: 250 rows, N 1024, K 3328: 52 K blocks).
+  alignas(16) static float partials[4];
+  static int counters[1];
+  auto sliced = [](kernels::HopperSchedule schedule, int tile_n) {
+    kernels::HopperGemmPlan p;
+    p.m = 250;
+    p.n = 1024;
+    p.k = 3328;
+    p.schedule = schedule;
+    p.tile_n = tile_n;
+    p.cluster = 1;
+    return p;
+  };
+  using kernels::HopperSchedule;
+  kernels::HopperGemmPlan sp = sliced(HopperSchedule::kPingPongShort, 128);
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&sp, 4, partials, counters), cudaSuccess);
+  EXPECT_EQ(sp.slices.count, 4);
+  EXPECT_EQ(sp.slices.partials, partials);
+  // 4 x 8 tiles of 64 x 128, 4 slices of each: 128 partial blocks of 32 KB; a counter a tile.
+  EXPECT_EQ(kernels::HopperKSliceBytes(sp, 4), size_t{32} * 4 * 64 * 128 * 4);
+  EXPECT_EQ(kernels::HopperKSliceCounters(sp), 32);
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&sp, 1, nullptr, nullptr), cudaSuccess) << "none";
+  EXPECT_EQ(sp.slices.count, 1);
+  for (const int count : {0, -1, 3, 5, 52 * 2}) {
+    EXPECT_EQ(kernels::SetHopperGemmKSlices(&sp, count, partials, counters), cudaErrorInvalidValue)
+        << count << " slices of 52 K blocks";
+  }
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&sp, 2, nullptr, counters), cudaErrorInvalidValue)
+      << "null partials";
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&sp, 2, partials + 1, counters), cudaErrorInvalidValue)
+      << "partials misaligned";
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&sp, 2, partials, nullptr), cudaErrorInvalidValue)
+      << "null counters";
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(nullptr, 2, partials, counters), cudaErrorInvalidValue);
+  kernels::HopperGemmPlan coop = sliced(HopperSchedule::kCooperative, 128);
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&coop, 2, partials, counters), cudaSuccess);
+  EXPECT_EQ(kernels::HopperKSliceCounters(coop), 2 * 2 * 8) << "a counter per consumer block";
+  for (const auto& [schedule, tile_n, cluster, fp8] :
+       {std::tuple{HopperSchedule::kPingPong, 128, 1, false},
+        {HopperSchedule::kCooperative, 256, 1, false},
+        {HopperSchedule::kCooperativeTall, 128, 1, false},
+        {HopperSchedule::kPingPongShort, 128, 2, false},
+        {HopperSchedule::kPingPongShort, 128, 1, true}}) {
+    kernels::HopperGemmPlan p = sliced(schedule, tile_n);
+    p.cluster = cluster;
+    p.fp8 = fp8;
+    EXPECT_EQ(kernels::SetHopperGemmKSlices(&p, 2, partials, counters), cudaErrorInvalidValue)
+        << "schedule " << static_cast<int>(schedule) << " tile_n " << tile_n << " cluster "
+        << cluster << " fp8 " << fp8;
+    EXPECT_EQ(kernels::HopperKSliceCounters(p), 0);
+    EXPECT_EQ(kernels::HopperKSliceBytes(p, 2), 0u);
+  }
 }
 
 // The raster group's rule, host-side: none while X and W fit in half of L2 together, else the
