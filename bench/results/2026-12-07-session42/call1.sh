@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
-# Session 42, call 1: the gate to turning RANKD_CUDA_FP8_PROMOTED on. Bundle of HEAD:
+# Session 42, call 1 (what one call must hold if it is the session's only one). Bundle of HEAD:
 #   BUNDLE_BINS="rankd rankd-bench cuda_hopper_gemm_test" scripts/make_bundle.sh --archive build \
 #     build-gpu-h      (carry ["build-gpu-h"])
-# cuda_hopper_gemm_test whole (session 40's f8acce8 / e5a75d0 / 0ae6a48 on a GPU for the first
-# time), the demo model's bar with RANKD_CUDA_FP8_PROMOTED=1, the engine's fp8 A/B (379M, 0.6B).
+# cuda_hopper_gemm_test: the K slices, and the tests of session 40's f8acce8 / e5a75d0 / 0ae6a48
+# (on a GPU for the first time: the gate to RANKD_CUDA_FP8_PROMOTED=1); the demo model's bar with
+# it; the engine: fp8 +-PROMOTED, Tq=1024 with attention warpgroups 1 / auto, embedding items
+# (the GEMM choices with the K-sliced variant in the log).
 F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 echo "== hopper test ($(el) s)" >> $L
-timeout ${HOPPER_S:-330} $B/cuda_hopper_gemm_test --gtest_color=no > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
+timeout ${HOPPER_S:-280} $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter="${HOPPER_FILTER:-*KSlices*:*Precondition*:*EveryEpilogue*:*Fp8Operands*:*GatedFp8*:*Stagger*}" > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
 grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log >> $L
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 echo "== demo ($(el) s)" >> $L
 env RANKD_CUDA_FP8_PROMOTED=1 OUT=/tmp/gcn BUNDLE=$F DEMO_PRECISIONS=fp8 timeout 90 scripts/gpu_check.sh demo 2>&1 | grep 'demo model' | sed "s/^/[PROMOTED=1] /" >> $L
 echo "== engine ($(el) s)" >> $L
 [[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
-for v in "m379 fp8 -" "m379 fp8 RANKD_CUDA_FP8_PROMOTED=1" "m06 fp8 -" "m06 fp8 RANKD_CUDA_FP8_PROMOTED=1"; do
-  set -- $v; model=$1; prec=$2; shift 2; envs=(); [[ $1 != - ]] && envs=("$@")
+for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto"; do
+  set -- $v; model=$1; prec=$2; tq=$3; shift 3; envs=(); [[ $1 != - ]] && envs=("$@")
   echo "== [$v]" >> $OUT/engine.log
-  timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq 50 --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1
-  echo "[$v] $(grep -A1 '^backend' $OUT/engine.log | tail -1)" >> $L
+  timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq $tq --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1
+  echo "[$v] $(grep -A1 '^backend' $OUT/engine.log | tail -1) | $(grep -o 'passes with attention in blocks of warpgroups: [0-9]*' $OUT/engine.log | tail -1)" >> $L
 done
+echo "== embedding ($(el) s)" >> $L
+timeout 40 $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 100 --strategy ibpc --graphs --precision bf16 --tq 50 --ni 250 --items embedding --log-level info > $OUT/emb.log 2>&1
+echo "[emb ibpc] $(grep -A1 '^backend' $OUT/emb.log | tail -1)" >> $L
+grep -o 'GEMM of [0-9]* rows.*' $OUT/emb.log | cut -c1-330 >> $L
 echo "== done ($(el) s)" >> $L
