@@ -17,7 +17,6 @@ grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log >> $L
 echo "== demo ($(el) s)" >> $L
 env RANKD_CUDA_FP8_PROMOTED=1 OUT=/tmp/gcn BUNDLE=$F DEMO_PRECISIONS=fp8 timeout 90 scripts/gpu_check.sh demo 2>&1 | grep 'demo model' | sed "s/^/[PROMOTED=1] /" >> $L
 echo "== engine ($(el) s)" >> $L
-[[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto"; do
   set -- $v; model=$1; prec=$2; tq=$3; shift 3; envs=(); [[ $1 != - ]] && envs=("$@")
   echo "== [$v]" >> $OUT/engine.log
