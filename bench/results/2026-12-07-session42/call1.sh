@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Session 42, call 1 (what one call must hold if it is the session's only one). Bundle of HEAD:
-#   BUNDLE_BINS="rankd rankd-bench cuda_hopper_gemm_test" scripts/make_bundle.sh --archive build \
-#     build-gpu-h      (carry ["build-gpu-h"])
+#   BUNDLE_BINS="rankd-bench cuda_hopper_gemm_test" scripts/make_bundle.sh --archive build \
+#     build-gpu-h      (carry ["build-gpu-h"]; with rankd too it no longer fits beside the tree)
 # cuda_hopper_gemm_test: the K slices, and the tests of session 40's f8acce8 / e5a75d0 / 0ae6a48
-# (on a GPU for the first time: the gate to RANKD_CUDA_FP8_PROMOTED=1); the demo model's bar with
-# it; the engine: fp8 +-PROMOTED, Tq=1024 with attention warpgroups 1 / auto, embedding items
+# (on a GPU for the first time: the gate to RANKD_CUDA_FP8_PROMOTED=1; the demo model's bar with
+# it is call 2's); the engine: fp8 +-PROMOTED, Tq=1024 with attention warpgroups 1 / auto, embedding items
 # (the GEMM choices with the K-sliced variant in the log).
 F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
@@ -14,8 +14,6 @@ echo "== hopper test ($(el) s)" >> $L
 timeout ${HOPPER_S:-280} $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter="${HOPPER_FILTER:-*KSlices*:*Precondition*:*EveryEpilogue*:*Fp8Operands*:*GatedFp8*:*Stagger*}" > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
 grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log >> $L
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
-echo "== demo ($(el) s)" >> $L
-env RANKD_CUDA_FP8_PROMOTED=1 OUT=/tmp/gcn BUNDLE=$F DEMO_PRECISIONS=fp8 timeout 90 scripts/gpu_check.sh demo 2>&1 | grep 'demo model' | sed "s/^/[PROMOTED=1] /" >> $L
 echo "== engine ($(el) s)" >> $L
 for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto"; do
   set -- $v; model=$1; prec=$2; tq=$3; shift 3; envs=(); [[ $1 != - ]] && envs=("$@")
@@ -27,4 +25,7 @@ echo "== embedding ($(el) s)" >> $L
 timeout 40 $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 100 --strategy ibpc --graphs --precision bf16 --tq 50 --ni 250 --items embedding --log-level info > $OUT/emb.log 2>&1
 echo "[emb ibpc] $(grep -A1 '^backend' $OUT/emb.log | tail -1)" >> $L
 grep -o 'GEMM of [0-9]* rows.*' $OUT/emb.log | cut -c1-330 >> $L
+echo "== profile ($(el) s)" >> $L
+timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ti 150 --ni 50 --iters 10 --strategy multi-item --precision bf16 > $OUT/profile.log 2>&1
+timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ni 250 --iters 10 --strategy ibpc --items embedding --precision bf16 > $OUT/profile_emb.log 2>&1
 echo "== done ($(el) s)" >> $L
