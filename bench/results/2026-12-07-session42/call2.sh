@@ -9,6 +9,6 @@ export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PW
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 echo "== test ($(el) s)" >> $L
-timeout 200 $B/cuda_backend_test --gtest_color=no --gtest_filter='*Warpgroups*:*AttentionWgmma*:*OwnGemm*:*EmbeddingItems*:*GraphsOnAndOff*' > $OUT/test.log 2>&1; echo "rc $?" >> $L
+timeout 200 $B/cuda_backend_test --gtest_color=no --gtest_filter='*WgmmaAttention*:*OwnGemm*:*EmbeddingItems*:*GraphsOnAndOff*' > $OUT/test.log 2>&1; echo "rc $?" >> $L
 grep -E '^\[ *(FAILED|PASSED) *\]|Failure|tests ran' $OUT/test.log | head -30 >> $L
 echo "== done ($(el) s)" >> $L

@@ -1040,14 +1040,25 @@ void MakePresetCase(const std::string& preset, test_util::Rng& rng, PresetCase* 
 // within kVsCpu of the CPU backend and within kWgmmaVsMma of the mma.sync kernel (fp32 sums in
 // another order, then bf16 roundings through the layers). GEMM tuning and the Hopper GEMM's timed
 // choice are off, so that both backends run the same GEMMs. Skips where wgmma cannot run.
-TEST(CudaAttentionWgmmaTest, ScoresAsTheCpuAndAsTheMmaKernel) {
-  RANKD_SKIP_WITHOUT_GPU();
-  if (!kernels::PrefixAttentionSupportsWgmma(64)) GTEST_SKIP() << "no wgmma attention here";
-  constexpr double kWgmmaVsMma = 1e-2;
-  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
-  ScopedEnv no_own("RANKD_CUDA_OWN_GEMM", "0");
-  test_util::Rng rng;
-  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+// The wgmma attention tests' setting: skipped where wgmma cannot run; GEMM tuning and the Hopper
+// GEMM's timed choice off, so that every backend runs the same GEMMs; a random seed, traced.
+class CudaWgmmaAttention : public ::testing::Test {
+ protected:
+  static constexpr double kWgmmaVsMma = 1e-2;
+  void SetUp() override {
+    RANKD_SKIP_WITHOUT_GPU();
+    if (!kernels::PrefixAttentionSupportsWgmma(64)) GTEST_SKIP() << "no wgmma attention here";
+    trace_ = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__,
+                                                      "seed " + std::to_string(rng_.seed()));
+  }
+  ScopedEnv no_tuning_{"RANKD_CUDA_GEMM_TUNE", "0"};
+  ScopedEnv no_own_{"RANKD_CUDA_OWN_GEMM", "0"};
+  test_util::Rng rng_;
+  std::unique_ptr<::testing::ScopedTrace> trace_;
+};
+
+TEST_F(CudaWgmmaAttention, ScoresAsTheCpuAndAsTheMmaKernel) {
+  test_util::Rng& rng = rng_;
   for (const char* preset : {"tiny-h64", "tiny-h128"}) {
     SCOPED_TRACE(preset);
     PresetCase pc;
@@ -1091,14 +1102,8 @@ TEST(CudaAttentionWgmmaTest, ScoresAsTheCpuAndAsTheMmaKernel) {
 // backend and kWgmmaVsMma of blocks of one. auto runs blocks of 2 exactly where its rule
 // (AutoAttentionWarpgroups) says, which is at heads of 64 over the long prefix only (the stats'
 // wide_attention_passes). Skips where wgmma cannot run.
-TEST(CudaAttentionWarpgroupsTest, EveryBlockAndAutoScoreAsTheCpu) {
-  RANKD_SKIP_WITHOUT_GPU();
-  if (!kernels::PrefixAttentionSupportsWgmma(64)) GTEST_SKIP() << "no wgmma attention here";
-  constexpr double kWgmmaVsMma = 1e-2;
-  ScopedEnv no_tuning("RANKD_CUDA_GEMM_TUNE", "0");
-  ScopedEnv no_own("RANKD_CUDA_OWN_GEMM", "0");
-  test_util::Rng rng;
-  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+TEST_F(CudaWgmmaAttention, EveryWarpgroupBlockAndAutoScoreAsTheCpu) {
+  test_util::Rng& rng = rng_;
   for (const char* preset : {"tiny-h64", "tiny-h128"}) {
     SCOPED_TRACE(preset);
     const bool d64 = std::string(preset) == "tiny-h64";

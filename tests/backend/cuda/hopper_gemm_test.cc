@@ -131,6 +131,22 @@ std::vector<int> RowsToCheck(int M) {
   return rows;
 }
 
+// Random bf16 operands X [M, K] and W [N, K] (bf16 values), the rows the checks look at, the CPU
+// reference's accumulators of those rows, and X and W on the device.
+struct Operands {
+  Operands(Rng& rng, int M, int N, int K)
+      : x(rng.Bf16Values(static_cast<size_t>(M) * K, 1.0f)),
+        w(rng.Bf16Values(static_cast<size_t>(N) * K, 1.0f)),
+        rows(RowsToCheck(M)),
+        acc(ReferenceAcc(x, w, M, N, K, rows)),
+        d_x(ToBf16(x)),
+        d_w(ToBf16(w)) {}
+  const std::vector<float> x, w;
+  const std::vector<int> rows;
+  const std::vector<float> acc;
+  const DeviceArray<bf16> d_x, d_w;
+};
+
 // The gated epilogues' reference on `rows` of acc [M, N] (gate_up's product, gate columns then
 // up columns): act(bf16(gate)) * bf16(up), [M, N / 2].
 std::vector<float> GatedReference(const std::vector<float>& acc, int M, int N,
@@ -199,11 +215,8 @@ void ExpectStoreAndAccumulate(Rng& rng, const bf16* x, const bf16* w, int M, int
 // device first.
 void CheckAllEpilogues(Rng& rng, int M, int N, int K) {
   SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
-  const std::vector<float> x = rng.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
-  const std::vector<float> w = rng.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
-  const std::vector<int> rows = RowsToCheck(M);
-  const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
-  DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+  const Operands operands(rng, M, N, K);
+  const auto& [x, w, rows, acc, d_x, d_w] = operands;
   for (const auto& [tile_n, schedule, cluster] :
        {std::tuple{128, kernels::HopperSchedule::kPingPong, 1},
         {128, kernels::HopperSchedule::kPingPong, 2},
@@ -292,11 +305,8 @@ TEST_F(HopperGemmTest, EveryEpilogueMatchesCpuReferenceOnOddShapes) {
 TEST_F(HopperGemmTest, RasterGroupsComputeEveryTileOnce) {
   using kernels::HopperSchedule;
   constexpr int M = 1000, N = 1032, K = 136;  // 8 row tiles of 128, 9 or 5 column tiles
-  const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
-  const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
-  const std::vector<int> rows = RowsToCheck(M);
-  const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
-  DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+  const Operands operands(rng_, M, N, K);
+  const auto& [x, w, rows, acc, d_x, d_w] = operands;
   for (const auto& [tile_n, schedule, cluster] : {std::tuple{128, HopperSchedule::kPingPong, 1},
                                                   {128, HopperSchedule::kPingPong, 2},
                                                   {256, HopperSchedule::kCooperative, 1},
@@ -328,11 +338,8 @@ TEST_F(HopperGemmTest, KSlicesMatchCpuReferenceBitForBitAcrossLaunches) {
   using kernels::HopperSchedule;
   for (const auto& [M, N, K] : {std::tuple{250, 1024, 3328}, {63, 1024, 1024}, {129, 1032, 520}}) {
     SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
-    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
-    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
-    const std::vector<int> rows = RowsToCheck(M);
-    const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
-    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+    const Operands operands(rng_, M, N, K);
+    const auto& [x, w, rows, acc, d_x, d_w] = operands;
     const int blocks = (K + kernels::kHopperTileK - 1) / kernels::kHopperTileK;
     for (const auto& [tile_n, schedule] :
          {std::pair{128, HopperSchedule::kPingPongShort}, {128, HopperSchedule::kCooperative}}) {
@@ -423,11 +430,8 @@ TEST_F(HopperGemmTest, StaggeredConsumersComputeTheSameBits) {
   for (const int K : {64, 520}) {
     constexpr int M = 700, N = 1032;
     SCOPED_TRACE(::testing::Message() << "K=" << K);
-    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
-    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
-    const std::vector<int> rows = RowsToCheck(M);
-    const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
-    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+    const Operands operands(rng_, M, N, K);
+    const auto& [x, w, rows, acc, d_x, d_w] = operands;
     for (const auto& [tile_n, schedule, cluster] :
          {std::tuple{128, HopperSchedule::kCooperative, 1},
           {256, HopperSchedule::kCooperative, 1},
@@ -638,11 +642,8 @@ TEST_F(HopperGemmTest, NormFoldMatchesCpuReference) {
   constexpr int kGroup = kernels::kHopperScaleGroup;
   for (const auto& [M, N, K] : {std::tuple{77, 192, 320}, {300, 1024, 1024}, {1, 192, 64}}) {
     SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
-    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(M) * K, 1.0f);
-    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
-    const std::vector<int> rows = RowsToCheck(M);
-    const std::vector<float> acc = ReferenceAcc(x, w, M, N, K, rows);
-    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
+    const Operands operands(rng_, M, N, K);
+    const auto& [x, w, rows, acc, d_x, d_w] = operands;
     const std::vector<float> stream0 = rng_.Floats(static_cast<size_t>(M) * N, 4.0f);
     std::vector<float> want = stream0;
     for (size_t i = 0; i < want.size(); ++i) want[i] += acc[i];
