@@ -210,8 +210,10 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         KernelCase& c = cases.emplace_back();
         c.kernel = Kernel::kGemm;
         c.shape = s;
-        c.variant =
-            absl::StrCat(GemmLayerName(layer), " ", fp8 ? "f8" : "", impl_name, name, " T=", M);
+        // A shape with q/k norms: qkv with q and k normed and rotated.
+        c.variant = absl::StrCat(
+            layer == GemmLayer::kQkvRope && s.qk_norm ? "qkv+qknorm" : GemmLayerName(layer), " ",
+            fp8 ? "f8" : "", impl_name, name, " T=", M);
         c.rows = M;
         c.gemm_layer = layer;
         c.gemm_impl = impl;

@@ -75,8 +75,10 @@ AttentionLayout MakeAttentionLayout(AttentionPass pass, const KernelWorkload& w)
 
 // The linear layers, each with its fused epilogue: qkv (bf16 out), o_proj and down (accumulated
 // into the fp32 residual), gate_up with SwiGLU (cuBLASLt: gate_up bf16, then kernels/swiglu.cu).
-// kQkvRope: qkv with its k heads rotated (RoPE), fused into the own kernel's epilogue
-// (kStoreBf16Rope) or, after cuBLASLt, by kernels/qkv_rope.cu as the unfused pass does.
+// kQkvRope: qkv with its k heads rotated (RoPE; "qkv+krope"), or on a shape with q/k norms q's
+// and k's heads normed and rotated ("qkv+qknorm"), fused into the own kernel's epilogue
+// (kStoreBf16Rope, with its head norm) or, after cuBLASLt, by kernels/qkv_rope.cu as the
+// unfused pass does.
 enum class GemmLayer { kQkv, kOProj, kGateUp, kDown, kQkvRope };
 // kernels/hopper_gemm (own, at a given tile N) or cuBLASLt through rankd::cuda::Gemm, tuned.
 enum class GemmImpl { kOwn, kCublasLt };

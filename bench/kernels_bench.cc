@@ -188,8 +188,8 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     RANKD_ASSIGN_OR_RETURN(y_scale, m.Alloc<float>(static_cast<size_t>(M) * (N / 128)));
   }
   p->out = y;
-  // kQkvRope: the rows' rotations and the unfused pass's QkvRope launch (k heads only: q is
-  // rotated in attention).
+  // kQkvRope: the rows' rotations and the unfused pass's QkvRope launch: k heads only (q is
+  // rotated in attention), or for a shape with q/k norms q and k normed and rotated.
   const float2* rotations = nullptr;
   kernels::QkvRopeParams rope;
   if (c.gemm_layer == GemmLayer::kQkvRope) {
@@ -199,7 +199,14 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     rope.qkv = static_cast<bf16*>(y);
     rope.rotations = rotations;
     rope.num_rows = live;
-    rope.skip_q = true;
+    rope.skip_q = !s.qk_norm;
+    if (s.qk_norm) {
+      // Norm weights of 1 (their values do not change the work).
+      const std::vector<bf16> ones(s.head_dim, __float2bfloat16(1.0f));
+      RANKD_ASSIGN_OR_RETURN(rope.q_norm, m.Upload(ones));
+      RANKD_ASSIGN_OR_RETURN(rope.k_norm, m.Upload(ones));
+      rope.eps = 1e-6f;
+    }
     rope.num_tokens = M;
     rope.num_q_heads = s.q_width() / s.head_dim;
     rope.num_kv_heads = s.kv_width() / s.head_dim;
@@ -249,8 +256,11 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
     if (c.gemm_stagger >= 0) plan.stagger = c.gemm_stagger;
     if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {
       const int q = c.shape.q_width();
-      err =
-          kernels::SetHopperGemmRope(&plan, rotations, q, q + c.shape.kv_width(), c.shape.head_dim);
+      err = kernels::SetHopperGemmRope(&plan, rotations, c.shape.qk_norm ? 0 : q,
+                                       q + c.shape.kv_width(), c.shape.head_dim);
+      if (err == cudaSuccess && c.shape.qk_norm) {
+        err = kernels::SetHopperGemmRopeNorm(&plan, rope.q_norm, rope.k_norm, q, rope.eps);
+      }
     }
     if (err == cudaSuccess && c.gemm_fp8_out) err = kernels::SetHopperGemmOutScales(&plan, y_scale);
     if (err == cudaSuccess && c.gemm_k_slices) {

@@ -39,8 +39,10 @@ struct Preset {
 // 379m is ARCHITECTURE.md's standard workload model; tiny matches tests/data's llama-cls shape;
 // tiny-h64 and tiny-h128 are Llamas at test size with the heads of 379m and of Qwen3-0.6B (64 and
 // 128 dims; what the Hopper GEMM's RoPE epilogue takes) and an intermediate size it takes too.
-// qwen3-0.6b is Qwen3-Reranker-0.6B's config.json; qwen3-tiny the same family at test size. Both
-// qwen3 presets have Qwen3's vocabulary (151,669 ids: the tokenizer's 151,643 plus its specials).
+// qwen3-0.6b is Qwen3-Reranker-0.6B's config.json; qwen3-tiny the same family at test size, and
+// qwen3-tiny-h64 / qwen3-tiny-h128 with heads of 64 and 128 (the q/k norms of the Hopper GEMM's
+// RoPE epilogue). The qwen3 presets have Qwen3's vocabulary (151,669 ids: the tokenizer's 151,643
+// plus its specials).
 constexpr Preset kPresets[] = {
     {"379m", Family::kLlama, 1024, 24, 16, 16, 64, 3328, 32000},
     {"tiny", Family::kLlama, 64, 2, 4, 4, 16, 176, 1024},
@@ -48,6 +50,8 @@ constexpr Preset kPresets[] = {
     {"tiny-h128", Family::kLlama, 256, 2, 4, 2, 128, 320, 1024},
     {"qwen3-0.6b", Family::kQwen3, 1024, 28, 16, 8, 128, 3072, 151669},
     {"qwen3-tiny", Family::kQwen3, 64, 2, 4, 2, 32, 160, 151669},
+    {"qwen3-tiny-h64", Family::kQwen3, 128, 2, 4, 2, 64, 256, 151669},
+    {"qwen3-tiny-h128", Family::kQwen3, 256, 2, 4, 2, 128, 320, 151669},
 };
 
 // Where --tokenizer-from points by default: a dir with the family's tokenizer files.
@@ -181,20 +185,18 @@ nlohmann::json ModelConfigJson(const Preset& p, bool causal_lm, DType dtype) {
 
 int RunMakeModel(int argc, char** argv, int first) {
   cli::FlagSet flags(
-      "rankd-bench make-model --preset 379m|tiny|tiny-h64|tiny-h128|qwen3-0.6b|qwen3-tiny --out "
-      "DIR [--dtype "
-      "bf16|f32]\n"
-      "                       [--seed N]\n"
-      "Writes a random-weight model in HF layout: config.json, model.safetensors and the "
-      "tokenizer\n"
-      "files. 379m, tiny: LlamaForSequenceClassification (ForCausalLM with --causal-lm) with a\n"
-      "tokenizer.model. qwen3-0.6b (Qwen3-Reranker-0.6B's shape), qwen3-tiny: Qwen3ForCausalLM\n"
-      "scored by its yes/no logits, Qwen3's tokenizer.json, and a rankd.yaml with the\n"
-      "qwen3-reranker prompt preset.");
+      "rankd-bench make-model --preset PRESET --out DIR [--dtype bf16|f32] [--seed N]\n"
+      "Writes a random-weight model in HF layout: config.json, model.safetensors and the\n"
+      "tokenizer files. 379m, tiny, tiny-h64, tiny-h128: LlamaForSequenceClassification\n"
+      "(ForCausalLM with --causal-lm) with a tokenizer.model. qwen3-0.6b (Qwen3-Reranker-0.6B's\n"
+      "shape), qwen3-tiny, qwen3-tiny-h64, qwen3-tiny-h128: Qwen3ForCausalLM scored by its yes/no\n"
+      "logits, Qwen3's tokenizer.json, and a rankd.yaml with the qwen3-reranker prompt preset.");
   std::string preset_name = "379m", out, dtype_name = "bf16", tokenizer_from;
   int seed = 1;
   bool causal_lm = false;
-  flags.String("preset", &preset_name, "379m, tiny, tiny-h64, tiny-h128, qwen3-0.6b or qwen3-tiny");
+  flags.String("preset", &preset_name,
+               "379m, tiny, tiny-h64, tiny-h128, qwen3-0.6b, qwen3-tiny, qwen3-tiny-h64 or "
+               "qwen3-tiny-h128");
   flags.String("out", &out, "output directory (created)");
   flags.String("dtype", &dtype_name, "bf16 or f32");
   flags.Int("seed", &seed, "random seed");
@@ -211,10 +213,12 @@ int RunMakeModel(int argc, char** argv, int first) {
     if (preset_name == p.name) preset = &p;
   }
   if (preset == nullptr || out.empty() || (dtype_name != "bf16" && dtype_name != "f32")) {
-    std::fprintf(stderr,
-                 "make-model: need --preset 379m|tiny|tiny-h64|tiny-h128|qwen3-0.6b|qwen3-tiny, "
-                 "--out DIR, --dtype "
-                 "bf16|f32\n");
+    std::fprintf(
+        stderr,
+        "make-model: need --preset "
+        "379m|tiny|tiny-h64|tiny-h128|qwen3-0.6b|qwen3-tiny|qwen3-tiny-h64|qwen3-tiny-h128, "
+        "--out DIR, --dtype "
+        "bf16|f32\n");
     return 2;
   }
   const Preset& p = *preset;

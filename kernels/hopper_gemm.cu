@@ -30,7 +30,8 @@
 //     residual is read and written in L2, not by the threads) and moves on; the buffer is written
 //     again only after the copy engine has read it (cp.async.bulk.wait_group.read). A tile larger
 //     than the buffer goes out in rounds. kStoreBf16Rope first rotates the accumulators of the
-//     rope columns in registers (RopeBlock): a head's dims i and i + D/2 sit in the same thread.
+//     rope columns in registers (RopeBlock): a head's dims i and i + D/2 sit in the same thread
+//     (and with the head norm, a row's head is in the registers of a quad of threads).
 // Phases: the i-th use of stage s (i = it / kStages, `it` counting K blocks over all of a CTA's
 // tiles) waits full[s] for parity i & 1 and, in the producer, empty[s] for parity (i & 1) ^ 1
 // (a fresh barrier counts as having completed the phase of parity 1, so the first round passes).
@@ -544,39 +545,62 @@ __device__ __forceinline__ void FenceProxyAsync() {
 // 64 hf + 16 w + l/4 + 8 (q/2), column 8j + 2 (l%4) + q%2) for heads of D = 16 kHalfJ dims: column
 // group j of a head's first half (j % 2kHalfJ < kHalfJ) pairs with group j + kHalfJ in the same
 // thread, and the pair's angles i, i + 1 (i = 8j % D + 2 (l%4)) are one float4 of the table.
-// Only column groups inside [col_lo, col_hi) and rows below m (the table's rows) are rotated.
+// Only the heads inside [col_lo, col_hi) and rows below m (the table's rows) are rotated. With
+// the head norm (rope.q_norm set), each such head of each row is first divided by its rms (its
+// sum of squares: the thread's 2 D / 8 values, then the quad's four threads by shuffles) and
+// multiplied by the norm's weight (k_norm's from k_lo on, q_norm's before), all in fp32 as
+// kernels/qkv_rope.cu does: the same values within fp32 rounding (the sum in another order).
 // Requires out0 % D == 0 (BN is a multiple of D).
 template <int BN, int kHalves, int kHalfJ>
 __device__ __forceinline__ void RopeBlock(float (&d)[kHalves][BN / 2], const HopperRope& rope,
                                           int m, int row0, int out0, int w, int l) {
   constexpr int kD = 16 * kHalfJ;
+  constexpr int kHeadJ = 2 * kHalfJ;  // column groups of 8 a head
   static_assert(BN % kD == 0, "whole heads in a block");
+  const bool norm = rope.q_norm != nullptr;  // uniform
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    if (j % (2 * kHalfJ) >= kHalfJ) continue;  // compile-time once unrolled
-    const int col = out0 + 8 * j;
-    if (col < rope.col_lo || col >= rope.col_hi) continue;
-    const int i0 = 8 * j % kD + 2 * (l % 4);
+  for (int head = 0; head < BN / kD; ++head) {
+    const int col = out0 + head * kD;
+    if (col < rope.col_lo || col >= rope.col_hi) continue;  // uniform
+    const __nv_bfloat16* weight = col >= rope.k_lo ? rope.k_norm : rope.q_norm;
 #pragma unroll
     for (int hf = 0; hf < kHalves; ++hf) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + FragmentRow(hf, h, w, l);
+        // Rounded to bf16 first: the unfused path works on the GEMM's bf16 output.
+        float ss = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < kHeadJ; ++jj) {
+          const int q = 4 * (head * kHeadJ + jj) + 2 * h;
+          d[hf][q] = __bfloat162float(__float2bfloat16(d[hf][q]));
+          d[hf][q + 1] = __bfloat162float(__float2bfloat16(d[hf][q + 1]));
+          ss += d[hf][q] * d[hf][q] + d[hf][q + 1] * d[hf][q + 1];
+        }
+        if (norm) {  // every lane: the quad's shuffles (rows past m hold zeros, never stored)
+          ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+          ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+          const float inv = rsqrtf(ss / static_cast<float>(kD) + rope.eps);
+#pragma unroll
+          for (int jj = 0; jj < kHeadJ; ++jj) {
+            const int q = 4 * (head * kHeadJ + jj) + 2 * h;
+            const float2 wv = __bfloat1622float2(
+                *reinterpret_cast<const __nv_bfloat162*>(weight + 8 * jj + 2 * (l % 4)));
+            d[hf][q] *= inv * wv.x;
+            d[hf][q + 1] *= inv * wv.y;
+          }
+        }
         if (row >= m) continue;
-        const float4 cs = *reinterpret_cast<const float4*>(
-            rope.rotations + static_cast<int64_t>(row) * (kD / 2) + i0);
-        const int q = 4 * j + 2 * h, p = 4 * (j + kHalfJ) + 2 * h;
-        // Rounded to bf16 first: the unfused path rotates the GEMM's bf16 output.
-        float x0 = __bfloat162float(__float2bfloat16(d[hf][q]));
-        float y0 = __bfloat162float(__float2bfloat16(d[hf][p]));
-        float x1 = __bfloat162float(__float2bfloat16(d[hf][q + 1]));
-        float y1 = __bfloat162float(__float2bfloat16(d[hf][p + 1]));
-        RotatePair(x0, y0, cs.x, cs.y);
-        RotatePair(x1, y1, cs.z, cs.w);
-        d[hf][q] = x0;
-        d[hf][p] = y0;
-        d[hf][q + 1] = x1;
-        d[hf][p + 1] = y1;
+#pragma unroll
+        for (int jj = 0; jj < kHalfJ; ++jj) {
+          const int j = head * kHeadJ + jj;
+          const int i0 = 8 * jj + 2 * (l % 4);
+          const float4 cs = *reinterpret_cast<const float4*>(
+              rope.rotations + static_cast<int64_t>(row) * (kD / 2) + i0);
+          const int q = 4 * j + 2 * h, p = 4 * (j + kHalfJ) + 2 * h;
+          RotatePair(d[hf][q], d[hf][p], cs.x, cs.y);
+          RotatePair(d[hf][q + 1], d[hf][p + 1], cs.z, cs.w);
+        }
       }
     }
   }
@@ -1630,6 +1654,22 @@ cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int
     return cudaErrorInvalidValue;
   }
   plan->rope = HopperRope{rotations, col_lo, col_hi, head_dim};
+  return cudaSuccess;
+}
+
+cudaError_t SetHopperGemmRopeNorm(HopperGemmPlan* plan, const __nv_bfloat16* q_norm,
+                                  const __nv_bfloat16* k_norm, int k_lo, float eps) {
+  if (plan == nullptr || plan->epilogue != HopperEpilogue::kStoreBf16Rope ||
+      plan->rope.rotations == nullptr || q_norm == nullptr || k_norm == nullptr ||
+      reinterpret_cast<uintptr_t>(q_norm) % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(k_norm) % 4 != 0 || k_lo < plan->rope.col_lo ||
+      k_lo > plan->rope.col_hi || k_lo % plan->rope.head_dim != 0 || !(eps >= 0.0f)) {
+    return cudaErrorInvalidValue;
+  }
+  plan->rope.q_norm = q_norm;
+  plan->rope.k_norm = k_norm;
+  plan->rope.k_lo = k_lo;
+  plan->rope.eps = eps;
   return cudaSuccess;
 }
 

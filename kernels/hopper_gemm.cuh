@@ -112,10 +112,18 @@ inline constexpr int kHopperCooperativeStagger = 2;
 // (cos, sin) is rotations[r * head_dim/2 + i] (kernels/qkv_rope.cuh's LaunchRopeRotations table),
 // after the accumulators are rounded to bf16, in fp32, then rounded again: bit for bit what the
 // GEMM's bf16 output followed by LaunchQkvRope gives those columns.
+// With the head norm (SetHopperGemmRopeNorm: Qwen3's q/k norm), each head of the range is first
+// RMS-normed over its head_dim dims and multiplied by q_norm's weight (heads before k_lo) or
+// k_norm's (from k_lo on), in fp32 on the bf16-rounded values, as kernels/qkv_rope.cu does: the
+// unfused path's values within fp32 rounding (the sum of squares added in another order).
 struct HopperRope {
   const float2* rotations = nullptr;  // [M, head_dim / 2] fp32 (cos, sin), 16-byte aligned
   int col_lo = 0, col_hi = 0;         // multiples of head_dim, 0 <= col_lo <= col_hi <= N
   int head_dim = 0;
+  const __nv_bfloat16* q_norm = nullptr;  // [head_dim] bf16, or null: no head norm
+  const __nv_bfloat16* k_norm = nullptr;  // [head_dim] bf16
+  int k_lo = 0;                           // a multiple of head_dim in [col_lo, col_hi]
+  float eps = 0.0f;                       // the norm's epsilon
 };
 
 // The RMSNorm fold: a norm in front of a GEMM (y = norm(x) . W^T, norm(x) = x / rms(x) * w) runs
@@ -277,6 +285,13 @@ cudaError_t SetHopperGemmKSlices(HopperGemmPlan* plan, int count, float* partial
 // rotations that are null or not 16-byte aligned. A kStoreBf16Rope plan launches only once set.
 cudaError_t SetHopperGemmRope(HopperGemmPlan* plan, const float2* rotations, int col_lo, int col_hi,
                               int head_dim);
+
+// Sets a kStoreBf16Rope plan's head norm (HopperRope above), once its rotation is set.
+// cudaErrorInvalidValue for another epilogue, a plan without its rotation, a null or not 4-byte
+// aligned weight, a k_lo that is not a multiple of head_dim inside [col_lo, col_hi], or a
+// negative (or NaN) eps.
+cudaError_t SetHopperGemmRopeNorm(HopperGemmPlan* plan, const __nv_bfloat16* q_norm,
+                                  const __nv_bfloat16* k_norm, int k_lo, float eps);
 
 // Launches `plan`. cudaErrorNotSupported on a device that is not sm_90 or when this build has no
 // sm_90a code for the kernel (the caller falls back to cuBLASLt). m == 0 launches nothing. Never

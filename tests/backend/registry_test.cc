@@ -42,6 +42,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_GEMM_CANDIDATES", "16"},
                                                {"RANKD_CUDA_FUSE_Q_ROPE", "0"},
                                                {"RANKD_CUDA_FUSE_K_ROPE", "0"},
+                                               {"RANKD_CUDA_FUSE_QK_NORM", "1"},
                                                {"RANKD_CUDA_ATTENTION_PIPELINE", "1"},
                                                {"RANKD_CUDA_ATTENTION_WGMMA", "0"},
                                                {"RANKD_CUDA_ATTENTION_OVERLAP", "1"},
@@ -63,6 +64,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_EQ(o.cuda.gemm_candidates, 16);
   EXPECT_FALSE(o.cuda.fuse_q_rope);
   EXPECT_FALSE(o.cuda.fuse_k_rope);
+  EXPECT_TRUE(o.cuda.fuse_qk_norm);
   EXPECT_TRUE(o.cuda.attention_pipeline);
   EXPECT_FALSE(o.cuda.attention_wgmma);
   EXPECT_TRUE(o.cuda.attention_overlap);
@@ -86,6 +88,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
               (BackendOptions::CudaSwitches::Fp8Linears{false, false, false, false}));
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_promoted);
   EXPECT_FALSE(BackendOptions{}.cuda.fold_norms);
+  EXPECT_FALSE(BackendOptions{}.cuda.fuse_qk_norm);
   EXPECT_TRUE(BackendOptions{}.cuda.attention_wgmma);  // measured faster: on unless set to 0
   EXPECT_TRUE(BackendOptions{}.cuda.fuse_k_rope);      // likewise
   EXPECT_EQ(BackendOptions{}.cuda.own_gemm_variants,

@@ -218,7 +218,8 @@ TEST(KernelCasesTest, GemmsOfQwen3) {
   EXPECT_EQ(f8lt.gemm_impl, GemmImpl::kCublasLt);
   EXPECT_EQ(Find(cases, Kernel::kGemm, "qkv f8own256 T=512").gemm_tile_n, 256);
   EXPECT_FALSE(Find(cases, Kernel::kGemm, "qkv own256 T=512").gemm_fp8);
-  const KernelCase& rope = Find(cases, Kernel::kGemm, "qkv+krope owntallc2 T=512");
+  // Qwen3's q/k norms: q and k normed and rotated.
+  const KernelCase& rope = Find(cases, Kernel::kGemm, "qkv+qknorm owntallc2 T=512");
   EXPECT_EQ(rope.gemm_layer, GemmLayer::kQkvRope);
   EXPECT_EQ(rope.gemm_cluster, 2);
   EXPECT_DOUBLE_EQ(rope.bytes,

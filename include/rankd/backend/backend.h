@@ -151,6 +151,13 @@ struct BackendOptions {
     // its own kernel. bench/RESULTS.md, 2026-12-07 (session 37): +1.2-1.4% in fp8 on 379M, bf16
     // and the 0.6B shape (q/k norm: no fusion) unchanged.
     bool fuse_k_rope = true;
+    // RANKD_CUDA_FUSE_QK_NORM=1: for models with q/k norms (Qwen3) and heads of 64 or 128, the
+    // norms and RoPE of q and k in the qkv GEMM's epilogue (the Hopper GEMM's kStoreBf16Rope with
+    // its head norm, timed against cuBLASLt + the QkvRope kernel per shape) instead of the
+    // QkvRope kernel: score passes then run no kernel between qkv and attention. Scores move by
+    // fp32 rounding (each head's sum of squares added in another order). Off until an A/B on a
+    // GPU has measured it.
+    bool fuse_qk_norm = false;
     // RANKD_CUDA_ATTENTION_PIPELINE=1: attention's pipelined kernel (each block issues its next
     // work unit's loads under the current one's work; the same scores bit for bit). Off until an
     // H200 A/B has measured it.

@@ -83,8 +83,15 @@ cudaError_t CudaBackend::MakeOwnPlan(const LinearIn& ops, void* y, int rows, int
               : kernels::MakeHopperGemmPlan(ops.x, ops.w, y, rows, out, in, epilogue, plan,
                                             variant.tile_n, variant.schedule, variant.cluster);
   if (e == cudaSuccess && epilogue == kernels::HopperEpilogue::kStoreBf16Rope) {
+    // k's heads; with the q/k norms q's too, each head normed first with this layer's weights
+    // (rope_unfused_, the QkvRope launch the epilogue stands for).
     const int q = config_.q_width();
-    e = kernels::SetHopperGemmRope(plan, rotations_, q, q + config_.kv_width(), config_.head_dim);
+    e = kernels::SetHopperGemmRope(plan, rotations_, qk_norm_in_gemm_ ? 0 : q,
+                                   q + config_.kv_width(), config_.head_dim);
+    if (e == cudaSuccess && qk_norm_in_gemm_) {
+      e = kernels::SetHopperGemmRopeNorm(plan, rope_unfused_.q_norm, rope_unfused_.k_norm, q,
+                                         rope_unfused_.eps);
+    }
   }
   if (e == cudaSuccess && (epilogue == kernels::HopperEpilogue::kSwiGluFp8 ||
                            epilogue == kernels::HopperEpilogue::kGeGluFp8)) {
@@ -451,8 +458,11 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
     }
   }
   q_rope_in_attention_ = !config_.attention_bias && !config_.qk_norm && switches_.fuse_q_rope;
-  k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && own_use_ != OwnUse::kNever &&
-                    (config_.head_dim == 64 || config_.head_dim == 128);
+  const bool rope_epilogue =
+      own_use_ != OwnUse::kNever && (config_.head_dim == 64 || config_.head_dim == 128);
+  k_rope_in_gemm_ = q_rope_in_attention_ && switches_.fuse_k_rope && rope_epilogue;
+  qk_norm_in_gemm_ =
+      config_.qk_norm && !config_.attention_bias && switches_.fuse_qk_norm && rope_epilogue;
   embed_scale_ = model::Bf16ToF32(model::F32ToBf16(config_.embedding_scale()));
   if (switches_.profile) {
     RANKD_ASSIGN_OR_RETURN(profiler_, StageProfiler::Create(switches_.profile_skip));

@@ -123,6 +123,7 @@ class CudaBackend final : public backend::Backend {
     s.prefix_pool_reserved_bytes = ctx_->PrefixPoolBytes(cudaMemPoolAttrReservedMemCurrent);
     s.own_gemm = own_gemm();
     s.k_rope_in_gemm = k_rope_in_gemm_;
+    s.qk_norm_in_gemm = qk_norm_in_gemm_;
     s.fold_norms = fold_norms_;
     s.fp8_group_scales = fp8_groups_;
     s.attention_pipelined = switches_.attention_pipeline;
@@ -286,6 +287,11 @@ class CudaBackend final : public backend::Backend {
   // kernel then does not run (or runs inside CublasLinear, where cuBLASLt is the faster).
   // RANKD_CUDA_FUSE_K_ROPE=0 turns it off.
   bool k_rope_in_gemm_ = false;
+  // The q/k norms and RoPE of q and k happen in the qkv GEMM's epilogue (kStoreBf16Rope with its
+  // head norm, the layer's weights from rope_unfused_) for models with q/k norms and no bias,
+  // where the Hopper GEMM may run, the head is 64 or 128 wide and the pass fills no cache:
+  // RANKD_CUDA_FUSE_QK_NORM=1. Attention then reads q rotated, as after QkvRope.
+  bool qk_norm_in_gemm_ = false;
   // Precision fp8 with down in e4m3 where the Hopper GEMM may run: gate_up's gated epilogue
   // quantises the activation per row and group of kHopperScaleGroup columns (kSwiGluFp8 /
   // kGeGluFp8, into act_ as e4m3 and act_group_scale_), and down multiplies each group with its

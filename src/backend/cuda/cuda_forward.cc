@@ -125,9 +125,10 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     r.head_dim = D;
     r.eps = eps;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kQkvGemm, cost.QkvGemm()));
-    if (k_rope_in_gemm_ && !encode) {
-      // k rotated in the GEMM's epilogue (or, where cuBLASLt is the faster, by QkvRope right
-      // after it: the profile counts either in the qkv GEMM's stage).
+    if ((k_rope_in_gemm_ || qk_norm_in_gemm_) && !encode) {
+      // k rotated in the GEMM's epilogue (with the q/k norms: q and k normed and rotated), or,
+      // where cuBLASLt is the faster, by QkvRope right after it: the profile counts either in the
+      // qkv GEMM's stage.
       rope_unfused_ = r;
       RANKD_RETURN_IF_ERROR(
           Linear(qkv_in, Tb, H, W, kernels::HopperEpilogue::kStoreBf16Rope, wide_));

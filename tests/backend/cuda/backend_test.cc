@@ -24,6 +24,7 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/hopper_gemm.cuh"
 #include "kernels/launch.cuh"
@@ -1000,9 +1001,14 @@ INSTANTIATE_TEST_SUITE_P(AllModels, CudaRandomTest,
                          [](const auto& info) { return Name(info.param); });
 
 #ifdef RANKD_TEST_MAKE_MODEL
-// A random Llama of a rankd-bench make-model preset (tiny-h64, tiny-h128: heads of 64 and 128
-// dims) in a temporary folder, a random prefix (1-90 tokens), 17 random items (1-150 tokens) and
-// the CPU backend's scores of them.
+// A random model of a rankd-bench make-model preset (tiny-h64, tiny-h128: Llamas with heads of 64
+// and 128 dims; qwen3-tiny-h64, qwen3-tiny-h128: Qwen3s, with q/k norms) in a temporary folder, a
+// random prefix (1-90 tokens), 17 random items (1-150 tokens) and the CPU backend's scores of
+// them, by PresetHead's head.
+std::string PresetHead(const std::string& preset) {
+  return absl::StartsWith(preset, "qwen3") ? "yes_no:9693,2152" : "classifier:0";
+}
+
 struct PresetCase {
   std::string dir;
   std::vector<int32_t> prefix;
@@ -1012,11 +1018,9 @@ struct PresetCase {
 
 void MakePresetCase(const std::string& preset, test_util::Rng& rng, PresetCase* c) {
   c->dir = ::testing::TempDir() + "/rankd-" + preset;
-  std::vector<std::string> args = {"rankd-bench",    "make-model",
-                                   "--preset",       preset,
-                                   "--out",          c->dir,
-                                   "--tokenizer-from", rankd::testing::ModelDir("llama-cls"),
-                                   "--seed",         std::to_string(rng.Int(1, 1 << 30))};
+  std::vector<std::string> args = {
+      "rankd-bench", "make-model", "--preset", preset,
+      "--out",       c->dir,       "--seed",   std::to_string(rng.Int(1, 1 << 30))};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   ASSERT_EQ(rankd::bench::RunMakeModel(static_cast<int>(argv.size()), argv.data(), 2), 0)
@@ -1030,7 +1034,7 @@ void MakePresetCase(const std::string& preset, test_util::Rng& rng, PresetCase* 
     for (int32_t& id : ids) id = rng.Int(0, config->vocab_size - 1);
     c->batch.AddIds(ids);
   }
-  auto cpu = MakeBackend(c->dir, "classifier:0", "cpu", "ibpc");
+  auto cpu = MakeBackend(c->dir, PresetHead(preset), "cpu", "ibpc");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   c->ref = Score(**cpu, c->prefix, c->batch);
 }
@@ -1156,6 +1160,59 @@ TEST_F(CudaWgmmaAttention, EveryWarpgroupBlockAndAutoScoreAsTheCpu) {
       }
     }
   }
+}
+
+// The q/k norms and RoPE of q and k in the qkv GEMM's epilogue (RANKD_CUDA_FUSE_QK_NORM=1: the
+// Hopper GEMM's kStoreBf16Rope with its head norm), on random Qwen3s with heads of 64 and 128:
+// with the Hopper GEMM on every layer (RANKD_CUDA_OWN_GEMM=1), in both strategies and
+// precisions, graphs on (a replay gives the first pass's bits), the fused pass scores within
+// kFusedVsUnfused of the unfused one (the same GEMM, then QkvRope: each head's sum of squares
+// added in another order) and both within kVsCpu of the CPU backend (bf16). Off by default; a
+// Llama (no q/k norms) takes no fusion. Skips where the Hopper GEMM cannot run.
+TEST(CudaQkNormInGemmTest, FusedScoresAsUnfusedAndAsTheCpu) {
+  RANKD_SKIP_WITHOUT_GPU();
+  if (kernels::HopperGemmSupported() != cudaSuccess) GTEST_SKIP() << "no Hopper GEMM here";
+  constexpr double kFusedVsUnfused = 1e-2;
+  test_util::Rng rng;
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  ScopedEnv own("RANKD_CUDA_OWN_GEMM", "1");
+  for (const char* preset : {"qwen3-tiny-h64", "qwen3-tiny-h128"}) {
+    SCOPED_TRACE(preset);
+    PresetCase pc;
+    ASSERT_NO_FATAL_FAILURE(MakePresetCase(preset, rng, &pc));
+    const auto& [dir, prefix, batch, ref] = pc;
+    for (const std::string& strategy : kStrategies) {
+      for (const std::string precision : {"bf16", "fp8"}) {
+        SCOPED_TRACE(strategy + " " + precision);
+        std::vector<float> got[2];
+        for (const bool fused : {true, false}) {
+          ScopedEnv fuse("RANKD_CUDA_FUSE_QK_NORM", fused ? "1" : "0");
+          auto b = MakeBackend(dir, PresetHead(preset), "cuda", strategy, 16384, true, precision);
+          ASSERT_TRUE(b.ok()) << b.status();
+          const std::optional<cuda::CudaBackendStats> stats = cuda::GetCudaBackendStats(**b);
+          ASSERT_TRUE(stats.has_value());
+          EXPECT_EQ(stats->qk_norm_in_gemm, fused);
+          EXPECT_FALSE(stats->k_rope_in_gemm) << "q/k norms: q is not rotated in attention";
+          got[fused] = Score(**b, prefix, batch);
+          EXPECT_EQ(Score(**b, prefix, batch), got[fused]) << "graph replay";
+          if (precision == "bf16") {
+            EXPECT_LT(test_util::RelNormError(got[fused], ref), kVsCpu)
+                << (fused ? "fused" : "unfused") << " vs the CPU backend";
+          }
+        }
+        EXPECT_LT(test_util::RelNormError(got[1], got[0]), kFusedVsUnfused) << "fused vs unfused";
+      }
+    }
+  }
+  // The switch unset: off.
+  const std::string qwen3_dir = ::testing::TempDir() + "/rankd-qwen3-tiny-h64";
+  auto unset = MakeBackend(qwen3_dir, PresetHead("qwen3-tiny-h64"), "cuda", "ibpc");
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_FALSE(cuda::GetCudaBackendStats(**unset)->qk_norm_in_gemm) << "off by default";
+  ScopedEnv fuse("RANKD_CUDA_FUSE_QK_NORM", "1");
+  auto llama = MakeBackend(rankd::testing::ModelDir("llama-cls"), "classifier:0", "cuda", "ibpc");
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_FALSE(cuda::GetCudaBackendStats(**llama)->qk_norm_in_gemm) << "no q/k norms";
 }
 
 // RoPE of k in the qkv GEMM's epilogue (the Hopper GEMM's kStoreBf16Rope), on random Llamas with

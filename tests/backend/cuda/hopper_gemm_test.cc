@@ -946,6 +946,133 @@ void ExpectSameBits(const std::vector<bf16>& got, const std::vector<bf16>& want,
                        << FromBf16(want[std::max<int64_t>(first, 0)]);
 }
 
+// Every element of got within one bf16 rounding step of want's (2^-7 of its magnitude, or of
+// `floor` for values near zero: the same values before a last rounding), and where they differ.
+void ExpectWithinOneBf16Step(const std::vector<bf16>& got, const std::vector<bf16>& want, int cols,
+                             float floor, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int64_t differ = 0, worst = -1;
+  double worst_steps = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float g = FromBf16(got[i]), v = FromBf16(want[i]);
+    if (g == v) continue;
+    ++differ;
+    const double steps =
+        std::abs(static_cast<double>(g) - v) / (std::ldexp(1.0, -7) * std::max(std::abs(v), floor));
+    if (!(steps <= worst_steps)) worst_steps = steps, worst = static_cast<int64_t>(i);
+  }
+  EXPECT_LE(worst_steps, 1.0) << what << ": " << differ << " elements differ; the worst at row "
+                              << worst / cols << " column " << worst % cols << ": "
+                              << FromBf16(got[std::max<int64_t>(worst, 0)]) << " vs "
+                              << FromBf16(want[std::max<int64_t>(worst, 0)]);
+}
+
+// kStoreBf16Rope with the head norm (SetHopperGemmRopeNorm: Qwen3's q/k norm) over q's and k's
+// heads: against the CPU (the bf16-rounded product, each q and k head divided by its rms and
+// multiplied by its weight in double, then rotated) and within one bf16 step of the unfused
+// path it replaces (the same variant's kStoreBf16, then LaunchQkvRope with the q/k norms: the sum
+// of squares in another order), on every schedule and cluster, heads of 64 and 128. The setter's
+// refusals.
+TEST_F(HopperGemmTest, RopeHeadNormMatchesCpuAndTheUnfusedPath) {
+  using kernels::HopperSchedule;
+  constexpr float kEps = 1e-6f;
+  struct Case {
+    int M, D, q_heads, kv_heads;
+  };
+  for (const Case& c : {Case{129, 128, 16, 8}, Case{300, 64, 4, 2}, Case{7, 128, 2, 1}}) {
+    const int Q = c.q_heads * c.D, KV = c.kv_heads * c.D, N = Q + 2 * KV, K = 256;
+    SCOPED_TRACE(::testing::Message() << "M=" << c.M << " D=" << c.D << " N=" << N);
+    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(c.M) * K, 1.0f);
+    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+    std::vector<float> q_norm = rng_.Bf16Values(c.D, 0.1f), k_norm = rng_.Bf16Values(c.D, 0.1f);
+    for (float& v : q_norm) v = RoundBf16(1.0f + v);
+    for (float& v : k_norm) v = RoundBf16(1.0f + v);
+    std::vector<int> rows(c.M);
+    for (int r = 0; r < c.M; ++r) rows[r] = r;
+    const std::vector<float> acc = ReferenceAcc(x, w, c.M, N, K, rows);
+    const std::vector<float2> rot = RandomRotations(rng_, c.M, c.D);
+    std::vector<float> ref(acc.size());
+    for (size_t i = 0; i < acc.size(); ++i) ref[i] = RoundBf16(acc[i]);
+    for (int r = 0; r < c.M; ++r) {
+      for (int head = 0; head < (Q + KV) / c.D; ++head) {
+        float* h = &ref[static_cast<size_t>(r) * N + head * c.D];
+        const std::vector<float>& nw = head * c.D >= Q ? k_norm : q_norm;
+        double ss = 0;
+        for (int i = 0; i < c.D; ++i) ss += static_cast<double>(h[i]) * h[i];
+        const double inv = 1.0 / std::sqrt(ss / c.D + kEps);
+        for (int i = 0; i < c.D; ++i) h[i] = static_cast<float>(h[i] * inv * nw[i]);
+        for (int i = 0; i < c.D / 2; ++i) {
+          const float2 cs = rot[static_cast<size_t>(r) * (c.D / 2) + i];
+          const float a = h[i], b = h[i + c.D / 2];
+          h[i] = std::fma(a, cs.x, -(b * cs.y));
+          h[i + c.D / 2] = std::fma(b, cs.x, a * cs.y);
+        }
+      }
+    }
+    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w)), d_qn(ToBf16(q_norm)), d_kn(ToBf16(k_norm));
+    DeviceArray<float2> d_rot(rot);
+    DeviceArray<int32_t> d_rows(std::vector<int32_t>{c.M});
+    for (const auto& [schedule, cluster] :
+         {std::pair{HopperSchedule::kPingPong, 1}, std::pair{HopperSchedule::kPingPong, 2},
+          std::pair{HopperSchedule::kCooperative, 1}, std::pair{HopperSchedule::kCooperative, 2},
+          std::pair{HopperSchedule::kCooperativeTall, 1},
+          std::pair{HopperSchedule::kCooperativeTall, 2},
+          std::pair{HopperSchedule::kPingPongShort, 1}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
+      DeviceArray<bf16> fused(static_cast<size_t>(c.M) * N), unfused(fused.size());
+      fused.Poison();
+      kernels::HopperGemmPlan plan;
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), fused.get(), c.M, N, K,
+                                                       HopperEpilogue::kStoreBf16Rope, &plan, 0,
+                                                       schedule, cluster));
+      EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&plan, d_qn.get(), d_kn.get(), Q, kEps),
+                cudaErrorInvalidValue)
+          << "the norm before the rotation";
+      RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmRope(&plan, d_rot.get(), 0, Q + KV, c.D));
+      for (const int bad_k_lo : {Q + 1, Q + KV + c.D, -c.D}) {
+        EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&plan, d_qn.get(), d_kn.get(), bad_k_lo, kEps),
+                  cudaErrorInvalidValue)
+            << "k_lo " << bad_k_lo;
+      }
+      EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&plan, nullptr, d_kn.get(), Q, kEps),
+                cudaErrorInvalidValue);
+      EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&plan, d_qn.get(), d_kn.get() + 1, Q, kEps),
+                cudaErrorInvalidValue)
+          << "k_norm misaligned";
+      EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&plan, d_qn.get(), d_kn.get(), Q, -1.0f),
+                cudaErrorInvalidValue)
+          << "eps";
+      RANKD_EXPECT_CUDA_OK(kernels::SetHopperGemmRopeNorm(&plan, d_qn.get(), d_kn.get(), Q, kEps));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
+      Sync();
+      const std::vector<bf16> got = fused.Download();
+      ExpectClose(FromBf16(got), ref, N, rows, kBf16Tolerance, "kStoreBf16Rope + head norm vs CPU");
+      kernels::HopperGemmPlan store;
+      RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(d_x.get(), d_w.get(), unfused.get(), c.M, N,
+                                                       K, HopperEpilogue::kStoreBf16, &store,
+                                                       plan.tile_n, schedule, cluster));
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
+      kernels::QkvRopeParams r;
+      r.qkv = unfused.get();
+      r.q_norm = d_qn.get();
+      r.k_norm = d_kn.get();
+      r.rotations = d_rot.get();
+      r.num_rows = d_rows.get();
+      r.num_tokens = c.M;
+      r.num_q_heads = c.q_heads;
+      r.num_kv_heads = c.kv_heads;
+      r.head_dim = c.D;
+      r.eps = kEps;
+      RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+      Sync();
+      ExpectWithinOneBf16Step(got, unfused.Download(), N, 1e-2f,
+                              "kStoreBf16 + LaunchQkvRope with the q/k norms");
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // kStoreBf16Rope: against the CPU (the bf16-rounded product, its rope columns rotated in fp32 as
 // RotatePair does, fmaf for the pairs' products) on every schedule and cluster, with head dims
 // 64 and 128 and a rope range that starts and ends inside a tile; and bit for bit against the

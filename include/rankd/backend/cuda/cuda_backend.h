@@ -55,6 +55,10 @@ struct CudaBackendStats {
   // RoPE of k may run in the qkv GEMM's epilogue (RANKD_CUDA_FUSE_K_ROPE, default on; where
   // own_gemm is and the model takes it: q rotated in attention, heads of 64 or 128).
   bool k_rope_in_gemm = false;
+  // The q/k norms and RoPE of q and k may run in the qkv GEMM's epilogue
+  // (RANKD_CUDA_FUSE_QK_NORM=1, where own_gemm is and the model has q/k norms, no bias, heads of
+  // 64 or 128).
+  bool qk_norm_in_gemm = false;
   // Precision fp8's layer inputs are quantised per row and group of 64 columns
   // (RANKD_CUDA_FP8_GROUP_SCALES=1 where the Hopper GEMM may run and the model takes it).
   bool fp8_group_scales = false;
