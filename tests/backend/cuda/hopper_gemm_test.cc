@@ -836,6 +836,39 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   EXPECT_EQ(kernels::InterleaveGateUp(buf, 100, 16, buf, nullptr), cudaErrorInvalidValue)
       << "I not a multiple of " << kernels::kHopperGluHalf;
 
+  // The RoPE epilogue's head norm (host-side checks of a plan made by hand: heads of 128, q's
+  // [0, 256), k's [256, 384)).
+  {
+    alignas(16) static float2 rot[4];
+    alignas(16) static bf16 weights[256];
+    kernels::HopperGemmPlan rp;
+    rp.epilogue = HopperEpilogue::kStoreBf16Rope;
+    rp.n = 512;
+    EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&rp, weights, weights + 128, 256, 1e-6f),
+              cudaErrorInvalidValue)
+        << "no rotation set";
+    ASSERT_EQ(kernels::SetHopperGemmRope(&rp, rot, 0, 384, 128), cudaSuccess);
+    EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&rp, weights, weights + 128, 256, 1e-6f), cudaSuccess);
+    EXPECT_EQ(rp.rope.k_lo, 256);
+    for (const int k_lo : {-128, 200, 512}) {
+      EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&rp, weights, weights + 128, k_lo, 1e-6f),
+                cudaErrorInvalidValue)
+          << "k_lo " << k_lo;
+    }
+    EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&rp, weights, nullptr, 256, 1e-6f),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&rp, weights + 1, weights + 128, 256, 1e-6f),
+              cudaErrorInvalidValue)
+        << "q_norm misaligned";
+    EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&rp, weights, weights + 128, 256, std::nanf("")),
+              cudaErrorInvalidValue)
+        << "NaN eps";
+    rp.epilogue = HopperEpilogue::kStoreBf16;
+    EXPECT_EQ(kernels::SetHopperGemmRopeNorm(&rp, weights, weights + 128, 256, 1e-6f),
+              cudaErrorInvalidValue)
+        << "another epilogue";
+  }
+
   // K slices (host-side checks of a plan made by hand: 250 rows, N 1024, K 3328: 52 K blocks).
   alignas(16) static float partials[4];
   static int counters[1];
