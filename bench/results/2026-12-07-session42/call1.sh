@@ -4,18 +4,19 @@
 #     build-gpu-h      (carry ["build-gpu-h"]; with rankd too it no longer fits beside the tree)
 # cuda_hopper_gemm_test: the K slices, and the tests of session 40's f8acce8 / e5a75d0 / 0ae6a48
 # (on a GPU for the first time: the gate to RANKD_CUDA_FP8_PROMOTED=1; the demo model's bar with
-# it is call 2's); the engine: fp8 +-PROMOTED, Tq=1024 with attention warpgroups 1 / auto, embedding items
-# (the GEMM choices with the K-sliced variant in the log).
+# it is call 2's); the engine: fp8 +-PROMOTED, Tq=1024 with attention warpgroups 1 / auto, the
+# 0.6B +-FUSE_QK_NORM, embedding items (the GEMM choices with the K-sliced variant in the log).
 F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 echo "== hopper test ($(el) s)" >> $L
-timeout ${HOPPER_S:-280} $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter="${HOPPER_FILTER:-*KSlices*:*Precondition*:*EveryEpilogue*:*Fp8Operands*:*GatedFp8*:*Stagger*}" > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
+timeout ${HOPPER_S:-280} $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter="${HOPPER_FILTER:-*KSlices*:*RopeHeadNorm*:*RopeEpilogue*:*Precondition*:*EveryEpilogue*:*Fp8Operands*:*GatedFp8*:*Stagger*}" > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
 grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log >> $L
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 echo "== engine ($(el) s)" >> $L
-for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto"; do
+[[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
+for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m06 bf16 50 -" "m06 bf16 50 RANKD_CUDA_FUSE_QK_NORM=1"; do
   set -- $v; model=$1; prec=$2; tq=$3; shift 3; envs=(); [[ $1 != - ]] && envs=("$@")
   echo "== [$v]" >> $OUT/engine.log
   timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq $tq --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1

@@ -1018,9 +1018,17 @@ struct PresetCase {
 
 void MakePresetCase(const std::string& preset, test_util::Rng& rng, PresetCase* c) {
   c->dir = ::testing::TempDir() + "/rankd-" + preset;
-  std::vector<std::string> args = {
-      "rankd-bench", "make-model", "--preset", preset,
-      "--out",       c->dir,       "--seed",   std::to_string(rng.Int(1, 1 << 30))};
+  // Any tokenizer: the backends read ids (and RANKD_SOURCE_DIR's default need not exist here).
+  std::vector<std::string> args = {"rankd-bench",
+                                   "make-model",
+                                   "--preset",
+                                   preset,
+                                   "--out",
+                                   c->dir,
+                                   "--tokenizer-from",
+                                   rankd::testing::ModelDir("llama-cls"),
+                                   "--seed",
+                                   std::to_string(rng.Int(1, 1 << 30))};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   ASSERT_EQ(rankd::bench::RunMakeModel(static_cast<int>(argv.size()), argv.data(), 2), 0)
