@@ -142,10 +142,13 @@ struct Cfg {
   static constexpr int kBoxes = kOutCols / kBoxCols;
   static constexpr int kBoxBytes = kRows * kBoxRowBytes;
   // A consumer's epilogue buffer: its whole output block where that is smaller (the gated
-  // epilogues' halved blocks: 16 KB bf16 and 8 KB e4m3 on ping-pong 128, whose ring then has a
-  // sixth stage), else 32 KB ping-pong, 16 KB cooperative (whose ring needs more); written in
-  // rounds of kBoxesPerRound boxes.
-  static constexpr int kEpiBufCap = (kPingPong ? 32 : 16) * 1024;
+  // epilogues' e4m3 block, 8 KB on ping-pong 128), else 16 KB, written in rounds of
+  // kBoxesPerRound boxes: the ring of ping-pong 128 then has a sixth stage, which took gate_up +
+  // SwiGLU (a 16 KB block) from 141.9 to 129.6 us on an H100 (bench/RESULTS.md, 2026-12-07,
+  // sessions 40-41). qkv's bf16 block (32 KB) and the residual adds' fp32 block (64 KB) go out in
+  // rounds of 16 KB for it (session 42; their rows against cuBLASLt's in the same call are what
+  // measures it).
+  static constexpr int kEpiBufCap = 16 * 1024;
   static constexpr int kEpiBufBytes =
       kBoxes * kBoxBytes < kEpiBufCap ? kBoxes * kBoxBytes : kEpiBufCap;
   static constexpr int kBoxesPerRound =
@@ -153,7 +156,7 @@ struct Cfg {
   static constexpr int kRounds = kBoxes / kBoxesPerRound;
   static_assert(kBoxes % kBoxesPerRound == 0 && kRounds >= 1, "whole rounds");
   static constexpr int kEpiBytes = kConsumers * kEpiBufBytes;
-  // Ping-pong 128: 5 stages (6 gated); ping-pong 64: 8; cooperative: 6 / 4 at BN 128 / 256.
+  // Ping-pong 128: 6 stages; ping-pong 64: 8; cooperative: 6 / 4 at BN 128 / 256.
   static constexpr int kStages = (kSmemBudget - kEpiBytes) / kStageBytes;
   // Dynamic shared memory: slack to align to kSwizzleAlign, the A stages, the B stages, the
   // epilogue buffers (1024-aligned: the swizzle pattern is that of the address), then full[] and
