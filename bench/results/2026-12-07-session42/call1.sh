@@ -1,32 +1,23 @@
 #!/usr/bin/env bash
-# Session 42, call 1 (what one call must hold if it is the session's only one). Bundle of HEAD:
+# Session 42 (prepared; no machine came), call 1: the Hopper GEMM's tests and rows. Bundle of HEAD:
 #   BUNDLE_BINS="rankd-bench cuda_hopper_gemm_test" scripts/make_bundle.sh --archive build \
 #     build-gpu-h      (carry ["build-gpu-h"]; with rankd too it no longer fits beside the tree)
-# cuda_hopper_gemm_test: the K slices, and the tests of session 40's f8acce8 / e5a75d0 / 0ae6a48
-# (on a GPU for the first time: the gate to RANKD_CUDA_FP8_PROMOTED=1; the demo model's bar with
-# it is call 2's); the engine: fp8 +-PROMOTED, Tq=1024 with attention warpgroups 1 / auto, the
-# 0.6B +-FUSE_QK_NORM, embedding items (the GEMM choices with the K-sliced variant in the log).
+# cuda_hopper_gemm_test: the K slices, the RoPE epilogue's head norm, every epilogue with the 16 KB
+# ping-pong buffers (six stages), and the tests of session 40's f8acce8 / e5a75d0 / 0ae6a48 (on a
+# GPU for the first time: the gate to RANKD_CUDA_FP8_PROMOTED=1). Then the GEMM rows: ping-pong
+# 128 against cuBLASLt in the same call (the six stages' A/B: the ratio against session 41's), the
+# K-sliced rows at the embedding pass's 300 rows, the 0.6B's qkv+qknorm.
 F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> $L; hostname >> $L
 echo "== hopper test ($(el) s)" >> $L
-timeout ${HOPPER_S:-280} $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter="${HOPPER_FILTER:-*KSlices*:*RopeHeadNorm*:*RopeEpilogue*:*Precondition*:*EveryEpilogue*:*Fp8Operands*:*GatedFp8*:*Stagger*}" > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
+timeout ${HOPPER_S:-330} $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter="${HOPPER_FILTER:-*KSlices*:*RopeHeadNorm*:*RopeEpilogue*:*Precondition*:*EveryEpilogue*:*Fp8Operands*:*GatedFp8*:*Stagger*}" > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
 grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log >> $L
-[[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
-echo "== engine ($(el) s)" >> $L
-[[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
-for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m06 bf16 50 -" "m06 bf16 50 RANKD_CUDA_FUSE_QK_NORM=1"; do
-  set -- $v; model=$1; prec=$2; tq=$3; shift 3; envs=(); [[ $1 != - ]] && envs=("$@")
-  echo "== [$v]" >> $OUT/engine.log
-  timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq $tq --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1
-  echo "[$v] $(grep -A1 '^backend' $OUT/engine.log | tail -1) | $(grep -o 'passes with attention in blocks of warpgroups: [0-9]*' $OUT/engine.log | tail -1)" >> $L
+echo "== gemm ($(el) s)" >> $L
+for v in "pp128 T=7500" "cublaslt T=7500" "T=300"; do
+  timeout 90 $B/rankd-bench kernels --filter gemm --shape 379m --variant "$v" >> $OUT/gemm.log 2>&1
 done
-echo "== embedding ($(el) s)" >> $L
-timeout 40 $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 100 --strategy ibpc --graphs --precision bf16 --tq 50 --ni 250 --items embedding --log-level info > $OUT/emb.log 2>&1
-echo "[emb ibpc] $(grep -A1 '^backend' $OUT/emb.log | tail -1)" >> $L
-grep -o 'GEMM of [0-9]* rows.*' $OUT/emb.log | cut -c1-330 >> $L
-echo "== profile ($(el) s)" >> $L
-timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ti 150 --ni 50 --iters 10 --strategy multi-item --precision bf16 > $OUT/profile.log 2>&1
-timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ni 250 --iters 10 --strategy ibpc --items embedding --precision bf16 > $OUT/profile_emb.log 2>&1
+timeout 60 $B/rankd-bench kernels --filter gemm --shape qwen3-0.6b --variant "qkv+qknorm" >> $OUT/gemm.log 2>&1
+grep -E "^(379m|qwen3)" $OUT/gemm.log | grep -E "pp128 |cublaslt|pp64|pp64ks|qknorm" | awk '{print $1, $3, $4, $5, $9}' >> $L
 echo "== done ($(el) s)" >> $L

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 42, call 3 (on a warm machine with build-gpu-i unpacked, or carry ["build-gpu-i"]):
+# Session 42 (prepared), call 3 (on a warm machine with build-gpu-h unpacked, or carry ["build-gpu-h"]):
 # Nsight Compute on the layers where the own GEMM trails cuBLASLt (qkv, o_proj +=, down +=; bf16,
 # 379M, T=7500): ours (ping-pong 128; down also cooperative 256) and cuBLASLt's kernel, speed of
 # light, warp states, and ours' per-instruction samples (sass_top.py reads them).
-F=build-gpu-i; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
+F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64; B=$F/bin
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu); L=$OUT/main.log; t0=$(date +%s)
 for v in "qkv ownpp128 T=7500:qkv_pp128:Hopper:1" "qkv cublaslt T=7500:qkv_lt:nvjet|xmma|sm90_|cutlass:25" \
