@@ -1598,13 +1598,18 @@ int HopperRasterGroup(int m, int n, int k, int unit_rows, int tile_n, int units_
 
 namespace {
 
-// The K blocks of a plan's tile and its tiles (of a cluster of 1), bf16.
-int PlanKBlocks(const HopperGemmPlan& plan) { return (plan.k + kHopperTileK - 1) / kHopperTileK; }
+// The K blocks of a plan's tile (kHopperTileK bf16 or 128 e4m3 columns each) and its tiles (of
+// a cluster of 1).
+int PlanKBlocks(const HopperGemmPlan& plan) {
+  const int block = plan.fp8 ? 128 : kHopperTileK;
+  return (plan.k + block - 1) / block;
+}
 int64_t PlanTiles(const HopperGemmPlan& plan) {
   return Tiles(plan.m, plan.n, TileRows(plan.schedule), plan.tile_n);
 }
 bool TakesSlices(const HopperGemmPlan& plan) {
-  return plan.cluster == 1 && !plan.fp8 && TakesSlices(plan.schedule, plan.tile_n);
+  return plan.cluster == 1 && (!plan.fp8 || plan.x_scales == HopperXScales::kRow) &&
+         TakesSlices(plan.schedule, plan.tile_n);
 }
 
 }  // namespace

@@ -268,9 +268,10 @@ cudaError_t SetHopperGemmNormOut(HopperGemmPlan* plan, __nv_bfloat16* copy, floa
 // kHopperMaxKSlices, that divide its K blocks into equal slices of kHopperMinSliceBlocks or
 // more, with no more units than SMs. HopperKSliceBytes and HopperKSliceCounters: the partials'
 // bytes and the counters that `count` slices need. SetHopperGemmKSlices: cudaErrorInvalidValue
-// unless count is 1 (none: the pointers are not read) or a divisor of the K blocks of a bf16
-// plan of 64 x 128 consumer blocks (kPingPongShort, or kCooperative with tile_n 128) in clusters
-// of 1 (the kernels take no slices otherwise), with
+// unless count is 1 (none: the pointers are not read) or a divisor of the K blocks (64 bf16 or 128
+// e4m3 columns) of a plan of 64 x 128 consumer blocks (kPingPongShort, or kCooperative with
+// tile_n 128) in clusters of 1, bf16 or e4m3 with X's scales per row (kRow: the promoted kernels
+// take no slices), with
 // partials 16-byte aligned and counters non-null. 0 or -1 from the queries where the plan
 // cannot take slices or the device cannot be asked.
 inline constexpr int kHopperMaxKSlices = 8;

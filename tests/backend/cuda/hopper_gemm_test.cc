@@ -903,6 +903,13 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
   EXPECT_EQ(kernels::SetHopperGemmKSlices(&sp, 2, partials, nullptr), cudaErrorInvalidValue)
       << "null counters";
   EXPECT_EQ(kernels::SetHopperGemmKSlices(nullptr, 2, partials, counters), cudaErrorInvalidValue);
+  // e4m3 with row scales: K blocks of 128 columns (26 of them: 2 slices, not 4); promoted: none.
+  kernels::HopperGemmPlan f8 = sliced(HopperSchedule::kPingPongShort, 128);
+  f8.fp8 = true;
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&f8, 2, partials, counters), cudaSuccess);
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&f8, 4, partials, counters), cudaErrorInvalidValue);
+  f8.x_scales = kernels::HopperXScales::kRowPromoted;
+  EXPECT_EQ(kernels::SetHopperGemmKSlices(&f8, 2, partials, counters), cudaErrorInvalidValue);
   kernels::HopperGemmPlan coop = sliced(HopperSchedule::kCooperative, 128);
   EXPECT_EQ(kernels::SetHopperGemmKSlices(&coop, 2, partials, counters), cudaSuccess);
   EXPECT_EQ(kernels::HopperKSliceCounters(coop), 2 * 2 * 8) << "a counter per consumer block";
@@ -910,8 +917,7 @@ TEST(HopperGemmPreconditions, RefusesBadShapesAndAlignment) {
        {std::tuple{HopperSchedule::kPingPong, 128, 1, false},
         {HopperSchedule::kCooperative, 256, 1, false},
         {HopperSchedule::kCooperativeTall, 128, 1, false},
-        {HopperSchedule::kPingPongShort, 128, 2, false},
-        {HopperSchedule::kPingPongShort, 128, 1, true}}) {
+        {HopperSchedule::kPingPongShort, 128, 2, false}}) {
     kernels::HopperGemmPlan p = sliced(schedule, tile_n);
     p.cluster = cluster;
     p.fp8 = fp8;
@@ -1232,13 +1238,28 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
   // Every schedule the row-scaled kernels are built for, then the promoted kernels' two
   // (HopperXScales::kRowPromoted: the same row scales, each group's product promoted; held to
   // kFp8PromotedFp32Tolerance).
-  const std::vector<std::tuple<HopperSchedule, int, HopperXScales>> schedules = {
-      {HopperSchedule::kPingPong, 128, HopperXScales::kRow},
-      {HopperSchedule::kPingPongShort, 128, HopperXScales::kRow},
-      {HopperSchedule::kCooperative, 128, HopperXScales::kRow},
-      {HopperSchedule::kCooperative, 256, HopperXScales::kRow},
-      {HopperSchedule::kCooperative, 128, HopperXScales::kRowPromoted},
-      {HopperSchedule::kPingPongShort, 128, HopperXScales::kRowPromoted}};
+  // Ping-pong 64 and cooperative 128 also with K in the slices HopperKSlices asks for (where it
+  // asks for some: the shapes of few rows).
+  const std::vector<std::tuple<HopperSchedule, int, HopperXScales, bool>> schedules = {
+      {HopperSchedule::kPingPong, 128, HopperXScales::kRow, false},
+      {HopperSchedule::kPingPongShort, 128, HopperXScales::kRow, false},
+      {HopperSchedule::kPingPongShort, 128, HopperXScales::kRow, true},
+      {HopperSchedule::kCooperative, 128, HopperXScales::kRow, false},
+      {HopperSchedule::kCooperative, 128, HopperXScales::kRow, true},
+      {HopperSchedule::kCooperative, 256, HopperXScales::kRow, false},
+      {HopperSchedule::kCooperative, 128, HopperXScales::kRowPromoted, false},
+      {HopperSchedule::kPingPongShort, 128, HopperXScales::kRowPromoted, false}};
+  // The slices' partials and counters: at most a unit an SM (HopperKSlices), 128 x 128 fp32 each.
+  int sms = 0;
+  RANKD_EXPECT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  DeviceArray<float> partials(static_cast<size_t>(sms) * 128 * 128);
+  DeviceArray<int> counters(std::vector<int>(2 * sms, 0));
+  auto slice = [&](kernels::HopperGemmPlan* plan) {
+    const int count = kernels::HopperKSlices(*plan);
+    ASSERT_GE(count, 1);
+    RANKD_EXPECT_CUDA_OK(
+        kernels::SetHopperGemmKSlices(plan, count, partials.get(), counters.get()));
+  };
   for (const int M : {1, 129, 1000, 7500}) {
     for (const auto& [N, K] : {std::pair{1152, 1040}, {6656, 1024}, {1024, 3328}}) {
       SCOPED_TRACE(::testing::Message() << "M=" << M << " N=" << N << " K=" << K);
@@ -1259,10 +1280,11 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
       RANKD_EXPECT_CUDA_OK(kernels::InterleaveGateUp(d_w.get(), I, K, d_wi.get(), nullptr));
       RANKD_EXPECT_CUDA_OK(
           kernels::InterleaveGateUp(d_ws.get(), I, sizeof(float), d_wsi.get(), nullptr));
-      for (const auto& [schedule, tile_n, x_scales] : schedules) {
+      for (const auto& [schedule, tile_n, x_scales, sliced] : schedules) {
         const bool promoted = x_scales == HopperXScales::kRowPromoted;
-        SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(schedule) << " tile_n "
-                                          << tile_n << (promoted ? " promoted" : ""));
+        SCOPED_TRACE(::testing::Message()
+                     << "schedule " << static_cast<int>(schedule) << " tile_n " << tile_n
+                     << (promoted ? " promoted" : "") << (sliced ? " K slices" : ""));
         ExpectStoreAndAccumulateWith(
             rng_, M, N,
             [&](HopperEpilogue e, void* y, kernels::HopperGemmPlan* plan) {
@@ -1272,6 +1294,7 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
               if (e == HopperEpilogue::kStoreBf16) {
                 EXPECT_TRUE(plan->fp8);
               }
+              if (sliced) slice(plan);
             },
             acc, rows, promoted ? kFp8PromotedFp32Tolerance : kFp8Fp32Tolerance, "fp8 ");
         kernels::HopperGemmPlan plan;
@@ -1282,6 +1305,7 @@ TEST_F(HopperGemmTest, Fp8OperandsMatchCpuReference) {
           RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlanFp8(
               AsFp8(d_x), d_xs.get(), AsFp8(d_wi), d_wsi.get(), y.get(), M, N, K, e, &plan, tile_n,
               schedule, 1, x_scales));
+          if (sliced) slice(&plan);
           RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(plan, nullptr));
           Sync();
           ExpectClose(FromBf16(y.Download()), GatedReference(acc, M, N, rows, swiglu), I, rows,
