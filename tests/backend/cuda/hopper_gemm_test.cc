@@ -956,20 +956,32 @@ std::vector<float2> RandomRotations(Rng& rng, int M, int D) {
 }
 
 // The unfused path that kStoreBf16Rope replaces, after the GEMM's kStoreBf16 into qkv [M, (q_heads
-// + 2 kv_heads) D]: LaunchQkvRope on the k heads alone (q is rotated in attention).
-void LaunchKRope(bf16* qkv, const float2* rotations, const int32_t* num_rows, int M, int q_heads,
-                 int kv_heads, int D) {
+// + 2 kv_heads) D]: LaunchQkvRope on the k heads alone (q is rotated in attention), or with the
+// q/k norms (q_norm set) on q's and k's heads, each normed first.
+void LaunchUnfusedRope(bf16* qkv, const float2* rotations, const int32_t* num_rows, int M,
+                       int q_heads, int kv_heads, int D, const bf16* q_norm = nullptr,
+                       const bf16* k_norm = nullptr, float eps = 0.0f) {
   kernels::QkvRopeParams r;
   r.qkv = qkv;
   r.rotations = rotations;
   r.num_rows = num_rows;
-  r.skip_q = true;
+  r.skip_q = q_norm == nullptr;
+  r.q_norm = q_norm;
+  r.k_norm = k_norm;
+  r.eps = eps;
   r.num_tokens = M;
   r.num_q_heads = q_heads;
   r.num_kv_heads = kv_heads;
   r.head_dim = D;
   RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
 }
+
+// Every schedule and cluster the RoPE epilogue's tests run.
+constexpr std::pair<kernels::HopperSchedule, int> kRopeSchedules[] = {
+    {kernels::HopperSchedule::kPingPong, 1},        {kernels::HopperSchedule::kPingPong, 2},
+    {kernels::HopperSchedule::kCooperative, 1},     {kernels::HopperSchedule::kCooperative, 2},
+    {kernels::HopperSchedule::kCooperativeTall, 1}, {kernels::HopperSchedule::kCooperativeTall, 2},
+    {kernels::HopperSchedule::kPingPongShort, 1}};
 
 // got and want [rows, cols] bf16 equal bit for bit; the count that differ and the first of them.
 void ExpectSameBits(const std::vector<bf16>& got, const std::vector<bf16>& want, int cols,
@@ -1051,12 +1063,7 @@ TEST_F(HopperGemmTest, RopeHeadNormMatchesCpuAndTheUnfusedPath) {
     DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w)), d_qn(ToBf16(q_norm)), d_kn(ToBf16(k_norm));
     DeviceArray<float2> d_rot(rot);
     DeviceArray<int32_t> d_rows(std::vector<int32_t>{c.M});
-    for (const auto& [schedule, cluster] :
-         {std::pair{HopperSchedule::kPingPong, 1}, std::pair{HopperSchedule::kPingPong, 2},
-          std::pair{HopperSchedule::kCooperative, 1}, std::pair{HopperSchedule::kCooperative, 2},
-          std::pair{HopperSchedule::kCooperativeTall, 1},
-          std::pair{HopperSchedule::kCooperativeTall, 2},
-          std::pair{HopperSchedule::kPingPongShort, 1}}) {
+    for (const auto& [schedule, cluster] : kRopeSchedules) {
       SCOPED_TRACE(::testing::Message()
                    << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
       DeviceArray<bf16> fused(static_cast<size_t>(c.M) * N), unfused(fused.size());
@@ -1092,18 +1099,8 @@ TEST_F(HopperGemmTest, RopeHeadNormMatchesCpuAndTheUnfusedPath) {
                                                        K, HopperEpilogue::kStoreBf16, &store,
                                                        plan.tile_n, schedule, cluster));
       RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
-      kernels::QkvRopeParams r;
-      r.qkv = unfused.get();
-      r.q_norm = d_qn.get();
-      r.k_norm = d_kn.get();
-      r.rotations = d_rot.get();
-      r.num_rows = d_rows.get();
-      r.num_tokens = c.M;
-      r.num_q_heads = c.q_heads;
-      r.num_kv_heads = c.kv_heads;
-      r.head_dim = c.D;
-      r.eps = kEps;
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
+      LaunchUnfusedRope(unfused.get(), d_rot.get(), d_rows.get(), c.M, c.q_heads, c.kv_heads, c.D,
+                        d_qn.get(), d_kn.get(), kEps);
       Sync();
       ExpectWithinOneBf16Step(got, unfused.Download(), N, 1e-2f,
                               "kStoreBf16 + LaunchQkvRope with the q/k norms");
@@ -1156,12 +1153,7 @@ TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
     DeviceArray<float2> d_rot(rot);
     const bool qkv_layout = c.lo == c.q_heads * c.D && c.hi == (c.q_heads + c.kv_heads) * c.D;
     DeviceArray<int32_t> d_rows(std::vector<int32_t>{c.M});
-    for (const auto& [schedule, cluster] :
-         {std::pair{HopperSchedule::kPingPong, 1}, std::pair{HopperSchedule::kPingPong, 2},
-          std::pair{HopperSchedule::kCooperative, 1}, std::pair{HopperSchedule::kCooperative, 2},
-          std::pair{HopperSchedule::kCooperativeTall, 1},
-          std::pair{HopperSchedule::kCooperativeTall, 2},
-          std::pair{HopperSchedule::kPingPongShort, 1}}) {
+    for (const auto& [schedule, cluster] : kRopeSchedules) {
       SCOPED_TRACE(::testing::Message()
                    << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
       DeviceArray<bf16> fused(static_cast<size_t>(c.M) * N), unfused(fused.size());
@@ -1184,7 +1176,7 @@ TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
                                                        K, HopperEpilogue::kStoreBf16, &store,
                                                        plan.tile_n, schedule, cluster));
       RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
-      LaunchKRope(unfused.get(), d_rot.get(), d_rows.get(), c.M, c.q_heads, c.kv_heads, c.D);
+      LaunchUnfusedRope(unfused.get(), d_rot.get(), d_rows.get(), c.M, c.q_heads, c.kv_heads, c.D);
       Sync();
       ExpectSameBits(fused.Download(), unfused.Download(), N, "kStoreBf16 + LaunchQkvRope");
     }
@@ -1348,7 +1340,7 @@ TEST_F(HopperGemmTest, Fp8RopeEpilogueIsTheUnfusedPath) {
         AsFp8(d_x), d_xs.get(), AsFp8(d_w), d_ws.get(), unfused.get(), M, N, K,
         HopperEpilogue::kStoreBf16, &store, tile_n, schedule, 1));
     RANKD_EXPECT_CUDA_OK(kernels::LaunchHopperGemm(store, nullptr));
-    LaunchKRope(unfused.get(), d_rot.get(), d_rows.get(), M, kHeads, kHeads, D);
+    LaunchUnfusedRope(unfused.get(), d_rot.get(), d_rows.get(), M, kHeads, kHeads, D);
     Sync();
     ExpectSameBits(fused.Download(), unfused.Download(), N, "fp8 kStoreBf16 + LaunchQkvRope");
   }
