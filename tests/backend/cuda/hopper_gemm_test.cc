@@ -408,7 +408,9 @@ TEST_F(HopperGemmTest, KSlicesMatchCpuReferenceBitForBitAcrossLaunches) {
   RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x.get(), w.get(), y.get(), 250, 1024, 3328,
                                                    HopperEpilogue::kAccumulateF32, &down, 128,
                                                    HopperSchedule::kPingPongShort, 1));
-  if (sms >= 128 && sms < 208) EXPECT_EQ(kernels::HopperKSlices(down), 4) << sms << " SMs";
+  if (sms >= 128 && sms < 208) {
+    EXPECT_EQ(kernels::HopperKSlices(down), 4) << sms << " SMs";
+  }
   EXPECT_GE(kernels::HopperKSlices(down), 1);
   RANKD_EXPECT_CUDA_OK(kernels::MakeHopperGemmPlan(x.get(), w.get(), y.get(), 7500, 1024, 3328,
                                                    HopperEpilogue::kAccumulateF32, &down, 128,
@@ -976,6 +978,40 @@ void LaunchUnfusedRope(bf16* qkv, const float2* rotations, const int32_t* num_ro
   RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(r, nullptr));
 }
 
+// The RoPE epilogue tests' operands: random bf16 X [M, K] and W [N, K], every row checked, the
+// reference's accumulators and their bf16 rounding (what the epilogue rotates), random rotations
+// [M, D / 2], and on the device X, W, the rotations and the live row count.
+struct RopeOperands {
+  RopeOperands(Rng& rng, int M, int N, int K, int D)
+      : x(rng.Bf16Values(static_cast<size_t>(M) * K, 1.0f)),
+        w(rng.Bf16Values(static_cast<size_t>(N) * K, 1.0f)),
+        rows(AllRows(M)),
+        acc(ReferenceAcc(x, w, M, N, K, rows)),
+        rounded(RoundedBf16(acc)),
+        rot(RandomRotations(rng, M, D)),
+        d_x(ToBf16(x)),
+        d_w(ToBf16(w)),
+        d_rot(rot),
+        d_rows(std::vector<int32_t>{M}) {}
+  static std::vector<int> AllRows(int M) {
+    std::vector<int> r(M);
+    for (int i = 0; i < M; ++i) r[i] = i;
+    return r;
+  }
+  static std::vector<float> RoundedBf16(const std::vector<float>& v) {
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = RoundBf16(v[i]);
+    return r;
+  }
+  const std::vector<float> x, w;
+  const std::vector<int> rows;
+  const std::vector<float> acc, rounded;
+  const std::vector<float2> rot;
+  const DeviceArray<bf16> d_x, d_w;
+  const DeviceArray<float2> d_rot;
+  const DeviceArray<int32_t> d_rows;
+};
+
 // Every schedule and cluster the RoPE epilogue's tests run.
 constexpr std::pair<kernels::HopperSchedule, int> kRopeSchedules[] = {
     {kernels::HopperSchedule::kPingPong, 1},        {kernels::HopperSchedule::kPingPong, 2},
@@ -1033,17 +1069,12 @@ TEST_F(HopperGemmTest, RopeHeadNormMatchesCpuAndTheUnfusedPath) {
   for (const Case& c : {Case{129, 128, 16, 8}, Case{300, 64, 4, 2}, Case{7, 128, 2, 1}}) {
     const int Q = c.q_heads * c.D, KV = c.kv_heads * c.D, N = Q + 2 * KV, K = 256;
     SCOPED_TRACE(::testing::Message() << "M=" << c.M << " D=" << c.D << " N=" << N);
-    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(c.M) * K, 1.0f);
-    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
+    const RopeOperands operands(rng_, c.M, N, K, c.D);
+    const auto& [x, w, rows, acc, rounded, rot, d_x, d_w, d_rot, d_rows] = operands;
     std::vector<float> q_norm = rng_.Bf16Values(c.D, 0.1f), k_norm = rng_.Bf16Values(c.D, 0.1f);
     for (float& v : q_norm) v = RoundBf16(1.0f + v);
     for (float& v : k_norm) v = RoundBf16(1.0f + v);
-    std::vector<int> rows(c.M);
-    for (int r = 0; r < c.M; ++r) rows[r] = r;
-    const std::vector<float> acc = ReferenceAcc(x, w, c.M, N, K, rows);
-    const std::vector<float2> rot = RandomRotations(rng_, c.M, c.D);
-    std::vector<float> ref(acc.size());
-    for (size_t i = 0; i < acc.size(); ++i) ref[i] = RoundBf16(acc[i]);
+    std::vector<float> ref = rounded;
     for (int r = 0; r < c.M; ++r) {
       for (int head = 0; head < (Q + KV) / c.D; ++head) {
         float* h = &ref[static_cast<size_t>(r) * N + head * c.D];
@@ -1060,9 +1091,7 @@ TEST_F(HopperGemmTest, RopeHeadNormMatchesCpuAndTheUnfusedPath) {
         }
       }
     }
-    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w)), d_qn(ToBf16(q_norm)), d_kn(ToBf16(k_norm));
-    DeviceArray<float2> d_rot(rot);
-    DeviceArray<int32_t> d_rows(std::vector<int32_t>{c.M});
+    DeviceArray<bf16> d_qn(ToBf16(q_norm)), d_kn(ToBf16(k_norm));
     for (const auto& [schedule, cluster] : kRopeSchedules) {
       SCOPED_TRACE(::testing::Message()
                    << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
@@ -1129,14 +1158,9 @@ TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
     const int N = (c.q_heads + 2 * c.kv_heads) * c.D, K = 256;
     SCOPED_TRACE(::testing::Message() << "M=" << c.M << " D=" << c.D << " N=" << N << " rope ["
                                       << c.lo << ", " << c.hi << ")");
-    const std::vector<float> x = rng_.Bf16Values(static_cast<size_t>(c.M) * K, 1.0f);
-    const std::vector<float> w = rng_.Bf16Values(static_cast<size_t>(N) * K, 1.0f);
-    std::vector<int> rows(c.M);
-    for (int r = 0; r < c.M; ++r) rows[r] = r;
-    const std::vector<float> acc = ReferenceAcc(x, w, c.M, N, K, rows);
-    const std::vector<float2> rot = RandomRotations(rng_, c.M, c.D);
-    std::vector<float> ref(acc.size());
-    for (size_t i = 0; i < acc.size(); ++i) ref[i] = RoundBf16(acc[i]);
+    const RopeOperands operands(rng_, c.M, N, K, c.D);
+    const auto& [x, w, rows, acc, rounded, rot, d_x, d_w, d_rot, d_rows] = operands;
+    std::vector<float> ref = rounded;
     for (int r = 0; r < c.M; ++r) {
       for (int col = c.lo; col < c.hi; ++col) {
         const int dim = col % c.D;
@@ -1149,10 +1173,7 @@ TEST_F(HopperGemmTest, RopeEpilogueMatchesCpuAndTheUnfusedPath) {
         b = nb;
       }
     }
-    DeviceArray<bf16> d_x(ToBf16(x)), d_w(ToBf16(w));
-    DeviceArray<float2> d_rot(rot);
     const bool qkv_layout = c.lo == c.q_heads * c.D && c.hi == (c.q_heads + c.kv_heads) * c.D;
-    DeviceArray<int32_t> d_rows(std::vector<int32_t>{c.M});
     for (const auto& [schedule, cluster] : kRopeSchedules) {
       SCOPED_TRACE(::testing::Message()
                    << "schedule " << static_cast<int>(schedule) << " cluster " << cluster);
