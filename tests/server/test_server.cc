@@ -261,8 +261,43 @@ std::optional<int> TestServer::WaitExit(std::chrono::milliseconds timeout) {
 
 std::string TestServer::Log() const { return ReadFile(dir_ + "/server.log"); }
 
+namespace {
+
+// The state letter of /proc/PID/stat or /proc/PID/task/TID/stat ('?' when unreadable).
+char StatState(const std::string& stat_path) {
+  const std::string stat = ReadFile(stat_path);
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 ? stat[close + 2] : '?';
+}
+
+// Every thread of `pid` stopped ('T'), or the process gone. SIGSTOP takes effect only when each
+// thread next runs: on a starved machine a worker went on answering a call sent right after the
+// kill (HttpMannersTest's held calls came back 200).
+bool AllThreadsStopped(pid_t pid) {
+  const std::string task = absl::StrCat("/proc/", pid, "/task");
+  DIR* dir = opendir(task.c_str());
+  if (dir == nullptr) return true;  // gone
+  bool stopped = true;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const char state = StatState(absl::StrCat(task, "/", e->d_name, "/stat"));
+    if (state != 'T' && state != '?' && state != 'Z' && state != 'X') stopped = false;
+  }
+  closedir(dir);
+  return stopped;
+}
+
+}  // namespace
+
 StoppedWorkers::StoppedWorkers(std::vector<pid_t> pids) : pids_(std::move(pids)) {
   for (pid_t p : pids_) kill(p, SIGSTOP);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (pid_t p : pids_) {
+    while (!AllThreadsStopped(p) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(AllThreadsStopped(p)) << "worker " << p << " did not stop within 30 s";
+  }
 }
 
 void StoppedWorkers::Resume(pid_t p) { kill(p, SIGCONT); }

@@ -88,7 +88,7 @@ class TestServer {
 };
 
 // Holds processes stopped (SIGSTOP) while it lives, e.g. a server's workers, so that its queue
-// fills deterministically.
+// fills deterministically. The constructor returns once every thread of each is stopped.
 class StoppedWorkers {
  public:
   explicit StoppedWorkers(std::vector<pid_t> pids);
