@@ -330,9 +330,8 @@ std::vector<pid_t> ChildPids(pid_t parent) {
 }
 
 bool ProcessExists(pid_t pid) {
-  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  const size_t close = stat.rfind(')');
-  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
+  const char state = StatState(absl::StrCat("/proc/", pid, "/stat"));
+  return state != '?' && state != 'Z';
 }
 
 }  // namespace rankd::testing
