@@ -67,7 +67,6 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
         std::pair{"RANKD_CUDA_FUSE_QK_NORM", &c.fuse_qk_norm},
         std::pair{"RANKD_CUDA_ATTENTION_PIPELINE", &c.attention_pipeline},
         std::pair{"RANKD_CUDA_ATTENTION_WGMMA", &c.attention_wgmma},
-        std::pair{"RANKD_CUDA_ATTENTION_OVERLAP", &c.attention_overlap},
         std::pair{"RANKD_CUDA_PDL", &c.pdl},
         std::pair{"RANKD_CUDA_FP8_GROUP_SCALES", &c.fp8_group_scales},
         std::pair{"RANKD_CUDA_FP8_PROMOTED", &c.fp8_promoted},
@@ -95,6 +94,15 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
                                                : OwnVariants::kPingPong;
   }
   if (absl::Status s = number("RANKD_CUDA_PROFILE_SKIP", &c.profile_skip); !s.ok()) return s;
+  if (const char* v = getenv("RANKD_CUDA_ATTENTION_OVERLAP"); v != nullptr) {
+    const std::string s(v);
+    if (s != "0" && s != "1" && s != "auto") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RANKD_CUDA_ATTENTION_OVERLAP: '", s, "' is not 0, 1 or auto"));
+    }
+    c.attention_overlap =
+        s == "auto" ? BackendOptions::CudaSwitches::kAttentionOverlapAuto : s[0] - '0';
+  }
   if (const char* v = getenv("RANKD_CUDA_ATTENTION_WARPGROUPS"); v != nullptr) {
     const std::string s(v);
     // "auto" is kAttentionWarpgroupsAuto (0), which no number may spell.

@@ -67,7 +67,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_TRUE(o.cuda.fuse_qk_norm);
   EXPECT_TRUE(o.cuda.attention_pipeline);
   EXPECT_FALSE(o.cuda.attention_wgmma);
-  EXPECT_TRUE(o.cuda.attention_overlap);
+  EXPECT_EQ(o.cuda.attention_overlap, 1);
   EXPECT_EQ(o.cuda.attention_warpgroups, 3);
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
@@ -80,7 +80,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   // Not yet measured on a GPU, or measured no faster: off unless set; the Hopper GEMM's ping-pong
   // variants (128- and 64-row tiles), and 128-row tiles alone when asked for.
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
-  EXPECT_FALSE(BackendOptions{}.cuda.attention_overlap);
+  EXPECT_EQ(BackendOptions{}.cuda.attention_overlap, 0);
   EXPECT_EQ(BackendOptions{}.cuda.attention_warpgroups, 1);
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
@@ -182,11 +182,20 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
                 HasSubstr(absl::StrCat("RANKD_CUDA_ATTENTION_WARPGROUPS: '", v,
                                        "' is not auto, 1, 2 or 3")));
   }
+  for (const char* v : {"2", "yes", "Auto", ""}) {
+    s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_OVERLAP", v}}));
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << v;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("RANKD_CUDA_ATTENTION_OVERLAP: '",
+                                                                 v, "' is not 0, 1 or auto")));
+  }
   BackendOptions automatic;
   ASSERT_TRUE(
       ApplyBackendEnvironment(&automatic, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", "auto"}})).ok());
   EXPECT_EQ(automatic.cuda.attention_warpgroups,
             BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto);
+  ASSERT_TRUE(
+      ApplyBackendEnvironment(&automatic, Env({{"RANKD_CUDA_ATTENTION_OVERLAP", "auto"}})).ok());
+  EXPECT_EQ(automatic.cuda.attention_overlap, BackendOptions::CudaSwitches::kAttentionOverlapAuto);
 }
 
 TEST(CreateBackendTest, KnowsTheBuiltInKinds) {

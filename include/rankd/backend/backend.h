@@ -167,13 +167,15 @@ struct BackendOptions {
     // the mma.sync kernel runs. bench/RESULTS.md, 2026-12-06: attention 7-16% faster, 379M
     // Tq=1024 +4%, the standard workload +1%.
     bool attention_wgmma = true;
-    // RANKD_CUDA_ATTENTION_OVERLAP=1: on wgmma, the queue kernel's key tiles overlapped
-    // (FlashAttention-3's intra-warpgroup pipelining: the next tile's S issued with this one's
-    // P V, the softmax under the MMAs; the same scores bit for bit). Off: on an H100
-    // (bench/RESULTS.md, 2026-12-07, session 41) slower at heads of 64 (the 379M's attention
-    // 11% at Tq=1024, its pass 3%), 9% faster per kernel at heads of 128 and Tq=50, its engine A/B
-    // there not yet run; ignored where attention is not on wgmma or runs the pipelined kernel.
-    bool attention_overlap = false;
+    // RANKD_CUDA_ATTENTION_OVERLAP (0, 1 or auto; default 0): on wgmma, the queue kernel's key
+    // tiles overlapped (FlashAttention-3's intra-warpgroup pipelining: the next tile's S issued
+    // with this one's P V, the softmax under the MMAs; the same scores bit for bit); auto
+    // (kAttentionOverlapAuto): at heads of 128 only. Off: on an H100 (bench/RESULTS.md,
+    // 2026-12-07, session 41) slower at heads of 64 (the 379M's attention 11% at Tq=1024, its
+    // pass 3%), 9% faster per kernel at heads of 128 and Tq=50, its engine A/B there not yet
+    // run; ignored where attention is not on wgmma or runs the pipelined kernel.
+    static constexpr int kAttentionOverlapAuto = 2;
+    int attention_overlap = 0;
     // RANKD_CUDA_ATTENTION_WARPGROUPS (auto, 1, 2 or 3; default 1): on wgmma, the queue kernel's
     // warpgroups a block, each its 64 query rows of a unit of 64 x that many, all of them
     // multiplying one copy of each K/V tile (a unit's K/V reads from L2, most of attention's

@@ -427,6 +427,12 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
         "cuda backend: programmatic dependent launch needs sm_90 or later; kernels launch "
         "in stream order");
   }
+  // The overlapped key tiles: the switch, or with auto at heads of 128 (where one kernel measured
+  // faster; slower at 64).
+  attention_overlap_ =
+      switches_.attention_overlap == backend::BackendOptions::CudaSwitches::kAttentionOverlapAuto
+          ? config_.head_dim == 128
+          : switches_.attention_overlap != 0;
   // Attention's blocks of warpgroups: the switch's number where the kernel takes it, else 1; auto:
   // 1 or 2 per pass (PassWarpgroups), where blocks of 2 can run at all.
   attention_warpgroups_ = 1;
@@ -451,7 +457,7 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
     const bool runs = w == attention_warpgroups_ || (auto_warpgroups_ && w == 2);
     attention_blocks_[w] =
         runs ? kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
-                                              attention_wgmma_, switches_.attention_overlap, w)
+                                              attention_wgmma_, attention_overlap_, w)
              : 0;
     if (runs && attention_blocks_[w] <= 0) {
       return absl::InternalError("cannot size the attention kernel's grid on this device");
@@ -694,7 +700,10 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
-      sw.attention_pipeline, sw.attention_wgmma, sw.attention_overlap,
+      sw.attention_pipeline, sw.attention_wgmma,
+      sw.attention_overlap == backend::BackendOptions::CudaSwitches::kAttentionOverlapAuto
+          ? std::string("auto")
+          : std::to_string(sw.attention_overlap),
       sw.attention_warpgroups == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto
           ? std::string("auto")
           : std::to_string(sw.attention_warpgroups),

@@ -159,7 +159,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.blocks = attention_blocks_[shape.attention_warpgroups];
     a.pipelined = switches_.attention_pipeline;
     a.wgmma = attention_wgmma_;
-    a.overlap = switches_.attention_overlap;
+    a.overlap = attention_overlap_;
     a.warpgroups = shape.attention_warpgroups;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));

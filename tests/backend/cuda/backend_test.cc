@@ -1170,6 +1170,37 @@ TEST_F(CudaWgmmaAttention, EveryWarpgroupBlockAndAutoScoreAsTheCpu) {
   }
 }
 
+// RANKD_CUDA_ATTENTION_OVERLAP=auto overlaps the key tiles at heads of 128 only, and the overlapped
+// kernel scores as the serial one bit for bit (both strategies, graphs on); 1 at heads of 64 too.
+TEST_F(CudaWgmmaAttention, OverlapAutoAtHeadsOf128Only) {
+  for (const char* preset : {"tiny-h64", "tiny-h128"}) {
+    SCOPED_TRACE(preset);
+    const bool d128 = std::string(preset) == "tiny-h128";
+    PresetCase pc;
+    ASSERT_NO_FATAL_FAILURE(MakePresetCase(preset, rng_, &pc));
+    for (const std::string& strategy : kStrategies) {
+      SCOPED_TRACE(strategy);
+      std::vector<float> serial;
+      for (const char* overlap : {"0", "auto", "1"}) {
+        SCOPED_TRACE(::testing::Message() << "overlap " << overlap);
+        ScopedEnv o("RANKD_CUDA_ATTENTION_OVERLAP", overlap);
+        auto b = MakeBackend(pc.dir, "classifier:0", "cuda", strategy);
+        ASSERT_TRUE(b.ok()) << b.status();
+        const std::string v(overlap);
+        EXPECT_EQ(cuda::GetCudaBackendStats(**b)->attention_overlap,
+                  v == "1" || (v == "auto" && d128));
+        const std::vector<float> got = Score(**b, pc.prefix, pc.batch);
+        EXPECT_LT(test_util::RelNormError(got, pc.ref), kVsCpu) << "vs the CPU backend";
+        if (serial.empty()) {
+          serial = got;
+        } else {
+          EXPECT_EQ(got, serial) << "overlapped vs serial";
+        }
+      }
+    }
+  }
+}
+
 // The q/k norms and RoPE of q and k in the qkv GEMM's epilogue (RANKD_CUDA_FUSE_QK_NORM=1: the
 // Hopper GEMM's kStoreBf16Rope with its head norm), on random Qwen3s with heads of 64 and 128:
 // with the Hopper GEMM on every layer (RANKD_CUDA_OWN_GEMM=1), in both strategies and

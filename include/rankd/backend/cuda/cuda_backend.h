@@ -73,6 +73,9 @@ struct CudaBackendStats {
   // The norms in front of qkv and gate_up are folded into those GEMMs (RANKD_CUDA_FOLD_NORMS=1
   // where the model, precision and device take it).
   bool fold_norms = false;
+  // Attention's key tiles are overlapped (RANKD_CUDA_ATTENTION_OVERLAP=1, or auto at heads of
+  // 128), where attention runs the wgmma queue kernel.
+  bool attention_overlap = false;
   // Passes whose attention ran in blocks of more than one warpgroup
   // (RANKD_CUDA_ATTENTION_WARPGROUPS: 2 or 3, or auto's choice of 2), eager or replayed.
   int64_t wide_attention_passes = 0;
