@@ -196,9 +196,9 @@ struct BackendOptions {
     bool pdl = false;
     // RANKD_CUDA_OWN_GEMM_VARIANTS: the Hopper GEMM variants that RANKD_CUDA_OWN_GEMM=auto times
     // against cuBLASLt per layer shape: "pingpong" (the default: ping-pong on 128- and on 64-row
-    // tiles, and on 64-row tiles with K in slices where the shape's tiles leave half of the SMs
-    // idle), "pingpong128" (128-row tiles alone, the default before 2026-12-06) or "all" (those,
-    // cooperative and tall, each but the 64-row ones alone and in clusters of 2 CTAs).
+    // tiles), "pingpong128" (128-row tiles alone, the default before 2026-12-06) or "all" (those,
+    // cooperative and tall, each but the 64-row one alone and in clusters of 2 CTAs, and 64-row
+    // tiles with K in slices where the shape's tiles leave half of the SMs idle).
     enum class OwnVariants { kPingPong128, kPingPong, kAll };
     OwnVariants own_gemm_variants = OwnVariants::kPingPong;
     // RANKD_CUDA_OWN_GEMM: which GEMM runs the bf16 linear layers on sm_90a. rankd's Hopper GEMM

@@ -190,12 +190,13 @@ absl::Status CudaBackend::CublasLinear(const LinearIn& ops, int rows, int in, in
 // The Hopper GEMM variants that kTimed tries on each layer shape (RANKD_CUDA_OWN_GEMM_VARIANTS):
 // ping-pong on 128-row tiles (pingpong128: the first alone); with pingpong (the default) ping-pong
 // on 64-row tiles too (for passes of few rows: 300 to 1,650 rows in issue 25's small shapes,
-// where 128-row tiles leave SMs idle in their last wave) and on 64-row tiles with K in slices
-// (where kernels::HopperKSlices asks for some: tiles that fill at most half of the SMs, as the
-// embedding pass's 250 rows make); with all, each schedule alone and in clusters of 2 (W's tile
-// multicast to both CTAs); kCooperative with the tile that MakeHopperGemmPlan picks for its waves
-// (128 or 256, the gated epilogues too). bench/RESULTS.md (2026-12-02, per-layer table): which
-// schedule wins differs by layer and model.
+// where 128-row tiles leave SMs idle in their last wave); with all, each schedule alone and in
+// clusters of 2 (W's tile multicast to both CTAs), and ping-pong 64 with K in slices (where
+// kernels::HopperKSlices asks for some: tiles that fill at most half of the SMs, as the embedding
+// pass's 250 rows make; in `all` until a GPU has run its tests and measured it);
+// kCooperative with the tile that MakeHopperGemmPlan picks for its waves (128 or 256, the gated
+// epilogues too). bench/RESULTS.md (2026-12-02, per-layer table): which schedule wins differs by
+// layer and model.
 constexpr struct {
   kernels::HopperSchedule schedule;
   int cluster;
@@ -204,12 +205,12 @@ constexpr struct {
 } kOwnVariants[] = {
     {kernels::HopperSchedule::kPingPong, 1, "ping-pong"},
     {kernels::HopperSchedule::kPingPongShort, 1, "ping-pong 64"},
-    {kernels::HopperSchedule::kPingPongShort, 1, "ping-pong 64 in K slices", true},
     {kernels::HopperSchedule::kPingPong, 2, "ping-pong c2"},
     {kernels::HopperSchedule::kCooperative, 1, "cooperative"},
     {kernels::HopperSchedule::kCooperative, 2, "cooperative c2"},
     {kernels::HopperSchedule::kCooperativeTall, 1, "tall"},
     {kernels::HopperSchedule::kCooperativeTall, 2, "tall c2"},
+    {kernels::HopperSchedule::kPingPongShort, 1, "ping-pong 64 in K slices", true},
 };
 constexpr int kNumOwnVariants = sizeof(kOwnVariants) / sizeof(kOwnVariants[0]);
 
@@ -270,12 +271,11 @@ absl::StatusOr<std::optional<CudaBackend::OwnVariant>> CudaBackend::OwnFor(
   // launch, e.g. no cluster of 2 fits) is left out; any other error is the pass's.
   kernels::HopperGemmPlan plans[kNumOwnVariants];
   bool runs[kNumOwnVariants] = {};
-  // The first variants of kOwnVariants: ping-pong (128-row tiles), ping-pong 64 (alone and in K
-  // slices), then the rest.
+  // The first variants of kOwnVariants: ping-pong (128-row tiles), ping-pong 64, then the rest.
   using OwnVariants = backend::BackendOptions::CudaSwitches::OwnVariants;
   const int variants = promoted || own_only                                    ? kNumOwnVariants
                        : switches_.own_gemm_variants == OwnVariants::kAll      ? kNumOwnVariants
-                       : switches_.own_gemm_variants == OwnVariants::kPingPong ? 3
+                       : switches_.own_gemm_variants == OwnVariants::kPingPong ? 2
                                                                                : 1;
   for (int v = 0; v < variants; ++v) {
     // The promoted kernels: the variants they are built for (the others would only report
