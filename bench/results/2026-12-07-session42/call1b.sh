@@ -3,7 +3,8 @@
 #   BUNDLE_BINS="rankd-bench cuda_hopper_gemm_test" scripts/make_bundle.sh --archive build \
 #     build-gpu-h      (carry ["build-gpu-h"]; with rankd too it no longer fits beside the tree)
 # the engine: fp8 +-PROMOTED, Tq=1024 with attention warpgroups 1 / auto, the 0.6B +-FUSE_QK_NORM
-# and +-OVERLAP, embedding items (the GEMM choices, the K-sliced variant among them, in the log),
+# and +-OVERLAP, embedding items with the default variants and with all (the K-sliced one among
+# them; the GEMM choices in the log),
 # eager profiles of 379M bf16 and of the embedding pass.
 F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
@@ -19,9 +20,12 @@ for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024
   echo "[$v] $(grep -A1 '^backend' $OUT/engine.log | tail -1) | $(grep -o 'passes with attention in blocks of warpgroups: [0-9]*' $OUT/engine.log | tail -1)" >> $L
 done
 echo "== embedding ($(el) s)" >> $L
-timeout 40 $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 100 --strategy ibpc --graphs --precision bf16 --tq 50 --ni 250 --items embedding --log-level info > $OUT/emb.log 2>&1
-echo "[emb ibpc] $(grep -A1 '^backend' $OUT/emb.log | tail -1)" >> $L
-grep -o 'GEMM of [0-9]* rows.*' $OUT/emb.log | cut -c1-330 >> $L
+for v in "-" "RANKD_CUDA_OWN_GEMM_VARIANTS=all"; do
+  envs=(); [[ $v != - ]] && envs=($v)
+  timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 100 --strategy ibpc --graphs --precision bf16 --tq 50 --ni 250 --items embedding --log-level info > $OUT/emb.log 2>&1
+  echo "[emb ibpc $v] $(grep -A1 '^backend' $OUT/emb.log | tail -1)" >> $L
+  grep -o 'GEMM of [0-9]* rows.*' $OUT/emb.log | cut -c1-400 >> $L
+done
 echo "== profile ($(el) s)" >> $L
 timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ti 150 --ni 50 --iters 10 --strategy multi-item --precision bf16 > $OUT/profile.log 2>&1
 timeout 40 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ni 250 --iters 10 --strategy ibpc --items embedding --precision bf16 > $OUT/profile_emb.log 2>&1
