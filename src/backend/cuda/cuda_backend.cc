@@ -427,18 +427,20 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
         "cuda backend: programmatic dependent launch needs sm_90 or later; kernels launch "
         "in stream order");
   }
+  // The wgmma queue kernel, the one that overlaps key tiles and runs in blocks of warpgroups.
+  const bool queue = attention_wgmma_ && !switches_.attention_pipeline;
   // The overlapped key tiles: the switch, or with auto at heads of 128 (where one kernel measured
-  // faster; slower at 64).
+  // faster; slower at 64); on the queue kernel only.
   attention_overlap_ =
-      switches_.attention_overlap == backend::BackendOptions::CudaSwitches::kAttentionOverlapAuto
-          ? config_.head_dim == 128
-          : switches_.attention_overlap != 0;
+      queue &&
+      (switches_.attention_overlap == backend::BackendOptions::CudaSwitches::kAttentionOverlapAuto
+           ? config_.head_dim == 128
+           : switches_.attention_overlap != 0);
   // Attention's blocks of warpgroups: the switch's number where the kernel takes it, else 1; auto:
   // 1 or 2 per pass (PassWarpgroups), where blocks of 2 can run at all.
   attention_warpgroups_ = 1;
   auto_warpgroups_ = false;
   const int asked = switches_.attention_warpgroups;
-  const bool queue = attention_wgmma_ && !switches_.attention_pipeline;
   if (asked == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto) {
     auto_warpgroups_ = queue && config_.head_dim == 64 &&
                        kernels::PrefixAttentionSupportsWarpgroups(config_.head_dim, 2);

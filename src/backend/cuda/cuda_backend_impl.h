@@ -128,7 +128,7 @@ class CudaBackend final : public backend::Backend {
     s.fp8_group_scales = fp8_groups_;
     s.attention_pipelined = switches_.attention_pipeline;
     s.attention_wgmma = attention_wgmma_;
-    s.attention_overlap = attention_overlap_ && attention_wgmma_ && !switches_.attention_pipeline;
+    s.attention_overlap = attention_overlap_;
     s.pdl = pdl_;
     s.wide_attention_passes = wide_attention_passes_;
     return s;
@@ -276,7 +276,8 @@ class CudaBackend final : public backend::Backend {
   // The attention kernel's persistent grid in blocks of w warpgroups ([w]; 0 where w never runs).
   int attention_blocks_[kernels::kMaxAttentionWarpgroups + 1] = {};
   bool attention_wgmma_ = false;  // attention on wgmma (switch on, device and heads take it)
-  bool attention_overlap_ = false;  // its key tiles overlapped (the switch; auto: heads of 128)
+  // Its key tiles overlapped (the switch; auto: heads of 128), where the queue kernel runs.
+  bool attention_overlap_ = false;
   int attention_warpgroups_ = 1;  // attention's warpgroups a block (the switch, where it runs)
   bool auto_warpgroups_ = false;  // RANKD_CUDA_ATTENTION_WARPGROUPS=auto, where 2 can run
   int64_t wide_attention_passes_ = 0;  // CudaBackendStats::wide_attention_passes
