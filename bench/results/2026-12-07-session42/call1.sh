@@ -15,9 +15,11 @@ echo "== hopper test ($(el) s)" >> $L
 timeout ${HOPPER_S:-330} $B/cuda_hopper_gemm_test --gtest_color=no --gtest_filter="${HOPPER_FILTER:-*KSlices*:*RopeHeadNorm*:*RopeEpilogue*:*Precondition*:*EveryEpilogue*:*Fp8Operands*:*GatedFp8*:*Stagger*}" > $OUT/hopper.log 2>&1; echo "rc $?" >> $L
 grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log >> $L
 echo "== gemm ($(el) s)" >> $L
-for v in "pp128 T=7500" "cublaslt T=7500" "T=300"; do
+for v in "pp128 T=7500" "cublaslt T=7500" "T=300" "fold256 T=7500" "foldpp128 T=7500"; do
   timeout 90 $B/rankd-bench kernels --filter gemm --shape 379m --variant "$v" >> $OUT/gemm.log 2>&1
 done
 timeout 60 $B/rankd-bench kernels --filter gemm --shape qwen3-0.6b --variant "qkv+qknorm" >> $OUT/gemm.log 2>&1
-grep -E "^(379m|qwen3)" $OUT/gemm.log | grep -E "pp128 |cublaslt|pp64|pp64ks|qknorm" | awk '{print $1, $3, $4, $5, $9}' >> $L
+grep -E "^(379m|qwen3)" $OUT/gemm.log | grep -E "pp128 |cublaslt|pp64|pp64ks|qknorm|fold" | awk '{print $1, $3, $4, $5, $9}' >> $L
+echo "== attention ceiling ($(el) s)" >> $L
+timeout 60 python3 bench/attention_ceiling.py >> $L 2>&1; timeout 40 python3 bench/attention_ceiling.py --tq 50 >> $L 2>&1
 echo "== done ($(el) s)" >> $L

@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >
 [[ -f /tmp/m379/model.safetensors ]] || $B/rankd-bench make-model --preset 379m --out /tmp/m379 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
 echo "== engine ($(el) s)" >> $L
 [[ -f /tmp/m06/model.safetensors ]] || $B/rankd-bench make-model --preset qwen3-0.6b --out /tmp/m06 --tokenizer-from tests/data/models/llama-cls > /dev/null 2>&1
-for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m06 bf16 50 -" "m06 bf16 50 RANKD_CUDA_FUSE_QK_NORM=1" "m06 bf16 50 RANKD_CUDA_ATTENTION_OVERLAP=1"; do
+for v in "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 50 -" "m379 bf16 50 RANKD_CUDA_FOLD_NORMS=1" "m06 bf16 50 -" "m06 bf16 50 RANKD_CUDA_FUSE_QK_NORM=1" "m06 bf16 50 RANKD_CUDA_ATTENTION_OVERLAP=1"; do
   set -- $v; model=$1; prec=$2; tq=$3; shift 3; envs=(); [[ $1 != - ]] && envs=("$@")
   echo "== [$v]" >> $OUT/engine.log
   timeout 40 env "${envs[@]}" $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec --tq $tq --ti 150 --ni 50 --log-level info >> $OUT/engine.log 2>&1
