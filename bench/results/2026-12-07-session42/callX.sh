@@ -15,7 +15,7 @@ grep -E '^\[ *(OK|FAILED|PASSED) *\]|Failure' $OUT/hopper.log | cut -c1-200 | he
 wait
 echo "== engine ($(el) s)" >> $L
 for round in 1 2; do
-for v in "m379 bf16 50 -" "m379 bf16 50 RANKD_CUDA_FOLD_NORMS=1" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m06 bf16 50 -" "m06 bf16 50 RANKD_CUDA_FUSE_QK_NORM=1" "m06 bf16 50 RANKD_CUDA_ATTENTION_OVERLAP=auto"; do
+for v in "m379 bf16 50 -" "m379 bf16 50 RANKD_CUDA_FOLD_NORMS=1" "m379 bf16 50 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 bf16 1024 -" "m379 bf16 1024 RANKD_CUDA_ATTENTION_WARPGROUPS=auto" "m379 fp8 50 -" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1" "m379 fp8 50 RANKD_CUDA_FP8_PROMOTED=1 RANKD_CUDA_FP8_FAST_ACCUM=gate_up" "m06 bf16 50 -" "m06 bf16 50 RANKD_CUDA_FUSE_QK_NORM=1" "m06 bf16 50 RANKD_CUDA_ATTENTION_OVERLAP=auto"; do
   (( $(el) < ${ENGINE_UNTIL_S:-420} )) || break 2
   set -- $v; model=$1; prec=$2; tq=$3; shift 3; envs=(); [[ $1 != - ]] && envs=("$@")
   echo "== [$v] round $round" >> $OUT/engine.log
