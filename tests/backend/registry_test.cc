@@ -81,13 +81,25 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   // variants (128- and 64-row tiles), and 128-row tiles alone when asked for.
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
   EXPECT_EQ(BackendOptions{}.cuda.attention_overlap, 0);
-  EXPECT_EQ(BackendOptions{}.cuda.attention_warpgroups, 1);
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
-  EXPECT_TRUE(BackendOptions{}.cuda.fp8_fast_accum ==
-              (BackendOptions::CudaSwitches::Fp8Linears{false, false, false, false}));
-  EXPECT_FALSE(BackendOptions{}.cuda.fp8_promoted);
   EXPECT_FALSE(BackendOptions{}.cuda.fold_norms);
+  // Measured faster (session 43): attention's blocks of warpgroups chosen per pass, the promoted
+  // e4m3 kernels timed, gate_up's e4m3 accumulated fast; 1, 0 and 0 turn them off.
+  EXPECT_EQ(BackendOptions{}.cuda.attention_warpgroups,
+            BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto);
+  EXPECT_TRUE(BackendOptions{}.cuda.fp8_fast_accum ==
+              (BackendOptions::CudaSwitches::Fp8Linears{false, false, true, false}));
+  EXPECT_TRUE(BackendOptions{}.cuda.fp8_promoted);
+  BackendOptions measured_off;
+  ASSERT_TRUE(ApplyBackendEnvironment(&measured_off, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", "1"},
+                                                          {"RANKD_CUDA_FP8_PROMOTED", "0"},
+                                                          {"RANKD_CUDA_FP8_FAST_ACCUM", "0"}}))
+                  .ok());
+  EXPECT_EQ(measured_off.cuda.attention_warpgroups, 1);
+  EXPECT_FALSE(measured_off.cuda.fp8_promoted);
+  EXPECT_TRUE(measured_off.cuda.fp8_fast_accum ==
+              (BackendOptions::CudaSwitches::Fp8Linears{false, false, false, false}));
   EXPECT_FALSE(BackendOptions{}.cuda.fuse_qk_norm);
   EXPECT_TRUE(BackendOptions{}.cuda.attention_wgmma);  // measured faster: on unless set to 0
   EXPECT_TRUE(BackendOptions{}.cuda.fuse_k_rope);      // likewise

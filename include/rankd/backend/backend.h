@@ -155,8 +155,8 @@ struct BackendOptions {
     // norms and RoPE of q and k in the qkv GEMM's epilogue (the Hopper GEMM's kStoreBf16Rope with
     // its head norm, timed against cuBLASLt + the QkvRope kernel per shape) instead of the
     // QkvRope kernel: score passes then run no kernel between qkv and attention. Scores move by
-    // fp32 rounding (each head's sum of squares added in another order). Off until an A/B on a
-    // GPU has measured it.
+    // fp32 rounding (each head's sum of squares added in another order). Off: the 0.6B shape's
+    // pass level with it on an H100 (bench/RESULTS.md, 2026-12-07, session 43).
     bool fuse_qk_norm = false;
     // RANKD_CUDA_ATTENTION_PIPELINE=1: attention's pipelined kernel (each block issues its next
     // work unit's loads under the current one's work; the same scores bit for bit). Off until an
@@ -172,11 +172,11 @@ struct BackendOptions {
     // with this one's P V, the softmax under the MMAs; the same scores bit for bit); auto
     // (kAttentionOverlapAuto): at heads of 128 only. Off: on an H100 (bench/RESULTS.md,
     // 2026-12-07, session 41) slower at heads of 64 (the 379M's attention 11% at Tq=1024, its
-    // pass 3%), 9% faster per kernel at heads of 128 and Tq=50, its engine A/B there not yet
-    // run; ignored where attention is not on wgmma or runs the pipelined kernel.
+    // pass 3%), 9% faster per kernel at heads of 128 and Tq=50, the 0.6B pass level with
+    // auto (session 43); ignored where attention is not on wgmma or runs the pipelined kernel.
     static constexpr int kAttentionOverlapAuto = 2;
     int attention_overlap = 0;
-    // RANKD_CUDA_ATTENTION_WARPGROUPS (auto, 1, 2 or 3; default 1): on wgmma, the queue kernel's
+    // RANKD_CUDA_ATTENTION_WARPGROUPS (auto, 1, 2 or 3; default auto): on wgmma, the queue kernel's
     // warpgroups a block, each its 64 query rows of a unit of 64 x that many, all of them
     // multiplying one copy of each K/V tile (a unit's K/V reads from L2, most of attention's
     // traffic over a long prefix, divided by it). 3 at heads of 64 only; where attention is not
@@ -185,9 +185,10 @@ struct BackendOptions {
     // 1,024-token prefix (379M Tq=1024 +2.4%) but adds 7% at Tq=50; 3, and 2 at heads of 128,
     // are slower everywhere. auto (kAttentionWarpgroupsAuto): per pass, 2 at heads of 64 where
     // its rows attend to kWideAttentionKeys keys or more on average, else 1 (the pass's graph
-    // is keyed on the choice).
+    // is keyed on the choice). auto is the default since session 43 (H100, two rounds each):
+    // 379M Tq=1024 3,580 against 1's 3,468 items/s (+3.2%), Tq=50 level (no wide pass there).
     static constexpr int kAttentionWarpgroupsAuto = 0;
-    int attention_warpgroups = 1;
+    int attention_warpgroups = kAttentionWarpgroupsAuto;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
     // on the device, and the Hopper GEMM prefetches its first tile's weights into L2 before that
@@ -232,29 +233,28 @@ struct BackendOptions {
     // (every schedule), whose e4m3 accumulation is not promoted (what cuBLASLt calls fast
     // accumulation): 1 every layer, 0 none, or a comma list as RANKD_CUDA_FP8_LINEARS' (gate_up
     // alone: the layer where the unpromoted kernel gains most). The others run on cuBLASLt,
-    // which promotes, unless fp8_promoted; the group-scaled kernels promote either way. None by
-    // default: on an H100 (bench/RESULTS.md, 2026-12-07, sessions 36-40) every layer fast is 21%
-    // faster on 379M than the default (6,184 vs 5,096 items/s, session 40) but puts the demo
-    // model's held-out MRR@10 0.0059 under float32's (issue 25's bar: 0.005; 0.0041 on cuBLASLt).
-    Fp8Linears fp8_fast_accum{false, false, false, false};
-    // RANKD_CUDA_FP8_PROMOTED=1: the e4m3 layers with a scale per row are timed on the Hopper
-    // GEMM's promoted kernels (HopperXScales::kRowPromoted: each 128-column K block's product
-    // added into fp32; cooperative 128 and ping-pong 64) against cuBLASLt, which promotes too,
-    // and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. Off:
-    // on an H100 (bench/RESULTS.md, 2026-12-07, session 39) no faster than cuBLASLt per shape
-    // (the promoted schedules trail the unpromoted ping-pong 128 by 12-17%); since session 40's
-    // epilogue changes its gate_up beats cuBLASLt's (128.7 vs 152.4 us) and the 379M pass is 6.6%
-    // faster (session 41: 5,420 vs 5,086 items/s; the demo bar held with it in session 39), on
-    // once the Hopper GEMM tests have run on those kernels; RANKD_CUDA_FP8_FAST_ACCUM wins for the
-    // layers it names.
-    bool fp8_promoted = false;
+    // which promotes, unless fp8_promoted; the group-scaled kernels promote either way. Default
+    // gate_up (session 43, H100, bench/RESULTS.md 2026-12-07): with fp8_promoted, 379M 5,943
+    // items/s against 5,299 promoted everywhere and 5,012 on cuBLASLt (+12% and +19%), the demo
+    // model's held-out MRR@10 0.0036 under float32's (promoted everywhere: 0.0041; issue 25's bar
+    // 0.005). Every layer fast (1) is faster still but misses that bar (-0.0059, session 39).
+    Fp8Linears fp8_fast_accum{false, false, true, false};
+    // RANKD_CUDA_FP8_PROMOTED (default 1): the e4m3 layers with a scale per row are timed on the
+    // Hopper GEMM's promoted kernels (HopperXScales::kRowPromoted: each 128-column K block's
+    // product added into fp32; cooperative 128 and ping-pong 64) against cuBLASLt, which promotes
+    // too, and gate_up's e4m3 gated epilogue (down in e4m3) may take a row-scaled input there. On
+    // by default since session 43, once the Hopper GEMM tests passed on those kernels (H100): the
+    // 379M pass 5.7% faster than on cuBLASLt alone (5,299 vs 5,012 items/s, two rounds), the demo
+    // bar held (-0.0041); RANKD_CUDA_FP8_FAST_ACCUM wins for the layers it names (gate_up by
+    // default). RANKD_CUDA_FP8_PROMOTED=0 keeps the other row-scaled e4m3 layers on cuBLASLt.
+    bool fp8_promoted = true;
     // RANKD_CUDA_FOLD_NORMS=1: with precision bf16 where the Hopper GEMM may run, the norms in
     // front of qkv and gate_up are folded into those GEMMs (kernels/hopper_gemm.cuh, HopperNorm):
     // their weights times the norm's at load, each row of the product divided by its rms in the
     // epilogue, and the residual adds before them (o_proj, down; the embeddings' for layer 0)
     // writing the stream's bf16 copy and sums of squares: no norm kernel in the layers. Off: on an
     // H100 (bench/RESULTS.md, 2026-12-07, session 39) 8.5-9.9% slower, its epilogues waiting on
-    // global loads.
+    // global loads; 8.2% slower again in session 43, after the loads were moved.
     bool fold_norms = false;
 
     bool operator==(const CudaSwitches&) const = default;
