@@ -1004,7 +1004,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const HopperRope rope,
                      const HopperScales scales, const HopperNorm norm, const HopperSlices slices,
-                     int m, int n, int k, int group, int stagger, bool prefetch_w) {
+                     int m, int n, int k, int group, int stagger, bool prefetch_w,
+                     bool prefetch_y) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM, F8>;
   static_assert(X == HopperXScales::kRow || (F8 && C::kHalves == 1 && BN == 128),
@@ -1143,6 +1144,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       PrefetchResidual<BN, C::kRows>(norm.residual, m, n,
                                      tm * C::kBM + (kPingPong ? 0 : c * C::kRows), tn * BN);
     }
+    if constexpr (E == HopperEpilogue::kAccumulateF32) {
+      // Likewise the block the reduce-adds go to (HopperGemmPlan::prefetch_out), a TMA prefetch a
+      // box (boxes past m are clipped by the copy engine); issued before the ping-pong wait, so
+      // under the other consumer's K blocks.
+      if (prefetch_y && threadIdx.x % 128 == 0) {
+        const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows), out0 = tn * C::kOutCols;
+#pragma unroll
+        for (int b = 0; b < C::kBoxes; ++b) TmaPrefetchL2(&y_map, out0 + b * C::kBoxCols, row0);
+      }
+    }
     // The fold's input side: the rows' sums of squares, loaded while the other consumer runs.
     float row_ss[C::kHalves][2] = {};
     if constexpr (!F8) {
@@ -1280,8 +1291,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
-      m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr) +
-      norm.in_groups + static_cast<int>(X) + slices.count;
+      m + n + k + group + stagger + rope.head_dim + prefetch_w + prefetch_y +
+      (scales.x != nullptr) + norm.in_groups + static_cast<int>(X) + slices.count;
 #endif
 }
 
@@ -1387,7 +1398,8 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
       HopperScales{plan.x_scale, plan.w_scale,
                    plan.x_scales == HopperXScales::kGroup ? plan.k / kHopperScaleGroup : 0,
                    plan.y_scale},
-      plan.norm, plan.slices, plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
+      plan.norm, plan.slices, plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl,
+      plan.prefetch_out);
 }
 
 // bf16: clusters of 1 and 2. fp8 (e4m3) kernels and the e4m3 outputs' are built in clusters of

@@ -3,7 +3,8 @@
 # scripts/make_bundle.sh --archive build build-gpu-h; carry ["build-gpu-h"]): the memory-bound
 # kernels' rows (qkv_rope with its live count read beside its loads, rms_norm unchanged as the
 # control: the profile's qkv_rope / rms_norm ratio was 0.50 on H100s in sessions 31-33), the
-# per-stage profile, and issue 25's shapes under session 43's defaults (two rounds).
+# per-stage profile, the residual adds' GEMM rows with and without the stream's prefetch, and
+# issue 25's shapes under session 43's defaults (two rounds).
 F=build-gpu-h; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
@@ -15,6 +16,12 @@ for k in qkv_rope rms_norm; do
   timeout 60 $B/rankd-bench kernels --filter $k --shape both >> $OUT/kernels.log 2>&1
 done
 grep -E "^(379m|qwen3)" $OUT/kernels.log >> $L
+# The residual adds with and without the stream's L2 prefetch (HopperGemmPlan::prefetch_out), and
+# cuBLASLt's, in the same call (session 43: o_proj 44.8 / 44.2, down 96.4 / 82.6 without it).
+for v in "o_proj+= ownpp128" "down+= ownpp128" "o_proj+= cublaslt T=7500" "down+= cublaslt T=7500"; do
+  timeout 60 $B/rankd-bench kernels --filter gemm --shape both --variant "$v" >> $OUT/gemm.log 2>&1
+done
+grep -E "^(379m|qwen3)" $OUT/gemm.log | grep "T=7500" | awk '{print $1, $3, $4, $5, $9}' >> $L
 wait
 echo "== profile ($(el) s)" >> $L
 timeout 60 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ti 150 --ni 50 --iters 10 --strategy multi-item --precision bf16 > $OUT/profile.log 2>&1
