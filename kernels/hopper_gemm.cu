@@ -1099,7 +1099,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  EnterGrid();  // (the consumers' first global access is their epilogue's; waiting costs nothing)
+  // (The consumers' first global accesses are the stream's prefetches at a tile's start and the
+  // epilogue's: after the previous kernel's writes, and nothing to hide before them.)
+  EnterGrid();
   const int c = wg - 1;
   const bool warp_leader = threadIdx.x % 32 == 0;
   uint8_t* buf = smem_raw + (epi_base - raw) + c * C::kEpiBufBytes;
