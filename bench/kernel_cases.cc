@@ -275,13 +275,6 @@ std::vector<KernelCase> GemmCases(const KernelModelShape& s, const std::vector<i
         c.bytes = 2.0 * (1.0 * M * k + 1.0 * n * k) + out_bytes +
                   (residual ? 2.0 * M * n + 4.0 * M * (n / 64) : 4.0 * M * (k / 64));
       }
-      // The residual adds on bf16 ping-pong 128 without the prefetch of the stream's block.
-      if (residual) {
-        KernelCase& c = add(GemmImplName(GemmImpl::kOwn), "pp128nopf", GemmImpl::kOwn, 128,
-                            GemmSchedule::kPingPong, 1, false);
-        c.gemm_no_out_prefetch = true;
-        c.bytes = 2.0 * (1.0 * M * k + 1.0 * n * k) + out_bytes;
-      }
       // bf16 ping-pong 64 with K in slices (where the shape's tiles leave half of the SMs idle).
       {
         KernelCase& c = add(GemmImplName(GemmImpl::kOwn), "pp64ks", GemmImpl::kOwn, 128,

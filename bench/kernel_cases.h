@@ -126,9 +126,6 @@ struct KernelCase {
   bool gemm_norm_fold = false;
   // own, bf16: K in the slices kernels::HopperKSlices asks for (skipped where it asks for none).
   bool gemm_k_slices = false;
-  // own, the residual adds (kAccumulateF32): without the prefetch of y's block into L2
-  // (HopperGemmPlan::prefetch_out false), for the A/B against the same kernel with it.
-  bool gemm_no_out_prefetch = false;
   double bytes = 0, flops = 0;
 };
 

@@ -254,7 +254,6 @@ absl::Status PrepareGemm(const KernelCase& c, CaseMemory& m, PreparedCase* p) {
                                                         schedule, c.gemm_cluster);
     if (c.gemm_group >= 0) plan.group = c.gemm_group;
     if (c.gemm_stagger >= 0) plan.stagger = c.gemm_stagger;
-    if (c.gemm_no_out_prefetch) plan.prefetch_out = false;
     if (err == cudaSuccess && e == HopperEpilogue::kStoreBf16Rope) {
       const int q = c.shape.q_width();
       err = kernels::SetHopperGemmRope(&plan, rotations, c.shape.qk_norm ? 0 : q,

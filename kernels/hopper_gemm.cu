@@ -1004,8 +1004,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const HopperRope rope,
                      const HopperScales scales, const HopperNorm norm, const HopperSlices slices,
-                     int m, int n, int k, int group, int stagger, bool prefetch_w,
-                     bool prefetch_y) {
+                     int m, int n, int k, int group, int stagger, bool prefetch_w) {
 #if RANKD_HOPPER_GEMM_DEVICE
   using C = Cfg<E, BN, S, CM, F8>;
   static_assert(X == HopperXScales::kRow || (F8 && C::kHalves == 1 && BN == 128),
@@ -1099,9 +1098,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  // (The consumers' first global accesses are the stream's prefetches at a tile's start and the
-  // epilogue's: after the previous kernel's writes, and nothing to hide before them.)
-  EnterGrid();
+  EnterGrid();  // (the consumers' first global access is their epilogue's; waiting costs nothing)
   const int c = wg - 1;
   const bool warp_leader = threadIdx.x % 32 == 0;
   uint8_t* buf = smem_raw + (epi_base - raw) + c * C::kEpiBufBytes;
@@ -1145,16 +1142,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The epilogue reads the block of the stream it adds to: into L2 while the block multiplies.
       PrefetchResidual<BN, C::kRows>(norm.residual, m, n,
                                      tm * C::kBM + (kPingPong ? 0 : c * C::kRows), tn * BN);
-    }
-    if constexpr (E == HopperEpilogue::kAccumulateF32) {
-      // Likewise the block the reduce-adds go to (HopperGemmPlan::prefetch_out), a TMA prefetch a
-      // box (boxes past m are clipped by the copy engine); issued before the ping-pong wait, so
-      // under the other consumer's K blocks.
-      if (prefetch_y && threadIdx.x % 128 == 0) {
-        const int row0 = tm * C::kBM + (kPingPong ? 0 : c * C::kRows), out0 = tn * C::kOutCols;
-#pragma unroll
-        for (int b = 0; b < C::kBoxes; ++b) TmaPrefetchL2(&y_map, out0 + b * C::kBoxCols, row0);
-      }
     }
     // The fold's input side: the rows' sums of squares, loaded while the other consumer runs.
     float row_ss[C::kHalves][2] = {};
@@ -1293,8 +1280,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the launcher reads through cudaFuncGetAttributes to report cudaErrorNotSupported.
   __shared__ int no_sm90a[kNoSm90aMarkerBytes / sizeof(int)];
   reinterpret_cast<volatile int*>(no_sm90a)[threadIdx.x % 4] =
-      m + n + k + group + stagger + rope.head_dim + prefetch_w + prefetch_y +
-      (scales.x != nullptr) + norm.in_groups + static_cast<int>(X) + slices.count;
+      m + n + k + group + stagger + rope.head_dim + prefetch_w + (scales.x != nullptr) +
+      norm.in_groups + static_cast<int>(X) + slices.count;
 #endif
 }
 
@@ -1400,8 +1387,7 @@ cudaError_t Launch(const HopperGemmPlan& plan, int sms, LaunchStream stream) {
       HopperScales{plan.x_scale, plan.w_scale,
                    plan.x_scales == HopperXScales::kGroup ? plan.k / kHopperScaleGroup : 0,
                    plan.y_scale},
-      plan.norm, plan.slices, plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl,
-      plan.prefetch_out);
+      plan.norm, plan.slices, plan.m, plan.n, plan.k, plan.group, plan.stagger, stream.pdl);
 }
 
 // bf16: clusters of 1 and 2. fp8 (e4m3) kernels and the e4m3 outputs' are built in clusters of

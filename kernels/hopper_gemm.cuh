@@ -195,11 +195,6 @@ struct HopperGemmPlan {
   float* y_scale = nullptr;
   HopperNorm norm;  // the RMSNorm fold's (SetHopperGemmNormIn, SetHopperGemmNormOut)
   HopperSlices slices;  // K in slices (SetHopperGemmKSlices); MakeHopperGemmPlan: none
-  // kAccumulateF32: each consumer prefetches the block of y its tile adds to into L2 (TMA, a box
-  // each) when the tile starts, so that the epilogue's reduce-adds find the stream there instead
-  // of waiting on DRAM (o_proj's and down's residual adds move 62 MB of fp32 stream a layer on
-  // 379M). false: no prefetch (rankd-bench kernels' `nopf` rows). The same Y either way.
-  bool prefetch_out = true;
 };
 
 // The raster group MakeHopperGemmPlan picks, in units' rows (0: none). While X [m, k] and W [n, k]
