@@ -362,14 +362,15 @@ __device__ __forceinline__ void LoadQ(const PrefixAttentionParams& p, const int 
 
 // RoPE of q, when rotations are given: register qf[b / 2][2 (b % 2) + r] holds dims 8b + 2c and
 // 8b + 2c + 1 of row r; their partners (+ D/2) sit in block b + D/16 of the same lane, and the two
-// pairs' (cos, sin) are one float4 of the rotation table.
+// pairs' (cos, sin) are one float4 of the rotation table. QRotations::Load issues the table's loads
+// (beside q's, so that both round trips overlap), Apply waits for them and rotates.
 template <int D>
-__device__ __forceinline__ void RotateQ(const float2* rotations, const int (&tok)[2], int c,
-                                        uint32_t (&qf)[D / 16][4]) {
-  constexpr int kHalfBlocks = D / 16;
+struct QRotations {
+  static constexpr int kHalfBlocks = D / 16;
   float4 rot[kHalfBlocks][2];
-  const bool rotate_q = rotations != nullptr;
-  if (rotate_q) {
+
+  __device__ __forceinline__ void Load(const float2* rotations, const int (&tok)[2], int c) {
+    if (rotations == nullptr) return;
 #pragma unroll
     for (int b = 0; b < kHalfBlocks; ++b) {
 #pragma unroll
@@ -379,7 +380,9 @@ __device__ __forceinline__ void RotateQ(const float2* rotations, const int (&tok
       }
     }
   }
-  if (rotate_q) {
+
+  __device__ __forceinline__ void Apply(const float2* rotations, uint32_t (&qf)[D / 16][4]) const {
+    if (rotations == nullptr) return;
 #pragma unroll
     for (int b = 0; b < kHalfBlocks; ++b) {
 #pragma unroll
@@ -395,6 +398,15 @@ __device__ __forceinline__ void RotateQ(const float2* rotations, const int (&tok
       }
     }
   }
+};
+
+// Loads and rotates at once.
+template <int D>
+__device__ __forceinline__ void RotateQ(const float2* rotations, const int (&tok)[2], int c,
+                                        uint32_t (&qf)[D / 16][4]) {
+  QRotations<D> rq;
+  rq.Load(rotations, tok, c);
+  rq.Apply(rotations, qf);
 }
 
 // Where a work unit's keys come from, for its kv head: the whole context, then own rows own_lo ..
@@ -980,19 +992,31 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
 
     // Every load that needs only the tile goes out before anything waits on one (a warp issues
     // in order and stalls at the first instruction that needs a pending result): the rows'
-    // segment starts, the context's entry, q and its rotations. The rotation then waits for q;
-    // the first K/V copy, for the context's pointers. lo is the first row of each row's segment.
+    // segment starts, the context's entry, q and its rotations. The first K/V copy then waits for
+    // the context's pointers; the rotation, for q. lo is the first row of each row's segment.
     int tok[2], head[2];
     QueryRows(tile, kvh, group, group_div, warp, g, tok, head);
     const int lo[2] = {p.seg_start[tok[0]], p.seg_start[tok[1]]};
     const ContextKv cx = ctx > 0 ? LayerContextKv(p, tile, p.contexts[tile.ctx]) : ContextKv{};
     uint32_t qf[D / 16][4];
     LoadQ<D>(p, tok, head, c, qf);
-    // (Rotating before the first K/V copy is issued frees the rotations' registers.)
-    RotateQ<D>(p.q_rotations, tok, c, qf);
-
+    // kEarlyCopy: the first K/V copy goes out before the rotation waits for q, so that the unit's
+    // two round trips to memory (q with its rotations, then its first keys) overlap: at Tq=50 a
+    // unit walks about three key tiles, and Nsight Compute put 10% of the kernel's stalls on the
+    // wait for q (H100, 2026-12-08). The rotations' registers then stay live across the copy's
+    // issue, which only the one-warpgroup wgmma kernels have room for (the others spill: ptxas -v);
+    // they rotate first, which frees those registers.
+    constexpr bool kEarlyCopy = W && kWgs == 1 && !kOverlap;
     const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
-    CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
+    if constexpr (kEarlyCopy) {
+      QRotations<D> rq;
+      rq.Load(p.q_rotations, tok, c);
+      CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
+      rq.Apply(p.q_rotations, qf);
+    } else {
+      RotateQ<D>(p.q_rotations, tok, c, qf);
+      CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
+    }
 
     float o[D / 8][4];
 #pragma unroll
