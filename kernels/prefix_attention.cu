@@ -953,7 +953,7 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
 // kWgs warpgroups (wgmma): warp w of the block takes rows 16w..16w+15 of a unit of 64 kWgs rows,
 // every thread copies its share of each K/V tile, and each warpgroup multiplies its own rows by
 // the one copy.
-template <int D, bool W, bool kOverlap = false, int kWgs = 1>
+template <int D, bool W, bool kOverlap = false, int kWgs = 1, bool kEarlyCopy = false>
 __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
                                                 FastDivmod group_div, FastDivmod kv_div) {
   // Static K/V stages, or (kOverlap) a placeholder and the rings in dynamic shared memory, from
@@ -1000,13 +1000,14 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
     const ContextKv cx = ctx > 0 ? LayerContextKv(p, tile, p.contexts[tile.ctx]) : ContextKv{};
     uint32_t qf[D / 16][4];
     LoadQ<D>(p, tok, head, c, qf);
-    // kEarlyCopy: the first K/V copy goes out before the rotation waits for q, so that the unit's
-    // two round trips to memory (q with its rotations, then its first keys) overlap: at Tq=50 a
-    // unit walks about three key tiles, and Nsight Compute put 10% of the kernel's stalls on the
-    // wait for q (H100, 2026-12-08). The rotations' registers then stay live across the copy's
-    // issue, which only the one-warpgroup wgmma kernels have room for (the others spill: ptxas -v);
-    // they rotate first, which frees those registers.
-    constexpr bool kEarlyCopy = W && kWgs == 1 && !kOverlap;
+    // kEarlyCopy (PrefixAttentionParams::early_copy): the first K/V copy goes out before the
+    // rotation waits for q, so that the unit's two round trips to memory (q with its rotations,
+    // then its first keys) overlap: at Tq=50 a unit walks about three key tiles, and Nsight
+    // Compute put 10% of the kernel's stalls on the wait for q (H100, 2026-12-08). The rotations'
+    // registers then stay live across the copy's issue, which only the one-warpgroup wgmma kernel
+    // at its own register budget has room for (the others spill: ptxas -v); by default a unit
+    // rotates first, which frees those registers.
+    static_assert(!kEarlyCopy || (W && kWgs == 1 && !kOverlap));
     const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
     if constexpr (kEarlyCopy) {
       QRotations<D> rq;
@@ -1172,15 +1173,20 @@ __device__ __forceinline__ void PipelinedKernelBody(const PrefixAttentionParams&
 }
 
 // The kernels. A wgmma kernel (W) compiled without sm_90a has an empty body, and so no shared
-// memory: how WgmmaBuilt tells.
-template <int D, bool W, bool kOverlap = false, int kWgs = 1>
-__global__ void __launch_bounds__(kThreadsOf<kWgs>, (kMinBlocksOf<D, kWgs>))
+// memory: how WgmmaBuilt tells. The one-warpgroup wgmma queue kernel without overlap also comes
+// with its first K/V copy early (kEarlyCopy, PrefixAttentionParams::early_copy) and, at D 64, at
+// four blocks a multiprocessor (kFourBlocks, ::four_blocks: 128 registers a thread instead of
+// 168, 16 warps instead of 12).
+template <int D, bool W, bool kOverlap = false, int kWgs = 1, bool kEarlyCopy = false,
+          bool kFourBlocks = false>
+__global__ void __launch_bounds__(kThreadsOf<kWgs>, (kFourBlocks ? 4 : kMinBlocksOf<D, kWgs>))
     PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
+  static_assert(!kFourBlocks || (D <= 64 && W && kWgs == 1 && !kOverlap && !kEarlyCopy));
   if constexpr (W && !kWgmmaDevice) {
     __trap();
   } else {
     EnterGrid();
-    QueueKernelBody<D, W, kOverlap, kWgs>(p, group_div, kv_div);
+    QueueKernelBody<D, W, kOverlap, kWgs, kEarlyCopy>(p, group_div, kv_div);
   }
 }
 template <int D, bool W>
@@ -1210,36 +1216,50 @@ struct KernelChoice {
   int smem;
 };
 
-// The wgmma queue kernel of D, overlapped or not, of kWgs warpgroups.
+// The wgmma queue kernel of D, overlapped or not, of kWgs warpgroups; early_copy and four_blocks
+// (one of them) for the one-warpgroup kernel without overlap only (four_blocks at D 64).
 template <int D, int kWgs>
-KernelChoice WgmmaQueueKernel(bool overlap) {
+KernelChoice WgmmaQueueKernel(bool overlap, bool early_copy, bool four_blocks) {
   if constexpr (kWgs > kMaxWarpgroupsOf<D>) {
     return {nullptr, 0, 0};
   } else {
-    return overlap ? KernelChoice{PrefixAttentionKernel<D, true, true, kWgs>, kThreadsOf<kWgs>,
-                                  kOverlapSmemBytes<D>}
-                   : KernelChoice{PrefixAttentionKernel<D, true, false, kWgs>, kThreadsOf<kWgs>, 0};
+    if (overlap) {
+      if (early_copy || four_blocks) return {nullptr, 0, 0};
+      return {PrefixAttentionKernel<D, true, true, kWgs>, kThreadsOf<kWgs>, kOverlapSmemBytes<D>};
+    }
+    if constexpr (kWgs == 1) {
+      if (early_copy && four_blocks) return {nullptr, 0, 0};
+      if (early_copy) return {PrefixAttentionKernel<D, true, false, 1, true>, kThreads, 0};
+      if constexpr (D <= 64) {
+        if (four_blocks) {
+          return {PrefixAttentionKernel<D, true, false, 1, false, true>, kThreads, 0};
+        }
+      }
+    }
+    if (early_copy || four_blocks) return {nullptr, 0, 0};
+    return {PrefixAttentionKernel<D, true, false, kWgs>, kThreadsOf<kWgs>, 0};
   }
 }
 
 template <int D, bool W>
-KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups) {
+KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups, bool early_copy,
+                      bool four_blocks) {
   if constexpr (W) {
     if (!pipelined) {
       static_assert(kMaxAttentionWarpgroups == 3);  // the cases below
       switch (warpgroups) {
         case 1:
-          return WgmmaQueueKernel<D, 1>(overlap);
+          return WgmmaQueueKernel<D, 1>(overlap, early_copy, four_blocks);
         case 2:
-          return WgmmaQueueKernel<D, 2>(overlap);
+          return WgmmaQueueKernel<D, 2>(overlap, early_copy, four_blocks);
         case 3:
-          return WgmmaQueueKernel<D, 3>(overlap);
+          return WgmmaQueueKernel<D, 3>(overlap, early_copy, four_blocks);
         default:
           return {nullptr, 0, 0};
       }
     }
   }
-  if (warpgroups != 1) return {nullptr, 0, 0};
+  if (warpgroups != 1 || early_copy || four_blocks) return {nullptr, 0, 0};
   return {pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>, kThreads,
           0};
 }
@@ -1285,11 +1305,13 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (p.wgmma && !WgmmaBuilt<D>()) return cudaErrorNotSupported;
-    k = p.wgmma ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups)
-                : KernelOf<D, false>(p.pipelined, false, p.warpgroups);
+    k = p.wgmma ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups, p.early_copy,
+                                    p.four_blocks)
+                : KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.early_copy,
+                                     p.four_blocks);
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
-    k = KernelOf<D, false>(p.pipelined, false, p.warpgroups);
+    k = KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.early_copy, p.four_blocks);
   }
   if (k.kernel == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t e = AllowSmem(k); e != cudaSuccess) return e;
@@ -1297,16 +1319,17 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
 }
 
 template <int D>
-int ResidentBlocks(bool pipelined, bool wgmma, bool overlap, int warpgroups) {
+int ResidentBlocks(bool pipelined, bool wgmma, bool overlap, int warpgroups, bool early_copy,
+                   bool four_blocks) {
   int device = 0, sms = 0, per_sm = 0;
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (wgmma && !WgmmaBuilt<D>()) return 0;
-    k = wgmma ? KernelOf<D, true>(pipelined, overlap, warpgroups)
-              : KernelOf<D, false>(pipelined, false, warpgroups);
+    k = wgmma ? KernelOf<D, true>(pipelined, overlap, warpgroups, early_copy, four_blocks)
+              : KernelOf<D, false>(pipelined, false, warpgroups, early_copy, four_blocks);
   } else {
     if (wgmma) return 0;
-    k = KernelOf<D, false>(pipelined, false, warpgroups);
+    k = KernelOf<D, false>(pipelined, false, warpgroups, early_copy, four_blocks);
   }
   if (k.kernel == nullptr || AllowSmem(k) != cudaSuccess) return 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -1354,11 +1377,13 @@ bool PrefixAttentionSupportsWgmma(int head_dim) {
   return head_dim == 64 ? WgmmaBuilt<64>() : WgmmaBuilt<128>();
 }
 
-int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap, int warpgroups) {
+int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap, int warpgroups,
+                          bool early_copy, bool four_blocks) {
   return DispatchHeadDim(
       head_dim,
       [&](auto d) {
-        return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups);
+        return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups,
+                                                  early_copy, four_blocks);
       },
       0);
 }

@@ -189,6 +189,15 @@ struct BackendOptions {
     // 379M Tq=1024 3,580 against 1's 3,468 items/s (+3.2%), Tq=50 level (no wide pass there).
     static constexpr int kAttentionWarpgroupsAuto = 0;
     int attention_warpgroups = kAttentionWarpgroupsAuto;
+    // RANKD_CUDA_ATTENTION_EARLY_COPY=1: where attention runs the one-warpgroup wgmma queue kernel
+    // without overlap, each work unit issues its first K/V copy before the rotation of q waits
+    // for q, so that the two round trips overlap (the rotations' registers stay live across the
+    // copy's issue). The same scores bit for bit. Off until measured (session 44).
+    bool attention_early_copy = false;
+    // RANKD_CUDA_ATTENTION_FOUR_BLOCKS=1: the same kernel at heads of 64 runs four blocks a
+    // multiprocessor at 128 registers a thread (no spills) instead of three at 168. The same scores
+    // bit for bit. Off until measured (session 44); not with RANKD_CUDA_ATTENTION_EARLY_COPY.
+    bool attention_four_blocks = false;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
     // on the device, and the Hopper GEMM prefetches its first tile's weights into L2 before that
