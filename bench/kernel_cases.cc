@@ -175,9 +175,10 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
       if (!wgmma) continue;
       for (const bool four : {false, true}) {
         if (four && D != 64) continue;
-        KernelCase* c = add(Kernel::kPrefixAttention,
-                            absl::StrCat(AttentionPassName(pass), " wgmma", four ? " b4" : " early"),
-                            a.rows(), bytes, 4 * D * s.q_heads * a.keys);
+        KernelCase* c =
+            add(Kernel::kPrefixAttention,
+                absl::StrCat(AttentionPassName(pass), " wgmma", four ? " b4" : " early"), a.rows(),
+                bytes, 4 * D * s.q_heads * a.keys);
         c->pass = pass;
         c->attention_wgmma = true;
         c->attention_early_copy = !four;

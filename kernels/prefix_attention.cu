@@ -1305,10 +1305,9 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (p.wgmma && !WgmmaBuilt<D>()) return cudaErrorNotSupported;
-    k = p.wgmma ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups, p.early_copy,
-                                    p.four_blocks)
-                : KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.early_copy,
-                                     p.four_blocks);
+    k = p.wgmma
+            ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups, p.early_copy, p.four_blocks)
+            : KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.early_copy, p.four_blocks);
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
     k = KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.early_copy, p.four_blocks);
@@ -1382,8 +1381,8 @@ int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap
   return DispatchHeadDim(
       head_dim,
       [&](auto d) {
-        return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups,
-                                                  early_copy, four_blocks);
+        return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups, early_copy,
+                                                  four_blocks);
       },
       0);
 }

@@ -215,8 +215,9 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_EARLY_COPY", "1"},
                                        {"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "1"}}));
   EXPECT_TRUE(absl::IsInvalidArgument(s));
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("RANKD_CUDA_ATTENTION_EARLY_COPY=1 and RANKD_CUDA_ATTENTION_FOUR_BLOCKS=1"));
+  EXPECT_THAT(
+      std::string(s.message()),
+      HasSubstr("RANKD_CUDA_ATTENTION_EARLY_COPY=1 and RANKD_CUDA_ATTENTION_FOUR_BLOCKS=1"));
   BackendOptions early;
   early.cuda.attention_early_copy = true;
   EXPECT_TRUE(absl::IsInvalidArgument(

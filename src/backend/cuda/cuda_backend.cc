@@ -723,8 +723,8 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       sw.attention_warpgroups == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto
           ? std::string("auto")
           : std::to_string(sw.attention_warpgroups),
-      sw.attention_early_copy, sw.attention_four_blocks, OwnGemmName(sw.own_gemm), backend->own_gemm() ? "may run" : "not in use",
-      OwnVariantsName(sw.own_gemm_variants),
+      sw.attention_early_copy, sw.attention_four_blocks, OwnGemmName(sw.own_gemm),
+      backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
           ? absl::StrCat(
                 ", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",

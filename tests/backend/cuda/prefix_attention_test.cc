@@ -461,9 +461,12 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   // The early copy and four blocks a multiprocessor: the one-warpgroup wgmma queue kernel's without
   // overlap, not both, four blocks at D 64 only.
   for (const auto& [wgmma, pipelined, overlap, wgs, early, four] :
-       {std::tuple{false, false, false, 1, true, false}, std::tuple{false, false, false, 1, false, true},
-        std::tuple{true, true, false, 1, true, false}, std::tuple{true, false, true, 1, true, false},
-        std::tuple{true, false, true, 1, false, true}, std::tuple{true, false, false, 2, true, false},
+       {std::tuple{false, false, false, 1, true, false},
+        std::tuple{false, false, false, 1, false, true},
+        std::tuple{true, true, false, 1, true, false},
+        std::tuple{true, false, true, 1, true, false},
+        std::tuple{true, false, true, 1, false, true},
+        std::tuple{true, false, false, 2, true, false},
         std::tuple{true, false, false, 1, true, true}}) {
     if (wgmma && !kernels::PrefixAttentionSupportsWgmma(64)) continue;  // (cudaErrorNotSupported)
     EXPECT_EQ(kernels::PrefixAttentionBlocks(64, pipelined, wgmma, overlap, wgs, early, four), 0)
@@ -478,7 +481,8 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
         << wgmma << pipelined << overlap << wgs << early << four;
   }
   if (kernels::PrefixAttentionSupportsWgmma(128)) {
-    EXPECT_EQ(kernels::PrefixAttentionBlocks(128, false, true, false, 1, false, true), 0) << "D 128";
+    EXPECT_EQ(kernels::PrefixAttentionBlocks(128, false, true, false, 1, false, true), 0)
+        << "D 128";
     EXPECT_GT(kernels::PrefixAttentionBlocks(128, false, true, false, 1, true, false), 0);
   }
   p.wgmma = p.pipelined = p.overlap = p.early_copy = p.four_blocks = false;
