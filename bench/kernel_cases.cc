@@ -149,9 +149,9 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
     // at D 64 and 128 both again on wgmma (RANKD_CUDA_ATTENTION_WGMMA; skipped off sm_90a), the
     // queue kernel on wgmma with its key tiles overlapped (RANKD_CUDA_ATTENTION_OVERLAP), and
     // the queue kernel on wgmma in blocks of 2 and (D 64) 3 warpgroups, serial and overlapped
-    // (RANKD_CUDA_ATTENTION_WARPGROUPS); then the one-warpgroup queue kernel on wgmma with its
-    // first K/V copy early ("early": RANKD_CUDA_ATTENTION_EARLY_COPY) and, at D 64, at four
-    // blocks a multiprocessor ("b4": RANKD_CUDA_ATTENTION_FOUR_BLOCKS).
+    // (RANKD_CUDA_ATTENTION_WARPGROUPS); then, at D 64, the one-warpgroup queue kernel on wgmma
+    // at four blocks a multiprocessor ("b4": RANKD_CUDA_ATTENTION_FOUR_BLOCKS, the backend's
+    // default; the rows above run three).
     for (const bool wgmma : {false, true}) {
       if (wgmma && D != 64 && D != 128) continue;
       for (const int variant : {0, 1, 2}) {  // queue, pipelined, overlapped
@@ -172,18 +172,13 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
           c->attention_warpgroups = wgs;
         }
       }
-      if (!wgmma) continue;
-      for (const bool four : {false, true}) {
-        if (four && D != 64) continue;
-        KernelCase* c =
-            add(Kernel::kPrefixAttention,
-                absl::StrCat(AttentionPassName(pass), " wgmma", four ? " b4" : " early"), a.rows(),
-                bytes, 4 * D * s.q_heads * a.keys);
-        c->pass = pass;
-        c->attention_wgmma = true;
-        c->attention_early_copy = !four;
-        c->attention_four_blocks = four;
-      }
+      if (!wgmma || D != 64) continue;
+      KernelCase* c =
+          add(Kernel::kPrefixAttention, absl::StrCat(AttentionPassName(pass), " wgmma b4"),
+              a.rows(), bytes, 4 * D * s.q_heads * a.keys);
+      c->pass = pass;
+      c->attention_wgmma = true;
+      c->attention_four_blocks = true;
     }
   }
   if (head_dim_only) return cases;

@@ -103,8 +103,7 @@ struct KernelCase {
   bool attention_pipelined = false;                // prefix_attention: the pipelined kernel
   bool attention_wgmma = false;                    // prefix_attention: on wgmma
   bool attention_overlap = false;                  // prefix_attention: wgmma, key tiles overlapped
-  bool attention_early_copy = false;   // prefix_attention: wgmma, one warpgroup, the early copy
-  bool attention_four_blocks = false;  // prefix_attention: the same at four blocks an SM (D 64)
+  bool attention_four_blocks = false;  // prefix_attention: wgmma, one warpgroup, 4 blocks an SM
   int attention_warpgroups = 1;                    // prefix_attention: wgmma queue kernel's
                                                    // warpgroups a block
   GemmLayer gemm_layer = GemmLayer::kQkv;          // gemm: the layer, its [N, K] weight

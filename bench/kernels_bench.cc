@@ -456,14 +456,13 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       a.wgmma = c.attention_wgmma;
       a.overlap = c.attention_overlap;
       a.warpgroups = c.attention_warpgroups;
-      a.early_copy = c.attention_early_copy;
       a.four_blocks = c.attention_four_blocks;
       if (a.wgmma && !kernels::PrefixAttentionSupportsWarpgroups(D, a.warpgroups)) {
         return absl::UnimplementedError("attention on wgmma does not run on this device");
       }
       a.blocks = kernels::PrefixAttentionBlocks(D, c.attention_pipelined, c.attention_wgmma,
                                                 c.attention_overlap, c.attention_warpgroups,
-                                                c.attention_early_copy, c.attention_four_blocks);
+                                                c.attention_four_blocks);
       if (a.blocks <= 0) return absl::InternalError("cannot size the attention kernel's grid");
       RANKD_ASSIGN_OR_RETURN(a.out, m.Alloc<bf16>(R * Q));
       p.launch = [=](cudaStream_t st) { return kernels::LaunchPrefixAttention(a, st); };

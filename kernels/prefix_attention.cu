@@ -362,15 +362,14 @@ __device__ __forceinline__ void LoadQ(const PrefixAttentionParams& p, const int 
 
 // RoPE of q, when rotations are given: register qf[b / 2][2 (b % 2) + r] holds dims 8b + 2c and
 // 8b + 2c + 1 of row r; their partners (+ D/2) sit in block b + D/16 of the same lane, and the two
-// pairs' (cos, sin) are one float4 of the rotation table. QRotations::Load issues the table's loads
-// (beside q's, so that both round trips overlap), Apply waits for them and rotates.
+// pairs' (cos, sin) are one float4 of the rotation table.
 template <int D>
-struct QRotations {
-  static constexpr int kHalfBlocks = D / 16;
+__device__ __forceinline__ void RotateQ(const float2* rotations, const int (&tok)[2], int c,
+                                        uint32_t (&qf)[D / 16][4]) {
+  constexpr int kHalfBlocks = D / 16;
   float4 rot[kHalfBlocks][2];
-
-  __device__ __forceinline__ void Load(const float2* rotations, const int (&tok)[2], int c) {
-    if (rotations == nullptr) return;
+  const bool rotate_q = rotations != nullptr;
+  if (rotate_q) {
 #pragma unroll
     for (int b = 0; b < kHalfBlocks; ++b) {
 #pragma unroll
@@ -380,9 +379,7 @@ struct QRotations {
       }
     }
   }
-
-  __device__ __forceinline__ void Apply(const float2* rotations, uint32_t (&qf)[D / 16][4]) const {
-    if (rotations == nullptr) return;
+  if (rotate_q) {
 #pragma unroll
     for (int b = 0; b < kHalfBlocks; ++b) {
 #pragma unroll
@@ -398,15 +395,6 @@ struct QRotations {
       }
     }
   }
-};
-
-// Loads and rotates at once.
-template <int D>
-__device__ __forceinline__ void RotateQ(const float2* rotations, const int (&tok)[2], int c,
-                                        uint32_t (&qf)[D / 16][4]) {
-  QRotations<D> rq;
-  rq.Load(rotations, tok, c);
-  rq.Apply(rotations, qf);
 }
 
 // Where a work unit's keys come from, for its kv head: the whole context, then own rows own_lo ..
@@ -953,7 +941,7 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
 // kWgs warpgroups (wgmma): warp w of the block takes rows 16w..16w+15 of a unit of 64 kWgs rows,
 // every thread copies its share of each K/V tile, and each warpgroup multiplies its own rows by
 // the one copy.
-template <int D, bool W, bool kOverlap = false, int kWgs = 1, bool kEarlyCopy = false>
+template <int D, bool W, bool kOverlap = false, int kWgs = 1>
 __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
                                                 FastDivmod group_div, FastDivmod kv_div) {
   // Static K/V stages, or (kOverlap) a placeholder and the rings in dynamic shared memory, from
@@ -992,32 +980,19 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
 
     // Every load that needs only the tile goes out before anything waits on one (a warp issues
     // in order and stalls at the first instruction that needs a pending result): the rows'
-    // segment starts, the context's entry, q and its rotations. The first K/V copy then waits for
-    // the context's pointers; the rotation, for q. lo is the first row of each row's segment.
+    // segment starts, the context's entry, q and its rotations. The rotation then waits for q;
+    // the first K/V copy, for the context's pointers. lo is the first row of each row's segment.
     int tok[2], head[2];
     QueryRows(tile, kvh, group, group_div, warp, g, tok, head);
     const int lo[2] = {p.seg_start[tok[0]], p.seg_start[tok[1]]};
     const ContextKv cx = ctx > 0 ? LayerContextKv(p, tile, p.contexts[tile.ctx]) : ContextKv{};
     uint32_t qf[D / 16][4];
     LoadQ<D>(p, tok, head, c, qf);
-    // kEarlyCopy (PrefixAttentionParams::early_copy): the first K/V copy goes out before the
-    // rotation waits for q, so that the unit's two round trips to memory (q with its rotations,
-    // then its first keys) overlap: at Tq=50 a unit walks about three key tiles, and Nsight
-    // Compute put 10% of the kernel's stalls on the wait for q (H100, 2026-12-08). The rotations'
-    // registers then stay live across the copy's issue, which only the one-warpgroup wgmma kernel
-    // at its own register budget has room for (the others spill: ptxas -v); by default a unit
-    // rotates first, which frees those registers.
-    static_assert(!kEarlyCopy || (W && kWgs == 1 && !kOverlap));
+    // (Rotating before the first K/V copy is issued frees the rotations' registers.)
+    RotateQ<D>(p.q_rotations, tok, c, qf);
+
     const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
-    if constexpr (kEarlyCopy) {
-      QRotations<D> rq;
-      rq.Load(p.q_rotations, tok, c);
-      CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
-      rq.Apply(p.q_rotations, qf);
-    } else {
-      RotateQ<D>(p.q_rotations, tok, c, qf);
-      CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
-    }
+    CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
 
     float o[D / 8][4];
 #pragma unroll
@@ -1173,20 +1148,18 @@ __device__ __forceinline__ void PipelinedKernelBody(const PrefixAttentionParams&
 }
 
 // The kernels. A wgmma kernel (W) compiled without sm_90a has an empty body, and so no shared
-// memory: how WgmmaBuilt tells. The one-warpgroup wgmma queue kernel without overlap also comes
-// with its first K/V copy early (kEarlyCopy, PrefixAttentionParams::early_copy) and, at D 64, at
-// four blocks a multiprocessor (kFourBlocks, ::four_blocks: 128 registers a thread instead of
-// 168, 16 warps instead of 12).
-template <int D, bool W, bool kOverlap = false, int kWgs = 1, bool kEarlyCopy = false,
-          bool kFourBlocks = false>
+// memory: how WgmmaBuilt tells. The one-warpgroup wgmma queue kernel without overlap at D 64 also
+// comes at four blocks a multiprocessor (kFourBlocks, PrefixAttentionParams::four_blocks: 124
+// registers a thread, no spills, instead of 162 at three blocks: 16 warps instead of 12).
+template <int D, bool W, bool kOverlap = false, int kWgs = 1, bool kFourBlocks = false>
 __global__ void __launch_bounds__(kThreadsOf<kWgs>, (kFourBlocks ? 4 : kMinBlocksOf<D, kWgs>))
     PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
-  static_assert(!kFourBlocks || (D <= 64 && W && kWgs == 1 && !kOverlap && !kEarlyCopy));
+  static_assert(!kFourBlocks || (D <= 64 && W && kWgs == 1 && !kOverlap));
   if constexpr (W && !kWgmmaDevice) {
     __trap();
   } else {
     EnterGrid();
-    QueueKernelBody<D, W, kOverlap, kWgs, kEarlyCopy>(p, group_div, kv_div);
+    QueueKernelBody<D, W, kOverlap, kWgs>(p, group_div, kv_div);
   }
 }
 template <int D, bool W>
@@ -1216,50 +1189,43 @@ struct KernelChoice {
   int smem;
 };
 
-// The wgmma queue kernel of D, overlapped or not, of kWgs warpgroups; early_copy and four_blocks
-// (one of them) for the one-warpgroup kernel without overlap only (four_blocks at D 64).
+// The wgmma queue kernel of D, overlapped or not, of kWgs warpgroups; four_blocks for the
+// one-warpgroup kernel at D 64 without overlap only.
 template <int D, int kWgs>
-KernelChoice WgmmaQueueKernel(bool overlap, bool early_copy, bool four_blocks) {
+KernelChoice WgmmaQueueKernel(bool overlap, bool four_blocks) {
   if constexpr (kWgs > kMaxWarpgroupsOf<D>) {
     return {nullptr, 0, 0};
   } else {
     if (overlap) {
-      if (early_copy || four_blocks) return {nullptr, 0, 0};
+      if (four_blocks) return {nullptr, 0, 0};
       return {PrefixAttentionKernel<D, true, true, kWgs>, kThreadsOf<kWgs>, kOverlapSmemBytes<D>};
     }
-    if constexpr (kWgs == 1) {
-      if (early_copy && four_blocks) return {nullptr, 0, 0};
-      if (early_copy) return {PrefixAttentionKernel<D, true, false, 1, true>, kThreads, 0};
-      if constexpr (D <= 64) {
-        if (four_blocks) {
-          return {PrefixAttentionKernel<D, true, false, 1, false, true>, kThreads, 0};
-        }
-      }
+    if constexpr (kWgs == 1 && D <= 64) {
+      if (four_blocks) return {PrefixAttentionKernel<D, true, false, 1, true>, kThreads, 0};
     }
-    if (early_copy || four_blocks) return {nullptr, 0, 0};
+    if (four_blocks) return {nullptr, 0, 0};
     return {PrefixAttentionKernel<D, true, false, kWgs>, kThreadsOf<kWgs>, 0};
   }
 }
 
 template <int D, bool W>
-KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups, bool early_copy,
-                      bool four_blocks) {
+KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups, bool four_blocks) {
   if constexpr (W) {
     if (!pipelined) {
       static_assert(kMaxAttentionWarpgroups == 3);  // the cases below
       switch (warpgroups) {
         case 1:
-          return WgmmaQueueKernel<D, 1>(overlap, early_copy, four_blocks);
+          return WgmmaQueueKernel<D, 1>(overlap, four_blocks);
         case 2:
-          return WgmmaQueueKernel<D, 2>(overlap, early_copy, four_blocks);
+          return WgmmaQueueKernel<D, 2>(overlap, four_blocks);
         case 3:
-          return WgmmaQueueKernel<D, 3>(overlap, early_copy, four_blocks);
+          return WgmmaQueueKernel<D, 3>(overlap, four_blocks);
         default:
           return {nullptr, 0, 0};
       }
     }
   }
-  if (warpgroups != 1 || early_copy || four_blocks) return {nullptr, 0, 0};
+  if (warpgroups != 1 || four_blocks) return {nullptr, 0, 0};
   return {pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>, kThreads,
           0};
 }
@@ -1305,12 +1271,11 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (p.wgmma && !WgmmaBuilt<D>()) return cudaErrorNotSupported;
-    k = p.wgmma
-            ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups, p.early_copy, p.four_blocks)
-            : KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.early_copy, p.four_blocks);
+    k = p.wgmma ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups, p.four_blocks)
+                : KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.four_blocks);
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
-    k = KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.early_copy, p.four_blocks);
+    k = KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.four_blocks);
   }
   if (k.kernel == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t e = AllowSmem(k); e != cudaSuccess) return e;
@@ -1318,17 +1283,16 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
 }
 
 template <int D>
-int ResidentBlocks(bool pipelined, bool wgmma, bool overlap, int warpgroups, bool early_copy,
-                   bool four_blocks) {
+int ResidentBlocks(bool pipelined, bool wgmma, bool overlap, int warpgroups, bool four_blocks) {
   int device = 0, sms = 0, per_sm = 0;
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (wgmma && !WgmmaBuilt<D>()) return 0;
-    k = wgmma ? KernelOf<D, true>(pipelined, overlap, warpgroups, early_copy, four_blocks)
-              : KernelOf<D, false>(pipelined, false, warpgroups, early_copy, four_blocks);
+    k = wgmma ? KernelOf<D, true>(pipelined, overlap, warpgroups, four_blocks)
+              : KernelOf<D, false>(pipelined, false, warpgroups, four_blocks);
   } else {
     if (wgmma) return 0;
-    k = KernelOf<D, false>(pipelined, false, warpgroups, early_copy, four_blocks);
+    k = KernelOf<D, false>(pipelined, false, warpgroups, four_blocks);
   }
   if (k.kernel == nullptr || AllowSmem(k) != cudaSuccess) return 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -1377,11 +1341,11 @@ bool PrefixAttentionSupportsWgmma(int head_dim) {
 }
 
 int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap, int warpgroups,
-                          bool early_copy, bool four_blocks) {
+                          bool four_blocks) {
   return DispatchHeadDim(
       head_dim,
       [&](auto d) {
-        return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups, early_copy,
+        return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups,
                                                   four_blocks);
       },
       0);

@@ -68,11 +68,9 @@ struct PrefixAttentionParams {
                                          // query rows, each K/V tile copied once for all; the
                                          // tiles filled with as many rows (FillAttentionTiles'
                                          // tile_rows); 1 for every other kernel
-  bool early_copy = false;               // the one-warpgroup wgmma queue kernel without overlap:
-                                         // a unit's first K/V copy issued before q's rotation
-                                         // waits for q (the same math, the same bits)
-  bool four_blocks = false;              // the same kernel at D 64 (not with early_copy): four
-                                         // blocks a multiprocessor at 128 registers, not three
+  bool four_blocks = false;              // the one-warpgroup wgmma queue kernel without overlap
+                                         // at D 64: four blocks a multiprocessor at 124
+                                         // registers, not three at 162 (the same bits)
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 
@@ -88,8 +86,7 @@ bool PrefixAttentionSupportsWgmma(int head_dim);
 // launch needs to keep the device busy, whatever the number of work units. 0 on error or where the
 // kernel cannot run.
 int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = false,
-                          bool overlap = false, int warpgroups = 1, bool early_copy = false,
-                          bool four_blocks = false);
+                          bool overlap = false, int warpgroups = 1, bool four_blocks = false);
 
 // The most warpgroups a block of the wgmma queue kernel has (PrefixAttentionParams::warpgroups).
 inline constexpr int kMaxAttentionWarpgroups = 3;
@@ -103,8 +100,8 @@ bool PrefixAttentionSupportsWarpgroups(int head_dim, int warpgroups);
 // scale that is not positive, a negative softcap or window, or (pipelined: it copies them by
 // cp.async) tiles or contexts that are not 16-byte aligned, or wgmma at a head_dim other than 64
 // or 128, or warpgroups other than 1 outside the wgmma queue kernel or above its head_dim's,
-// or early_copy or four_blocks outside the one-warpgroup wgmma queue kernel without overlap (both,
-// or four_blocks at D 128); cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is
+// or four_blocks outside the one-warpgroup wgmma queue kernel without overlap at D 64;
+// cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is
 // false otherwise.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream);
 

@@ -67,18 +67,12 @@ absl::Status ApplyBackendEnvironment(BackendOptions* options,
         std::pair{"RANKD_CUDA_FUSE_QK_NORM", &c.fuse_qk_norm},
         std::pair{"RANKD_CUDA_ATTENTION_PIPELINE", &c.attention_pipeline},
         std::pair{"RANKD_CUDA_ATTENTION_WGMMA", &c.attention_wgmma},
-        std::pair{"RANKD_CUDA_ATTENTION_EARLY_COPY", &c.attention_early_copy},
         std::pair{"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", &c.attention_four_blocks},
         std::pair{"RANKD_CUDA_PDL", &c.pdl},
         std::pair{"RANKD_CUDA_FP8_GROUP_SCALES", &c.fp8_group_scales},
         std::pair{"RANKD_CUDA_FP8_PROMOTED", &c.fp8_promoted},
         std::pair{"RANKD_CUDA_FOLD_NORMS", &c.fold_norms}}) {
     if (absl::Status s = flag(name, value); !s.ok()) return s;
-  }
-  if (c.attention_early_copy && c.attention_four_blocks) {
-    return absl::InvalidArgumentError(
-        "RANKD_CUDA_ATTENTION_EARLY_COPY=1 and RANKD_CUDA_ATTENTION_FOUR_BLOCKS=1 do not go "
-        "together (the early copy's registers do not fit four blocks a multiprocessor)");
   }
   if (const char* v = getenv("RANKD_CUDA_OWN_GEMM"); v != nullptr) {
     using OwnGemm = BackendOptions::CudaSwitches::OwnGemm;

@@ -47,7 +47,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_ATTENTION_WGMMA", "0"},
                                                {"RANKD_CUDA_ATTENTION_OVERLAP", "1"},
                                                {"RANKD_CUDA_ATTENTION_WARPGROUPS", "3"},
-                                               {"RANKD_CUDA_ATTENTION_EARLY_COPY", "1"},
+                                               {"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "0"},
                                                {"RANKD_CUDA_PDL", "1"},
                                                {"RANKD_CUDA_FP8_GROUP_SCALES", "1"},
                                                {"RANKD_CUDA_FP8_FAST_ACCUM", "1"},
@@ -70,8 +70,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.attention_wgmma);
   EXPECT_EQ(o.cuda.attention_overlap, 1);
   EXPECT_EQ(o.cuda.attention_warpgroups, 3);
-  EXPECT_TRUE(o.cuda.attention_early_copy);
-  EXPECT_FALSE(o.cuda.attention_four_blocks);  // (not with the early copy: below)
+  EXPECT_FALSE(o.cuda.attention_four_blocks);
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
   EXPECT_TRUE(o.cuda.fp8_fast_accum ==
@@ -87,17 +86,12 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
   EXPECT_FALSE(BackendOptions{}.cuda.fold_norms);
-  EXPECT_FALSE(BackendOptions{}.cuda.attention_early_copy);
-  EXPECT_FALSE(BackendOptions{}.cuda.attention_four_blocks);
-  BackendOptions four;
-  ASSERT_TRUE(
-      ApplyBackendEnvironment(&four, Env({{"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "1"}})).ok());
-  EXPECT_TRUE(four.cuda.attention_four_blocks);
-  EXPECT_FALSE(four.cuda.attention_early_copy);
   // Measured faster (session 43): attention's blocks of warpgroups chosen per pass, the promoted
-  // e4m3 kernels timed, gate_up's e4m3 accumulated fast; 1, 0 and 0 turn them off.
+  // e4m3 kernels timed, gate_up's e4m3 accumulated fast; 1, 0 and 0 turn them off. Session 44:
+  // attention's four blocks a multiprocessor (0 turns it off).
   EXPECT_EQ(BackendOptions{}.cuda.attention_warpgroups,
             BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto);
+  EXPECT_TRUE(BackendOptions{}.cuda.attention_four_blocks);
   EXPECT_TRUE(BackendOptions{}.cuda.fp8_fast_accum ==
               (BackendOptions::CudaSwitches::Fp8Linears{false, false, true, false}));
   EXPECT_TRUE(BackendOptions{}.cuda.fp8_promoted);
@@ -123,9 +117,10 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(o.cuda.fp8_linears.o_proj);
   EXPECT_FALSE(o.cuda.fp8_linears.gate_up);
   EXPECT_TRUE(o.cuda.fp8_linears.down);
-  // Unset: qkv and gate_up; empty: none (precision fp8 with every GEMM in bf16, for an A/B).
+  // Unset: gate_up (session 44; qkv and gate_up before); empty: none (precision fp8 with every
+  // GEMM in bf16, for an A/B).
   EXPECT_TRUE(BackendOptions{}.cuda.fp8_linears ==
-              (BackendOptions::CudaSwitches::Fp8Linears{true, false, true, false}));
+              (BackendOptions::CudaSwitches::Fp8Linears{false, false, true, false}));
   BackendOptions none;
   ASSERT_TRUE(ApplyBackendEnvironment(&none, Env({{"RANKD_CUDA_FP8_LINEARS", ""}})).ok());
   EXPECT_TRUE(none.cuda.fp8_linears ==
@@ -210,18 +205,9 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("RANKD_CUDA_ATTENTION_OVERLAP: '",
                                                                  v, "' is not 0, 1 or auto")));
   }
-  // The early copy's registers do not fit four blocks a multiprocessor: both at once are refused,
-  // also where one of them was on before.
-  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_EARLY_COPY", "1"},
-                                       {"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "1"}}));
-  EXPECT_TRUE(absl::IsInvalidArgument(s));
-  EXPECT_THAT(
-      std::string(s.message()),
-      HasSubstr("RANKD_CUDA_ATTENTION_EARLY_COPY=1 and RANKD_CUDA_ATTENTION_FOUR_BLOCKS=1"));
-  BackendOptions early;
-  early.cuda.attention_early_copy = true;
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ApplyBackendEnvironment(&early, Env({{"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "1"}}))));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "4"}}));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_ATTENTION_FOUR_BLOCKS: '4' is not 0 or 1"));
   BackendOptions automatic;
   ASSERT_TRUE(
       ApplyBackendEnvironment(&automatic, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", "auto"}})).ok());

@@ -189,15 +189,13 @@ struct BackendOptions {
     // 379M Tq=1024 3,580 against 1's 3,468 items/s (+3.2%), Tq=50 level (no wide pass there).
     static constexpr int kAttentionWarpgroupsAuto = 0;
     int attention_warpgroups = kAttentionWarpgroupsAuto;
-    // RANKD_CUDA_ATTENTION_EARLY_COPY=1: where attention runs the one-warpgroup wgmma queue kernel
-    // without overlap, each work unit issues its first K/V copy before the rotation of q waits
-    // for q, so that the two round trips overlap (the rotations' registers stay live across the
-    // copy's issue). The same scores bit for bit. Off until measured (session 44).
-    bool attention_early_copy = false;
-    // RANKD_CUDA_ATTENTION_FOUR_BLOCKS=1: the same kernel at heads of 64 runs four blocks a
-    // multiprocessor at 128 registers a thread (no spills) instead of three at 168. The same scores
-    // bit for bit. Off until measured (session 44); not with RANKD_CUDA_ATTENTION_EARLY_COPY.
-    bool attention_four_blocks = false;
+    // RANKD_CUDA_ATTENTION_FOUR_BLOCKS (default on; 0: off): where attention runs the
+    // one-warpgroup wgmma queue kernel without overlap at heads of 64, four blocks a multiprocessor
+    // at 124 registers a thread (no spills) instead of three at 162: 16 warps to hide a unit's
+    // latencies instead of 12. The same scores bit for bit. On an H100 (bench/RESULTS.md,
+    // 2026-12-08, session 44) the kernel 4.5% faster at Tq=50 (49.0 against 51.3 us), the 379M pass
+    // +0.4% in bf16 (5,011 against 4,990 items/s), +0.8% in fp8 and at Ni=250, level elsewhere.
+    bool attention_four_blocks = true;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
     // on the device, and the Hopper GEMM prefetches its first tile's weights into L2 before that
@@ -219,16 +217,19 @@ struct BackendOptions {
     enum class OwnGemm { kAuto, kOff, kOn };
     OwnGemm own_gemm = OwnGemm::kAuto;
     // Precision fp8: which linear layers take e4m3 (RANKD_CUDA_FP8_LINEARS, a comma list of qkv,
-    // o_proj, gate_up, down); the others stay bf16, their inputs too. Default qkv and gate_up,
-    // from an H200 A/B (bench/RESULTS.md, 2026-12-01, issue 17): o_proj gains nothing in e4m3
-    // (its fp32 residual makes it memory-bound) and costs a quantiser; without down too the demo
-    // model's top item matches float32's in 95.0% of requests (93.5% with down, 87.0% with all
-    // four) for 6% less speed than qkv,gate_up,down.
+    // o_proj, gate_up, down); the others stay bf16, their inputs too. Default gate_up alone since
+    // session 44 (H100, bench/RESULTS.md 2026-12-08): over the golden models and the retrained
+    // demo model (bench/fidelity.py) a mean Spearman of 0.9936 against float32 and the same top
+    // item in 96.0% of requests, the demo model's held-out MRR@10 0.0013 under float32's; with
+    // qkv too (the default from issue 17 to session 43) 0.9823 and 93.8%, MRR@10 -0.0036: under
+    // issue 25's 95% top-1 bar, for 5% more speed (379M 6,063 against 5,755 items/s). o_proj gains
+    // nothing in e4m3 (its fp32 residual makes it memory-bound) and down in e4m3 is slower with
+    // gate_up alone (5,638 items/s) and moves the ranking more (issue 17: 93.5% top-1).
     struct Fp8Linears {
-      bool qkv = true, o_proj = false, gate_up = true, down = false;
+      bool qkv = false, o_proj = false, gate_up = false, down = false;
       bool operator==(const Fp8Linears&) const = default;
     };
-    Fp8Linears fp8_linears;
+    Fp8Linears fp8_linears{false, false, true, false};
     // RANKD_CUDA_FP8_GROUP_SCALES=1: with precision fp8, where the Hopper GEMM may run and the
     // hidden size is a multiple of 128, the e4m3 layers' inputs are quantised per row and group of
     // 64 columns (the norms, the attention output's quantiser; kernels/hopper_gemm's

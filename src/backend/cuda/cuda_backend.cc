@@ -455,23 +455,15 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
           asked, config_.head_dim);
     }
   }
-  // The one-warpgroup queue kernel's variants (blocks of one warpgroup only).
-  attention_early_copy_ = queue && !attention_overlap_ && switches_.attention_early_copy;
+  // Four blocks a multiprocessor: the one-warpgroup queue kernel's at heads of 64 without overlap
+  // (blocks of one warpgroup only; elsewhere the switch has nothing to act on).
   attention_four_blocks_ =
       queue && !attention_overlap_ && config_.head_dim == 64 && switches_.attention_four_blocks;
-  if ((switches_.attention_early_copy && !attention_early_copy_) ||
-      (switches_.attention_four_blocks && !attention_four_blocks_)) {
-    spdlog::info(
-        "cuda backend: RANKD_CUDA_ATTENTION_EARLY_COPY / _FOUR_BLOCKS need the wgmma queue kernel "
-        "without overlap (four blocks: heads of 64; this model's: {}); ignored",
-        config_.head_dim);
-  }
   for (int w = 1; w <= kernels::kMaxAttentionWarpgroups; ++w) {
     const bool runs = w == attention_warpgroups_ || (auto_warpgroups_ && w == 2);
     attention_blocks_[w] =
         runs ? kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
                                               attention_wgmma_, attention_overlap_, w,
-                                              w == 1 && attention_early_copy_,
                                               w == 1 && attention_four_blocks_)
              : 0;
     if (runs && attention_blocks_[w] <= 0) {
@@ -710,8 +702,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
       "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, attention_wgmma {}, "
-      "attention_overlap {}, attention_warpgroups {}, attention_early_copy {}, "
-      "attention_four_blocks {}, own_gemm {} ({}, "
+      "attention_overlap {}, attention_warpgroups {}, attention_four_blocks {}, own_gemm {} ({}, "
       "variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
@@ -723,7 +714,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       sw.attention_warpgroups == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto
           ? std::string("auto")
           : std::to_string(sw.attention_warpgroups),
-      sw.attention_early_copy, sw.attention_four_blocks, OwnGemmName(sw.own_gemm),
+      sw.attention_four_blocks, OwnGemmName(sw.own_gemm),
       backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
           ? absl::StrCat(

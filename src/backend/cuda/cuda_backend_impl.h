@@ -278,7 +278,6 @@ class CudaBackend final : public backend::Backend {
   bool attention_wgmma_ = false;  // attention on wgmma (switch on, device and heads take it)
   // Its key tiles overlapped (the switch; auto: heads of 128), where the queue kernel runs.
   bool attention_overlap_ = false;
-  bool attention_early_copy_ = false;   // a.early_copy for blocks of one warpgroup
   bool attention_four_blocks_ = false;  // a.four_blocks for blocks of one warpgroup
   int attention_warpgroups_ = 1;  // attention's warpgroups a block (the switch, where it runs)
   bool auto_warpgroups_ = false;  // RANKD_CUDA_ATTENTION_WARPGROUPS=auto, where 2 can run

@@ -161,7 +161,6 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.wgmma = attention_wgmma_;
     a.overlap = attention_overlap_;
     a.warpgroups = shape.attention_warpgroups;
-    a.early_copy = attention_early_copy_ && a.warpgroups == 1;
     a.four_blocks = attention_four_blocks_ && a.warpgroups == 1;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));

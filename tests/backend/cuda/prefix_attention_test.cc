@@ -201,30 +201,27 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
   // masks and softmax with fp32 sums in another order, so within kAttention of the reference and
   // within bf16 roundings of the mma.sync kernel; the pipelined one gives the queue one's bits, and
   // q rotated as it is loaded the same bits as QkvRope's q. The queue kernel with its key tiles
-  // overlapped (`overlap`, D 64; ignored at other D), with its first K/V copy early
-  // (`early_copy`) and at four blocks a multiprocessor (`four_blocks`, D 64) gives the queue
-  // one's bits too.
+  // overlapped (`overlap`, D 64; ignored at other D) and at four blocks a multiprocessor
+  // (`four_blocks`, D 64) gives the queue one's bits too.
   std::vector<float> wgmma_got;
   if (kernels::PrefixAttentionSupportsWgmma(c.D)) {
     struct Variant {
-      bool pipelined, overlap, early_copy, four_blocks;
+      bool pipelined, overlap, four_blocks;
       const char* name;
     };
-    for (const Variant& v : {Variant{false, false, false, false, "wgmma kernel"},
-                             Variant{true, false, false, false, "wgmma pipelined kernel"},
-                             Variant{false, true, false, false, "wgmma overlapped"},
-                             Variant{false, false, true, false, "wgmma early copy"},
-                             Variant{false, false, false, true, "wgmma four blocks"}}) {
+    for (const Variant& v : {Variant{false, false, false, "wgmma kernel"},
+                             Variant{true, false, false, "wgmma pipelined kernel"},
+                             Variant{false, true, false, "wgmma overlapped"},
+                             Variant{false, false, true, "wgmma four blocks"}}) {
       if (v.four_blocks && c.D != 64) continue;
       kernels::PrefixAttentionParams pw = p;
       pw.wgmma = true;
       pw.pipelined = v.pipelined;
       pw.overlap = v.overlap;
-      pw.early_copy = v.early_copy;
       pw.four_blocks = v.four_blocks;
       pw.blocks = c.blocks > 0 ? c.blocks
                                : kernels::PrefixAttentionBlocks(c.D, v.pipelined, true, v.overlap,
-                                                                1, v.early_copy, v.four_blocks);
+                                                                1, v.four_blocks);
       ASSERT_GT(pw.blocks, 0) << v.name;
       d_counter.Upload(std::vector<int32_t>{0});
       d_out.Poison();
@@ -458,34 +455,25 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
     p.head_dim = 64;
   }
   p.warpgroups = 1;
-  // The early copy and four blocks a multiprocessor: the one-warpgroup wgmma queue kernel's without
-  // overlap, not both, four blocks at D 64 only.
-  for (const auto& [wgmma, pipelined, overlap, wgs, early, four] :
-       {std::tuple{false, false, false, 1, true, false},
-        std::tuple{false, false, false, 1, false, true},
-        std::tuple{true, true, false, 1, true, false},
-        std::tuple{true, false, true, 1, true, false},
-        std::tuple{true, false, true, 1, false, true},
-        std::tuple{true, false, false, 2, true, false},
-        std::tuple{true, false, false, 1, true, true}}) {
+  // Four blocks a multiprocessor: the one-warpgroup wgmma queue kernel's without overlap, at D 64.
+  for (const auto& [wgmma, pipelined, overlap, wgs] :
+       {std::tuple{false, false, false, 1}, std::tuple{true, true, false, 1},
+        std::tuple{true, false, true, 1}, std::tuple{true, false, false, 2}}) {
     if (wgmma && !kernels::PrefixAttentionSupportsWgmma(64)) continue;  // (cudaErrorNotSupported)
-    EXPECT_EQ(kernels::PrefixAttentionBlocks(64, pipelined, wgmma, overlap, wgs, early, four), 0)
-        << wgmma << pipelined << overlap << wgs << early << four;
+    EXPECT_EQ(kernels::PrefixAttentionBlocks(64, pipelined, wgmma, overlap, wgs, true), 0)
+        << wgmma << pipelined << overlap << wgs;
     p.wgmma = wgmma;
     p.pipelined = pipelined;
     p.overlap = overlap;
     p.warpgroups = wgs;
-    p.early_copy = early;
-    p.four_blocks = four;
+    p.four_blocks = true;
     EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue)
-        << wgmma << pipelined << overlap << wgs << early << four;
+        << wgmma << pipelined << overlap << wgs;
   }
   if (kernels::PrefixAttentionSupportsWgmma(128)) {
-    EXPECT_EQ(kernels::PrefixAttentionBlocks(128, false, true, false, 1, false, true), 0)
-        << "D 128";
-    EXPECT_GT(kernels::PrefixAttentionBlocks(128, false, true, false, 1, true, false), 0);
+    EXPECT_EQ(kernels::PrefixAttentionBlocks(128, false, true, false, 1, true), 0) << "D 128";
   }
-  p.wgmma = p.pipelined = p.overlap = p.early_copy = p.four_blocks = false;
+  p.wgmma = p.pipelined = p.overlap = p.four_blocks = false;
   p.warpgroups = 1;
   p.num_kv_heads = 3;  // 4 query heads do not group over 3
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
