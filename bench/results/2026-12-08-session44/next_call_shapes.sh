@@ -18,6 +18,17 @@ for v in "m379 bf16 --tq 50 --ti 150 --ni 50" "m379 fp8 --tq 50 --ti 150 --ni 50
   timeout 60 $B/rankd-bench engine --backend cuda --model /tmp/$model --iters 30 --strategy multi-item --graphs --precision $prec "$@" > $OUT/run.log 2>&1
   echo "[$v] r$round $(grep -A1 '^backend' $OUT/run.log | tail -1 | awk '{print $10}')" >> $L
 done; done
+# A/B: q rotated before attention (RANKD_CUDA_FUSE_Q_ROPE=0: QkvRope rotates q and k; attention
+# loads q as it is, without the rotations' loads), the first step toward prefetching the next
+# unit's q; and attention at three blocks (RANKD_CUDA_ATTENTION_FOUR_BLOCKS=0), two rounds.
+echo "== A/B ($(el) s)" >> $L
+for round in 1 2; do
+  for sw in "-" "RANKD_CUDA_FUSE_Q_ROPE=0" "RANKD_CUDA_ATTENTION_FOUR_BLOCKS=0"; do
+    e=(); [[ $sw != - ]] && e=($sw)
+    timeout 60 env "${e[@]}" $B/rankd-bench engine --backend cuda --model /tmp/m379 --iters 30 --strategy multi-item --graphs --precision bf16 --tq 50 --ti 150 --ni 50 > $OUT/run.log 2>&1
+    echo "[m379 bf16 $sw] r$round $(grep -A1 '^backend' $OUT/run.log | tail -1 | awk '{print $10}')" >> $L
+  done
+done
 for prec in bf16 fp8; do
   echo "== profile $prec ($(el) s)" >> $L
   timeout 60 env RANKD_CUDA_PROFILE=1 $B/rankd-bench engine --backend cuda --model /tmp/m379 --tq 50 --ti 150 --ni 50 --iters 10 --strategy multi-item --precision $prec > $OUT/profile_$prec.log 2>&1
