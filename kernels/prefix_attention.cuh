@@ -101,8 +101,7 @@ bool PrefixAttentionSupportsWarpgroups(int head_dim, int warpgroups);
 // cp.async) tiles or contexts that are not 16-byte aligned, or wgmma at a head_dim other than 64
 // or 128, or warpgroups other than 1 outside the wgmma queue kernel or above its head_dim's,
 // or four_blocks outside the one-warpgroup wgmma queue kernel without overlap at D 64;
-// cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is
-// false otherwise.
+// cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is false otherwise.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream);
 
 }  // namespace rankd::kernels
