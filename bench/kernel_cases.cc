@@ -151,7 +151,9 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
     // the queue kernel on wgmma in blocks of 2 and (D 64) 3 warpgroups, serial and overlapped
     // (RANKD_CUDA_ATTENTION_WARPGROUPS); then, at D 64, the one-warpgroup queue kernel on wgmma
     // at four blocks a multiprocessor ("b4": RANKD_CUDA_ATTENTION_FOUR_BLOCKS, the backend's
-    // default; the rows above run three).
+    // default; the rows above run three); then the backend's default kernel of the head (D 64:
+    // b4, D 128: overlapped) with the next unit's loads prefetched ("pf":
+    // RANKD_CUDA_ATTENTION_PREFETCH).
     for (const bool wgmma : {false, true}) {
       if (wgmma && D != 64 && D != 128) continue;
       for (const int variant : {0, 1, 2}) {  // queue, pipelined, overlapped
@@ -172,13 +174,19 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
           c->attention_warpgroups = wgs;
         }
       }
-      if (!wgmma || D != 64) continue;
-      KernelCase* c =
-          add(Kernel::kPrefixAttention, absl::StrCat(AttentionPassName(pass), " wgmma b4"),
-              a.rows(), bytes, 4 * D * s.q_heads * a.keys);
-      c->pass = pass;
-      c->attention_wgmma = true;
-      c->attention_four_blocks = true;
+      if (!wgmma) continue;
+      for (const bool prefetch : {false, true}) {
+        if (D != 64 && !prefetch) continue;
+        KernelCase* c = add(Kernel::kPrefixAttention,
+                            absl::StrCat(AttentionPassName(pass), " wgmma",
+                                         D == 64 ? " b4" : " overlap", prefetch ? " pf" : ""),
+                            a.rows(), bytes, 4 * D * s.q_heads * a.keys);
+        c->pass = pass;
+        c->attention_wgmma = true;
+        c->attention_four_blocks = D == 64;
+        c->attention_overlap = D != 64;
+        c->attention_prefetch = prefetch;
+      }
     }
   }
   if (head_dim_only) return cases;

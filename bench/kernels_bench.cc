@@ -457,6 +457,7 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       a.overlap = c.attention_overlap;
       a.warpgroups = c.attention_warpgroups;
       a.four_blocks = c.attention_four_blocks;
+      a.prefetch = c.attention_prefetch;
       if (a.wgmma && !kernels::PrefixAttentionSupportsWarpgroups(D, a.warpgroups)) {
         return absl::UnimplementedError("attention on wgmma does not run on this device");
       }

@@ -435,23 +435,42 @@ __device__ __forceinline__ void CopyAsync32(void* dst, const void* src) {
 
 // Copies key tile `kt`'s keys (kK) and values (kV) into stage `st` of ks / vs (one commit group):
 // 16-byte chunks, D / 8 per key; past num_keys, zeros (the source is then own row 0, never read).
-// Branch-free: selects, one wide multiply per key.
-// kT threads of the block share the copy.
+// kT threads of the block share the copy. Where kT is a multiple of a key's chunks (every wgmma
+// kernel; mma.sync at D 16, 32, 64, 128), each thread copies one column of chunks (d0 fixed) of
+// keys kRowStep apart, at shared-memory offsets a constant apart (kRowStep is a multiple of the
+// swizzle's 8 rows): a fully unrolled loop of selects and one wide multiply a chunk, no division
+// (a strided loop over chunk indices compiled to a general loop with signed divisions, about 200
+// instructions a warp a tile at D 64; bench/RESULTS.md, 2026-12-08, session 45).
 template <int D, bool W, bool kK = true, bool kV = true, int kT = kThreads>
 __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st, __nv_bfloat16* ks,
                                             __nv_bfloat16* vs) {
-  __nv_bfloat16* kdst = ks + st * kSmemTile<D, W>;
-  __nv_bfloat16* vdst = vs + st * kSmemTile<D, W>;
+  constexpr int kChunksPerKey = D / 8;
+  constexpr int kChunks = kKeys * kChunksPerKey;
+  constexpr int kPerThread = (kChunks + kT - 1) / kT;
+  constexpr bool kColumn = kT % kChunksPerKey == 0;  // a thread's chunks share d0
+  constexpr int kRowStep = kT / kChunksPerKey;
+  static_assert(!kColumn || !W || kRowStep % 8 == 0, "a thread's rows share the swizzle phase");
+  const unsigned tid = threadIdx.x;
+  const int i0 = static_cast<int>(tid / kChunksPerKey);
+  const int d00 = static_cast<int>(tid % kChunksPerKey) * 8;
+  const int dst0 = st * kSmemTile<D, W> + SmemOffset<D, W>(i0, d00);
+  constexpr int kRowElems = W ? 64 : kSmemStride<D>;  // elements from key i to key i + 1
 #pragma unroll
-  for (int ch = threadIdx.x; ch < kKeys * D / 8; ch += kT) {
-    const int i = ch / (D / 8), d0 = (ch % (D / 8)) * 8;
+  for (int u = 0; u < kPerThread; ++u) {
+    int i = i0 + u * kRowStep, d0 = d00, dst = dst0 + u * kRowStep * kRowElems;
+    if constexpr (!kColumn) {
+      const unsigned ch = tid + static_cast<unsigned>(u * kT);
+      i = static_cast<int>(ch / kChunksPerKey);
+      d0 = static_cast<int>(ch % kChunksPerKey) * 8;
+      dst = st * kSmemTile<D, W> + SmemOffset<D, W>(i, d0);
+    }
+    if (kChunks % kT != 0 && i >= kKeys) break;  // (threads past the tile's last chunk)
     const int j = kt * kKeys + i;
     const bool in_ctx = j < src.ctx_len, valid = j < src.num_keys;
     const int row = in_ctx ? j : (valid ? j + src.own_shift : 0);
     const int64_t off = static_cast<int64_t>(row) * (in_ctx ? src.ctx_stride : src.own_stride) + d0;
-    const int dst = SmemOffset<D, W>(i, d0);
-    if constexpr (kK) CopyAsync16(&kdst[dst], (in_ctx ? src.ctx_k : src.own_k) + off, valid);
-    if constexpr (kV) CopyAsync16(&vdst[dst], (in_ctx ? src.ctx_v : src.own_v) + off, valid);
+    if constexpr (kK) CopyAsync16(ks + dst, (in_ctx ? src.ctx_k : src.own_k) + off, valid);
+    if constexpr (kV) CopyAsync16(vs + dst, (in_ctx ? src.ctx_v : src.own_v) + off, valid);
   }
   CopyAsyncCommit();
 }
@@ -850,14 +869,16 @@ __device__ __forceinline__ WgKeyTiles WarpgroupKeyTiles(const PrefixAttentionPar
 // was waited for in step kt-1), V_{kt+1} at its end (its stage held V_{kt-1}, waited for in step
 // kt), so each copy has a step to land. Tile 0's K and V are in flight (one commit group) on entry;
 // every thread commits the same groups (empty ones past the last tile), so that "all but the
-// newest" waits mean the same tile everywhere. Ends with every warp past its last wgmma. kSkip:
-// the warpgroup's S, softmax and P V of the tiles it does not see (`seen`) are skipped.
-template <int D, int kT, bool kSkip>
+// newest" waits mean the same tile everywhere (thread 0's older groups land with tile 0). Ends
+// with every warp past its last wgmma. kSkip: the warpgroup's S, softmax and P V of the tiles it
+// does not see (`seen`) are skipped. at_tile(kt) runs in every thread right after the barrier
+// that hands over key tile kt (the caller's prefetch of its next unit).
+template <int D, int kT, bool kSkip, typename AtTile>
 __device__ __forceinline__ void AttendKeyTilesOverlapped(
     const PrefixAttentionParams& p, SoftmaxScale sm, const uint32_t (&qf)[D / 16][4],
     const KeySource& src, __nv_bfloat16* ks, __nv_bfloat16* vs, int c, int ctx, int own_lo,
     int num_keys, int num_key_tiles, const Visibility& vis, const WgKeyTiles& seen, float (&m)[2],
-    float (&l)[2], float (&o)[D / 8][4]) {
+    float (&l)[2], float (&o)[D / 8][4], const AtTile& at_tile) {
   const auto sees = [&](int kt) { return !kSkip || seen.Sees(kt); };
   constexpr int kTile = kSmemTile<D, true>;
   if (num_key_tiles > 1) {
@@ -870,6 +891,7 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
   CopyAsyncWait<2>();  // tile 0
   FenceProxyAsyncShared();
   __syncthreads();
+  at_tile(0);
   float s[kKeys / 8][4];
   uint32_t pa[kKeys / 16][4];
   float alpha[2];
@@ -887,6 +909,7 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
     CopyAsyncWait<1>();  // K_kt and V_{kt-1}; V_kt may be in flight
     FenceProxyAsyncShared();
     __syncthreads();
+    at_tile(kt);
     if (more) {
       CopyKeyTile<D, true, true, false, kT>(src, kt + 1, (kt + 1) % 2, ks, vs);
     } else {
@@ -935,6 +958,43 @@ __device__ __forceinline__ void AttendKeyTilesOverlapped(
   __syncthreads();  // every warp is done with the stages before the next unit's copies
 }
 
+// PrefixAttentionParams::prefetch: the loads that start work unit `unit` (of tile `tile`, in
+// shared memory), asked into L1 by the block's kT threads (prefetch.global.L1, a 128-byte line
+// each) while it finishes the unit before: its query rows' q (and their rotations, when q is
+// rotated here) and its context entry. Its LoadQ, RotateQ and context pointers then hit L1 instead
+// of waiting on L2 at the unit's start (Nsight Compute on an H100, bench/RESULTS.md 2026-12-08:
+// the first use of q the Tq=50 kernel's largest stall). Nothing when unit is past the queue.
+template <int D, int kT>
+__device__ __forceinline__ void PrefetchUnit(const PrefixAttentionParams& p, int unit,
+                                             const AttentionTile& tile, int num_units, int group,
+                                             FastDivmod group_div, FastDivmod kv_div) {
+  if (unit >= num_units) return;
+  constexpr int kRows = kT / kWarpSize * 16;           // the unit's query rows
+  constexpr int kQLines = (D * 2 + 127) / 128;         // a row's D bf16
+  constexpr int kRotationLines = (D * 4 + 127) / 128;  // its D / 2 (cos, sin) pairs
+  const int kvh = kv_div.Mod(unit, kv_div.Div(unit));
+  const int lines = kQLines + (p.q_rotations != nullptr ? kRotationLines : 0);
+  const int row0 = tile.row0, begin = tile.begin, rows = tile.rows;
+  for (unsigned at = threadIdx.x; at < static_cast<unsigned>(kRows * lines); at += kT) {
+    const int r = static_cast<int>(at % kRows), line = static_cast<int>(at / kRows);
+    const int pr = min(row0 + r, rows - 1);  // padding rows load the last row (QueryRows)
+    const int t = group_div.Div(pr);
+    const int tok = begin + t;
+    const char* a;
+    if (line < kQLines) {
+      const int head = kvh * group + group_div.Mod(pr, t);
+      a = reinterpret_cast<const char*>(p.q + tok * p.q_row_stride + head * D) + line * 128;
+    } else {
+      a = reinterpret_cast<const char*>(p.q_rotations + static_cast<int64_t>(tok) * (D / 2)) +
+          (line - kQLines) * 128;
+    }
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a));
+  }
+  if (threadIdx.x == kT - 1 && tile.ctx_len > 0) {
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p.contexts + tile.ctx));
+  }
+}
+
 // The queue kernel (the default): each block takes its units one at a time from the queue and
 // loads each unit's tile and context entry when it starts it. kOverlap: its key tiles through
 // AttendKeyTilesOverlapped (wgmma), their rings in dynamic shared memory (kOverlapSmemBytes).
@@ -950,6 +1010,9 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
   __shared__ __align__(kSwizzleAtom) __nv_bfloat16 ks_s[kStaticElems];  // [stage][tile]
   __shared__ __align__(kSwizzleAtom) __nv_bfloat16 vs_s[kStaticElems];
   __shared__ int units[2];  // this block's current and next work unit
+  // With p.prefetch, their tiles (units' slots): thread 0 copies the next unit's while the block
+  // works on the current one, so that a unit starts without a load from global memory.
+  __shared__ __align__(16) AttentionTile unit_tiles[2];
   __nv_bfloat16* ks = ks_s;
   __nv_bfloat16* vs = vs_s;
   if constexpr (kOverlap) {
@@ -965,15 +1028,26 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
   // The queue is read one unit ahead: thread 0 takes the next unit while the block works on this
   // one, so the atomic's round trip to L2 is off the critical path. units[i % 2] is written in
   // iteration i - 1 before that iteration's key-tile barriers and read after them; it is written
-  // again in iteration i + 1, after every thread has passed iteration i's barriers.
-  if (threadIdx.x == 0) units[0] = atomicAdd(p.unit_counter, 1);
+  // again in iteration i + 1, after every thread has passed iteration i's barriers. Thread 0 keeps
+  // the atomic's result in a register until its unit's loads are out (next_unit below): a store
+  // right after the atomic would stall warp 0 on the round trip before it even asked for its tile,
+  // and the block's first barrier waits for warp 0. unit_tiles[i % 2] (p.prefetch) follows the
+  // same rule: thread 0's copy into it (cp.async, a group of its own) has landed at its first
+  // key-tile wait and is visible past the barrier after it.
+  if (threadIdx.x == 0) {
+    const int first = atomicAdd(p.unit_counter, 1);
+    units[0] = first;
+    if (p.prefetch && first < num_units) unit_tiles[0] = p.tiles[kv_div.Div(first)];
+  }
   __syncthreads();
   for (int it = 0;; ++it) {
     const int unit = units[it % 2];
     if (unit >= num_units) break;
-    if (threadIdx.x == 0) units[(it + 1) % 2] = atomicAdd(p.unit_counter, 1);
+    int next_unit = 0;
+    if (threadIdx.x == 0) next_unit = atomicAdd(p.unit_counter, 1);
     const int tile_index = kv_div.Div(unit);
-    const AttentionTile tile = p.tiles[tile_index];  // the unit's only dependent load
+    // The unit's only dependent load (none with p.prefetch).
+    const AttentionTile tile = p.prefetch ? unit_tiles[it % 2] : p.tiles[tile_index];
     const int kvh = kv_div.Mod(unit, tile_index);
     const int ctx = tile.ctx_len, own_lo = tile.own_lo, num_keys = tile.num_keys;
     const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
@@ -993,6 +1067,21 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
 
     const KeySource src = UnitKeys<D>(p, tile, cx, kvh);
     CopyKeyTile<D, W, true, true, kThreadsOf<kWgs>>(src, 0, 0, ks, vs);
+    // (Before the key tiles' first barrier, after every load of this unit is out.)
+    if (threadIdx.x == 0) {
+      units[(it + 1) % 2] = next_unit;
+      if (p.prefetch && next_unit < num_units) {
+        CopyAsync32(&unit_tiles[(it + 1) % 2], p.tiles + kv_div.Div(next_unit));
+        CopyAsyncCommit();
+      }
+    }
+    // Past the barrier that hands over the unit's last key tile, the next unit's loads go out.
+    const auto at_tile = [&](int kt) {
+      if (p.prefetch && kt + 1 == num_key_tiles) {
+        PrefetchUnit<D, kThreadsOf<kWgs>>(p, units[(it + 1) % 2], unit_tiles[(it + 1) % 2],
+                                          num_units, group, group_div, kv_div);
+      }
+    };
 
     float o[D / 8][4];
 #pragma unroll
@@ -1005,12 +1094,14 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
         kWgs > 1 ? WarpgroupKeyTiles(p, tile, group_div, warp) : WgKeyTiles{num_keys, 0, 0};
 
     if constexpr (kOverlap) {
-      AttendKeyTilesOverlapped<D, kThreadsOf<kWgs>, (kWgs > 1)>(
-          p, sm, qf, src, ks, vs, c, ctx, own_lo, num_keys, num_key_tiles, vis, seen, m, l, o);
+      AttendKeyTilesOverlapped<D, kThreadsOf<kWgs>, (kWgs > 1)>(p, sm, qf, src, ks, vs, c, ctx,
+                                                                own_lo, num_keys, num_key_tiles,
+                                                                vis, seen, m, l, o, at_tile);
     } else {
       for (int kt = 0; kt < num_key_tiles; ++kt) {
         AwaitKeyTile<D, W, kThreadsOf<kWgs>>(src, kt, num_key_tiles, 0, ks, vs);
         __syncthreads();
+        at_tile(kt);
         const int stage = kt % kStages<D, W>;
         if (kWgs == 1 || seen.Sees(kt)) {
           AttendKeyTile<D, W>(p, sm, qf, ks + stage * kSmemTile<D, W>, vs + stage * kSmemTile<D, W>,

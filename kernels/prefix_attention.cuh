@@ -71,6 +71,11 @@ struct PrefixAttentionParams {
   bool four_blocks = false;              // the one-warpgroup wgmma queue kernel without overlap
                                          // at D 64: four blocks a multiprocessor at 124
                                          // registers, not three at 162 (the same bits)
+  bool prefetch = false;                 // the queue kernel: thread 0 copies the next work
+                                         // unit's tile into shared memory a unit ahead, and the
+                                         // block asks its q rows (rotations, context entry)
+                                         // into L1 under the current unit's last key tile (the
+                                         // same bits); ignored by the pipelined kernel
   __nv_bfloat16* out = nullptr;          // [T, Nq, D] bf16
 };
 

@@ -48,6 +48,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_ATTENTION_OVERLAP", "1"},
                                                {"RANKD_CUDA_ATTENTION_WARPGROUPS", "3"},
                                                {"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "0"},
+                                               {"RANKD_CUDA_ATTENTION_PREFETCH", "1"},
                                                {"RANKD_CUDA_PDL", "1"},
                                                {"RANKD_CUDA_FP8_GROUP_SCALES", "1"},
                                                {"RANKD_CUDA_FP8_FAST_ACCUM", "1"},
@@ -71,6 +72,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_EQ(o.cuda.attention_overlap, 1);
   EXPECT_EQ(o.cuda.attention_warpgroups, 3);
   EXPECT_FALSE(o.cuda.attention_four_blocks);
+  EXPECT_TRUE(o.cuda.attention_prefetch);
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
   EXPECT_TRUE(o.cuda.fp8_fast_accum ==
@@ -83,6 +85,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   // variants (128- and 64-row tiles), and 128-row tiles alone when asked for.
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
   EXPECT_EQ(BackendOptions{}.cuda.attention_overlap, 0);
+  EXPECT_FALSE(BackendOptions{}.cuda.attention_prefetch);
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
   EXPECT_FALSE(BackendOptions{}.cuda.fold_norms);
@@ -208,6 +211,9 @@ TEST(ApplyBackendEnvironmentTest, BadValuesNameTheVariable) {
   s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "4"}}));
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("RANKD_CUDA_ATTENTION_FOUR_BLOCKS: '4' is not 0 or 1"));
+  s = ApplyBackendEnvironment(&o, Env({{"RANKD_CUDA_ATTENTION_PREFETCH", "on"}}));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("RANKD_CUDA_ATTENTION_PREFETCH: 'on' is not 0 or 1"));
   BackendOptions automatic;
   ASSERT_TRUE(
       ApplyBackendEnvironment(&automatic, Env({{"RANKD_CUDA_ATTENTION_WARPGROUPS", "auto"}})).ok());

@@ -77,7 +77,7 @@ TEST(AttentionLayoutTest, IbpcEncodeIsOneCausalSegment) {
 
 TEST(KernelCasesTest, BytesAndFlopsOf379m) {
   const std::vector<KernelCase> cases = KernelCases(k379m, KernelWorkload{}, false);
-  EXPECT_EQ(cases.size(), 41u);
+  EXPECT_EQ(cases.size(), 44u);  // (3 of them attention with prefetch, "pf")
   // ids, bf16 table rows, fp32 output rows.
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kEmbeddingGather, "pass").bytes, 7500.0 * (4 + 2048 + 4096));
   EXPECT_DOUBLE_EQ(Find(cases, Kernel::kRmsNorm, "pass").bytes, 7500.0 * 1024 * 6 + 2048);
@@ -127,14 +127,18 @@ TEST(KernelCasesTest, BytesAndFlopsOf379m) {
     EXPECT_DOUBLE_EQ(w.bytes, multi.bytes) << v;
     EXPECT_DOUBLE_EQ(w.flops, multi.flops) << v;
   }
-  // The one-warpgroup wgmma queue kernel at four blocks an SM (D 64): the same work.
-  const KernelCase& b4 = Find(cases, Kernel::kPrefixAttention, "multi-item wgmma b4");
-  EXPECT_TRUE(b4.attention_wgmma && b4.attention_four_blocks);
-  EXPECT_FALSE(b4.attention_pipelined || b4.attention_overlap);
-  EXPECT_EQ(b4.attention_warpgroups, 1);
-  EXPECT_DOUBLE_EQ(b4.bytes, multi.bytes);
-  EXPECT_DOUBLE_EQ(b4.flops, multi.flops);
-  EXPECT_FALSE(multi.attention_four_blocks);
+  // The one-warpgroup wgmma queue kernel at four blocks an SM (D 64), without and with the next
+  // unit's loads prefetched: the same work.
+  for (const char* v : {"multi-item wgmma b4", "multi-item wgmma b4 pf"}) {
+    const KernelCase& b4 = Find(cases, Kernel::kPrefixAttention, v);
+    EXPECT_TRUE(b4.attention_wgmma && b4.attention_four_blocks) << v;
+    EXPECT_FALSE(b4.attention_pipelined || b4.attention_overlap) << v;
+    EXPECT_EQ(b4.attention_prefetch, std::string(v).ends_with(" pf")) << v;
+    EXPECT_EQ(b4.attention_warpgroups, 1) << v;
+    EXPECT_DOUBLE_EQ(b4.bytes, multi.bytes) << v;
+    EXPECT_DOUBLE_EQ(b4.flops, multi.flops) << v;
+  }
+  EXPECT_FALSE(multi.attention_four_blocks || multi.attention_prefetch);
   EXPECT_DOUBLE_EQ(multi.bytes, 7550.0 * 2 * (2048 + 2048) + 7550.0 * 32 * 8 + 7550.0 * 4);
   EXPECT_DOUBLE_EQ(multi.flops, ibpc.flops + 4.0 * 64 * 16 * (50 * 51 / 2));
   const KernelCase& gather_x = Find(cases, Kernel::kGatherRows, "x (fp32 hidden)");
@@ -286,8 +290,9 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 111 a token
-  // count, at three token counts each).
-  EXPECT_EQ(cases->size(), 41u + 24u + 3 * 111u + 3 * 111u);
+  // count, at three token counts each). Attention's rows with the next unit's loads prefetched
+  // ("pf"): one a pass on each shape.
+  EXPECT_EQ(cases->size(), 44u + 27u + 3 * 111u + 3 * 111u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -307,8 +312,11 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 3 passes x ((queue, pipelined) x (mma.sync, wgmma) + the overlapped wgmma kernel + the wgmma
-  // queue kernel in blocks of 2 warpgroups, serial and overlapped; four blocks an SM is D 64's).
-  ASSERT_EQ(cases->size(), 21u);
+  // queue kernel in blocks of 2 warpgroups, serial and overlapped, + the overlapped one with the
+  // next unit's loads prefetched; four blocks an SM is D 64's).
+  ASSERT_EQ(cases->size(), 24u);
+  EXPECT_TRUE(
+      Find(*cases, Kernel::kPrefixAttention, "multi-item wgmma overlap pf").attention_prefetch);
   for (const KernelCase& c : *cases) {
     EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
     EXPECT_EQ(c.shape.name, "qwen3-0.6b");

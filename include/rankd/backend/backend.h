@@ -196,6 +196,14 @@ struct BackendOptions {
     // 2026-12-08, session 44) the kernel 4.5% faster at Tq=50 (49.0 against 51.3 us), the 379M pass
     // +0.4% in bf16 (5,011 against 4,990 items/s), +0.8% in fp8 and at Ni=250, level elsewhere.
     bool attention_four_blocks = true;
+    // RANKD_CUDA_ATTENTION_PREFETCH=1: where attention runs the queue kernel (the default; not the
+    // pipelined one), each block copies its next work unit's tile into shared memory one unit
+    // ahead (thread 0, by cp.async) and asks that unit's q rows, their rotations and its context
+    // entry into L1 under the current unit's last key tile, so that a unit starts on L1 hits
+    // instead of a chain of loads from L2 (Nsight Compute on an H100, bench/RESULTS.md
+    // 2026-12-08, session 44: the first use of q the Tq=50 kernel's largest stall). The same
+    // scores bit for bit. Off until a GPU A/B has measured it (session 45 had no device).
+    bool attention_prefetch = false;
     // RANKD_CUDA_PDL=1: rankd's kernels launch with programmatic dependent launch (sm_90:
     // kernels/launch.cuh): each may be scheduled under the previous kernel's tail and waits for it
     // on the device, and the Hopper GEMM prefetches its first tile's weights into L2 before that

@@ -459,6 +459,9 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   // (blocks of one warpgroup only; elsewhere the switch has nothing to act on).
   attention_four_blocks_ =
       queue && !attention_overlap_ && config_.head_dim == 64 && switches_.attention_four_blocks;
+  // The next unit's loads prefetched: the queue kernel's (mma.sync or wgmma), not the pipelined
+  // one's, which issues its own.
+  attention_prefetch_ = !switches_.attention_pipeline && switches_.attention_prefetch;
   for (int w = 1; w <= kernels::kMaxAttentionWarpgroups; ++w) {
     const bool runs = w == attention_warpgroups_ || (auto_warpgroups_ && w == 2);
     attention_blocks_[w] =
@@ -702,8 +705,8 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       "cuda backend: {} on {} (device {}), strategy {}, precision {}, head {}, graphs {}, {:.1f} "
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
       "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, attention_wgmma {}, "
-      "attention_overlap {}, attention_warpgroups {}, attention_four_blocks {}, own_gemm {} ({}, "
-      "variants {}){}",
+      "attention_overlap {}, attention_warpgroups {}, attention_four_blocks {}, "
+      "attention_prefetch {}, own_gemm {} ({}, variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
@@ -714,7 +717,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       sw.attention_warpgroups == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto
           ? std::string("auto")
           : std::to_string(sw.attention_warpgroups),
-      sw.attention_four_blocks, OwnGemmName(sw.own_gemm),
+      sw.attention_four_blocks, sw.attention_prefetch, OwnGemmName(sw.own_gemm),
       backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
           ? absl::StrCat(

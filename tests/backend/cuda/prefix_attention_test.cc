@@ -184,41 +184,47 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
   RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<float> got = FromBf16(d_out.Download());
   EXPECT_LT(RelNormError(got, ref), kAttention);
-  {
-    // The pipelined kernel: the same units and math, so the same bits, on its own resident grid
-    // (or the case's small one, where each block runs many units).
+  // The pipelined kernel, and the queue kernel with each next unit's loads prefetched
+  // (`prefetch`): the same units and math, so the same bits, on their own resident grids (or the
+  // case's small one, where each block runs many units).
+  for (const bool pipelined : {true, false}) {
     kernels::PrefixAttentionParams pp = p;
-    pp.pipelined = true;
-    pp.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, true);
+    pp.pipelined = pipelined;
+    pp.prefetch = !pipelined;
+    pp.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, pipelined);
     ASSERT_GT(pp.blocks, 0);
     d_counter.Upload(std::vector<int32_t>{0});
     d_out.Poison();
     RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(pp, nullptr));
     RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_EQ(FromBf16(d_out.Download()), got) << "pipelined kernel";
+    EXPECT_EQ(FromBf16(d_out.Download()), got) << (pipelined ? "pipelined kernel" : "prefetch");
   }
   // The wgmma kernels (where the device and build have them, at D 64 and 128): the same units,
   // masks and softmax with fp32 sums in another order, so within kAttention of the reference and
   // within bf16 roundings of the mma.sync kernel; the pipelined one gives the queue one's bits, and
   // q rotated as it is loaded the same bits as QkvRope's q. The queue kernel with its key tiles
   // overlapped (`overlap`, D 64; ignored at other D) and at four blocks a multiprocessor
-  // (`four_blocks`, D 64) gives the queue one's bits too.
+  // (`four_blocks`, D 64) gives the queue one's bits too, each also with `prefetch`.
   std::vector<float> wgmma_got;
   if (kernels::PrefixAttentionSupportsWgmma(c.D)) {
     struct Variant {
-      bool pipelined, overlap, four_blocks;
+      bool pipelined, overlap, four_blocks, prefetch;
       const char* name;
     };
-    for (const Variant& v : {Variant{false, false, false, "wgmma kernel"},
-                             Variant{true, false, false, "wgmma pipelined kernel"},
-                             Variant{false, true, false, "wgmma overlapped"},
-                             Variant{false, false, true, "wgmma four blocks"}}) {
+    for (const Variant& v : {Variant{false, false, false, false, "wgmma kernel"},
+                             Variant{true, false, false, false, "wgmma pipelined kernel"},
+                             Variant{false, true, false, false, "wgmma overlapped"},
+                             Variant{false, false, true, false, "wgmma four blocks"},
+                             Variant{false, false, false, true, "wgmma prefetch"},
+                             Variant{false, true, false, true, "wgmma overlapped prefetch"},
+                             Variant{false, false, true, true, "wgmma four blocks prefetch"}}) {
       if (v.four_blocks && c.D != 64) continue;
       kernels::PrefixAttentionParams pw = p;
       pw.wgmma = true;
       pw.pipelined = v.pipelined;
       pw.overlap = v.overlap;
       pw.four_blocks = v.four_blocks;
+      pw.prefetch = v.prefetch;
       pw.blocks = c.blocks > 0 ? c.blocks
                                : kernels::PrefixAttentionBlocks(c.D, v.pipelined, true, v.overlap,
                                                                 1, v.four_blocks);
@@ -257,10 +263,12 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
       DeviceArray<kernels::AttentionTile> d_wide_tiles(wide_tiles);
       DeviceArray<int32_t> d_wide_units(std::vector<int32_t>{n * c.Nkv});
       std::vector<float> serial;
-      for (const bool overlap : {false, true}) {
+      for (const auto& [overlap, prefetch] : {std::pair{false, false}, std::pair{true, false},
+                                              std::pair{false, true}, std::pair{true, true}}) {
         kernels::PrefixAttentionParams pw = p;
         pw.wgmma = true;
         pw.overlap = overlap;
+        pw.prefetch = prefetch;
         pw.warpgroups = wgs;
         pw.tiles = d_wide_tiles.get();
         pw.num_units = d_wide_units.get();
@@ -272,12 +280,13 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
         RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(pw, nullptr));
         RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
         const std::vector<float> w = FromBf16(d_out.Download());
-        if (!overlap) {
+        if (serial.empty()) {
           EXPECT_LT(RelNormError(w, ref), kAttention) << wgs << " warpgroups";
           EXPECT_LT(RelNormError(w, wgmma_got), kOneRounding) << wgs << " warpgroups vs one";
           serial = w;
         } else {
-          EXPECT_EQ(w, serial) << wgs << " warpgroups overlapped";
+          EXPECT_EQ(w, serial) << wgs << " warpgroups" << (overlap ? ", overlapped" : "")
+                               << (prefetch ? ", prefetch" : "");
         }
       }
     }
@@ -289,25 +298,33 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
     // of d_raw_q equal d_wide's bit for bit, so K/V keep coming from d_wide.)
     p.q = d_raw_q.get();
     p.q_rotations = d_rot.get();
-    for (const bool pipelined : {false, true}) {
+    // (prefetch: the rotations' lines asked into L1 too.)
+    for (const auto& [pipelined, prefetch] :
+         {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
       p.pipelined = pipelined;
+      p.prefetch = prefetch;
       p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, pipelined);
       d_counter.Upload(std::vector<int32_t>{0});
       d_out.Poison();
       RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
       RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
       EXPECT_EQ(FromBf16(d_out.Download()), got)
-          << "q rotated in attention" << (pipelined ? ", pipelined kernel" : "");
+          << "q rotated in attention" << (pipelined ? ", pipelined kernel" : "")
+          << (prefetch ? ", prefetch" : "");
     }
     if (!wgmma_got.empty()) {
       p.wgmma = true;
       p.pipelined = false;
       p.blocks = c.blocks > 0 ? c.blocks : kernels::PrefixAttentionBlocks(c.D, false, true);
-      d_counter.Upload(std::vector<int32_t>{0});
-      d_out.Poison();
-      RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
-      RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_EQ(FromBf16(d_out.Download()), wgmma_got) << "q rotated in attention, wgmma kernel";
+      for (const bool prefetch : {false, true}) {
+        p.prefetch = prefetch;
+        d_counter.Upload(std::vector<int32_t>{0});
+        d_out.Poison();
+        RANKD_EXPECT_CUDA_OK(kernels::LaunchPrefixAttention(p, nullptr));
+        RANKD_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+        EXPECT_EQ(FromBf16(d_out.Download()), wgmma_got)
+            << "q rotated in attention, wgmma kernel" << (prefetch ? ", prefetch" : "");
+      }
     }
   }
 }
