@@ -1076,7 +1076,8 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
       }
     }
     // Past the barrier that hands over the unit's last key tile, the next unit's loads go out.
-    const auto at_tile = [&](int kt) {
+    // (group and num_units copied: structured bindings are captured from C++20 on.)
+    const auto at_tile = [&, group = group, num_units = num_units](int kt) {
       if (p.prefetch && kt + 1 == num_key_tiles) {
         PrefetchUnit<D, kThreadsOf<kWgs>>(p, units[(it + 1) % 2], unit_tiles[(it + 1) % 2],
                                           num_units, group, group_div, kv_div);
