@@ -2,14 +2,20 @@
 // per 256-thread block. A head's D dims are C = D / 16 chunks, padded to a power of two P; lane
 // (j = lane / P, c = lane % P) owns chunk c, i.e. the 8 rotation pairs (i, i + D/2) for
 // i = 8c..8c+7, of kHeadsPerLane head slots of its part: slots first + part * S + j + s * (32 / P)
-// for s < kHeadsPerLane, S = kHeadsPerLane * 32 / P slots a part (Nq + 2 Nkv slots: q heads, then
-// k heads, then v heads; first = Nq when q is skipped, else 0). The lane loads its 8 (cos, sin)
-// pairs once (4 float4) for its heads; per head it moves one 16-byte load and store of each half
-// (16-byte bias and norm weight loads too), all its heads' loads issued before any math or store. v
-// heads with no bias and no K/V cache to fill (score passes) are neither read nor written. The q/k
-// norm's sum of squares is a reduction over the head's P lanes (shuffles); padding lanes (c >= C)
-// and slots past the part's last join the shuffles with zeros. A row at or past the live count is
-// loaded (it is inside the buffer) and its warp leaves before any shuffle or store.
+// for s < kHeadsPerLane, S = kHeadsPerLane * 32 / P slots a part, up to the launch's last slot
+// (Nq + 2 Nkv slots: q heads, then k heads, then v heads; first = Nq when q is skipped, else 0;
+// the v heads are left out of the launch when they have no bias and no K/V cache to fill, as in
+// score passes: neither read nor written). The lane loads its 8 (cos, sin) pairs once (4 float4)
+// for its heads; per head it moves one 16-byte load and store of each half (16-byte bias and norm
+// weight loads too), all its heads' loads issued before any math or store, and kept as loaded
+// (bf16) until their math. The q/k norm's sum of squares is a reduction over the head's P lanes
+// (shuffles); padding lanes (c >= C) and slots past the part's last join the shuffles with zeros.
+// A row at or past the live count is loaded (it is inside the buffer) and its warp leaves before
+// any shuffle or store. Registers bound how many warps a multiprocessor holds, and so the bytes
+// in flight of this memory-bound kernel: 2 heads a lane, the loads held as bf16 and the v heads
+// left out when idle take it from 125 registers a thread (2 blocks a multiprocessor, 16 warps, a
+// third of the Qwen3 rows' warps and half of each Llama lane's slots idle on v; the 379M's k RoPE
+// at 44-60% of DRAM bandwidth, bench/RESULTS.md 2026-12-08) to 80 (kMinBlocks).
 #include "kernels/common.cuh"
 #include "kernels/qkv_rope.cuh"
 
@@ -22,8 +28,7 @@ struct Bf16x8 {
   float v[8];
 };
 
-__device__ __forceinline__ Bf16x8 Load8(const __nv_bfloat16* p) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ Bf16x8 Unpack8(const uint4& raw) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
   Bf16x8 out;
 #pragma unroll
@@ -35,6 +40,12 @@ __device__ __forceinline__ Bf16x8 Load8(const __nv_bfloat16* p) {
   return out;
 }
 
+__device__ __forceinline__ uint4 LoadRaw8(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint4*>(p);
+}
+
+__device__ __forceinline__ Bf16x8 Load8(const __nv_bfloat16* p) { return Unpack8(LoadRaw8(p)); }
+
 __device__ __forceinline__ void Store8(__nv_bfloat16* p, const Bf16x8& x) {
   uint4 raw;
   __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
@@ -44,10 +55,15 @@ __device__ __forceinline__ void Store8(__nv_bfloat16* p, const Bf16x8& x) {
 }
 
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
-constexpr int kHeadsPerLane = 4;  // head slots per lane, loaded together
+constexpr int kHeadsPerLane = 2;  // head slots per lane, loaded together
+// Blocks a multiprocessor is asked for: 3 caps registers at 85 a thread (80 used, no spills): 24
+// warps, 1.5 times the 16 warps (and bytes in flight) that 125 registers allowed. (At 4 blocks, 64
+// registers, ptxas spills.)
+constexpr int kMinBlocks = 3;
 
-__global__ void __launch_bounds__(kThreads)
-    QkvRopeKernel(QkvRopeParams p, int chunks, int chunks_pow2, int parts) {
+// slot_limit: one past the launch's last slot (Nq + Nkv without v work, else Nq + 2 Nkv).
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    QkvRopeKernel(QkvRopeParams p, int chunks, int chunks_pow2, int parts, int slot_limit) {
   EnterGrid();
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   const int t = static_cast<int>(warp / parts), part = static_cast<int>(warp % parts);
@@ -83,23 +99,22 @@ __global__ void __launch_bounds__(kThreads)
   if (p.kv_out != nullptr) kv = *p.kv_out;
   __nv_bfloat16* row = p.qkv + static_cast<int64_t>(t) * slots * D;
   const int slot_begin = first + part * kHeadsPerLane * heads_per_step;
-  const int slot_end = min(slots, slot_begin + kHeadsPerLane * heads_per_step);
+  const int slot_end = min(slot_limit, slot_begin + kHeadsPerLane * heads_per_step);
   // A v head with no bias and no cache to go to needs nothing: left alone, never read.
   const bool v_work = p.bias != nullptr || kv.k != nullptr;
 
   // Every load of the lane's heads first (2 kHeadsPerLane 16-byte loads in flight), then the math
   // and the stores: the in-place stores would otherwise keep the next head's loads behind them.
-  Bf16x8 a[kHeadsPerLane], b[kHeadsPerLane];  // x[8c + k], x[half + 8c + k] of each head
+  uint4 ra[kHeadsPerLane], rb[kHeadsPerLane];  // x[8c + k], x[half + 8c + k] of each head
   bool active[kHeadsPerLane];
 #pragma unroll
   for (int s = 0; s < kHeadsPerLane; ++s) {
     const int slot = slot_begin + s * heads_per_step + j;
     active[s] = chunk && slot < slot_end && (slot < p.num_q_heads + p.num_kv_heads || v_work);
-    a[s] = Bf16x8{};
-    b[s] = Bf16x8{};
+    ra[s] = rb[s] = uint4{0, 0, 0, 0};  // (bf16 zeros)
     if (active[s]) {
-      a[s] = Load8(row + slot * D + 8 * c);
-      b[s] = Load8(row + slot * D + half + 8 * c);
+      ra[s] = LoadRaw8(row + slot * D + 8 * c);
+      rb[s] = LoadRaw8(row + slot * D + half + 8 * c);
     }
   }
   if (t >= live_rows) return;  // uniform, as above: before the shuffles and the stores
@@ -108,19 +123,20 @@ __global__ void __launch_bounds__(kThreads)
     const int slot = slot_begin + s * heads_per_step + j;
     const bool is_q = slot < p.num_q_heads;
     const bool is_k = !is_q && slot < p.num_q_heads + p.num_kv_heads;
+    Bf16x8 a = Unpack8(ra[s]), b = Unpack8(rb[s]);
     if (p.bias && active[s]) {
       const Bf16x8 ba = Load8(p.bias + slot * D + 8 * c);
       const Bf16x8 bb = Load8(p.bias + slot * D + half + 8 * c);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        a[s].v[k] += ba.v[k];
-        b[s].v[k] += bb.v[k];
+        a.v[k] += ba.v[k];
+        b.v[k] += bb.v[k];
       }
     }
     if (p.q_norm) {  // uniform: every lane takes part in the shuffles
       float ss = 0.0f;
 #pragma unroll
-      for (int k = 0; k < 8; ++k) ss += a[s].v[k] * a[s].v[k] + b[s].v[k] * b[s].v[k];
+      for (int k = 0; k < 8; ++k) ss += a.v[k] * a.v[k] + b.v[k] * b.v[k];
       for (int o = 1; o < chunks_pow2; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
       const float inv = rsqrtf(ss / static_cast<float>(D) + p.eps);
       if (active[s] && (is_q || is_k)) {
@@ -128,27 +144,27 @@ __global__ void __launch_bounds__(kThreads)
         const Bf16x8 wa = Load8(w + 8 * c), wb = Load8(w + half + 8 * c);
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-          a[s].v[k] *= inv * wa.v[k];
-          b[s].v[k] *= inv * wb.v[k];
+          a.v[k] *= inv * wa.v[k];
+          b.v[k] *= inv * wb.v[k];
         }
       }
     }
     if (!active[s]) continue;
     if (is_q || is_k) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) RotatePair(a[s].v[k], b[s].v[k], cs[k], sn[k]);
+      for (int k = 0; k < 8; ++k) RotatePair(a.v[k], b.v[k], cs[k], sn[k]);
     }
     __nv_bfloat16* head = row + slot * D;
     if (is_q || is_k || p.bias) {
-      Store8(head + 8 * c, a[s]);
-      Store8(head + half + 8 * c, b[s]);
+      Store8(head + 8 * c, a);
+      Store8(head + half + 8 * c, b);
     }
     if (!is_q && kv.k != nullptr) {
       const int h = is_k ? slot - p.num_q_heads : slot - p.num_q_heads - p.num_kv_heads;
       __nv_bfloat16* dst =
           (is_k ? kv.k : kv.v) + p.layer * kv.layer_stride + t * kv.row_stride + h * D;
-      Store8(dst + 8 * c, a[s]);
-      Store8(dst + half + 8 * c, b[s]);
+      Store8(dst + 8 * c, a);
+      Store8(dst + half + 8 * c, b);
     }
   }
 }
@@ -176,11 +192,15 @@ cudaError_t LaunchQkvRope(const QkvRopeParams& p, LaunchStream stream) {
   while (chunks_pow2 < chunks) chunks_pow2 *= 2;
   if (p.skip_q && (p.bias != nullptr || p.q_norm != nullptr)) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
-  const int slots = p.num_kv_heads * 2 + (p.skip_q ? 0 : p.num_q_heads);
+  // The v heads take part where they have a bias or may have a K/V cache to fill (the kernel
+  // reads kv_out's entry; a null k there leaves them alone).
+  const bool v_heads = p.bias != nullptr || p.kv_out != nullptr;
+  const int slot_limit = p.num_q_heads + p.num_kv_heads * (v_heads ? 2 : 1);
+  const int slots = slot_limit - (p.skip_q ? p.num_q_heads : 0);
   const int parts = static_cast<int>(CeilDiv(slots, kHeadsPerLane * (kWarpSize / chunks_pow2)));
   return LaunchKernel(QkvRopeKernel,
                       CeilDiv(static_cast<int64_t>(p.num_tokens) * parts, kWarpsPerBlock), kThreads,
-                      0, stream, p, chunks, chunks_pow2, parts);
+                      0, stream, p, chunks, chunks_pow2, parts, slot_limit);
 }
 
 cudaError_t LaunchRopeRotations(const int32_t* positions, const float* inv_freq, int num_tokens,

@@ -43,7 +43,7 @@ struct PassCounts {
   int32_t items = 0;  // N
   int32_t units = 0;  // attention work units (tiles x Nkv)
   int32_t unused = 0;
-  KvLayers kv_out;  // encode: the prefix's cache, which RoPE fills; score: k = null
+  KvLayers kv_out;  // encode: the prefix's cache, which RoPE fills; score: k = null (unread)
 };
 
 // The per-pass metadata, uploaded in one copy. Carved identically from the pinned staging block

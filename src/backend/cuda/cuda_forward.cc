@@ -116,7 +116,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     r.k_norm = w.k_norm;
     r.rotations = rotations_;
     r.num_rows = &m.counts->rows;
-    r.kv_out = &m.counts->kv_out;
+    // The prefix's cache that an encode pass fills; a score pass fills none, and with none (and
+    // no bias) QkvRope leaves the v heads out of its launch.
+    r.kv_out = encode ? &m.counts->kv_out : nullptr;
     r.layer = l;
     r.skip_q = q_rope_in_attention_;
     r.num_tokens = Tb;

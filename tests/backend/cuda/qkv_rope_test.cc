@@ -138,7 +138,8 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
     };
 
     // A score pass: no cache to fill (null k). Same q and k; v heads are rewritten only with a
-    // bias, and left bitwise alone without one.
+    // bias, and left bitwise alone without one. Likewise with no cache entry at all (kv_out null:
+    // the launch leaves the v heads out without a bias).
     d_qkv.Upload(ToBf16(qkv));
     d_kv_out.Upload(std::vector<kernels::KvLayers>{kernels::KvLayers{}});
     RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(p, nullptr));
@@ -147,6 +148,13 @@ TEST_F(KernelTest, QkvBiasNormRopeInPlace) {
     expect_live(
         got2, [&](int e, size_t i) { return e < Q + KV || c.bias ? got[i] : qkv[i]; },
         "no cache (v rewritten only with a bias)");
+    d_qkv.Upload(ToBf16(qkv));
+    p.kv_out = nullptr;
+    RANKD_EXPECT_CUDA_OK(kernels::LaunchQkvRope(p, nullptr));
+    Sync();
+    expect_live(
+        FromBf16(d_qkv.Download()), [&](int e, size_t i) { return got2[i]; },
+        "no cache entry (v rewritten only with a bias)");
 
     // skip_q (attention rotates q): the q columns are left bitwise alone, k is rotated to the
     // same bits, v as before; refused with a bias or a q/k norm.
