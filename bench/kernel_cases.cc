@@ -153,7 +153,9 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
     // at four blocks a multiprocessor ("b4": RANKD_CUDA_ATTENTION_FOUR_BLOCKS, the backend's
     // default; the rows above run three); then the backend's default kernel of the head (D 64:
     // b4, D 128: overlapped) with the next unit's loads prefetched ("pf":
-    // RANKD_CUDA_ATTENTION_PREFETCH).
+    // RANKD_CUDA_ATTENTION_PREFETCH), and at D 128 the overlapped kernel at three blocks a
+    // multiprocessor ("b3": RANKD_CUDA_ATTENTION_THREE_BLOCKS; the rows above run two), alone and
+    // with the prefetch.
     for (const bool wgmma : {false, true}) {
       if (wgmma && D != 64 && D != 128) continue;
       for (const int variant : {0, 1, 2}) {  // queue, pipelined, overlapped
@@ -175,15 +177,19 @@ std::vector<KernelCase> KernelCases(const KernelModelShape& s, const KernelWorkl
         }
       }
       if (!wgmma) continue;
-      for (const bool prefetch : {false, true}) {
-        if (D != 64 && !prefetch) continue;
+      for (const auto& [dense, prefetch] :
+           {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+        // D 64: b4, b4 pf (its b4 is dense); D 128: overlap b3, overlap pf, overlap b3 pf.
+        if (D == 64 && !dense) continue;
         KernelCase* c = add(Kernel::kPrefixAttention,
                             absl::StrCat(AttentionPassName(pass), " wgmma",
-                                         D == 64 ? " b4" : " overlap", prefetch ? " pf" : ""),
+                                         D == 64 ? " b4" : (dense ? " overlap b3" : " overlap"),
+                                         prefetch ? " pf" : ""),
                             a.rows(), bytes, 4 * D * s.q_heads * a.keys);
         c->pass = pass;
         c->attention_wgmma = true;
         c->attention_four_blocks = D == 64;
+        c->attention_three_blocks = D == 128 && dense;
         c->attention_overlap = D != 64;
         c->attention_prefetch = prefetch;
       }

@@ -457,13 +457,14 @@ absl::StatusOr<PreparedCase> Prepare(const KernelCase& c, const KernelWorkload& 
       a.overlap = c.attention_overlap;
       a.warpgroups = c.attention_warpgroups;
       a.four_blocks = c.attention_four_blocks;
+      a.three_blocks = c.attention_three_blocks;
       a.prefetch = c.attention_prefetch;
       if (a.wgmma && !kernels::PrefixAttentionSupportsWarpgroups(D, a.warpgroups)) {
         return absl::UnimplementedError("attention on wgmma does not run on this device");
       }
       a.blocks = kernels::PrefixAttentionBlocks(D, c.attention_pipelined, c.attention_wgmma,
                                                 c.attention_overlap, c.attention_warpgroups,
-                                                c.attention_four_blocks);
+                                                c.attention_four_blocks, c.attention_three_blocks);
       if (a.blocks <= 0) return absl::InternalError("cannot size the attention kernel's grid");
       RANKD_ASSIGN_OR_RETURN(a.out, m.Alloc<bf16>(R * Q));
       p.launch = [=](cudaStream_t st) { return kernels::LaunchPrefixAttention(a, st); };

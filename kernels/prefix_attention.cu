@@ -1240,13 +1240,17 @@ __device__ __forceinline__ void PipelinedKernelBody(const PrefixAttentionParams&
 }
 
 // The kernels. A wgmma kernel (W) compiled without sm_90a has an empty body, and so no shared
-// memory: how WgmmaBuilt tells. The one-warpgroup wgmma queue kernel without overlap at D 64 also
-// comes at four blocks a multiprocessor (kFourBlocks, PrefixAttentionParams::four_blocks: 124
-// registers a thread, no spills, instead of 162 at three blocks: 16 warps instead of 12).
-template <int D, bool W, bool kOverlap = false, int kWgs = 1, bool kFourBlocks = false>
-__global__ void __launch_bounds__(kThreadsOf<kWgs>, (kFourBlocks ? 4 : kMinBlocksOf<D, kWgs>))
+// memory: how WgmmaBuilt tells. kBlocks: the resident blocks a multiprocessor the kernel is built
+// for, where not kMinBlocksOf's. The one-warpgroup wgmma queue kernel without overlap at D 64 also
+// comes at four blocks (PrefixAttentionParams::four_blocks: 124 registers a thread, no spills,
+// instead of 162 at three blocks: 16 warps instead of 12), and at D 128, overlapped or not, at
+// three (PrefixAttentionParams::three_blocks: 166 and 164 registers, 48 bytes spilled
+// overlapped, instead of ~200 at the two that fit: 12 warps instead of 8).
+template <int D, bool W, bool kOverlap = false, int kWgs = 1, int kBlocks = 0>
+__global__ void __launch_bounds__(kThreadsOf<kWgs>, (kBlocks > 0 ? kBlocks : kMinBlocksOf<D, kWgs>))
     PrefixAttentionKernel(PrefixAttentionParams p, FastDivmod group_div, FastDivmod kv_div) {
-  static_assert(!kFourBlocks || (D <= 64 && W && kWgs == 1 && !kOverlap));
+  static_assert(kBlocks == 0 || (kBlocks == 4 && D <= 64 && W && kWgs == 1 && !kOverlap) ||
+                (kBlocks == 3 && D == 128 && W && kWgs == 1));
   if constexpr (W && !kWgmmaDevice) {
     __trap();
   } else {
@@ -1282,18 +1286,27 @@ struct KernelChoice {
 };
 
 // The wgmma queue kernel of D, overlapped or not, of kWgs warpgroups; four_blocks for the
-// one-warpgroup kernel at D 64 without overlap only.
+// one-warpgroup kernel at D 64 without overlap only, three_blocks for the one-warpgroup kernel at
+// D 128 only.
 template <int D, int kWgs>
-KernelChoice WgmmaQueueKernel(bool overlap, bool four_blocks) {
+KernelChoice WgmmaQueueKernel(bool overlap, bool four_blocks, bool three_blocks) {
   if constexpr (kWgs > kMaxWarpgroupsOf<D>) {
     return {nullptr, 0, 0};
   } else {
+    if constexpr (kWgs == 1 && D == 128) {
+      if (three_blocks && !four_blocks) {
+        return overlap ? KernelChoice{PrefixAttentionKernel<D, true, true, 1, 3>, kThreads,
+                                      kOverlapSmemBytes<D>}
+                       : KernelChoice{PrefixAttentionKernel<D, true, false, 1, 3>, kThreads, 0};
+      }
+    }
+    if (three_blocks) return {nullptr, 0, 0};
     if (overlap) {
       if (four_blocks) return {nullptr, 0, 0};
       return {PrefixAttentionKernel<D, true, true, kWgs>, kThreadsOf<kWgs>, kOverlapSmemBytes<D>};
     }
     if constexpr (kWgs == 1 && D <= 64) {
-      if (four_blocks) return {PrefixAttentionKernel<D, true, false, 1, true>, kThreads, 0};
+      if (four_blocks) return {PrefixAttentionKernel<D, true, false, 1, 4>, kThreads, 0};
     }
     if (four_blocks) return {nullptr, 0, 0};
     return {PrefixAttentionKernel<D, true, false, kWgs>, kThreadsOf<kWgs>, 0};
@@ -1301,23 +1314,24 @@ KernelChoice WgmmaQueueKernel(bool overlap, bool four_blocks) {
 }
 
 template <int D, bool W>
-KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups, bool four_blocks) {
+KernelChoice KernelOf(bool pipelined, bool overlap, int warpgroups, bool four_blocks,
+                      bool three_blocks) {
   if constexpr (W) {
     if (!pipelined) {
       static_assert(kMaxAttentionWarpgroups == 3);  // the cases below
       switch (warpgroups) {
         case 1:
-          return WgmmaQueueKernel<D, 1>(overlap, four_blocks);
+          return WgmmaQueueKernel<D, 1>(overlap, four_blocks, three_blocks);
         case 2:
-          return WgmmaQueueKernel<D, 2>(overlap, four_blocks);
+          return WgmmaQueueKernel<D, 2>(overlap, four_blocks, three_blocks);
         case 3:
-          return WgmmaQueueKernel<D, 3>(overlap, four_blocks);
+          return WgmmaQueueKernel<D, 3>(overlap, four_blocks, three_blocks);
         default:
           return {nullptr, 0, 0};
       }
     }
   }
-  if (warpgroups != 1 || four_blocks) return {nullptr, 0, 0};
+  if (warpgroups != 1 || four_blocks || three_blocks) return {nullptr, 0, 0};
   return {pipelined ? PrefixAttentionPipelinedKernel<D, W> : PrefixAttentionKernel<D, W>, kThreads,
           0};
 }
@@ -1363,11 +1377,12 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (p.wgmma && !WgmmaBuilt<D>()) return cudaErrorNotSupported;
-    k = p.wgmma ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups, p.four_blocks)
-                : KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.four_blocks);
+    k = p.wgmma
+            ? KernelOf<D, true>(p.pipelined, p.overlap, p.warpgroups, p.four_blocks, p.three_blocks)
+            : KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.four_blocks, p.three_blocks);
   } else {
     if (p.wgmma) return cudaErrorInvalidValue;
-    k = KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.four_blocks);
+    k = KernelOf<D, false>(p.pipelined, false, p.warpgroups, p.four_blocks, p.three_blocks);
   }
   if (k.kernel == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t e = AllowSmem(k); e != cudaSuccess) return e;
@@ -1375,16 +1390,17 @@ cudaError_t Launch(const PrefixAttentionParams& p, LaunchStream stream) {
 }
 
 template <int D>
-int ResidentBlocks(bool pipelined, bool wgmma, bool overlap, int warpgroups, bool four_blocks) {
+int ResidentBlocks(bool pipelined, bool wgmma, bool overlap, int warpgroups, bool four_blocks,
+                   bool three_blocks) {
   int device = 0, sms = 0, per_sm = 0;
   KernelChoice k{};
   if constexpr (WgmmaHeadDim(D)) {
     if (wgmma && !WgmmaBuilt<D>()) return 0;
-    k = wgmma ? KernelOf<D, true>(pipelined, overlap, warpgroups, four_blocks)
-              : KernelOf<D, false>(pipelined, false, warpgroups, four_blocks);
+    k = wgmma ? KernelOf<D, true>(pipelined, overlap, warpgroups, four_blocks, three_blocks)
+              : KernelOf<D, false>(pipelined, false, warpgroups, four_blocks, three_blocks);
   } else {
     if (wgmma) return 0;
-    k = KernelOf<D, false>(pipelined, false, warpgroups, four_blocks);
+    k = KernelOf<D, false>(pipelined, false, warpgroups, four_blocks, three_blocks);
   }
   if (k.kernel == nullptr || AllowSmem(k) != cudaSuccess) return 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -1433,12 +1449,12 @@ bool PrefixAttentionSupportsWgmma(int head_dim) {
 }
 
 int PrefixAttentionBlocks(int head_dim, bool pipelined, bool wgmma, bool overlap, int warpgroups,
-                          bool four_blocks) {
+                          bool four_blocks, bool three_blocks) {
   return DispatchHeadDim(
       head_dim,
       [&](auto d) {
         return ResidentBlocks<decltype(d)::value>(pipelined, wgmma, overlap, warpgroups,
-                                                  four_blocks);
+                                                  four_blocks, three_blocks);
       },
       0);
 }

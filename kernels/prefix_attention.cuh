@@ -71,6 +71,9 @@ struct PrefixAttentionParams {
   bool four_blocks = false;              // the one-warpgroup wgmma queue kernel without overlap
                                          // at D 64: four blocks a multiprocessor at 124
                                          // registers, not three at 162 (the same bits)
+  bool three_blocks = false;             // the one-warpgroup wgmma queue kernel at D 128,
+                                         // overlapped or not: three blocks a multiprocessor
+                                         // at ~165 registers, not two (the same bits)
   bool prefetch = false;                 // the queue kernel: thread 0 copies the next work
                                          // unit's tile into shared memory a unit ahead, and the
                                          // block asks its q rows (rotations, context entry)
@@ -91,7 +94,8 @@ bool PrefixAttentionSupportsWgmma(int head_dim);
 // launch needs to keep the device busy, whatever the number of work units. 0 on error or where the
 // kernel cannot run.
 int PrefixAttentionBlocks(int head_dim, bool pipelined = false, bool wgmma = false,
-                          bool overlap = false, int warpgroups = 1, bool four_blocks = false);
+                          bool overlap = false, int warpgroups = 1, bool four_blocks = false,
+                          bool three_blocks = false);
 
 // The most warpgroups a block of the wgmma queue kernel has (PrefixAttentionParams::warpgroups).
 inline constexpr int kMaxAttentionWarpgroups = 3;
@@ -105,7 +109,8 @@ bool PrefixAttentionSupportsWarpgroups(int head_dim, int warpgroups);
 // scale that is not positive, a negative softcap or window, or (pipelined: it copies them by
 // cp.async) tiles or contexts that are not 16-byte aligned, or wgmma at a head_dim other than 64
 // or 128, or warpgroups other than 1 outside the wgmma queue kernel or above its head_dim's,
-// or four_blocks outside the one-warpgroup wgmma queue kernel without overlap at D 64;
+// or four_blocks outside the one-warpgroup wgmma queue kernel without overlap at D 64, or
+// three_blocks outside the one-warpgroup wgmma queue kernel at D 128 (or with four_blocks);
 // cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is false otherwise.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream);
 

@@ -49,6 +49,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
                                                {"RANKD_CUDA_ATTENTION_WARPGROUPS", "3"},
                                                {"RANKD_CUDA_ATTENTION_FOUR_BLOCKS", "0"},
                                                {"RANKD_CUDA_ATTENTION_PREFETCH", "1"},
+                                               {"RANKD_CUDA_ATTENTION_THREE_BLOCKS", "1"},
                                                {"RANKD_CUDA_PDL", "1"},
                                                {"RANKD_CUDA_FP8_GROUP_SCALES", "1"},
                                                {"RANKD_CUDA_FP8_FAST_ACCUM", "1"},
@@ -73,6 +74,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_EQ(o.cuda.attention_warpgroups, 3);
   EXPECT_FALSE(o.cuda.attention_four_blocks);
   EXPECT_TRUE(o.cuda.attention_prefetch);
+  EXPECT_TRUE(o.cuda.attention_three_blocks);
   EXPECT_TRUE(o.cuda.pdl);
   EXPECT_TRUE(o.cuda.fp8_group_scales);
   EXPECT_TRUE(o.cuda.fp8_fast_accum ==
@@ -86,6 +88,7 @@ TEST(ApplyBackendEnvironmentTest, EverySwitchLandsInItsField) {
   EXPECT_FALSE(BackendOptions{}.cuda.attention_pipeline);
   EXPECT_EQ(BackendOptions{}.cuda.attention_overlap, 0);
   EXPECT_FALSE(BackendOptions{}.cuda.attention_prefetch);
+  EXPECT_FALSE(BackendOptions{}.cuda.attention_three_blocks);
   EXPECT_FALSE(BackendOptions{}.cuda.pdl);
   EXPECT_FALSE(BackendOptions{}.cuda.fp8_group_scales);
   EXPECT_FALSE(BackendOptions{}.cuda.fold_norms);

@@ -138,7 +138,8 @@ TEST(KernelCasesTest, BytesAndFlopsOf379m) {
     EXPECT_DOUBLE_EQ(b4.bytes, multi.bytes) << v;
     EXPECT_DOUBLE_EQ(b4.flops, multi.flops) << v;
   }
-  EXPECT_FALSE(multi.attention_four_blocks || multi.attention_prefetch);
+  EXPECT_FALSE(multi.attention_four_blocks || multi.attention_prefetch ||
+               multi.attention_three_blocks);
   EXPECT_DOUBLE_EQ(multi.bytes, 7550.0 * 2 * (2048 + 2048) + 7550.0 * 32 * 8 + 7550.0 * 4);
   EXPECT_DOUBLE_EQ(multi.flops, ibpc.flops + 4.0 * 64 * 16 * (50 * 51 / 2));
   const KernelCase& gather_x = Find(cases, Kernel::kGatherRows, "x (fp32 hidden)");
@@ -291,8 +292,9 @@ TEST(KernelsBenchFlagsTest, DefaultsSelect379mAndQwen3HeadDimKernels) {
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 379m's kernels, qwen3's head_dim kernels, then both shapes' GEMMs (GemmsOfQwen3's 111 a token
   // count, at three token counts each). Attention's rows with the next unit's loads prefetched
-  // ("pf"): one a pass on each shape.
-  EXPECT_EQ(cases->size(), 44u + 27u + 3 * 111u + 3 * 111u);
+  // ("pf"): one a pass at D 64, two at D 128 (with and without three blocks an SM, "b3", itself a
+  // row too).
+  EXPECT_EQ(cases->size(), 44u + 33u + 3 * 111u + 3 * 111u);
   std::set<std::tuple<std::string, Kernel, std::string>> distinct;
   for (const KernelCase& c : *cases) distinct.insert({c.shape.name, c.kernel, c.variant});
   EXPECT_EQ(distinct.size(), cases->size());
@@ -312,11 +314,18 @@ TEST(KernelsBenchFlagsTest, ShapeWorkloadAndFilter) {
   absl::StatusOr<std::vector<KernelCase>> cases = SelectKernelCases(*o);
   ASSERT_TRUE(cases.ok()) << cases.status();
   // 3 passes x ((queue, pipelined) x (mma.sync, wgmma) + the overlapped wgmma kernel + the wgmma
-  // queue kernel in blocks of 2 warpgroups, serial and overlapped, + the overlapped one with the
-  // next unit's loads prefetched; four blocks an SM is D 64's).
-  ASSERT_EQ(cases->size(), 24u);
-  EXPECT_TRUE(
-      Find(*cases, Kernel::kPrefixAttention, "multi-item wgmma overlap pf").attention_prefetch);
+  // queue kernel in blocks of 2 warpgroups, serial and overlapped, + the overlapped one at three
+  // blocks an SM, with the next unit's loads prefetched, and both; four blocks an SM is D 64's).
+  ASSERT_EQ(cases->size(), 30u);
+  for (const char* v : {"multi-item wgmma overlap b3", "multi-item wgmma overlap pf",
+                        "multi-item wgmma overlap b3 pf"}) {
+    const KernelCase& k = Find(*cases, Kernel::kPrefixAttention, v);
+    const std::string name(v);
+    EXPECT_TRUE(k.attention_wgmma && k.attention_overlap) << v;
+    EXPECT_FALSE(k.attention_four_blocks) << v;
+    EXPECT_EQ(k.attention_three_blocks, name.find("b3") != std::string::npos) << v;
+    EXPECT_EQ(k.attention_prefetch, name.ends_with(" pf")) << v;
+  }
   for (const KernelCase& c : *cases) {
     EXPECT_EQ(c.kernel, Kernel::kPrefixAttention);
     EXPECT_EQ(c.shape.name, "qwen3-0.6b");

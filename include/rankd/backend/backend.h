@@ -196,6 +196,12 @@ struct BackendOptions {
     // 2026-12-08, session 44) the kernel 4.5% faster at Tq=50 (49.0 against 51.3 us), the 379M pass
     // +0.4% in bf16 (5,011 against 4,990 items/s), +0.8% in fp8 and at Ni=250, level elsewhere.
     bool attention_four_blocks = true;
+    // RANKD_CUDA_ATTENTION_THREE_BLOCKS=1: where attention runs the one-warpgroup wgmma queue
+    // kernel at heads of 128 (the 0.6B shape; overlapped by default there), three blocks a
+    // multiprocessor at about 165 registers a thread instead of two at about 200: 12 warps to
+    // hide a unit's latencies instead of 8 (what four blocks did at heads of 64). The same scores
+    // bit for bit. Off until a GPU A/B has measured it (session 45 had no device).
+    bool attention_three_blocks = false;
     // RANKD_CUDA_ATTENTION_PREFETCH=1: where attention runs the queue kernel (the default; not the
     // pipelined one), each block copies its next work unit's tile into shared memory one unit
     // ahead (thread 0, by cp.async) and asks that unit's q rows, their rotations and its context

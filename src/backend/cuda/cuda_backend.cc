@@ -459,6 +459,9 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   // (blocks of one warpgroup only; elsewhere the switch has nothing to act on).
   attention_four_blocks_ =
       queue && !attention_overlap_ && config_.head_dim == 64 && switches_.attention_four_blocks;
+  // Three blocks a multiprocessor: the one-warpgroup queue kernel's at heads of 128 (overlapped
+  // or not).
+  attention_three_blocks_ = queue && config_.head_dim == 128 && switches_.attention_three_blocks;
   // The next unit's loads prefetched: the queue kernel's (mma.sync or wgmma), not the pipelined
   // one's, which issues its own.
   attention_prefetch_ = !switches_.attention_pipeline && switches_.attention_prefetch;
@@ -467,7 +470,8 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
     attention_blocks_[w] =
         runs ? kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
                                               attention_wgmma_, attention_overlap_, w,
-                                              w == 1 && attention_four_blocks_)
+                                              w == 1 && attention_four_blocks_,
+                                              w == 1 && attention_three_blocks_)
              : 0;
     if (runs && attention_blocks_[w] <= 0) {
       return absl::InternalError("cannot size the attention kernel's grid on this device");
@@ -706,7 +710,7 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       "MiB of weights; switches: stats {}, profile {} (skip {}), gemm_tune {}, gemm_candidates {}, "
       "fuse_q_rope {}, fuse_k_rope {}, attention_pipeline {}, attention_wgmma {}, "
       "attention_overlap {}, attention_warpgroups {}, attention_four_blocks {}, "
-      "attention_prefetch {}, own_gemm {} ({}, variants {}){}",
+      "attention_three_blocks {}, attention_prefetch {}, own_gemm {} ({}, variants {}){}",
       config.Summary(), prop.name, options.device, options.strategy, options.precision,
       head.ToString(), graphs ? "on" : "off", backend->weight_bytes() / 1048576.0, sw.stats,
       sw.profile, sw.profile_skip, sw.gemm_tune, sw.gemm_candidates, sw.fuse_q_rope, sw.fuse_k_rope,
@@ -717,8 +721,9 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> CreateCudaBackend(
       sw.attention_warpgroups == backend::BackendOptions::CudaSwitches::kAttentionWarpgroupsAuto
           ? std::string("auto")
           : std::to_string(sw.attention_warpgroups),
-      sw.attention_four_blocks, sw.attention_prefetch, OwnGemmName(sw.own_gemm),
-      backend->own_gemm() ? "may run" : "not in use", OwnVariantsName(sw.own_gemm_variants),
+      sw.attention_four_blocks, sw.attention_three_blocks, sw.attention_prefetch,
+      OwnGemmName(sw.own_gemm), backend->own_gemm() ? "may run" : "not in use",
+      OwnVariantsName(sw.own_gemm_variants),
       precision == Precision::kFp8
           ? absl::StrCat(
                 ", fp8 linears ", Fp8LinearsName(sw.fp8_linears), ", fp8 input scales ",

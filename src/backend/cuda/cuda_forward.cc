@@ -164,6 +164,7 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.overlap = attention_overlap_;
     a.warpgroups = shape.attention_warpgroups;
     a.four_blocks = attention_four_blocks_ && a.warpgroups == 1;
+    a.three_blocks = attention_three_blocks_ && a.warpgroups == 1;
     a.prefetch = attention_prefetch_;
     a.out = attn_;
     RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));

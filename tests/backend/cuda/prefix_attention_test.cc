@@ -204,30 +204,36 @@ void CheckAttention(const AttentionCase& c, Rng& rng) {
   // within bf16 roundings of the mma.sync kernel; the pipelined one gives the queue one's bits, and
   // q rotated as it is loaded the same bits as QkvRope's q. The queue kernel with its key tiles
   // overlapped (`overlap`, D 64; ignored at other D) and at four blocks a multiprocessor
-  // (`four_blocks`, D 64) gives the queue one's bits too, each also with `prefetch`.
+  // (`four_blocks`, D 64) or three (`three_blocks`, D 128; overlapped or not) gives the queue
+  // one's bits too, each also with `prefetch`.
   std::vector<float> wgmma_got;
   if (kernels::PrefixAttentionSupportsWgmma(c.D)) {
     struct Variant {
-      bool pipelined, overlap, four_blocks, prefetch;
+      bool pipelined, overlap, four_blocks, three_blocks, prefetch;
       const char* name;
     };
-    for (const Variant& v : {Variant{false, false, false, false, "wgmma kernel"},
-                             Variant{true, false, false, false, "wgmma pipelined kernel"},
-                             Variant{false, true, false, false, "wgmma overlapped"},
-                             Variant{false, false, true, false, "wgmma four blocks"},
-                             Variant{false, false, false, true, "wgmma prefetch"},
-                             Variant{false, true, false, true, "wgmma overlapped prefetch"},
-                             Variant{false, false, true, true, "wgmma four blocks prefetch"}}) {
-      if (v.four_blocks && c.D != 64) continue;
+    for (const Variant& v :
+         {Variant{false, false, false, false, false, "wgmma kernel"},
+          Variant{true, false, false, false, false, "wgmma pipelined kernel"},
+          Variant{false, true, false, false, false, "wgmma overlapped"},
+          Variant{false, false, true, false, false, "wgmma four blocks"},
+          Variant{false, false, false, true, false, "wgmma three blocks"},
+          Variant{false, true, false, true, false, "wgmma overlapped three blocks"},
+          Variant{false, false, false, false, true, "wgmma prefetch"},
+          Variant{false, true, false, false, true, "wgmma overlapped prefetch"},
+          Variant{false, false, true, false, true, "wgmma four blocks prefetch"},
+          Variant{false, true, false, true, true, "wgmma overlapped three blocks prefetch"}}) {
+      if ((v.four_blocks && c.D != 64) || (v.three_blocks && c.D != 128)) continue;
       kernels::PrefixAttentionParams pw = p;
       pw.wgmma = true;
       pw.pipelined = v.pipelined;
       pw.overlap = v.overlap;
       pw.four_blocks = v.four_blocks;
+      pw.three_blocks = v.three_blocks;
       pw.prefetch = v.prefetch;
       pw.blocks = c.blocks > 0 ? c.blocks
                                : kernels::PrefixAttentionBlocks(c.D, v.pipelined, true, v.overlap,
-                                                                1, v.four_blocks);
+                                                                1, v.four_blocks, v.three_blocks);
       ASSERT_GT(pw.blocks, 0) << v.name;
       d_counter.Upload(std::vector<int32_t>{0});
       d_out.Poison();
@@ -490,6 +496,27 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   if (kernels::PrefixAttentionSupportsWgmma(128)) {
     EXPECT_EQ(kernels::PrefixAttentionBlocks(128, false, true, false, 1, true), 0) << "D 128";
   }
+  p.four_blocks = false;
+  // Three blocks a multiprocessor: the one-warpgroup wgmma queue kernel's at D 128 (overlapped or
+  // not), not with four_blocks.
+  for (const auto& [D, wgmma, pipelined, wgs, four] :
+       {std::tuple{64, true, false, 1, false}, std::tuple{128, false, false, 1, false},
+        std::tuple{128, true, true, 1, false}, std::tuple{128, true, false, 2, false},
+        std::tuple{128, true, false, 1, true}}) {
+    if (wgmma && !kernels::PrefixAttentionSupportsWgmma(D)) continue;  // (cudaErrorNotSupported)
+    EXPECT_EQ(kernels::PrefixAttentionBlocks(D, pipelined, wgmma, false, wgs, four, true), 0)
+        << D << wgmma << pipelined << wgs << four;
+    p.head_dim = D;
+    p.wgmma = wgmma;
+    p.pipelined = pipelined;
+    p.warpgroups = wgs;
+    p.four_blocks = four;
+    p.three_blocks = true;
+    EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue)
+        << D << wgmma << pipelined << wgs << four;
+  }
+  p.head_dim = 64;
+  p.three_blocks = false;
   p.wgmma = p.pipelined = p.overlap = p.four_blocks = false;
   p.warpgroups = 1;
   p.num_kv_heads = 3;  // 4 query heads do not group over 3
