@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Session 45 (carry ["build-gpu-t"]: cuda_kernels_test and cuda_backend_test of 25d24dc): the GPU
-# tests of the attention kernel's new copy loop and deferred queue store (every kernel) and of
-# RANKD_CUDA_ATTENTION_PREFETCH (prefix_attention_test: every queue variant with prefetch gives the
-# same bits), racecheck on the attention cases (thread 0's tile copy into shared memory a unit
-# ahead), and the SASS of the default D 64 kernel (four blocks) for its instruction counts.
+# Session 45 (carry ["build-gpu-t"]: cuda_kernels_test and cuda_backend_test of session 45's last
+# kernel commit): the GPU tests of its kernel changes (attention's copy loop and deferred queue
+# store, every kernel; RANKD_CUDA_ATTENTION_PREFETCH and RANKD_CUDA_ATTENTION_THREE_BLOCKS: the
+# same bits as the default kernels; QkvRope's register diet: qkv_rope_test against the CPU
+# reference, and the GEMM tests' unfused RoPE path bit for bit), racecheck on the attention cases
+# (thread 0's tile copy into shared memory a unit ahead), and the SASS of the default D 64 kernel
+# (four blocks) for its instruction counts.
 F=build-gpu-t; [[ -x $F/bin/cuda_backend_test ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
