@@ -440,7 +440,8 @@ __device__ __forceinline__ void CopyAsync32(void* dst, const void* src) {
 // keys kRowStep apart, at shared-memory offsets a constant apart (kRowStep is a multiple of the
 // swizzle's 8 rows): a fully unrolled loop of selects and one wide multiply a chunk, no division
 // (a strided loop over chunk indices compiled to a general loop with signed divisions, about 200
-// instructions a warp a tile at D 64; bench/RESULTS.md, 2026-12-08, session 45).
+// instructions a warp a tile at D 64: the SASS of bench/results/2026-12-08-session44/
+// sass_attn50.csv.gz).
 template <int D, bool W, bool kK = true, bool kV = true, int kT = kThreads>
 __device__ __forceinline__ void CopyKeyTile(const KeySource& src, int kt, int st, __nv_bfloat16* ks,
                                             __nv_bfloat16* vs) {
@@ -1470,8 +1471,9 @@ cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream s
       !(p.scale > 0.0f) || p.softcap < 0.0f || p.window < 0) {
     return cudaErrorInvalidValue;
   }
-  if (p.pipelined && (reinterpret_cast<uintptr_t>(p.tiles) % 16 != 0 ||
-                      reinterpret_cast<uintptr_t>(p.contexts) % 16 != 0)) {
+  // cp.async copies of tiles (the pipelined kernel, prefetch) and context entries (pipelined).
+  if (((p.pipelined || p.prefetch) && reinterpret_cast<uintptr_t>(p.tiles) % 16 != 0) ||
+      (p.pipelined && reinterpret_cast<uintptr_t>(p.contexts) % 16 != 0)) {
     return cudaErrorInvalidValue;
   }
   return DispatchHeadDim(

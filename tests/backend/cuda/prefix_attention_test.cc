@@ -531,10 +531,14 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
   p.window = -1;
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue);
   p.window = 0;
-  // The pipelined kernel copies tiles and context entries by cp.async: 16-byte aligned only.
+  // The pipelined kernel copies tiles and context entries by cp.async, the queue kernel with
+  // prefetch its tiles: 16-byte aligned only.
   alignas(16) static char table[64];
-  p.pipelined = true;
+  p.prefetch = true;
   p.tiles = reinterpret_cast<const kernels::AttentionTile*>(table + 8);
+  EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "prefetch tiles";
+  p.prefetch = false;
+  p.pipelined = true;
   EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << "tiles";
   p.tiles = nullptr;
   p.contexts = reinterpret_cast<const kernels::KvLayers*>(table + 8);
