@@ -1,14 +1,16 @@
 // The kernel tests of prefix attention, IBPC and multi-item, and the shapes the kernels refuse
 // (kernels/prefix_attention.cu) (kernel_test.h says how they check).
+#include "kernels/prefix_attention.cuh"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <tuple>
 #include <vector>
 
-#include "kernels/prefix_attention.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "kernels/score_head.cuh"
 #include "rankd/backend/cpu/ops.h"
@@ -478,42 +480,42 @@ TEST_F(KernelTest, UnsupportedShapesAreRejected) {
     p.head_dim = 64;
   }
   p.warpgroups = 1;
-  // Four blocks a multiprocessor: the one-warpgroup wgmma queue kernel's without overlap, at D 64.
-  for (const auto& [wgmma, pipelined, overlap, wgs] :
-       {std::tuple{false, false, false, 1}, std::tuple{true, true, false, 1},
-        std::tuple{true, false, true, 1}, std::tuple{true, false, false, 2}}) {
-    if (wgmma && !kernels::PrefixAttentionSupportsWgmma(64)) continue;  // (cudaErrorNotSupported)
-    EXPECT_EQ(kernels::PrefixAttentionBlocks(64, pipelined, wgmma, overlap, wgs, true), 0)
-        << wgmma << pipelined << overlap << wgs;
-    p.wgmma = wgmma;
-    p.pipelined = pipelined;
-    p.overlap = overlap;
-    p.warpgroups = wgs;
-    p.four_blocks = true;
-    EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue)
-        << wgmma << pipelined << overlap << wgs;
-  }
-  if (kernels::PrefixAttentionSupportsWgmma(128)) {
-    EXPECT_EQ(kernels::PrefixAttentionBlocks(128, false, true, false, 1, true), 0) << "D 128";
-  }
-  p.four_blocks = false;
-  // Three blocks a multiprocessor: the one-warpgroup wgmma queue kernel's at D 128 (overlapped or
-  // not), not with four_blocks.
-  for (const auto& [D, wgmma, pipelined, wgs, four] :
-       {std::tuple{64, true, false, 1, false}, std::tuple{128, false, false, 1, false},
-        std::tuple{128, true, true, 1, false}, std::tuple{128, true, false, 2, false},
-        std::tuple{128, true, false, 1, true}}) {
-    if (wgmma && !kernels::PrefixAttentionSupportsWgmma(D)) continue;  // (cudaErrorNotSupported)
-    EXPECT_EQ(kernels::PrefixAttentionBlocks(D, pipelined, wgmma, false, wgs, four, true), 0)
-        << D << wgmma << pipelined << wgs << four;
-    p.head_dim = D;
-    p.wgmma = wgmma;
-    p.pipelined = pipelined;
-    p.warpgroups = wgs;
-    p.four_blocks = four;
-    p.three_blocks = true;
-    EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue)
-        << D << wgmma << pipelined << wgs << four;
+  // More resident blocks: four_blocks is the one-warpgroup wgmma queue kernel's without overlap at
+  // D 64, three_blocks the one-warpgroup wgmma queue kernel's at D 128 (overlapped or not); never
+  // both. Everything else is refused, and sized as 0 blocks.
+  struct Dense {
+    int D;
+    bool wgmma, pipelined, overlap;
+    int wgs;
+    bool four, three;
+  };
+  for (const Dense& v :
+       {Dense{64, false, false, false, 1, true, false},
+        Dense{64, true, true, false, 1, true, false}, Dense{64, true, false, true, 1, true, false},
+        Dense{64, true, false, false, 2, true, false},
+        Dense{128, true, false, false, 1, true, false},
+        Dense{64, true, false, false, 1, false, true},
+        Dense{128, false, false, false, 1, false, true},
+        Dense{128, true, true, false, 1, false, true},
+        Dense{128, true, false, false, 2, false, true},
+        Dense{128, true, false, false, 1, true, true}}) {
+    if (v.wgmma && !kernels::PrefixAttentionSupportsWgmma(v.D)) continue;  // (NotSupported)
+    const std::string what = "D " + std::to_string(v.D) + (v.wgmma ? " wgmma" : "") +
+                             (v.pipelined ? " pipelined" : "") + (v.overlap ? " overlap" : "") +
+                             " wg" + std::to_string(v.wgs) + (v.four ? " four" : "") +
+                             (v.three ? " three" : "");
+    EXPECT_EQ(kernels::PrefixAttentionBlocks(v.D, v.pipelined, v.wgmma, v.overlap, v.wgs, v.four,
+                                             v.three),
+              0)
+        << what;
+    p.head_dim = v.D;
+    p.wgmma = v.wgmma;
+    p.pipelined = v.pipelined;
+    p.overlap = v.overlap;
+    p.warpgroups = v.wgs;
+    p.four_blocks = v.four;
+    p.three_blocks = v.three;
+    EXPECT_EQ(kernels::LaunchPrefixAttention(p, nullptr), cudaErrorInvalidValue) << what;
   }
   p.head_dim = 64;
   p.three_blocks = false;
