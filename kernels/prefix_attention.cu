@@ -1,24 +1,24 @@
 // Prefix attention, FlashAttention-2 style on mma.sync.m16n8k16 (bf16 in, fp32 accumulate).
 //
-// Thread mapping: a persistent grid of 128-thread blocks (4 warps); each block takes work units
-// from a queue (an atomic counter): unit u is tile u / Nkv of the tile list (64 consecutive query
-// rows of one run, row r = token r / G, q head kv_head * G + r % G) for kv head u % Nkv. Warp w
-// owns rows 16w..16w+15 of the tile. In the mma fragments, lane (g = lane / 4, c = lane % 4) holds
-// rows g and g + 8 and, of each 8-key (or 8-dim) column group, columns 2c and 2c + 1. The block
-// walks the tile's keys [run context ++ own rows from the segment start of its first token to its
-// last token] in tiles of 64: all 128 threads copy the K and V tiles ([key][dim] each, 16-byte
-// cp.async, zero-filled past the end) into shared memory, two stages deep where both stages fit in
-// 48 KB (D <= 64), so the next tile's copy overlaps this tile's math. Each warp computes
-// S = Q K^T (Q fragments stay in registers, rotated there by RoPE when q_rotations is given; K
-// fragments by ldmatrix), masks (context, then own rows of the query's segment up to the query;
-// only in key tiles that some row of the warp does not see whole), updates the running row max and
-// sum (online softmax in fp32, exp2 domain), rescales its O accumulators, and adds P V with P
-// re-packed from the S accumulators to bf16 A fragments and V fragments by ldmatrix.trans (no
-// transposed copy). Rows of the shared-memory tiles are padded by 8 bf16 (16 bytes), so the 8 row
-// addresses of each ldmatrix fall in distinct bank groups. Thread 0 takes the block's next unit
-// from the queue while the block works on the current one; the pipelined kernel (opt-in) also
-// prefetches the next unit's tile, context entry and first K/V tile under the current one's work
-// (PrefixAttentionPipelinedKernel's comment has the order).
+// Thread mapping: a persistent grid of 128-thread blocks (4 warps); each block takes work unit
+// blockIdx.x, then others from a queue (an atomic counter, from unit gridDim.x on): unit u is tile
+// u / Nkv of the tile list (64 consecutive query rows of one run, row r = token r / G, q head
+// kv_head * G + r % G) for kv head u % Nkv. Warp w owns rows 16w..16w+15 of the tile. In the mma
+// fragments, lane (g = lane / 4, c = lane % 4) holds rows g and g + 8 and, of each 8-key (or 8-dim)
+// column group, columns 2c and 2c + 1. The block walks the tile's keys [run context ++ own rows
+// from the segment start of its first token to its last token] in tiles of 64: all 128 threads copy
+// the K and V tiles ([key][dim] each, 16-byte cp.async, zero-filled past the end) into shared
+// memory, two stages deep where both stages fit in 48 KB (D <= 64), so the next tile's copy
+// overlaps this tile's math. Each warp computes S = Q K^T (Q fragments stay in registers, rotated
+// there by RoPE when q_rotations is given; K fragments by ldmatrix), masks (context, then own rows
+// of the query's segment up to the query; only in key tiles that some row of the warp does not see
+// whole), updates the running row max and sum (online softmax in fp32, exp2 domain), rescales its O
+// accumulators, and adds P V with P re-packed from the S accumulators to bf16 A fragments and V
+// fragments by ldmatrix.trans (no transposed copy). Rows of the shared-memory tiles are padded by 8
+// bf16 (16 bytes), so the 8 row addresses of each ldmatrix fall in distinct bank groups. Thread 0
+// takes the block's next unit from the queue while the block works on the current one; the
+// pipelined kernel (opt-in) also prefetches the next unit's tile, context entry and first K/V tile
+// under the current one's work (PrefixAttentionPipelinedKernel's comment has the order).
 //
 // The wgmma variants (PrefixAttentionParams::wgmma; sm_90a, D of 64 or 128) run the same units,
 // masks and softmax with the block's 4 warps as one warpgroup: S = Q K^T is D / 16 wgmma
@@ -1026,29 +1026,26 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
 
   const auto [warp, lane, g, c, group, q_stride, num_units, sm] = MakeLaunchConstants<D>(p);
 
-  // The queue is read one unit ahead: thread 0 takes the next unit while the block works on this
-  // one, so the atomic's round trip to L2 is off the critical path. units[i % 2] is written in
-  // iteration i - 1 before that iteration's key-tile barriers and read after them; it is written
-  // again in iteration i + 1, after every thread has passed iteration i's barriers. Thread 0 keeps
-  // the atomic's result in a register until its unit's loads are out (next_unit below): a store
-  // right after the atomic would stall warp 0 on the round trip before it even asked for its tile,
-  // and the block's first barrier waits for warp 0. unit_tiles[i % 2] (p.prefetch) follows the
-  // same rule: thread 0's copy into it (cp.async, a group of its own) has landed at its first
-  // key-tile wait and is visible past the barrier after it.
-  if (threadIdx.x == 0) {
-    const int first = atomicAdd(p.unit_counter, 1);
-    units[0] = first;
-    if (p.prefetch && first < num_units) unit_tiles[0] = p.tiles[kv_div.Div(first)];
-  }
-  __syncthreads();
+  // A block's first unit is its index (no atomic's round trip in front of the first wave's loads;
+  // a small pass runs about a unit a block); the queue hands out the others, from unit gridDim.x
+  // on. It is read one unit ahead: thread 0 takes
+  // the next unit while the block works on this one, so the atomic's round trip to L2 is off the
+  // critical path. units[i % 2] (i >= 1) is written in iteration i - 1 before that iteration's
+  // key-tile barriers and read after them; it is written again in iteration i + 1, after every
+  // thread has passed iteration i's barriers. Thread 0 keeps the atomic's result in a register
+  // until its unit's loads are out (next_unit below): a store right after the atomic would stall
+  // warp 0 on the round trip before it even asked for its tile, and the block's first barrier
+  // waits for warp 0. unit_tiles[i % 2] (p.prefetch, i >= 1) follows the same rule: thread 0's
+  // copy into it (cp.async, a group of its own) has landed at its first key-tile wait and is
+  // visible past the barrier after it.
   for (int it = 0;; ++it) {
-    const int unit = units[it % 2];
+    const int unit = it == 0 ? static_cast<int>(blockIdx.x) : units[it % 2];
     if (unit >= num_units) break;
     int next_unit = 0;
-    if (threadIdx.x == 0) next_unit = atomicAdd(p.unit_counter, 1);
+    if (threadIdx.x == 0) next_unit = static_cast<int>(gridDim.x) + atomicAdd(p.unit_counter, 1);
     const int tile_index = kv_div.Div(unit);
-    // The unit's only dependent load (none with p.prefetch).
-    const AttentionTile tile = p.prefetch ? unit_tiles[it % 2] : p.tiles[tile_index];
+    // The unit's only dependent load (none with p.prefetch past the first unit).
+    const AttentionTile tile = p.prefetch && it > 0 ? unit_tiles[it % 2] : p.tiles[tile_index];
     const int kvh = kv_div.Mod(unit, tile_index);
     const int ctx = tile.ctx_len, own_lo = tile.own_lo, num_keys = tile.num_keys;
     const int num_key_tiles = (num_keys + kKeys - 1) / kKeys;
@@ -1136,7 +1133,7 @@ constexpr int kUnitSlots = 3;
 // key tiles, the block copies unit i + 1's first key tile into the free stage at the start of unit
 // i's last one, so the next unit starts with its keys on the way and no dependent load (tile ->
 // context entry -> keys) in front of it. Only the first unit's chain is waited for (as in the
-// queue kernel, without its atomic).
+// queue kernel).
 template <int D, bool W>
 __device__ __forceinline__ void PipelinedKernelBody(const PrefixAttentionParams& p,
                                                     FastDivmod group_div, FastDivmod kv_div) {

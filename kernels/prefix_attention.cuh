@@ -104,15 +104,15 @@ inline constexpr int kMaxAttentionWarpgroups = 3;
 // 2 or 3: the wgmma queue kernel, PrefixAttentionSupportsWgmma, 3 at D 64 only).
 bool PrefixAttentionSupportsWarpgroups(int head_dim, int warpgroups);
 
-// Grid (p.blocks), 128 x p.warpgroups threads; each block takes work units (tile, kv head) from
-// the queue until it is empty. cudaErrorInvalidValue for an unsupported head_dim or grouping, a
-// scale that is not positive, a negative softcap or window, or (pipelined: it copies them by
-// cp.async) tiles or contexts that are not 16-byte aligned (prefetch: tiles), or wgmma at a
-// head_dim other than 64 or 128, or warpgroups other than 1 outside the wgmma queue kernel or
-// above its head_dim's, or four_blocks outside the one-warpgroup wgmma queue kernel without
-// overlap at D 64, or three_blocks outside the one-warpgroup wgmma queue kernel at D 128 (or with
-// four_blocks);
-// cudaErrorNotSupported for wgmma where PrefixAttentionSupportsWgmma is false otherwise.
+// Grid (p.blocks), 128 x p.warpgroups threads; each block takes work unit (tile, kv head)
+// blockIdx.x, then units gridDim.x + (the queue's next number) until they run out.
+// cudaErrorInvalidValue for an unsupported head_dim or grouping, a scale that is not positive, a
+// negative softcap or window, or (pipelined: it copies them by cp.async) tiles or contexts that are
+// not 16-byte aligned (prefetch: tiles), or wgmma at a head_dim other than 64 or 128, or warpgroups
+// other than 1 outside the wgmma queue kernel or above its head_dim's, or four_blocks outside the
+// one-warpgroup wgmma queue kernel without overlap at D 64, or three_blocks outside the
+// one-warpgroup wgmma queue kernel at D 128 (or with four_blocks); cudaErrorNotSupported for wgmma
+// where PrefixAttentionSupportsWgmma is false otherwise.
 cudaError_t LaunchPrefixAttention(const PrefixAttentionParams& p, LaunchStream stream);
 
 }  // namespace rankd::kernels
