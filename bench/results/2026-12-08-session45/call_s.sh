@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 45 (carry ["build-gpu-s"]: rankd-bench of d60eb2e (session 45's last kernel commit) and, as
+# Session 45 (carry ["build-gpu-s"]: rankd-bench of 20816c2 (session 45's last kernel commit) and, as
 # rankd-bench-base, of 069a7ca's kernels (session 44's defaults), in one archive): session 45's
 # kernel changes before and after in one call. Kernel rows (attention at Tq 50 and 1024, QkvRope;
 # both shapes; `... pf`: RANKD_CUDA_ATTENTION_PREFETCH, `... b3`: RANKD_CUDA_ATTENTION_THREE_BLOCKS),
 # then the passes interleaved, two rounds: base, new (the copy loop, the deferred queue store,
-# QkvRope's registers), new with the prefetch, and on the 0.6B shape new with three blocks (and
+# QkvRope's registers, the first unit without the queue), new with the prefetch, and on the 0.6B shape new with three blocks (and
 # both), and at Tq=1024 new with blocks of one warpgroup (auto runs 2 there; the copy loop changed
 # what a tile costs each); last the new bf16 pass's profiles.
 F=build-gpu-s; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 45 (carry ["build-gpu-t"]: cuda_kernels_test and cuda_backend_test of d60eb2e, session
+# Session 45 (carry ["build-gpu-t"]: cuda_kernels_test and cuda_backend_test of 20816c2, session
 # 45's last kernel commit): the GPU tests of its kernel changes (attention's copy loop and deferred queue
 # store, every kernel; RANKD_CUDA_ATTENTION_PREFETCH and RANKD_CUDA_ATTENTION_THREE_BLOCKS: the
 # same bits as the default kernels; QkvRope's register diet: qkv_rope_test against the CPU
