@@ -5,7 +5,8 @@
 # both shapes; `... pf`: RANKD_CUDA_ATTENTION_PREFETCH, `... b3`: RANKD_CUDA_ATTENTION_THREE_BLOCKS),
 # then the passes interleaved, two rounds: base, new (the copy loop, the deferred queue store,
 # QkvRope's registers, the first unit without the queue), new with the prefetch, and on the 0.6B shape new with three blocks (and
-# both), and at Tq=1024 new with blocks of one warpgroup (auto runs 2 there; the copy loop changed
+# both), on the 379M standard shape new with q rotated by QkvRope (RANKD_CUDA_FUSE_Q_ROPE=0), and
+# at Tq=1024 new with blocks of one warpgroup (auto runs 2 there; the copy loop changed
 # what a tile costs each); last the new bf16 pass's profiles.
 F=build-gpu-s; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
@@ -27,9 +28,11 @@ wait
 echo "== engine ($(el) s)" >> $L
 for round in 1 2; do
 for v in "m379 bf16 --tq 50 --ti 150 --ni 50" "m06 bf16 --tq 50 --ti 150 --ni 50" "m379 fp8 --tq 50 --ti 150 --ni 50" "m06 fp8 --tq 50 --ti 150 --ni 50" "m379 bf16 --tq 1024 --ti 150 --ni 50" "m379 bf16 --tq 50 --ti 150 --ni 250" "m379 bf16 --tq 50 --ti 16 --ni 50 --concurrency 8" "m379 bf16 --tq 50 --ni 250 --items embedding"; do
-  for sw in "base" "-" "RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1 RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1 RANKD_CUDA_ATTENTION_PREFETCH=1"; do
+  for sw in "base" "-" "RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1 RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1 RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_FUSE_Q_ROPE=0"; do
     [[ $v != m06* && $sw == *THREE* ]] && continue  # (heads of 64: ignored)
     [[ $v != *"--tq 1024"* && $sw == *WARPGROUPS* ]] && continue  # (blocks of 2 only at Tq=1024)
+    # q rotated by QkvRope (now 2 heads a lane) instead of in attention: the 379M standard shape.
+    [[ $v != "m379 bf16 --tq 50 --ti 150 --ni 50" && $sw == *Q_ROPE* ]] && continue
     (( $(el) < ${UNTIL_S:-480} )) || break 3
     set -- $v; model=$1; prec=$2; shift 2; e=(); bin=rankd-bench
     [[ $sw == base ]] && bin=rankd-bench-base; [[ $sw == RANKD* ]] && e=($sw)
