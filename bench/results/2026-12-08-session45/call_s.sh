@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Session 45 (carry ["build-gpu-s"]: rankd-bench of 20816c2 (session 45's last kernel commit) and, as
-# rankd-bench-base, of 069a7ca's kernels (session 44's defaults), in one archive): session 45's
-# kernel changes before and after in one call. Kernel rows (attention at Tq 50 and 1024, QkvRope;
-# both shapes; `... pf`: RANKD_CUDA_ATTENTION_PREFETCH, `... b3`: RANKD_CUDA_ATTENTION_THREE_BLOCKS),
-# then the passes interleaved, two rounds: base, new (the copy loop, the deferred queue store,
-# QkvRope's registers, the first unit without the queue), new with the prefetch, and on the 0.6B shape new with three blocks (and
-# both), on the 379M standard shape new with q rotated by QkvRope (RANKD_CUDA_FUSE_Q_ROPE=0), and
-# at Tq=1024 new with blocks of one warpgroup (auto runs 2 there; the copy loop changed
-# what a tile costs each); last the new bf16 pass's profiles.
+# Session 45 (carry ["build-gpu-s"]: rankd-bench of 20816c2, session 45's last kernel commit, and
+# as rankd-bench-base session 44's (069a7ca's kernels), in one archive): session 45's kernel
+# changes before and after in one call. Kernel rows (attention at Tq 50 and 1024, QkvRope; both
+# shapes; `... pf`: RANKD_CUDA_ATTENTION_PREFETCH, `... b3`: RANKD_CUDA_ATTENTION_THREE_BLOCKS),
+# then the passes interleaved, two rounds: base; new (the copy loop, the deferred queue store, the
+# first unit without the queue, QkvRope's registers); new with the prefetch; on the 0.6B shape new
+# with three blocks (and with both); on the 379M standard shape new with q rotated by QkvRope
+# (RANKD_CUDA_FUSE_Q_ROPE=0); at Tq=1024 new with blocks of one warpgroup (auto runs 2 there; the
+# copy loop changed what a tile costs each). Last the new bf16 passes' profiles.
 F=build-gpu-s; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
