@@ -105,7 +105,7 @@ struct KernelCase {
   bool attention_overlap = false;                  // prefix_attention: wgmma, key tiles overlapped
   bool attention_four_blocks = false;  // prefix_attention: wgmma, one warpgroup, 4 blocks an SM
   bool attention_three_blocks = false;  // prefix_attention: wgmma, one warpgroup, D 128, 3 an SM
-  bool attention_prefetch = false;     // prefix_attention: the next unit's loads prefetched
+  bool attention_prefetch = false;      // prefix_attention: the next unit's loads prefetched
   int attention_warpgroups = 1;                    // prefix_attention: wgmma queue kernel's
                                                    // warpgroups a block
   GemmLayer gemm_layer = GemmLayer::kQkv;          // gemm: the layer, its [N, K] weight

@@ -280,7 +280,7 @@ class CudaBackend final : public backend::Backend {
   bool attention_overlap_ = false;
   bool attention_four_blocks_ = false;  // a.four_blocks for blocks of one warpgroup
   bool attention_three_blocks_ = false;  // a.three_blocks for blocks of one warpgroup
-  bool attention_prefetch_ = false;     // a.prefetch: the switch, where the queue kernel runs
+  bool attention_prefetch_ = false;      // a.prefetch: the switch, where the queue kernel runs
   int attention_warpgroups_ = 1;  // attention's warpgroups a block (the switch, where it runs)
   bool auto_warpgroups_ = false;  // RANKD_CUDA_ATTENTION_WARPGROUPS=auto, where 2 can run
   int64_t wide_attention_passes_ = 0;  // CudaBackendStats::wide_attention_passes
