@@ -465,8 +465,9 @@ absl::Status CudaBackend::Load(const model::SafetensorsModel& st, int initial_to
   // The next unit's loads prefetched: the queue kernel's (mma.sync or wgmma), not the pipelined
   // one's, which issues its own.
   attention_prefetch_ = !switches_.attention_pipeline && switches_.attention_prefetch;
+  // (Blocks of one warpgroup always: a score pass's last layer runs them on its one-row tiles.)
   for (int w = 1; w <= kernels::kMaxAttentionWarpgroups; ++w) {
-    const bool runs = w == attention_warpgroups_ || (auto_warpgroups_ && w == 2);
+    const bool runs = w == 1 || w == attention_warpgroups_ || (auto_warpgroups_ && w == 2);
     attention_blocks_[w] =
         runs ? kernels::PrefixAttentionBlocks(config_.head_dim, switches_.attention_pipeline,
                                               attention_wgmma_, attention_overlap_, w,
@@ -584,7 +585,8 @@ absl::Status CudaBackend::ScoreGroups(absl::Span<const ScoreGroup> groups) {
     const std::vector<float>& rows = groups[placed.group].items->embeddings;
     std::copy(rows.begin(), rows.end(), host_rows_ + int64_t{placed.embedding_row} * H);
   }
-  *m.counts = PassCounts{T, N, plan_.tiles * config_.num_kv_heads, 0, KvLayers{}};
+  *m.counts = PassCounts{T, N, plan_.tiles * config_.num_kv_heads,
+                         plan_.last_tiles * config_.num_kv_heads, KvLayers{}};
   std::fill(m.unit_counters, m.unit_counters + config_.num_layers, 0);
   RANKD_RETURN_IF_ERROR(Upload(shape, R));
   RANKD_RETURN_IF_ERROR(Forward(shape, plan_.work));

@@ -42,7 +42,7 @@ struct PassCounts {
   int32_t rows = 0;   // live rows; the rest of the pass's rows are padding
   int32_t items = 0;  // N
   int32_t units = 0;  // attention work units (tiles x Nkv)
-  int32_t unused = 0;
+  int32_t last_units = 0;  // the last layer's (PassPlan::last_tiles x Nkv)
   KvLayers kv_out;  // encode: the prefix's cache, which RoPE fills; score: k = null (unread)
 };
 
@@ -55,7 +55,7 @@ struct Meta {
   int32_t* seg_start = nullptr;  // [Tb] first row of each row's segment
   int32_t* last_rows = nullptr;  // [Nb] row of each item's last token
   KvLayers* contexts = nullptr;  // [Nb + 1] context K/V of each run
-  kernels::AttentionTile* tiles = nullptr;  // [MaxPassTiles(Tb, Nb, G)] work list
+  kernels::AttentionTile* tiles = nullptr;  // [MaxPassTiles(Tb, Nb, G)] work lists
   PassCounts* counts = nullptr;             // [1]
   int32_t* unit_counters = nullptr;  // [L] attention work queues, one per layer, zero at upload
 };

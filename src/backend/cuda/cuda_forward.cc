@@ -141,6 +141,9 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     }
     if (encode && last) break;  // the cache holds this layer's K/V; nothing reads its output
 
+    // The last layer (of a score pass) attends for the items' last rows alone (PassPlan::
+    // last_tiles), in blocks of one warpgroup: nothing reads the other rows' output.
+    const int wgs = last ? 1 : shape.attention_warpgroups;
     kernels::PrefixAttentionParams a;
     a.q = wide_;
     a.q_row_stride = W;
@@ -148,8 +151,8 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.own = own;
     a.contexts = m.contexts;
     a.seg_start = m.seg_start;
-    a.tiles = m.tiles;
-    a.num_units = &m.counts->units;
+    a.tiles = last ? m.tiles + LastLayerTilesAt(Tb, Nb, group()) : m.tiles;
+    a.num_units = last ? &m.counts->last_units : &m.counts->units;
     a.unit_counter = m.unit_counters + l;
     a.layer = l;
     a.num_q_heads = config_.num_heads;
@@ -158,16 +161,17 @@ absl::Status CudaBackend::RunPass(const PassShape& shape, const PassWork& work) 
     a.scale = config_.attn_scale;
     a.softcap = config_.attn_logit_softcapping;
     a.window = config_.window(l);
-    a.blocks = attention_blocks_[shape.attention_warpgroups];
+    a.blocks = attention_blocks_[wgs];
     a.pipelined = switches_.attention_pipeline;
     a.wgmma = attention_wgmma_;
     a.overlap = attention_overlap_;
-    a.warpgroups = shape.attention_warpgroups;
+    a.warpgroups = wgs;
     a.four_blocks = attention_four_blocks_ && a.warpgroups == 1;
     a.three_blocks = attention_three_blocks_ && a.warpgroups == 1;
     a.prefetch = attention_prefetch_;
     a.out = attn_;
-    RANKD_RETURN_IF_ERROR(Mark(Stage::kAttention, cost.Attention()));
+    RANKD_RETURN_IF_ERROR(
+        Mark(Stage::kAttention, last ? cost.AttentionLastRows() : cost.Attention()));
     RANKD_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefixAttention(a, ks));
 
     // After the last layer's attention only the items' last rows matter: its o_proj and MLP run

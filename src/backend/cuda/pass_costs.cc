@@ -29,6 +29,12 @@ StageCost PassCosts::Attention() const {
   return {4 * kv * w_.attended, 2 * (2 * t * q + 2 * t * kv + 2 * w_.ctx_rows * kv)};
 }
 
+StageCost PassCosts::AttentionLastRows() const {
+  const double n = w_.items, t = w_.rows, q = d_.q_width, kv = d_.kv_width;
+  // The keys of every row are still read (each item's last row sees its whole item).
+  return {4 * kv * w_.last_attended, 2 * (2 * n * q + 2 * t * kv + 2 * w_.ctx_rows * kv)};
+}
+
 StageCost PassCosts::Gather() const {
   return {0, 2 * w_.items * (4.0 * d_.hidden + 2.0 * d_.q_width)};
 }

@@ -15,6 +15,11 @@ int Bucket(int n) {
 }
 
 int MaxPassTiles(int rows, int items, int gqa_group) {
+  return LastLayerTilesAt(rows, items, gqa_group) +
+         kernels::MaxAttentionTiles(items, items, gqa_group);
+}
+
+int LastLayerTilesAt(int rows, int items, int gqa_group) {
   return kernels::MaxAttentionTiles(rows, 2 * items + 1, gqa_group);
 }
 
@@ -51,8 +56,10 @@ void PlanEncodePass(absl::Span<const int32_t> ids, int gqa_group, const PassArra
   std::fill(out.seg_start.begin(), out.seg_start.end(), 0);
   plan->groups.clear();
   plan->runs.assign(1, AttentionRun{0, P, 0, 0});
+  plan->last_runs.clear();
   plan->tiles = kernels::FillAttentionTiles(plan->runs.data(), 1, out.seg_start.data(), gqa_group,
                                             out.tiles.data(), tile_rows);
+  plan->last_tiles = 0;
   plan->rows = P;
   plan->items = 0;
   plan->work = PassWork{};
@@ -67,6 +74,7 @@ void PlanScorePass(absl::Span<const PlanGroup> groups, Strategy strategy, int gq
   int row = 0, item = 0, emb = 0;
   plan->groups.clear();
   plan->runs.clear();
+  plan->last_runs.clear();
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const PlanGroup& g = groups[gi];
     const int num_items = static_cast<int>(g.offsets.size()) - 1;
@@ -97,8 +105,10 @@ void PlanScorePass(absl::Span<const PlanGroup> groups, Strategy strategy, int gq
         out.seg_start[row] = begin;
       }
       out.last_rows[item++] = row - 1;
+      plan->last_runs.push_back(AttentionRun{row - 1, row, P, ctx});
       const double len = row - begin;
       work.attended += len * P + len * (len + 1) / 2;
+      work.last_attended += P + len;
     }
     plan->runs.push_back(AttentionRun{run_begin, row, P, ctx});
     emb += g.embedding_rows;
@@ -109,11 +119,16 @@ void PlanScorePass(absl::Span<const PlanGroup> groups, Strategy strategy, int gq
   plan->tiles =
       kernels::FillAttentionTiles(plan->runs.data(), static_cast<int>(plan->runs.size()),
                                   out.seg_start.data(), gqa_group, out.tiles.data(), tile_rows);
+  const int Tb = static_cast<int>(out.tokens.size()), Nb = static_cast<int>(out.last_rows.size());
+  plan->last_tiles = kernels::FillAttentionTiles(
+      plan->last_runs.data(), static_cast<int>(plan->last_runs.size()), out.seg_start.data(),
+      gqa_group, out.tiles.data() + LastLayerTilesAt(Tb, Nb, gqa_group));
   plan->rows = row;
   plan->items = item;
   work.rows = row;
   work.items = item;
   work.attended *= gqa_group;
+  work.last_attended *= gqa_group;
   plan->work = work;
 }
 

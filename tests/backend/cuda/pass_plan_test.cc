@@ -212,6 +212,33 @@ class PassPlanTest : public ::testing::TestWithParam<std::tuple<Strategy, int>> 
                  wgs * kAttentionTileRows);
     }
 
+    // The last layer's tiles, from LastLayerTilesAt: each item's last row alone (its G query
+    // rows), over its request's context and its whole item, one tile an item, dearest first.
+    const int at = LastLayerTilesAt(Tb, Nb, G());
+    ASSERT_EQ(plan.last_tiles, N);
+    ASSERT_LE(at + plan.last_tiles, static_cast<int>(b.tiles.size()));
+    ASSERT_GE(at, plan.tiles) << "the last layer's tiles overlap the other layers'";
+    std::vector<int> last_seen(N, 0);
+    double last_attended = 0;
+    for (int i = 0; i < plan.last_tiles; ++i) {
+      const AttentionTile& t = b.tiles[at + i];
+      SCOPED_TRACE(::testing::Message() << "last-layer tile " << i << " begin " << t.begin);
+      if (i > 0) EXPECT_GE(b.tiles[at + i - 1].num_keys, t.num_keys) << "not in cost order";
+      const auto item = std::find(ref.last_rows.begin(), ref.last_rows.end(), t.begin);
+      ASSERT_NE(item, ref.last_rows.end()) << "not an item's last row";
+      ++last_seen[item - ref.last_rows.begin()];
+      const RefRow& row = ref.rows[t.begin];
+      EXPECT_EQ(t.row0, 0);
+      EXPECT_EQ(t.rows, G());
+      EXPECT_EQ(t.ctx_len, row.ctx_len);
+      if (t.ctx_len > 0) ctx_ok(row, t);
+      EXPECT_EQ(t.own_lo, row.segment_begin);
+      EXPECT_EQ(t.num_keys, row.ctx_len + t.begin - row.segment_begin + 1);
+      last_attended += t.num_keys;
+    }
+    for (int i = 0; i < N; ++i) EXPECT_EQ(last_seen[i], 1) << "item " << i;
+    EXPECT_EQ(plan.work.last_attended, last_attended * G());
+
     // The profile's work: rows, items, every allowed (query row, key) pair, cached rows read.
     double attended = 0, ctx_rows = 0;
     for (int row = 0; row < T; ++row) {
@@ -314,6 +341,7 @@ TEST(PassPlanEncodeTest, OneSegmentWithoutContext) {
       ADD_FAILURE() << "an encode pass has no context";
     });
     EXPECT_EQ(plan.tiles, (P * G + kAttentionTileRows - 1) / kAttentionTileRows);
+    EXPECT_EQ(plan.last_tiles, 0) << "an encode pass's last layer runs no attention";
     EXPECT_EQ(plan.work.rows, P);
     EXPECT_EQ(plan.work.attended, static_cast<double>(P) * (P + 1) / 2 * G);
   }

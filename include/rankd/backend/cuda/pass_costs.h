@@ -53,6 +53,7 @@ class PassCosts {
   StageCost QkvGemm() const;                       // normed x . Wqkv^T, bf16 out
   StageCost QkvRope(bool q_in_attention, bool encode) const;  // RoPE (and the split) in place
   StageCost Attention() const;                                // q, own K/V, the contexts' K/V, out
+  StageCost AttentionLastRows() const;  // the last layer's: the items' last rows' q and out alone
   StageCost Gather() const;                                   // the items' last rows of x and attn
   StageCost QuantizeRows(double rows) const;                  // attn out to e4m3 (o_proj's input)
   StageCost OProj(double rows) const;                         // x += attn . Wo^T

@@ -57,11 +57,16 @@ struct PassWork {
   // attends to: the keys of all query heads over num_kv_heads.
   double attended = 0;
   double ctx_rows = 0;  // context rows read (prefix caches)
+  // The same sum over the items' last rows alone: the last layer's attention (PassPlan::
+  // last_tiles).
+  double last_attended = 0;
 };
 
-// The attention tiles a pass of `rows` rows and `items` item slots may need, counting 2 items + 1
-// runs (multi-item: a prefix run and an item run per request).
+// The attention tiles a pass of `rows` rows and `items` item slots may need: its layers' tiles,
+// counting 2 items + 1 runs (multi-item: a prefix run and an item run per request), then, from
+// LastLayerTilesAt on, the last layer's (PassPlan::last_tiles: a run of one row an item).
 int MaxPassTiles(int rows, int items, int gqa_group);
+int LastLayerTilesAt(int rows, int items, int gqa_group);
 
 // The host arrays of a pass of shape (Tb rows, Nb items), as the backend carves them from its
 // pinned staging block. The planner writes every row of tokens, positions and seg_start, and only
@@ -71,7 +76,7 @@ struct PassArrays {
   absl::Span<int32_t> positions;  // [Tb] RoPE positions; 0: padding
   absl::Span<int32_t> seg_start;  // [Tb] first row of each row's segment
   absl::Span<int32_t> last_rows;  // [Nb] row of each item's last token (score passes)
-  absl::Span<kernels::AttentionTile> tiles;  // [MaxPassTiles(Tb, Nb, G)] work list
+  absl::Span<kernels::AttentionTile> tiles;  // [MaxPassTiles(Tb, Nb, G)] work lists
 };
 
 // One request of a score pass.
@@ -107,9 +112,15 @@ struct PassPlan {
   int rows = 0;   // T: live rows
   int items = 0;  // N
   int tiles = 0;  // attention tiles written to PassArrays::tiles
+  // Score passes: the last layer's attention tiles, from PassArrays::tiles[LastLayerTilesAt(Tb,
+  // Nb, G)]: each item's last row alone, a run of one row over its request's context (after the
+  // last layer's attention only those rows are read: the scores come from them). 0 in encode
+  // passes, whose last layer runs no attention.
+  int last_tiles = 0;
   PassWork work;
   std::vector<PlacedGroup> groups;          // score passes: the requests with items, in order
   std::vector<kernels::AttentionRun> runs;  // the runs the tiles are made of (host only)
+  std::vector<kernels::AttentionRun> last_runs;  // the last layer's (host only)
 };
 
 // The rows, items and embedding rows of a score pass over `groups` (requests without items take
