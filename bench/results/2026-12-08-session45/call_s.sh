@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Session 45 (carry ["build-gpu-s"]: rankd-bench of 20816c2, session 45's last kernel commit, and
+# Session 45 (carry ["build-gpu-s"]: rankd-bench of 2abec6e, session 45's last kernel commit, and
 # as rankd-bench-base session 44's (069a7ca's kernels), in one archive): session 45's kernel
 # changes before and after in one call. Kernel rows (attention at Tq 50 and 1024, QkvRope; both
 # shapes; `... pf`: RANKD_CUDA_ATTENTION_PREFETCH, `... b3`: RANKD_CUDA_ATTENTION_THREE_BLOCKS),
 # then the passes interleaved, two rounds: base; new (the copy loop, the deferred queue store, the
-# first unit without the queue, QkvRope's registers); new with the prefetch; on the 0.6B shape new
+# first unit without the queue, QkvRope's registers, the last layer's attention on the items' last
+# rows); new with the prefetch; on the 0.6B shape new
 # with three blocks (and with both); on the 379M standard shape new with q rotated by QkvRope
 # (RANKD_CUDA_FUSE_Q_ROPE=0); at Tq=1024 new with blocks of one warpgroup (auto runs 2 there; the
 # copy loop changed what a tile costs each). Last the new bf16 passes' profiles.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Session 45 (carry ["build-gpu-t"]: cuda_kernels_test and cuda_backend_test of 20816c2, session
+# Session 45 (carry ["build-gpu-t"]: cuda_kernels_test and cuda_backend_test of 2abec6e, session
 # 45's last kernel commit): the GPU tests of its kernel changes (attention's copy loop and deferred queue
 # store, every kernel; RANKD_CUDA_ATTENTION_PREFETCH and RANKD_CUDA_ATTENTION_THREE_BLOCKS: the
 # same bits as the default kernels; QkvRope's register diet: qkv_rope_test against the CPU
-# reference, and the GEMM tests' unfused RoPE path bit for bit), racecheck on the attention cases
+# reference, and the GEMM tests' unfused RoPE path bit for bit; the last layer's attention on the
+# items' last rows: cuda_backend_test's golden scores, ibpc = multi-item, graphs on = off),
+# racecheck on the attention cases
 # (thread 0's tile copy into shared memory a unit ahead), and the SASS of the default D 64 kernel
 # (four blocks) for its instruction counts.
 F=build-gpu-t; [[ -x $F/bin/cuda_backend_test ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 45 (carry ["build-gpu-s"], after call_s.sh, on the same warm machine if it still is):
-# Nsight Compute on the attention kernels of 20816c2 where the next step is decided: the default
+# Nsight Compute on the attention kernels of 2abec6e where the next step is decided: the default
 # D 64 kernel (four blocks) at Tq=50, without and with RANKD_CUDA_ATTENTION_PREFETCH (does a
 # unit's start still wait on q?), at Tq=1024 (never profiled: issue-, MUFU- or latency-bound?)
 # beside blocks of 2 warpgroups, and the D 128 overlapped kernel at two and three blocks; speed of
