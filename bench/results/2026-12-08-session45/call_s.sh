@@ -8,7 +8,9 @@
 # rows); new with the prefetch; on the 0.6B shape new
 # with three blocks (and with both); on the 379M standard shape new with q rotated by QkvRope
 # (RANKD_CUDA_FUSE_Q_ROPE=0); at Tq=1024 new with blocks of one warpgroup (auto runs 2 there; the
-# copy loop changed what a tile costs each). Last the new bf16 passes' profiles.
+# copy loop changed what a tile costs each); on embedding items new with every GEMM variant and
+# with PDL (their last measurements predate session 33's pp64 and session 40's kernels). Last the
+# new bf16 passes' profiles.
 F=build-gpu-s; [[ -x $F/bin/rankd-bench ]] || tar -C $F -xJf $F/rankd-bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/$F/lib:/usr/local/cuda/lib64 RANKD_TEST_DATA_DIR=$PWD/tests/data
 B=$F/bin; L=$OUT/main.log; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
@@ -29,11 +31,13 @@ wait
 echo "== engine ($(el) s)" >> $L
 for round in 1 2; do
 for v in "m379 bf16 --tq 50 --ti 150 --ni 50" "m06 bf16 --tq 50 --ti 150 --ni 50" "m379 fp8 --tq 50 --ti 150 --ni 50" "m06 fp8 --tq 50 --ti 150 --ni 50" "m379 bf16 --tq 1024 --ti 150 --ni 50" "m379 bf16 --tq 50 --ti 150 --ni 250" "m379 bf16 --tq 50 --ti 16 --ni 50 --concurrency 8" "m379 bf16 --tq 50 --ni 250 --items embedding"; do
-  for sw in "base" "-" "RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1 RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1 RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_FUSE_Q_ROPE=0"; do
+  for sw in "base" "-" "RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1" "RANKD_CUDA_ATTENTION_THREE_BLOCKS=1 RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1" "RANKD_CUDA_ATTENTION_WARPGROUPS=1 RANKD_CUDA_ATTENTION_PREFETCH=1" "RANKD_CUDA_FUSE_Q_ROPE=0" "RANKD_CUDA_OWN_GEMM_VARIANTS=all" "RANKD_CUDA_PDL=1"; do
     [[ $v != m06* && $sw == *THREE* ]] && continue  # (heads of 64: ignored)
     [[ $v != *"--tq 1024"* && $sw == *WARPGROUPS* ]] && continue  # (blocks of 2 only at Tq=1024)
     # q rotated by QkvRope (now 2 heads a lane) instead of in attention: the 379M standard shape.
     [[ $v != "m379 bf16 --tq 50 --ti 150 --ni 50" && $sw == *Q_ROPE* ]] && continue
+    # Embedding items (the small pass): every GEMM variant (K slices on o_proj and down) and PDL.
+    [[ $v != *embedding* && ( $sw == *VARIANTS* || $sw == *PDL* ) ]] && continue
     (( $(el) < ${UNTIL_S:-480} )) || break 3
     set -- $v; model=$1; prec=$2; shift 2; e=(); bin=rankd-bench
     [[ $sw == base ]] && bin=rankd-bench-base; [[ $sw == RANKD* ]] && e=($sw)
