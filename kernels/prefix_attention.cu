@@ -1028,16 +1028,15 @@ __device__ __forceinline__ void QueueKernelBody(const PrefixAttentionParams& p,
 
   // A block's first unit is its index (no atomic's round trip in front of the first wave's loads;
   // a small pass runs about a unit a block); the queue hands out the others, from unit gridDim.x
-  // on. It is read one unit ahead: thread 0 takes
-  // the next unit while the block works on this one, so the atomic's round trip to L2 is off the
-  // critical path. units[i % 2] (i >= 1) is written in iteration i - 1 before that iteration's
-  // key-tile barriers and read after them; it is written again in iteration i + 1, after every
-  // thread has passed iteration i's barriers. Thread 0 keeps the atomic's result in a register
-  // until its unit's loads are out (next_unit below): a store right after the atomic would stall
-  // warp 0 on the round trip before it even asked for its tile, and the block's first barrier
-  // waits for warp 0. unit_tiles[i % 2] (p.prefetch, i >= 1) follows the same rule: thread 0's
-  // copy into it (cp.async, a group of its own) has landed at its first key-tile wait and is
-  // visible past the barrier after it.
+  // on. It is read one unit ahead: thread 0 takes the next unit while the block works on this one,
+  // so the atomic's round trip to L2 is off the critical path. units[i % 2] (i >= 1) is written in
+  // iteration i - 1 before that iteration's key-tile barriers and read after them; it is written
+  // again in iteration i + 1, after every thread has passed iteration i's barriers. Thread 0 keeps
+  // the atomic's result in a register until its unit's loads are out (next_unit below): a store
+  // right after the atomic would stall warp 0 on the round trip before it even asked for its tile,
+  // and the block's first barrier waits for warp 0. unit_tiles[i % 2] (p.prefetch, i >= 1) follows
+  // the same rule: thread 0's copy into it (cp.async, a group of its own) has landed at its first
+  // key-tile wait and is visible past the barrier after it.
   for (int it = 0;; ++it) {
     const int unit = it == 0 ? static_cast<int>(blockIdx.x) : units[it % 2];
     if (unit >= num_units) break;
