@@ -68,9 +68,13 @@ TEST(PassCostsTest, AttentionCountsEveryQueryHeadOnceUnderGroupedQueryAttention)
                       .qkv_width = 4096,
                       .intermediate = 3072,
                       .head_dim = 128};
-  const PassCosts c(dims, {.rows = 100, .items = 1, .attended = 2 * 1000}, {});
+  const PassCosts c(dims,
+                    {.rows = 100, .items = 1, .attended = 2 * 1000, .last_attended = 2 * 10}, {});
   // QK^T and PV: 2 x 2 x D FLOPs per (query head, key), 16 heads.
   EXPECT_DOUBLE_EQ(c.Attention().flops, 4.0 * 128 * 16 * 1000);
+  // The last layer's: the item's last row (10 keys) alone; its q and out, every row's K and V.
+  EXPECT_DOUBLE_EQ(c.AttentionLastRows().flops, 4.0 * 128 * 16 * 10);
+  EXPECT_DOUBLE_EQ(c.AttentionLastRows().bytes, 2.0 * (2 * 1 * 2048 + 2 * 100 * 1024));
 }
 
 }  // namespace
